@@ -1,0 +1,52 @@
+//! The capability seam: every file and process operation Warden performs goes through
+//! the [`Fs`] and [`Shell`] traits defined here.
+//!
+//! Consumers (`policy`, `approvals`, `runner`, `gateway`) receive `&dyn Fs` / `&dyn Shell`
+//! and never touch `std::fs` or `std::process`; swapping the provider swaps the whole
+//! execution world. Three providers ship with this crate:
+//!
+//! | provider | files | processes |
+//! | --- | --- | --- |
+//! | [`LocalFs`] / [`LocalShell`] | the real disk | real processes, own session, whole-tree kill |
+//! | [`MemoryFs`] / [`NoProcesses`] / [`ScriptedShell`] | a map in memory | none (explicit error) / scripted for tests |
+//! | [`BoundedFs`] / [`BoundedShell`] | confined under a root directory handle | real processes with the cwd confined |
+//!
+//! ```
+//! use caps::{Fs, MemoryFs, WriteOptions};
+//! use std::path::Path;
+//!
+//! let fs = MemoryFs::new();
+//! fs.create_dir_all(Path::new("/work"), 0o755).unwrap();
+//! fs.write(Path::new("/work/notes.txt"), b"hello", WriteOptions::default()).unwrap();
+//! assert_eq!(fs.read(Path::new("/work/notes.txt")).unwrap(), b"hello");
+//! ```
+
+mod error;
+mod fs;
+mod output;
+mod providers;
+mod shell;
+
+pub use error::CapsError;
+pub use fs::{DirEntry, FileKind, Fs, FsLock, Metadata, WriteOptions};
+pub use output::{
+    OutputCollector, Stream, TRUNCATION_MARKER, truncate_utf8_head, truncate_utf8_tail,
+};
+pub use providers::bounded::{BoundedFs, BoundedShell};
+pub use providers::local::{LocalFs, LocalShell};
+pub use providers::memory::{MemoryFs, NoProcesses, RecordedCall, ScriptedShell};
+pub use shell::{
+    DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TAIL_BYTES, ExecOptions, ExecOutput, ExitStatus,
+    OutputLimits, Script, Shell, Stdin,
+};
+
+/// The process supervisor used by the local and bounded shells, for providers in other
+/// crates (the OS sandbox) that wrap a program such as `bwrap` around the command.
+pub mod process {
+    pub use crate::providers::local::process::{
+        DRAIN_AFTER_EXIT, KILL_GRACE, ProcessSpec, WorkingDir, supervise,
+    };
+}
+
+/// Result type of every capability call.
+pub type Result<T, E = CapsError> = std::result::Result<T, E>;

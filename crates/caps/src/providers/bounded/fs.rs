@@ -1,0 +1,289 @@
+//! `BoundedFs`: the [`Fs`] trait over a cap-std directory handle.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cap_std::fs::{
+    Dir, DirBuilder, DirBuilderExt, MetadataExt, OpenOptions, OpenOptionsExt, Permissions,
+    PermissionsExt,
+};
+use nix::fcntl::{Flock, FlockArg};
+
+use super::map_err;
+use crate::fs::{DirEntry, FileKind, Fs, FsLock, Metadata, WriteOptions};
+use crate::providers::paths::normalize_beneath;
+use crate::{CapsError, Result};
+
+/// A filesystem confined beneath one directory.
+///
+/// `..` is applied lexically and may not climb above the root; absolute paths, NUL bytes
+/// and symlinks whose target lies outside the root are [`CapsError::Denied`] — including
+/// symlinks created after the provider was built and directories swapped for symlinks
+/// while operations run, because every call is resolved through the root handle by the
+/// kernel, not checked as a string beforehand.
+#[derive(Debug)]
+pub struct BoundedFs {
+    root: Dir,
+    root_path: PathBuf,
+}
+
+fn to_metadata(m: &cap_std::fs::Metadata) -> Metadata {
+    let ft = m.file_type();
+    let kind = if ft.is_symlink() {
+        FileKind::Symlink
+    } else if ft.is_dir() {
+        FileKind::Dir
+    } else if ft.is_file() {
+        FileKind::File
+    } else {
+        FileKind::Other
+    };
+    Metadata {
+        kind,
+        len: m.len(),
+        mode: m.mode() & 0o7777,
+        uid: m.uid(),
+        modified: m.modified().ok().map(|t| t.into_std()),
+    }
+}
+
+/// `.` for the root itself (cap-std wants a non-empty path).
+fn rel(p: &Path) -> &Path {
+    if p.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        p
+    }
+}
+
+impl BoundedFs {
+    /// Confine to the directory at `root`. This is the one ambient step: opening the root.
+    pub fn open(root: impl AsRef<Path>) -> Result<Self> {
+        let root_path = root.as_ref().to_path_buf();
+        let dir = Dir::open_ambient_dir(&root_path, cap_std::ambient_authority())
+            .map_err(|e| CapsError::from_io("open bounded root", &root_path, e))?;
+        Ok(BoundedFs {
+            root: dir,
+            root_path,
+        })
+    }
+
+    /// Confine to an already-open directory handle. `display` is only used in messages.
+    pub fn from_dir(root: Dir, display: impl Into<PathBuf>) -> Self {
+        BoundedFs {
+            root,
+            root_path: display.into(),
+        }
+    }
+
+    /// The root as it was named when opened (for messages; never used to resolve).
+    pub fn root_path(&self) -> &Path {
+        &self.root_path
+    }
+
+    /// A second handle to the same root.
+    pub fn try_clone_root(&self) -> Result<Dir> {
+        self.root
+            .try_clone()
+            .map_err(|e| CapsError::from_io("clone root handle", &self.root_path, e))
+    }
+
+    fn parent_dir(&self, path: &Path, p: &Path, op: &'static str) -> Result<(Dir, PathBuf)> {
+        let name = p.file_name().ok_or_else(|| {
+            CapsError::invalid(format!("{op}: {} has no file name", path.display()))
+        })?;
+        let parent = p.parent().unwrap_or(Path::new(""));
+        let dir = self
+            .root
+            .open_dir(rel(parent))
+            .map_err(|e| map_err(op, path, e))?;
+        Ok((dir, PathBuf::from(name)))
+    }
+}
+
+/// Source of unique temp-file names within this process.
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+impl Fs for BoundedFs {
+    fn resolve_path(&self, path: &Path) -> Result<PathBuf> {
+        normalize_beneath(path)
+    }
+
+    fn read(&self, path: &Path) -> Result<Vec<u8>> {
+        let p = self.resolve_path(path)?;
+        self.root
+            .read(rel(&p))
+            .map_err(|e| map_err("read", path, e))
+    }
+
+    fn write(&self, path: &Path, data: &[u8], options: WriteOptions) -> Result<()> {
+        let p = self.resolve_path(path)?;
+        let mut open = OpenOptions::new();
+        open.write(true).mode(options.mode);
+        if options.create_new {
+            open.create_new(true);
+        } else {
+            open.create(true).truncate(true);
+        }
+        let mut file = self
+            .root
+            .open_with(rel(&p), &open)
+            .map_err(|e| map_err("write", path, e))?;
+        file.write_all(data).map_err(|e| map_err("write", path, e))
+    }
+
+    fn write_atomic(&self, path: &Path, data: &[u8], options: WriteOptions) -> Result<()> {
+        let p = self.resolve_path(path)?;
+        let (dir, name) = self.parent_dir(path, &p, "replace")?;
+        let (tmp_name, mut file) = loop {
+            let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+            let tmp_name = format!(".{}.{}.{n}.tmp", name.display(), std::process::id());
+            let mut open = OpenOptions::new();
+            open.write(true).create_new(true).mode(options.mode);
+            match dir.open_with(&tmp_name, &open) {
+                Ok(file) => break (tmp_name, file),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(map_err("create temp file for", path, e)),
+            }
+        };
+        let written = (|| {
+            file.set_permissions(Permissions::from_mode(options.mode))?;
+            file.write_all(data)?;
+            file.sync_all()?;
+            dir.rename(&tmp_name, &dir, &name)
+        })();
+        if let Err(e) = written {
+            let _ = dir.remove_file(&tmp_name);
+            return Err(map_err("replace", path, e));
+        }
+        // The handle cap-std keeps is O_PATH, which cannot be fsynced: open the
+        // directory itself for reading (through the same handle) and sync that.
+        dir.open(".")
+            .and_then(|d| d.sync_all())
+            .map_err(|e| CapsError::from_io("fsync directory of", path, e))
+    }
+
+    fn create_dir_all(&self, path: &Path, mode: u32) -> Result<()> {
+        let p = self.resolve_path(path)?;
+        if p.as_os_str().is_empty() {
+            return Ok(());
+        }
+        let mut builder = DirBuilder::new();
+        builder.recursive(true).mode(mode);
+        self.root
+            .create_dir_with(&p, &builder)
+            .map_err(|e| map_err("create directory", path, e))
+    }
+
+    fn list(&self, path: &Path) -> Result<Vec<DirEntry>> {
+        let p = self.resolve_path(path)?;
+        let mut entries = Vec::new();
+        for entry in self
+            .root
+            .read_dir(rel(&p))
+            .map_err(|e| map_err("list", path, e))?
+        {
+            let entry = entry.map_err(|e| map_err("list", path, e))?;
+            let ft = entry.file_type().map_err(|e| map_err("list", path, e))?;
+            let kind = if ft.is_symlink() {
+                FileKind::Symlink
+            } else if ft.is_dir() {
+                FileKind::Dir
+            } else if ft.is_file() {
+                FileKind::File
+            } else {
+                FileKind::Other
+            };
+            entries.push(DirEntry {
+                name: entry.file_name(),
+                kind,
+            });
+        }
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(entries)
+    }
+
+    fn metadata(&self, path: &Path) -> Result<Metadata> {
+        let p = self.resolve_path(path)?;
+        self.root
+            .metadata(rel(&p))
+            .map(|m| to_metadata(&m))
+            .map_err(|e| map_err("stat", path, e))
+    }
+
+    fn symlink_metadata(&self, path: &Path) -> Result<Metadata> {
+        let p = self.resolve_path(path)?;
+        self.root
+            .symlink_metadata(rel(&p))
+            .map(|m| to_metadata(&m))
+            .map_err(|e| map_err("lstat", path, e))
+    }
+
+    fn canonicalize(&self, path: &Path) -> Result<PathBuf> {
+        let p = self.resolve_path(path)?;
+        self.root
+            .canonicalize(rel(&p))
+            .map_err(|e| map_err("canonicalize", path, e))
+    }
+
+    fn remove(&self, path: &Path) -> Result<()> {
+        let p = self.resolve_path(path)?;
+        if p.as_os_str().is_empty() {
+            return Err(CapsError::denied(
+                path,
+                "the bounded root cannot be removed",
+            ));
+        }
+        let meta = self
+            .root
+            .symlink_metadata(&p)
+            .map_err(|e| map_err("remove", path, e))?;
+        if meta.is_dir() {
+            self.root.remove_dir(&p)
+        } else {
+            self.root.remove_file(&p)
+        }
+        .map_err(|e| map_err("remove", path, e))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        let f = self.resolve_path(from)?;
+        let t = self.resolve_path(to)?;
+        if f.as_os_str().is_empty() || t.as_os_str().is_empty() {
+            return Err(CapsError::denied(
+                from,
+                "the bounded root cannot be renamed",
+            ));
+        }
+        self.root
+            .rename(&f, &self.root, &t)
+            .map_err(|e| map_err("rename", from, e))
+    }
+
+    fn set_permissions(&self, path: &Path, mode: u32) -> Result<()> {
+        let p = self.resolve_path(path)?;
+        self.root
+            .set_permissions(rel(&p), Permissions::from_mode(mode))
+            .map_err(|e| map_err("chmod", path, e))
+    }
+
+    fn lock(&self, path: &Path) -> Result<FsLock> {
+        let p = self.resolve_path(path)?;
+        let mut open = OpenOptions::new();
+        open.read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW);
+        let file = self
+            .root
+            .open_with(rel(&p), &open)
+            .map_err(|e| map_err("open lock file", path, e))?
+            .into_std();
+        let locked = Flock::lock(file, FlockArg::LockExclusive)
+            .map_err(|(_, errno)| CapsError::from_io("lock", path, errno.into()))?;
+        Ok(FsLock::new(locked))
+    }
+}

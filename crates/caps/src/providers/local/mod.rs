@@ -1,0 +1,38 @@
+//! The local provider: the real disk and real processes.
+// The local provider is where raw file and process access is the point.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
+mod fs;
+pub mod process;
+mod shell;
+pub(crate) mod shell_support;
+mod spawn;
+
+pub use fs::LocalFs;
+pub use shell::LocalShell;
+
+use std::fs::Metadata as StdMetadata;
+use std::os::unix::fs::MetadataExt;
+
+use crate::fs::{FileKind, Metadata};
+
+/// Convert std metadata (also what cap-std hands back) into the seam's value type.
+pub(crate) fn metadata_from_std(m: &StdMetadata) -> Metadata {
+    let ft = m.file_type();
+    let kind = if ft.is_symlink() {
+        FileKind::Symlink
+    } else if ft.is_dir() {
+        FileKind::Dir
+    } else if ft.is_file() {
+        FileKind::File
+    } else {
+        FileKind::Other
+    };
+    Metadata {
+        kind,
+        len: m.len(),
+        mode: m.mode() & 0o7777,
+        uid: m.uid(),
+        modified: m.modified().ok(),
+    }
+}

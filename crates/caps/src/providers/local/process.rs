@@ -1,0 +1,421 @@
+//! The process supervisor behind every real run: spawn in a new session, read stdout
+//! and stderr concurrently into a bounded collector, enforce the timeout, and kill the
+//! whole tree so nothing outlives the run.
+//!
+//! Exit is observed through a pidfd, which becomes readable when the child exits but
+//! does not reap it. While the child is an unreaped zombie its pid (= its process group
+//! and session id) cannot be reused, so `killpg` after exit hits only our own leftovers.
+//!
+//! Limits of process-group/session killing: a descendant that calls `setsid()` itself
+//! leaves both and is out of reach here; the OS sandbox's pid namespace closes that gap.
+
+use std::ffi::OsString;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use nix::libc;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::wait::{WaitStatus, waitpid};
+use nix::unistd::Pid;
+use tokio::io::AsyncWriteExt;
+use tokio::io::unix::AsyncFd;
+
+use super::spawn::{SpawnCwd, StdinKind, spawn};
+use crate::output::{OutputCollector, Stream};
+use crate::shell::{ExecOutput, ExitStatus, OutputLimits, Stdin};
+use crate::{CapsError, Result};
+
+/// Time a process tree gets between SIGTERM and SIGKILL after a timeout: enough for a
+/// well-behaved program to flush, short enough that a timeout means a prompt answer.
+pub const KILL_GRACE: Duration = Duration::from_millis(500);
+
+/// After the child exited and its group was killed, how long we still wait for the
+/// pipes to reach end-of-file. Only a descendant that escaped the group (via `setsid`)
+/// can keep them open; we stop waiting for it rather than hang.
+pub const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
+
+/// Read size for the output pipes: twice the default pipe capacity, so one read empties
+/// a full pipe.
+const READ_CHUNK: usize = 128 * 1024;
+
+/// Where the child starts.
+#[derive(Debug)]
+pub enum WorkingDir {
+    /// A path, resolved by the kernel at spawn time.
+    Path(PathBuf),
+    /// An open directory handle; the child `fchdir`s to it (no path is re-resolved).
+    Handle(OwnedFd),
+}
+
+/// Everything needed to start one supervised process.
+#[derive(Debug)]
+pub struct ProcessSpec {
+    /// The file to execute (absolute, or relative to the working directory).
+    pub program: PathBuf,
+    /// The full argv, including `argv[0]`.
+    pub argv: Vec<OsString>,
+    /// The complete environment.
+    pub env: Vec<(OsString, OsString)>,
+    /// Working directory.
+    pub cwd: WorkingDir,
+    /// Standard input.
+    pub stdin: Stdin,
+    /// Descriptors the child keeps open under the same numbers (e.g. a seccomp program
+    /// for bubblewrap's `--seccomp FD`). Everything else is close-on-exec.
+    pub keep_fds: Vec<OwnedFd>,
+    /// The name used in error messages.
+    pub display_name: String,
+}
+
+/// Spawn `spec` and supervise it to completion under `timeout` and `limits`.
+///
+/// Dropping the returned future kills the process tree.
+pub async fn supervise(
+    spec: ProcessSpec,
+    timeout: Duration,
+    limits: OutputLimits,
+) -> Result<ExecOutput> {
+    if timeout.is_zero() {
+        return Err(CapsError::invalid("timeout must be greater than zero"));
+    }
+    let started = Instant::now();
+    let ProcessSpec {
+        program,
+        argv,
+        env,
+        cwd,
+        stdin,
+        keep_fds,
+        display_name,
+    } = spec;
+    if argv.is_empty() {
+        return Err(CapsError::invalid("argv must not be empty"));
+    }
+    let (stdin_kind, stdin_bytes) = match stdin {
+        Stdin::Null => (StdinKind::Null, None),
+        Stdin::Bytes(bytes) => (StdinKind::Piped, Some(bytes)),
+    };
+    let spawn_cwd = match &cwd {
+        WorkingDir::Path(p) => SpawnCwd::Path(p),
+        WorkingDir::Handle(fd) => SpawnCwd::Fd(fd.as_raw_fd()),
+    };
+    let child = spawn(&program, &argv, &env, spawn_cwd, stdin_kind, &keep_fds)
+        .map_err(|e| spawn_error(&display_name, e))?;
+    drop((cwd, keep_fds));
+    let mut guard = TreeGuard::new(Pid::from_raw(child.pid));
+    let (wake_r, wake_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| CapsError::from_io("pipe", &display_name, e.into()))?;
+    guard.reader_wake = Some(wake_w);
+    let (stdout, stderr) = (child.stdout, child.stderr);
+    let mut reader =
+        tokio::task::spawn_blocking(move || read_output(stdout, stderr, wake_r, limits));
+    let writer = write_stdin(child.stdin, stdin_bytes);
+    let exited = wait_for_exit(child.pid);
+    tokio::pin!(writer);
+    tokio::pin!(exited);
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    let mut writer_done = false;
+    let mut timed_out = false;
+    let mut kill_at: Option<tokio::time::Instant> = None;
+
+    loop {
+        let escalate = async {
+            match kill_at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = &mut writer, if !writer_done => writer_done = true,
+            result = &mut exited => {
+                result.map_err(|e| CapsError::from_io("wait", &display_name, e))?;
+                break;
+            }
+            _ = &mut deadline, if !timed_out => {
+                timed_out = true;
+                guard.signal(Signal::SIGTERM);
+                kill_at = Some(tokio::time::Instant::now() + KILL_GRACE);
+            }
+            _ = escalate => {
+                guard.signal(Signal::SIGKILL);
+                kill_at = None;
+            }
+        }
+    }
+
+    // The leader has exited but is not reaped: its group id cannot be recycled yet, so
+    // killing the group now reaches only what the run left behind.
+    guard.signal(Signal::SIGKILL);
+    if timed_out {
+        guard.sweep_session();
+    }
+    let status = guard
+        .reap()
+        .map_err(|e| CapsError::from_io("wait", &display_name, e))?;
+    let collector = match tokio::time::timeout(DRAIN_AFTER_EXIT, &mut reader).await {
+        Ok(joined) => joined,
+        Err(_) => {
+            // Only a descendant that left our session can still hold the pipes open.
+            guard.wake_reader();
+            reader.await
+        }
+    }
+    .map_err(|e| CapsError::from_io("read output", &display_name, std::io::Error::other(e)))?;
+    Ok(collector.finish(status, timed_out, started.elapsed()))
+}
+
+/// Map an exec failure to the typed errors the CLI turns into 127 / 126.
+fn spawn_error(program: &str, e: std::io::Error) -> CapsError {
+    let program = program.to_owned();
+    match e.raw_os_error() {
+        Some(libc::ENOENT) | Some(libc::ENOTDIR) => CapsError::ProgramNotFound { program },
+        Some(libc::EACCES) | Some(libc::EPERM) => CapsError::NotExecutable {
+            program,
+            reason: "permission denied".into(),
+        },
+        Some(libc::ENOEXEC) => CapsError::NotExecutable {
+            program,
+            reason: "not an executable format".into(),
+        },
+        Some(libc::EISDIR) => CapsError::NotExecutable {
+            program,
+            reason: "is a directory".into(),
+        },
+        _ if e.kind() == std::io::ErrorKind::InvalidInput => CapsError::invalid(e.to_string()),
+        _ => CapsError::Io {
+            op: "spawn",
+            path: PathBuf::from(program),
+            source: e,
+        },
+    }
+}
+
+/// Read stdout and stderr until both reach end-of-file (or `wake` becomes readable),
+/// on a blocking thread: a tight `poll`+`read` loop moves bulk output several times
+/// faster than readiness-driven async reads, and keeps memory bounded by the collector.
+fn read_output(
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+    wake: OwnedFd,
+    limits: OutputLimits,
+) -> OutputCollector {
+    let mut collector = OutputCollector::new(limits);
+    let mut buf = vec![0u8; READ_CHUNK];
+    let mut open = [Some(stdout), Some(stderr)];
+    while open.iter().any(Option::is_some) {
+        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(3);
+        let mut which: Vec<usize> = Vec::with_capacity(2);
+        for (i, fd) in open.iter().enumerate() {
+            if let Some(fd) = fd {
+                fds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
+                which.push(i);
+            }
+        }
+        fds.push(PollFd::new(wake.as_fd(), PollFlags::POLLIN));
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => break,
+        }
+        if fds
+            .last()
+            .and_then(PollFd::revents)
+            .is_some_and(|r| !r.is_empty())
+        {
+            break;
+        }
+        let ready: Vec<usize> = fds[..which.len()]
+            .iter()
+            .zip(&which)
+            .filter(|(fd, _)| fd.revents().is_some_and(|r| !r.is_empty()))
+            .map(|(_, i)| *i)
+            .collect();
+        drop(fds);
+        for i in ready {
+            let Some(fd) = &open[i] else { continue };
+            match nix::unistd::read(fd, &mut buf) {
+                Ok(0) => open[i] = None,
+                Ok(n) => collector.push(
+                    if i == 0 {
+                        Stream::Stdout
+                    } else {
+                        Stream::Stderr
+                    },
+                    &buf[..n],
+                ),
+                Err(nix::errno::Errno::EINTR) | Err(nix::errno::Errno::EAGAIN) => {}
+                // A read error on a pipe means it is gone; what we have is what there is.
+                Err(_) => open[i] = None,
+            }
+        }
+    }
+    collector
+}
+
+async fn write_stdin(stdin: Option<OwnedFd>, bytes: Option<Vec<u8>>) {
+    let (Some(fd), Some(bytes)) = (stdin, bytes) else {
+        return;
+    };
+    let Ok(mut sender) = tokio::net::unix::pipe::Sender::from_owned_fd(fd) else {
+        return;
+    };
+    // A child that exits without reading all its input is not an error.
+    let _ = sender.write_all(&bytes).await;
+}
+
+/// Resolves when process `pid` has exited, without reaping it.
+async fn wait_for_exit(pid: libc::pid_t) -> std::io::Result<()> {
+    let pid =
+        rustix::process::Pid::from_raw(pid).ok_or_else(|| std::io::Error::other("invalid pid"))?;
+    match rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::NONBLOCK) {
+        Ok(pidfd) => {
+            // SAFETY: `pidfd` is an `OwnedFd` moved into the `AsyncFd`, so the descriptor
+            // is valid and stays open for as long as the registration exists.
+            let pidfd =
+                unsafe { AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE) }
+                    .map_err(|e| e.into_parts().1)?;
+            // A pidfd polls readable once the process has exited and stays readable, so
+            // one readiness event is the whole answer.
+            let _ready = pidfd.readable().await?;
+            Ok(())
+        }
+        // Kernels before 5.3, or container seccomp profiles that refuse pidfd_open: wait
+        // on a blocking thread with WNOWAIT, which also leaves the zombie unreaped.
+        Err(e) if e == rustix::io::Errno::NOSYS || e == rustix::io::Errno::PERM => {
+            tokio::task::spawn_blocking(move || {
+                use rustix::process::{WaitId, WaitIdOptions, waitid};
+                waitid(
+                    WaitId::Pid(pid),
+                    WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
+                )
+                .map(|_| ())
+                .map_err(std::io::Error::from)
+            })
+            .await
+            .map_err(std::io::Error::other)?
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Owns the run's process tree until it is reaped: kills the group on timeout, and when
+/// the supervising future is dropped early kills the group and session, releases the
+/// output reader, and reaps the child on a helper thread so no zombie is left.
+struct TreeGuard {
+    leader: Pid,
+    reaped: bool,
+    reader_wake: Option<OwnedFd>,
+}
+
+impl TreeGuard {
+    fn new(leader: Pid) -> Self {
+        TreeGuard {
+            leader,
+            reaped: false,
+            reader_wake: None,
+        }
+    }
+
+    fn signal(&self, signal: Signal) {
+        // ESRCH (nothing left in the group) is the normal case after a clean exit.
+        let _ = killpg(self.leader, signal);
+    }
+
+    /// Kill every process still in the run's session, including members of process
+    /// groups the child created (shells with job control do that).
+    fn sweep_session(&self) {
+        for pid in session_members(self.leader.as_raw()) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+    }
+
+    /// Collect the exit status of the (already exited) leader.
+    fn reap(&mut self) -> std::io::Result<ExitStatus> {
+        loop {
+            match waitpid(self.leader, None) {
+                Ok(status) => {
+                    self.reaped = true;
+                    return Ok(match status {
+                        WaitStatus::Exited(_, code) => ExitStatus::Code(code),
+                        WaitStatus::Signaled(_, sig, _) => ExitStatus::Signal(sig as i32),
+                        // Stop/continue reports are not requested (no WUNTRACED).
+                        _ => continue,
+                    });
+                }
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Tell the output reader to stop waiting for end-of-file.
+    fn wake_reader(&mut self) {
+        if let Some(fd) = self.reader_wake.take() {
+            let _ = nix::unistd::write(&fd, b"x");
+        }
+    }
+}
+
+impl Drop for TreeGuard {
+    fn drop(&mut self) {
+        self.wake_reader();
+        if self.reaped {
+            return;
+        }
+        self.signal(Signal::SIGKILL);
+        self.sweep_session();
+        let leader = self.leader;
+        // SIGKILL cannot be ignored, so this wait is short; it must not block the
+        // async runtime that is dropping us.
+        std::thread::spawn(
+            move || while let Err(nix::errno::Errno::EINTR) = waitpid(leader, None) {},
+        );
+    }
+}
+
+/// Pids whose session id is `sid`, read from `/proc/*/stat`.
+fn session_members(sid: i32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut members = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        if stat_session(&stat) == Some(sid) {
+            members.push(pid);
+        }
+    }
+    members
+}
+
+/// The session field of a `/proc/PID/stat` line. The command name (field 2) may contain
+/// spaces and parentheses, so parse from the last `)`.
+fn stat_session(stat: &str) -> Option<i32> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // Fields after the name: state, ppid, pgrp, session.
+    rest.split_whitespace().nth(3)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_session_handles_hostile_command_names() {
+        let line = "1234 (a) b) (c) S 1 1234 1234 0 -1 4194560";
+        assert_eq!(stat_session(line), Some(1234));
+        assert_eq!(stat_session("garbage"), None);
+    }
+}

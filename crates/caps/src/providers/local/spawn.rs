@@ -1,0 +1,256 @@
+//! Starting a child with `posix_spawn(3)`: a new session (`POSIX_SPAWN_SETSID`), default
+//! signal dispositions, stdio wired to our pipes, every other inherited descriptor closed
+//! (`posix_spawn_file_actions_addclosefrom_np`), and the working directory set by path or
+//! by handle (`addfchdir_np`).
+//!
+//! Why not `std::process::Command`: it can only create a session from a `pre_exec` hook,
+//! which forces `fork()` instead of glibc's `vfork`-style spawn and costs about 0.4 ms per
+//! command — more than the whole exec budget (`docs/benchmarks.md`). This module is the
+//! one place with `unsafe` FFI in the provider; every block says why it is sound.
+
+use std::ffi::{CString, OsString};
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use nix::libc;
+
+/// How the child's stdin is connected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StdinKind {
+    /// `/dev/null`.
+    Null,
+    /// A pipe whose write end is returned to the caller.
+    Piped,
+}
+
+/// Where the child starts.
+pub(crate) enum SpawnCwd<'a> {
+    Path(&'a Path),
+    Fd(RawFd),
+}
+
+/// A started child: its pid and our ends of its pipes.
+#[derive(Debug)]
+pub(crate) struct SpawnedChild {
+    pub pid: libc::pid_t,
+    pub stdin: Option<OwnedFd>,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+}
+
+fn cstring(bytes: &[u8], what: &str) -> io::Result<CString> {
+    CString::new(bytes).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{what} contains a NUL byte"),
+        )
+    })
+}
+
+fn check(ret: libc::c_int) -> io::Result<()> {
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(ret))
+    }
+}
+
+/// Owns a `posix_spawn_file_actions_t` and destroys it on drop.
+struct FileActions(libc::posix_spawn_file_actions_t);
+
+impl FileActions {
+    fn new() -> io::Result<Self> {
+        let mut raw = MaybeUninit::<libc::posix_spawn_file_actions_t>::uninit();
+        // SAFETY: init writes a valid object into the uninitialised storage; we only
+        // assume it initialised after init reported success.
+        unsafe {
+            check(libc::posix_spawn_file_actions_init(raw.as_mut_ptr()))?;
+            Ok(FileActions(raw.assume_init()))
+        }
+    }
+    fn dup2(&mut self, fd: RawFd, target: RawFd) -> io::Result<()> {
+        // SAFETY: self.0 was initialised by posix_spawn_file_actions_init.
+        check(unsafe { libc::posix_spawn_file_actions_adddup2(&mut self.0, fd, target) })
+    }
+    fn open(&mut self, target: RawFd, path: &CString, flags: libc::c_int) -> io::Result<()> {
+        // SAFETY: initialised object; glibc copies the path string.
+        check(unsafe {
+            libc::posix_spawn_file_actions_addopen(&mut self.0, target, path.as_ptr(), flags, 0)
+        })
+    }
+    fn chdir(&mut self, path: &CString) -> io::Result<()> {
+        // SAFETY: initialised object; glibc copies the path string.
+        check(unsafe { libc::posix_spawn_file_actions_addchdir_np(&mut self.0, path.as_ptr()) })
+    }
+    fn fchdir(&mut self, fd: RawFd) -> io::Result<()> {
+        // SAFETY: initialised object.
+        check(unsafe { libc::posix_spawn_file_actions_addfchdir_np(&mut self.0, fd) })
+    }
+    fn close_from(&mut self, from: RawFd) -> io::Result<()> {
+        // SAFETY: initialised object.
+        check(unsafe { libc::posix_spawn_file_actions_addclosefrom_np(&mut self.0, from) })
+    }
+}
+
+impl Drop for FileActions {
+    fn drop(&mut self) {
+        // SAFETY: initialised in new(), destroyed exactly once here.
+        unsafe {
+            libc::posix_spawn_file_actions_destroy(&mut self.0);
+        }
+    }
+}
+
+/// Owns a `posix_spawnattr_t` and destroys it on drop.
+struct Attr(libc::posix_spawnattr_t);
+
+impl Attr {
+    /// New session, empty signal mask, every signal back to its default action (Rust
+    /// ignores SIGPIPE in this process, and an ignored disposition survives exec).
+    fn new_session() -> io::Result<Self> {
+        let mut raw = MaybeUninit::<libc::posix_spawnattr_t>::uninit();
+        // SAFETY: init writes a valid object; assumed initialised only after success.
+        let mut attr = unsafe {
+            check(libc::posix_spawnattr_init(raw.as_mut_ptr()))?;
+            Attr(raw.assume_init())
+        };
+        let mut empty = MaybeUninit::<libc::sigset_t>::uninit();
+        let mut all = MaybeUninit::<libc::sigset_t>::uninit();
+        // SAFETY: sigemptyset/sigfillset initialise the sets before they are read; the
+        // attr object is initialised; the flag values are the documented constants.
+        unsafe {
+            libc::sigemptyset(empty.as_mut_ptr());
+            libc::sigfillset(all.as_mut_ptr());
+            check(libc::posix_spawnattr_setsigmask(
+                &mut attr.0,
+                empty.as_ptr(),
+            ))?;
+            check(libc::posix_spawnattr_setsigdefault(
+                &mut attr.0,
+                all.as_ptr(),
+            ))?;
+            let flags = libc::POSIX_SPAWN_SETSID
+                | libc::POSIX_SPAWN_SETSIGMASK as libc::c_short
+                | libc::POSIX_SPAWN_SETSIGDEF as libc::c_short;
+            check(libc::posix_spawnattr_setflags(&mut attr.0, flags))?;
+        }
+        Ok(attr)
+    }
+}
+
+impl Drop for Attr {
+    fn drop(&mut self) {
+        // SAFETY: initialised in new_session(), destroyed exactly once here.
+        unsafe {
+            libc::posix_spawnattr_destroy(&mut self.0);
+        }
+    }
+}
+
+/// A close-on-exec pipe: (read end, write end).
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)
+}
+
+/// Duplicate `fd` to a close-on-exec descriptor numbered at least `min`.
+fn dup_at_least(fd: RawFd, min: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC takes an int argument and returns a new descriptor we own.
+    let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, min) };
+    if new < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `new` is a fresh descriptor returned by fcntl and owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+}
+
+/// Spawn `program` with exactly `argv` and `env`. `keep` descriptors appear in the child
+/// as 3, 4, ... in order; everything else above 2 is closed in the child.
+pub(crate) fn spawn(
+    program: &Path,
+    argv: &[OsString],
+    env: &[(OsString, OsString)],
+    cwd: SpawnCwd<'_>,
+    stdin: StdinKind,
+    keep: &[OwnedFd],
+) -> io::Result<SpawnedChild> {
+    let program_c = cstring(program.as_os_str().as_bytes(), "program path")?;
+    let argv_c = argv
+        .iter()
+        .map(|a| cstring(a.as_bytes(), "argument"))
+        .collect::<io::Result<Vec<_>>>()?;
+    let env_c = env
+        .iter()
+        .map(|(k, v)| {
+            let mut kv = k.as_bytes().to_vec();
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            cstring(&kv, "environment entry")
+        })
+        .collect::<io::Result<Vec<_>>>()?;
+    let mut argv_p: Vec<*mut libc::c_char> = argv_c.iter().map(|c| c.as_ptr().cast_mut()).collect();
+    argv_p.push(std::ptr::null_mut());
+    let mut env_p: Vec<*mut libc::c_char> = env_c.iter().map(|c| c.as_ptr().cast_mut()).collect();
+    env_p.push(std::ptr::null_mut());
+
+    let (out_r, out_w) = pipe()?;
+    let (err_r, err_w) = pipe()?;
+    let stdin_pipe = match stdin {
+        StdinKind::Piped => Some(pipe()?),
+        StdinKind::Null => None,
+    };
+    // Kept descriptors go to 3.. in the child; move our copies above that range first so
+    // no dup2 clobbers a source that is still to be copied.
+    let first_free = 3 + keep.len() as RawFd;
+    let keep_high = keep
+        .iter()
+        .map(|fd| dup_at_least(fd.as_raw_fd(), first_free))
+        .collect::<io::Result<Vec<_>>>()?;
+    let cwd_c = match cwd {
+        SpawnCwd::Path(p) => Some(cstring(p.as_os_str().as_bytes(), "working directory")?),
+        SpawnCwd::Fd(_) => None,
+    };
+
+    let mut actions = FileActions::new()?;
+    match (&cwd, &cwd_c) {
+        (SpawnCwd::Fd(fd), _) => actions.fchdir(*fd)?,
+        (SpawnCwd::Path(_), Some(c)) => actions.chdir(c)?,
+        (SpawnCwd::Path(_), None) => {}
+    }
+    match &stdin_pipe {
+        Some((r, _)) => actions.dup2(r.as_raw_fd(), 0)?,
+        None => actions.open(0, &cstring(b"/dev/null", "path")?, libc::O_RDONLY)?,
+    }
+    actions.dup2(out_w.as_raw_fd(), 1)?;
+    actions.dup2(err_w.as_raw_fd(), 2)?;
+    for (i, fd) in keep_high.iter().enumerate() {
+        actions.dup2(fd.as_raw_fd(), 3 + i as RawFd)?;
+    }
+    actions.close_from(first_free)?;
+    let attr = Attr::new_session()?;
+
+    let mut pid: libc::pid_t = 0;
+    // SAFETY: every pointer is valid for the duration of the call: program_c, argv_c and
+    // env_c outlive it, argv_p/env_p are NULL-terminated arrays of pointers into them,
+    // and actions/attr are initialised objects. posix_spawn does not retain them.
+    let ret = unsafe {
+        libc::posix_spawn(
+            &mut pid,
+            program_c.as_ptr(),
+            &actions.0,
+            &attr.0,
+            argv_p.as_ptr(),
+            env_p.as_ptr(),
+        )
+    };
+    check(ret)?;
+    drop((out_w, err_w));
+    Ok(SpawnedChild {
+        pid,
+        stdin: stdin_pipe.map(|(_, w)| w),
+        stdout: out_r,
+        stderr: err_r,
+    })
+}

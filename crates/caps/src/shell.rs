@@ -1,0 +1,178 @@
+//! The `Shell` capability: running a program from an argv, or a script under an explicit
+//! shell, with an explicit environment and hard limits.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::Result;
+
+/// Combined stdout+stderr kept per run (product spec §9). Large enough for real tool
+/// output, small enough that an agent's context and our memory stay bounded.
+pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 200_000;
+
+/// Bytes of trailing output kept for lifecycle events (product spec §9).
+pub const DEFAULT_TAIL_BYTES: usize = 20_000;
+
+/// How much output a run may keep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutputLimits {
+    /// Head of the combined stdout+stderr stream that is kept; the rest is drained and
+    /// discarded.
+    pub max_output_bytes: usize,
+    /// Trailing bytes of the whole stream kept for events, even past the cap.
+    pub tail_bytes: usize,
+}
+
+impl Default for OutputLimits {
+    fn default() -> Self {
+        OutputLimits {
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            tail_bytes: DEFAULT_TAIL_BYTES,
+        }
+    }
+}
+
+/// What the child reads on standard input.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Stdin {
+    /// `/dev/null` (the default: a command never waits on a terminal).
+    #[default]
+    Null,
+    /// These bytes, then end-of-file.
+    Bytes(Vec<u8>),
+}
+
+/// Everything about a run except what to run. There is no implicit inheritance: the
+/// environment is exactly `env`, the working directory exactly `cwd`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExecOptions {
+    /// Working directory, in the provider's world (relative to the root for bounded).
+    pub cwd: PathBuf,
+    /// The complete environment of the child.
+    pub env: BTreeMap<String, String>,
+    /// Standard input.
+    pub stdin: Stdin,
+    /// Wall-clock limit; on expiry the whole process tree is killed.
+    pub timeout: Duration,
+    /// Output limits.
+    pub limits: OutputLimits,
+}
+
+impl ExecOptions {
+    /// Options with the given cwd and timeout, an empty environment, stdin from
+    /// `/dev/null` and the default output limits.
+    pub fn new(cwd: impl Into<PathBuf>, timeout: Duration) -> Self {
+        ExecOptions {
+            cwd: cwd.into(),
+            env: BTreeMap::new(),
+            stdin: Stdin::Null,
+            timeout,
+            limits: OutputLimits::default(),
+        }
+    }
+
+    /// Add one environment variable.
+    pub fn with_env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.insert(key.into(), value.into());
+        self
+    }
+}
+
+/// A script for [`Shell::run`]: source text and the shell that interprets it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Script {
+    /// Absolute path of the shell (`/bin/sh`, `/bin/bash`...), invoked as `SHELL -c SOURCE`.
+    pub shell: PathBuf,
+    /// The script text.
+    pub source: String,
+}
+
+impl Script {
+    /// A script for `/bin/sh`.
+    pub fn sh(source: impl Into<String>) -> Self {
+        Script {
+            shell: PathBuf::from("/bin/sh"),
+            source: source.into(),
+        }
+    }
+}
+
+/// How a process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "kind", content = "value", rename_all = "lowercase")]
+pub enum ExitStatus {
+    /// Exited with this code.
+    Code(i32),
+    /// Killed by this signal number.
+    Signal(i32),
+}
+
+impl ExitStatus {
+    /// The conventional shell exit code: the code itself, or 128 + signal number.
+    pub fn shell_code(self) -> i32 {
+        match self {
+            ExitStatus::Code(c) => c,
+            ExitStatus::Signal(s) => 128 + s,
+        }
+    }
+
+    /// True for exit code 0.
+    pub fn success(self) -> bool {
+        self == ExitStatus::Code(0)
+    }
+}
+
+impl fmt::Display for ExitStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExitStatus::Code(c) => write!(f, "{c}"),
+            ExitStatus::Signal(s) => write!(f, "signal {s}"),
+        }
+    }
+}
+
+/// The typed result of a run. Text fields are UTF-8 (invalid bytes replaced); a field cut
+/// by a limit ends with [`crate::TRUNCATION_MARKER`] and never splits a character.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ExecOutput {
+    /// How the process ended.
+    pub status: ExitStatus,
+    /// Standard output (its share of the combined cap).
+    pub stdout: String,
+    /// Standard error (its share of the combined cap).
+    pub stderr: String,
+    /// stdout and stderr interleaved in arrival order, capped at `max_output_bytes`.
+    pub combined: String,
+    /// The last `tail_bytes` of the combined stream, kept even past the cap (for events).
+    pub tail: String,
+    /// True if any output was discarded.
+    pub truncated: bool,
+    /// True if the run hit its timeout and the tree was killed.
+    pub timed_out: bool,
+    /// Wall-clock duration of the run.
+    #[serde(serialize_with = "serialize_duration_ms", rename = "duration_ms")]
+    pub duration: Duration,
+}
+
+fn serialize_duration_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1000.0)
+}
+
+/// Process execution, as one provider's world sees it.
+///
+/// The two methods are deliberately separate: an argv is never joined into a shell
+/// string (that is how injection happens), and a script always names its shell.
+///
+/// Dropping the returned future cancels the run: providers kill the whole process tree.
+#[async_trait::async_trait]
+pub trait Shell: Send + Sync + fmt::Debug {
+    /// Execute `argv[0]` with arguments `argv[1..]`, no shell involved. A bare program
+    /// name is looked up in `options.env["PATH"]` (absolute entries only); a name with a
+    /// `/` is used as given.
+    async fn exec(&self, argv: &[String], options: &ExecOptions) -> Result<ExecOutput>;
+
+    /// Run `script.source` as `script.shell -c SOURCE`.
+    async fn run(&self, script: &Script, options: &ExecOptions) -> Result<ExecOutput>;
+}

@@ -1,0 +1,23 @@
+//! Exit codes of the `warden` binary. A child's own exit code is passed through; these
+//! are the codes Warden itself uses, chosen to match shell conventions (`timeout(1)`
+//! uses 124; shells use 126/127).
+
+/// The command ran past its timeout and was killed.
+pub const TIMED_OUT: i32 = 124;
+/// Warden itself failed (bad arguments, unreadable configuration, I/O error).
+pub const WARDEN_ERROR: i32 = 125;
+/// The program exists but cannot be executed.
+pub const NOT_EXECUTABLE: i32 = 126;
+/// The program was not found.
+pub const NOT_FOUND: i32 = 127;
+/// Interrupted by SIGINT (128 + 2), after the command's process tree was killed.
+pub const INTERRUPTED: i32 = 130;
+
+/// The exit code for a failure of the capability layer.
+pub fn for_caps_error(err: &caps::CapsError) -> i32 {
+    match err {
+        caps::CapsError::ProgramNotFound { .. } => NOT_FOUND,
+        caps::CapsError::NotExecutable { .. } => NOT_EXECUTABLE,
+        _ => WARDEN_ERROR,
+    }
+}

@@ -1,0 +1,43 @@
+//! The `warden` binary: parses the command line, reads the process environment once,
+//! builds the providers, and hands values to the library crates. This is the only
+//! product crate besides the providers that may touch `std::env`, `std::fs` or
+//! `std::process` (see `cargo xtask lint`).
+// The composition root reads the environment and picks providers.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+// A command-line program talks to its user on stdout and stderr.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod cmd_exec;
+mod exit;
+mod host_env;
+
+use clap::{Parser, Subcommand};
+
+/// Warden: an execution host for AI agents.
+#[derive(Debug, Parser)]
+#[command(name = "warden", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run one command with Warden's limits (timeout, whole-tree kill, output cap).
+    Exec(cmd_exec::ExecArgs),
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("WARDEN_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::Exec(args) => cmd_exec::run(args),
+    };
+    std::process::exit(code);
+}

@@ -1,0 +1,177 @@
+//! End-to-end: the real `warden exec` binary, real processes, real signals.
+// Tests set up and inspect real files and processes.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+// Test helpers panic on failure by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use support::{process_alive, wait_gone, warden};
+
+#[test]
+fn runs_a_command_and_passes_its_output_and_exit_code_through() {
+    let out = warden()
+        .args([
+            "exec",
+            "--",
+            "sh",
+            "-c",
+            "echo hello; echo oops >&2; exit 3",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hello\n");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "oops\n");
+    assert_eq!(out.status.code(), Some(3));
+}
+
+#[test]
+fn shell_mode_runs_a_script_with_sh() {
+    let out = warden()
+        .args(["exec", "--shell", "echo a && echo b"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "a\nb\n");
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn missing_and_non_executable_programs_exit_127_and_126() {
+    let out = warden()
+        .args(["exec", "--", "no-such-program-xyz"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(127));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("program not found"));
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("data.txt"), "x").unwrap();
+    let out = warden()
+        .args([
+            "exec",
+            "--cwd",
+            tmp.path().to_str().unwrap(),
+            "--",
+            "./data.txt",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(126));
+}
+
+#[test]
+fn timeout_exits_124_and_kills_the_tree() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pidfile = tmp.path().join("pid");
+    let script = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
+    let started = Instant::now();
+    let out = warden()
+        .args(["exec", "--timeout", "1s", "--shell", &script])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(124));
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("timed out"));
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(wait_gone(pid), "background sleep survived the timeout");
+}
+
+#[test]
+fn json_output_is_the_typed_result() {
+    let out = warden()
+        .args(["exec", "--json", "--", "sh", "-c", "echo hi; exit 7"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(7));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["exit_code"], 7);
+    assert_eq!(v["status"]["kind"], "code");
+    assert_eq!(v["stdout"], "hi\n");
+    assert_eq!(v["timed_out"], false);
+    assert_eq!(v["truncated"], false);
+    assert!(v["duration_ms"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn output_is_capped_at_200000_bytes() {
+    let out = warden()
+        .args(["exec", "--json", "--", "head", "-c", "5000000", "/dev/zero"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["truncated"], true);
+    let combined = v["combined"].as_str().unwrap();
+    assert!(combined.ends_with("… (truncated)"));
+    assert!(combined.len() <= 200_000 + 32);
+}
+
+#[test]
+fn the_callers_environment_is_not_inherited_wholesale() {
+    let out = warden()
+        .env("LD_PRELOAD", "/tmp/evil.so")
+        .env("SECRET_TOKEN", "hunter2")
+        .env("LANG", "C.UTF-8")
+        .args(["exec", "--", "env"])
+        .output()
+        .unwrap();
+    let env = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !env.contains("LD_PRELOAD") && !env.contains("hunter2"),
+        "{env}"
+    );
+    assert!(env.lines().any(|l| l == "LANG=C.UTF-8"), "{env}");
+    assert!(env.lines().any(|l| l.starts_with("PATH=")), "{env}");
+}
+
+#[test]
+fn bad_arguments_are_refused_before_anything_runs() {
+    let out = warden()
+        .args(["exec", "--timeout", "0s", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("greater than zero"));
+    let out = warden()
+        .args(["exec", "--timeout", "soon", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = warden().args(["exec"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn sigint_kills_the_command_tree_and_exits_130() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pidfile = tmp.path().join("pid");
+    let script = format!("echo $$ > {}; sleep 300", pidfile.display());
+    let mut child = warden().args(["exec", "--shell", &script]).spawn().unwrap();
+    let pid = support::read_pid(&pidfile);
+    assert!(process_alive(pid));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert!(wait_gone(pid), "the command survived SIGINT to warden");
+}
+
+#[test]
+fn version_and_help_work() {
+    let out = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("warden "));
+    let out = warden().args(["exec", "--help"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("124 on timeout"));
+}

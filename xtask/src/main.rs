@@ -1,0 +1,43 @@
+//! `cargo xtask`: project automation that is code, not shell scripts.
+//!
+//! - `cargo xtask lint`  — the capability-seam lint and the dependency-direction rule.
+//! - `cargo xtask ci`    — fmt check, clippy `-D warnings`, lint, the whole test suite.
+//! - `cargo xtask bench [--quick]` — the benchmark suite (see docs/benchmarks.md).
+// Project tooling drives cargo and reads the source tree.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+// Tooling reports to the terminal.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod bench;
+mod ci;
+mod lint;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let root = workspace_root();
+    let result = match args.first().map(String::as_str) {
+        Some("lint") => lint::run(&root),
+        Some("ci") => ci::run(&root),
+        Some("bench") => bench::run(&root, &args[1..]),
+        _ => {
+            eprintln!("usage: cargo xtask <lint | ci | bench [--quick]>");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The workspace root: xtask lives one level below it.
+pub fn workspace_root() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().map(PathBuf::from).unwrap_or(manifest)
+}
