@@ -1,0 +1,386 @@
+//! Allowlist patterns: globs over the canonical absolute path of the executable that will
+//! run (`*` and `?` never cross `/`; `**` does; `~` is the executing user's home), or bare
+//! names that match only a bare-name invocation resolved through the trusted PATH.
+//!
+//! Patterns are compiled once into two `GlobSet`s. An invalid pattern is rejected when
+//! written ([`validate_pattern`]) and, if one is found in a stored file, never matches.
+
+use std::path::Path;
+
+use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
+use serde::Serialize;
+
+use crate::PolicyError;
+use crate::exe::{Invocation, ResolvedExe};
+
+/// How patterns compare letters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CaseMode {
+    /// Exact (Linux: `~/TOOLS/x` must not satisfy `~/tools/*`).
+    Sensitive,
+    /// Folded (macOS and Windows filesystems are case-insensitive).
+    Insensitive,
+}
+
+impl CaseMode {
+    /// The mode for the filesystems of the platform Warden was built for.
+    pub const fn for_this_platform() -> CaseMode {
+        if cfg!(any(target_os = "macos", target_os = "windows")) {
+            CaseMode::Insensitive
+        } else {
+            CaseMode::Sensitive
+        }
+    }
+}
+
+/// A pattern's kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PatternKind {
+    /// No `/`: matches the name of a bare invocation.
+    BareName,
+    /// Absolute (after `~` expansion): matches the canonical path.
+    Path,
+}
+
+/// A pattern found invalid while loading; it never matches.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RejectedPattern {
+    /// The pattern as stored.
+    pub pattern: String,
+    /// Why it can never match.
+    pub reason: String,
+}
+
+fn invalid(pattern: &str, reason: impl Into<String>) -> PolicyError {
+    PolicyError::InvalidPattern {
+        pattern: pattern.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+/// Check a pattern before it is stored; returns its kind.
+pub fn validate_pattern(pattern: &str) -> Result<PatternKind, PolicyError> {
+    if pattern.is_empty() {
+        return Err(invalid(pattern, "empty"));
+    }
+    if pattern.chars().any(|c| c.is_control()) {
+        return Err(invalid(pattern, "contains a control character"));
+    }
+    if pattern.trim() != pattern {
+        return Err(invalid(pattern, "leading or trailing whitespace"));
+    }
+    let kind = if pattern.starts_with('/') || pattern.starts_with("~/") {
+        PatternKind::Path
+    } else if pattern.starts_with('~') {
+        return Err(invalid(
+            pattern,
+            "only `~/` (the executing user's home) is supported",
+        ));
+    } else if pattern.contains('/') {
+        return Err(invalid(
+            pattern,
+            "relative paths are not allowed: use an absolute path, `~/...`, or a bare program name",
+        ));
+    } else {
+        PatternKind::BareName
+    };
+    if kind == PatternKind::Path && pattern.split('/').any(|c| c == "..") {
+        return Err(invalid(
+            pattern,
+            "`..` is not allowed; patterns match canonical paths",
+        ));
+    }
+    build_glob(pattern, Path::new("/home/validate"), CaseMode::Sensitive)
+        .map_err(|e| invalid(pattern, e))?;
+    Ok(kind)
+}
+
+fn build_glob(pattern: &str, home: &Path, case: CaseMode) -> Result<Glob, String> {
+    let expanded = match pattern.strip_prefix('~') {
+        Some(rest) => format!("{}{rest}", home.to_string_lossy().trim_end_matches('/')),
+        None => pattern.to_owned(),
+    };
+    GlobBuilder::new(&expanded)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .case_insensitive(case == CaseMode::Insensitive)
+        .build()
+        .map_err(|e| e.kind().to_string())
+}
+
+/// A compiled allowlist.
+#[derive(Clone, Debug)]
+pub struct Allowlist {
+    paths: GlobSet,
+    path_patterns: Vec<String>,
+    bare: GlobSet,
+    bare_patterns: Vec<String>,
+    rejected: Vec<RejectedPattern>,
+}
+
+impl Default for Allowlist {
+    fn default() -> Self {
+        Allowlist::compile(&[], Path::new("/"), CaseMode::Sensitive)
+    }
+}
+
+impl Allowlist {
+    /// Compile stored patterns. Invalid ones are set aside (see [`Allowlist::rejected`]).
+    pub fn compile(patterns: &[String], home: &Path, case: CaseMode) -> Allowlist {
+        let mut paths = GlobSetBuilder::new();
+        let mut bare = GlobSetBuilder::new();
+        let (mut path_patterns, mut bare_patterns, mut rejected) =
+            (Vec::new(), Vec::new(), Vec::new());
+        for pattern in patterns {
+            let compiled = validate_pattern(pattern)
+                .map_err(|e| match e {
+                    PolicyError::InvalidPattern { reason, .. } => reason,
+                    other => other.to_string(),
+                })
+                .and_then(|kind| build_glob(pattern, home, case).map(|g| (kind, g)));
+            match compiled {
+                Ok((PatternKind::Path, glob)) => {
+                    paths.add(glob);
+                    path_patterns.push(pattern.clone());
+                }
+                Ok((PatternKind::BareName, glob)) => {
+                    bare.add(glob);
+                    bare_patterns.push(pattern.clone());
+                }
+                Err(reason) => rejected.push(RejectedPattern {
+                    pattern: pattern.clone(),
+                    reason,
+                }),
+            }
+        }
+        // Each glob compiled on its own above, so building the sets cannot fail; if it
+        // somehow did, an empty set (matches nothing) is the fail-closed answer.
+        Allowlist {
+            paths: paths.build().unwrap_or_else(|_| GlobSet::empty()),
+            path_patterns,
+            bare: bare.build().unwrap_or_else(|_| GlobSet::empty()),
+            bare_patterns,
+            rejected,
+        }
+    }
+
+    /// Patterns that were stored but can never match.
+    pub fn rejected(&self) -> &[RejectedPattern] {
+        &self.rejected
+    }
+
+    /// Number of usable patterns.
+    pub fn len(&self) -> usize {
+        self.path_patterns.len() + self.bare_patterns.len()
+    }
+
+    /// True if no usable pattern exists.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The first pattern (in stored order within its kind; path patterns first) that
+    /// `exe` satisfies.
+    pub fn find_match(&self, exe: &ResolvedExe) -> Option<&str> {
+        if let Some(i) = self.paths.matches(&exe.path).into_iter().min() {
+            return Some(&self.path_patterns[i]);
+        }
+        if exe.how != Invocation::Bare {
+            return None;
+        }
+        let i = self.bare.matches(&exe.invoked).into_iter().min()?;
+        Some(&self.bare_patterns[i])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::path::PathBuf;
+
+    fn exe(invoked: &str, how: Invocation, path: &str) -> ResolvedExe {
+        ResolvedExe {
+            invoked: invoked.into(),
+            how,
+            path: PathBuf::from(path),
+        }
+    }
+
+    fn list(patterns: &[&str], case: CaseMode) -> Allowlist {
+        let p: Vec<String> = patterns.iter().map(|s| s.to_string()).collect();
+        Allowlist::compile(&p, Path::new("/home/u"), case)
+    }
+
+    #[test]
+    fn star_never_crosses_a_slash_but_double_star_does() {
+        let a = list(&["/usr/bin/*", "~/Projects/**/bin/rg"], CaseMode::Sensitive);
+        assert!(
+            a.find_match(&exe("ls", Invocation::Bare, "/usr/bin/ls"))
+                .is_some()
+        );
+        assert!(
+            a.find_match(&exe("x", Invocation::Absolute, "/usr/bin/sub/x"))
+                .is_none()
+        );
+        assert_eq!(
+            a.find_match(&exe(
+                "rg",
+                Invocation::Relative,
+                "/home/u/Projects/x/y/bin/rg"
+            )),
+            Some("~/Projects/**/bin/rg")
+        );
+        assert!(
+            a.find_match(&exe("rg", Invocation::Absolute, "/home/u/Projects/bin/rg"))
+                .is_some()
+        );
+        assert!(
+            a.find_match(&exe(
+                "rg",
+                Invocation::Absolute,
+                "/home/other/Projects/bin/rg"
+            ))
+            .is_none()
+        );
+    }
+
+    #[test]
+    fn question_mark_is_one_character_never_a_slash() {
+        let a = list(&["/opt/tool?"], CaseMode::Sensitive);
+        assert!(
+            a.find_match(&exe("t", Invocation::Absolute, "/opt/tool1"))
+                .is_some()
+        );
+        assert!(
+            a.find_match(&exe("t", Invocation::Absolute, "/opt/tool/"))
+                .is_none()
+        );
+        assert!(
+            a.find_match(&exe("t", Invocation::Absolute, "/opt/tool12"))
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn bare_names_match_only_bare_invocations() {
+        let a = list(&["rg"], CaseMode::Sensitive);
+        assert_eq!(
+            a.find_match(&exe("rg", Invocation::Bare, "/usr/bin/rg")),
+            Some("rg")
+        );
+        assert!(
+            a.find_match(&exe("./rg", Invocation::Relative, "/work/rg"))
+                .is_none()
+        );
+        assert!(
+            a.find_match(&exe("/tmp/rg", Invocation::Absolute, "/tmp/rg"))
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn case_folding_is_a_mode() {
+        let sensitive = list(&["~/tools/*"], CaseMode::Sensitive);
+        let folded = list(&["~/tools/*"], CaseMode::Insensitive);
+        let evil = exe("evil", Invocation::Absolute, "/home/u/TOOLS/evil");
+        assert!(
+            sensitive.find_match(&evil).is_none(),
+            "Linux must not fold case"
+        );
+        assert!(
+            folded.find_match(&evil).is_some(),
+            "macOS/Windows fold case"
+        );
+        let rg_upper = exe("RG", Invocation::Bare, "/usr/bin/RG");
+        assert!(
+            list(&["rg"], CaseMode::Sensitive)
+                .find_match(&rg_upper)
+                .is_none()
+        );
+        assert!(
+            list(&["rg"], CaseMode::Insensitive)
+                .find_match(&rg_upper)
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn invalid_patterns_are_rejected_at_write_and_never_match_at_load() {
+        for bad in [
+            "",
+            " /usr/bin/ls",
+            "bin/ls",
+            "./ls",
+            "~root/bin/x",
+            "/usr/bin/[",
+            "/a/../b",
+            "/usr/bin/l\ns",
+        ] {
+            assert!(validate_pattern(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(validate_pattern("rg").unwrap(), PatternKind::BareName);
+        assert_eq!(validate_pattern("~/bin/*").unwrap(), PatternKind::Path);
+        let a = list(
+            &["/usr/bin/[", "bin/ls", "/usr/bin/ls"],
+            CaseMode::Sensitive,
+        );
+        assert_eq!(a.rejected().len(), 2);
+        assert_eq!(a.len(), 1);
+        assert!(
+            a.find_match(&exe("[", Invocation::Absolute, "/usr/bin/["))
+                .is_none()
+        );
+    }
+
+    /// A deliberately simple matcher with the documented semantics.
+    fn reference(pattern: &str, path: &str) -> bool {
+        fn component(p: &[char], s: &[char]) -> bool {
+            match (p.first(), s.first()) {
+                (None, None) => true,
+                (Some('*'), _) => component(&p[1..], s) || (!s.is_empty() && component(p, &s[1..])),
+                (Some('?'), Some(_)) => component(&p[1..], &s[1..]),
+                (Some(a), Some(b)) if a == b => component(&p[1..], &s[1..]),
+                _ => false,
+            }
+        }
+        fn parts(p: &[&str], s: &[&str]) -> bool {
+            match p.first() {
+                None => s.is_empty(),
+                // A trailing `**` matches one or more components; elsewhere zero or more.
+                Some(&"**") if p.len() == 1 => !s.is_empty(),
+                Some(&"**") => (0..=s.len()).any(|k| parts(&p[1..], &s[k..])),
+                Some(c) => {
+                    !s.is_empty()
+                        && component(
+                            &c.chars().collect::<Vec<_>>(),
+                            &s[0].chars().collect::<Vec<_>>(),
+                        )
+                        && parts(&p[1..], &s[1..])
+                }
+            }
+        }
+        let p: Vec<&str> = pattern.split('/').collect();
+        let s: Vec<&str> = path.split('/').collect();
+        parts(&p, &s)
+    }
+
+    proptest! {
+        #[test]
+        fn matcher_agrees_with_the_reference(
+            pat in proptest::collection::vec(prop_oneof![Just("**".to_string()), "[ab.*?]{1,3}"], 1..5),
+            path in proptest::collection::vec("[ab.]{1,3}", 1..5),
+        ) {
+            prop_assume!(pat.iter().all(|c| c == "**" || !c.contains("**")));
+            // Canonical paths never contain `.` or `..` components.
+            prop_assume!(path.iter().all(|c| c != "." && c != ".."));
+            let pattern = format!("/{}", pat.join("/"));
+            let path = format!("/{}", path.join("/"));
+            let a = list(&[pattern.as_str()], CaseMode::Sensitive);
+            prop_assume!(a.rejected().is_empty());
+            let got = a.find_match(&exe("x", Invocation::Absolute, &path)).is_some();
+            prop_assert_eq!(got, reference(&pattern, &path), "pattern {} path {}", pattern, path);
+        }
+    }
+}

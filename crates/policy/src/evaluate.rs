@@ -1,0 +1,156 @@
+//! Matching an analysed command against an allowlist, and rebuilding what will actually
+//! run: every program replaced by the resolved file that matched, every word quoted.
+
+use std::path::Path;
+
+use caps::Fs;
+use serde::Serialize;
+
+use crate::allowlist::Allowlist;
+use crate::exe::{ResolveFailure, ResolvedExe, TrustedPath, resolve_executable};
+use crate::shell::{Chain, CommandInput, Miss, Segment, analyze, quote};
+
+/// Where and against what a command is evaluated.
+#[derive(Clone, Copy, Debug)]
+pub struct EvalContext<'a> {
+    /// The executing host's filesystem (for executable resolution).
+    pub fs: &'a dyn Fs,
+    /// The working directory of the command.
+    pub cwd: &'a Path,
+    /// The executing host's trusted PATH.
+    pub trusted_path: &'a TrustedPath,
+    /// The agent's allowlist on the executing host.
+    pub allowlist: &'a Allowlist,
+}
+
+/// One segment that must satisfy the allowlist.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LeafMatch {
+    /// The segment's argv.
+    pub argv: Vec<String>,
+    /// The program word (after wrappers).
+    pub program: String,
+    /// The file it resolves to, if it does.
+    pub resolved: Option<ResolvedExe>,
+    /// Why it does not resolve.
+    pub failure: Option<ResolveFailure>,
+    /// The allowlist pattern it satisfies.
+    pub matched: Option<String>,
+}
+
+/// The command to execute instead of the original, for an allowlist-satisfied command.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", content = "value", rename_all = "lowercase")]
+pub enum Rebuilt {
+    /// A single simple command: executed as an argv, no shell involved.
+    Argv(Vec<String>),
+    /// A list: executed by `/bin/sh -c`, every word quoted, every program absolute.
+    Script(String),
+}
+
+/// The result of evaluating one command.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Evaluation {
+    /// The analysed command, or why it is not a plain list of literal simple commands.
+    pub analysis: Result<Chain, Miss>,
+    /// Every segment that must match, with its resolution and matching pattern.
+    pub leaves: Vec<LeafMatch>,
+    /// True when the analysis succeeded and every leaf matched.
+    pub satisfied: bool,
+    /// What runs if the command runs because the allowlist is satisfied.
+    pub rebuilt: Option<Rebuilt>,
+}
+
+/// Analyse `input` and match it against `ctx.allowlist`.
+pub fn evaluate(input: CommandInput<'_>, ctx: &EvalContext<'_>) -> Evaluation {
+    let analysis = analyze(input);
+    let Ok(chain) = &analysis else {
+        return Evaluation {
+            analysis,
+            leaves: Vec::new(),
+            satisfied: false,
+            rebuilt: None,
+        };
+    };
+    let leaves: Vec<LeafMatch> = chain
+        .leaves()
+        .into_iter()
+        .map(|segment| {
+            let program = segment.program_word().to_owned();
+            match resolve_executable(ctx.fs, &program, ctx.cwd, ctx.trusted_path) {
+                Ok(exe) => LeafMatch {
+                    argv: segment.argv.clone(),
+                    matched: ctx.allowlist.find_match(&exe).map(str::to_owned),
+                    program,
+                    resolved: Some(exe),
+                    failure: None,
+                },
+                Err(failure) => LeafMatch {
+                    argv: segment.argv.clone(),
+                    program,
+                    resolved: None,
+                    failure: Some(failure),
+                    matched: None,
+                },
+            }
+        })
+        .collect();
+    let satisfied = !leaves.is_empty() && leaves.iter().all(|l| l.matched.is_some());
+    let rebuilt = if satisfied {
+        rebuild(chain, input, ctx)
+    } else {
+        None
+    };
+    Evaluation {
+        // A satisfied command that cannot be rebuilt (a wrapper vanished between the two
+        // lookups) must not run: treat it as not satisfied.
+        satisfied: satisfied && rebuilt.is_some(),
+        analysis,
+        leaves,
+        rebuilt,
+    }
+}
+
+fn resolve_path(word: &str, ctx: &EvalContext<'_>) -> Option<String> {
+    resolve_executable(ctx.fs, word, ctx.cwd, ctx.trusted_path)
+        .ok()
+        .map(|e| e.path.to_string_lossy().into_owned())
+}
+
+/// The segment's argv with every wrapper and the program replaced by absolute paths, and
+/// a nested shell payload replaced by its own rebuilt text.
+fn rebuild_segment(segment: &Segment, ctx: &EvalContext<'_>) -> Option<Vec<String>> {
+    let mut argv = segment.argv.clone();
+    for &i in segment
+        .wrappers
+        .iter()
+        .chain(std::iter::once(&segment.program))
+    {
+        argv[i] = resolve_path(&segment.argv[i], ctx)?;
+    }
+    if let Some(inner) = &segment.nested {
+        argv[segment.program + 2] = rebuild_script(inner, ctx)?;
+    }
+    Some(argv)
+}
+
+fn rebuild_script(chain: &Chain, ctx: &EvalContext<'_>) -> Option<String> {
+    let mut out = String::new();
+    for (i, segment) in chain.segments.iter().enumerate() {
+        if i > 0 {
+            out.push_str(chain.ops[i - 1].as_shell());
+        }
+        let argv = rebuild_segment(segment, ctx)?;
+        out.push_str(&argv.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" "));
+    }
+    Some(out)
+}
+
+fn rebuild(chain: &Chain, input: CommandInput<'_>, ctx: &EvalContext<'_>) -> Option<Rebuilt> {
+    match (input, chain.segments.as_slice()) {
+        (CommandInput::Argv(_), [segment]) | (CommandInput::Shell(_), [segment]) => {
+            rebuild_segment(segment, ctx).map(Rebuilt::Argv)
+        }
+        _ => rebuild_script(chain, ctx).map(Rebuilt::Script),
+    }
+}

@@ -1,0 +1,65 @@
+//! Warden's policy engine: every decision about whether and where a command runs, as
+//! pure code. No I/O of its own and no clock: inputs in, decision out. The one outside
+//! fact it needs — which file a program name resolves to — is read through `caps::Fs`,
+//! so the engine runs unchanged on the memory provider in tests.
+//!
+//! ```
+//! use caps::{Fs, MemoryFs, WriteOptions};
+//! use policy::{explain, Allowlist, CaseMode, CommandInput, Config, EvalContext, ExecParams,
+//!              HostCeiling, Requester, SessionOverrides, TrustedPath, Ask, AskFallback, Security};
+//! use std::path::Path;
+//!
+//! let fs = MemoryFs::new();
+//! fs.create_dir_all(Path::new("/usr/bin"), 0o755).unwrap();
+//! fs.write(Path::new("/usr/bin/rg"), b"", WriteOptions { mode: 0o755, ..Default::default() }).unwrap();
+//!
+//! let config = Config::parse("[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"", Path::new("config.toml")).unwrap();
+//! let ceiling = HostCeiling { security: Security::Allowlist, ask: Ask::OnMiss, ask_fallback: AskFallback::Deny };
+//! let allowlist = Allowlist::compile(&["/usr/bin/rg".into()], Path::new("/home/u"), CaseMode::Sensitive);
+//! let trusted = TrustedPath::parse("/usr/bin:/bin");
+//! let ctx = EvalContext { fs: &fs, cwd: Path::new("/"), trusted_path: &trusted, allowlist: &allowlist };
+//! let session = SessionOverrides::default();
+//! let params = ExecParams::default();
+//! let who = Requester { agent: Some("coder"), session: &session, params: &params };
+//!
+//! let ok = explain(CommandInput::Shell("rg -n TODO"), &who, &config, &ceiling, &ctx);
+//! assert!(ok.decision.is_allow());
+//! let miss = explain(CommandInput::Shell("rg TODO > out.txt"), &who, &config, &ceiling, &ctx);
+//! assert!(!miss.decision.is_allow()); // a redirection is never allowlisted: ask
+//! ```
+
+mod allow_always;
+mod allowlist;
+pub mod config;
+mod decision;
+mod env;
+mod error;
+mod evaluate;
+mod exe;
+mod explain;
+mod modes;
+mod nodes;
+mod resolve;
+pub mod shell;
+mod slash;
+
+pub use allow_always::{AllowAlways, Skipped, derive_allow_always, escape_glob};
+pub use allowlist::{Allowlist, CaseMode, PatternKind, RejectedPattern, validate_pattern};
+pub use config::{AgentConfig, Config, ExecSettings};
+pub use decision::{
+    AllowReason, ApproverAnswer, AskReason, Decision, DenyReason, after_ask, decide,
+};
+pub use env::{
+    HOST_FORWARDED, REQUEST_ALLOWED, build_child_env, check_extra_env_name, request_may_set,
+};
+pub use error::PolicyError;
+pub use evaluate::{EvalContext, Evaluation, LeafMatch, Rebuilt, evaluate};
+pub use exe::{Invocation, ResolveFailure, ResolvedExe, TrustedPath, resolve_executable};
+pub use explain::{Explanation, Requester, explain};
+pub use modes::{Ask, AskFallback, Host, Security};
+pub use nodes::{MIN_ID_PREFIX, NodeInfo, normalize_name, select_node};
+pub use resolve::{
+    ExecParams, HostCeiling, ResolvedPolicy, SessionOverrides, Source, Sourced, resolve,
+};
+pub use shell::{Chain, CommandInput, Miss, MissReason, Op, Segment, analyze};
+pub use slash::{SlashOutcome, apply as apply_slash_command, is_slash_command};

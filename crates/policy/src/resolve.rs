@@ -1,0 +1,396 @@
+//! Resolution of the effective host, security, ask, askFallback and node for one exec:
+//! tool parameter → session override → agent override → global default → built-in
+//! default, then the executing host's approvals file as a ceiling (the stricter value
+//! wins). Every value carries the level it came from.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::config::Config;
+use crate::modes::{Ask, AskFallback, Host, Security};
+
+/// Where a resolved value came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Source {
+    /// A parameter of this exec request.
+    ToolParam,
+    /// A session override set by `/exec` or `/elevated`.
+    Session,
+    /// The agent's `[[agents.list]]` entry in config.toml.
+    Agent,
+    /// The global `[tools.exec]` table in config.toml.
+    Global,
+    /// The executing host's `exec-approvals.json` (a ceiling that won).
+    HostFile,
+    /// Warden's built-in secure default.
+    Default,
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Source::ToolParam => "tool param",
+            Source::Session => "session",
+            Source::Agent => "agent",
+            Source::Global => "global",
+            Source::HostFile => "host file",
+            Source::Default => "built-in default",
+        })
+    }
+}
+
+/// A value and the level it came from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Sourced<T> {
+    /// The value.
+    pub value: T,
+    /// Where it came from.
+    pub source: Source,
+}
+
+impl<T> Sourced<T> {
+    fn new(value: T, source: Source) -> Self {
+        Sourced { value, source }
+    }
+}
+
+/// The policy parameters a single request may carry (the "tool parameter" level).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ExecParams {
+    /// Requested host.
+    pub host: Option<Host>,
+    /// Requested security (can only tighten what the host file allows).
+    pub security: Option<Security>,
+    /// Requested ask mode (can only ask more than the host file says).
+    pub ask: Option<Ask>,
+    /// Requested node.
+    pub node: Option<String>,
+}
+
+/// Per-agent, per-session overrides set by slash commands; never persisted.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SessionOverrides {
+    /// `/exec host=`.
+    pub host: Option<Host>,
+    /// `/exec security=`.
+    pub security: Option<Security>,
+    /// `/exec ask=`.
+    pub ask: Option<Ask>,
+    /// `/exec node=`.
+    pub node: Option<String>,
+    /// The settings from before `/elevated`, restored by `/elevated off`.
+    pub before_elevation: Option<Box<SessionOverrides>>,
+}
+
+impl SessionOverrides {
+    /// True while an `/elevated` mode is active.
+    pub fn is_elevated(&self) -> bool {
+        self.before_elevation.is_some()
+    }
+}
+
+/// What the executing host's approvals file says for this agent (its agent entry over
+/// its defaults). It is a ceiling: nothing above it may loosen it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct HostCeiling {
+    /// The most permissive security this host allows.
+    pub security: Security,
+    /// The least asking this host allows.
+    pub ask: Ask,
+    /// What to do when no approver answers.
+    pub ask_fallback: AskFallback,
+}
+
+impl HostCeiling {
+    /// The ceiling of a host whose approvals file is missing, corrupt or unreadable:
+    /// nothing runs on it (fail closed).
+    pub const DENY_ALL: HostCeiling = HostCeiling {
+        security: Security::Deny,
+        ask: Ask::OnMiss,
+        ask_fallback: AskFallback::Deny,
+    };
+}
+
+/// The resolved policy for one exec.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ResolvedPolicy {
+    /// Where it runs.
+    pub host: Sourced<Host>,
+    /// Effective security (after the host ceiling).
+    pub security: Sourced<Security>,
+    /// Effective ask mode (after the host ceiling).
+    pub ask: Sourced<Ask>,
+    /// What happens when no approver answers.
+    pub ask_fallback: Sourced<AskFallback>,
+    /// The target node (only meaningful for `host = node`).
+    pub node: Option<Sourced<String>>,
+    /// The node binding that restricts this agent, if any (agent or global config).
+    pub node_binding: Option<String>,
+}
+
+/// Built-in secure defaults (product spec §2).
+pub const DEFAULT_HOST: Host = Host::Sandbox;
+/// Default security for the gateway and node hosts.
+pub const DEFAULT_SECURITY: Security = Security::Deny;
+/// Default ask mode.
+pub const DEFAULT_ASK: Ask = Ask::OnMiss;
+
+fn first<T: Clone>(levels: [(Option<&T>, Source); 4], default: T) -> Sourced<T> {
+    levels
+        .into_iter()
+        .find_map(|(v, s)| v.map(|v| Sourced::new(v.clone(), s)))
+        .unwrap_or_else(|| Sourced::new(default, Source::Default))
+}
+
+/// Resolve the policy for one exec by `agent`.
+pub fn resolve(
+    params: &ExecParams,
+    session: &SessionOverrides,
+    config: &Config,
+    agent: Option<&str>,
+    ceiling: &HostCeiling,
+) -> ResolvedPolicy {
+    let agent_exec = agent.and_then(|id| config.agent(id)).map(|a| &a.exec);
+    let global = &config.exec;
+    let host = first(
+        [
+            (params.host.as_ref(), Source::ToolParam),
+            (session.host.as_ref(), Source::Session),
+            (agent_exec.and_then(|a| a.host.as_ref()), Source::Agent),
+            (global.host.as_ref(), Source::Global),
+        ],
+        DEFAULT_HOST,
+    );
+    let requested_security = first(
+        [
+            (params.security.as_ref(), Source::ToolParam),
+            (session.security.as_ref(), Source::Session),
+            (agent_exec.and_then(|a| a.security.as_ref()), Source::Agent),
+            (global.security.as_ref(), Source::Global),
+        ],
+        DEFAULT_SECURITY,
+    );
+    let requested_ask = first(
+        [
+            (params.ask.as_ref(), Source::ToolParam),
+            (session.ask.as_ref(), Source::Session),
+            (agent_exec.and_then(|a| a.ask.as_ref()), Source::Agent),
+            (global.ask.as_ref(), Source::Global),
+        ],
+        DEFAULT_ASK,
+    );
+    // The ceiling: the stricter value wins; a tie keeps the requesting level's source.
+    let security = if ceiling.security < requested_security.value {
+        Sourced::new(ceiling.security, Source::HostFile)
+    } else {
+        requested_security
+    };
+    let ask = if ceiling.ask > requested_ask.value {
+        Sourced::new(ceiling.ask, Source::HostFile)
+    } else {
+        requested_ask
+    };
+    let node_binding = agent_exec
+        .and_then(|a| a.node.clone())
+        .or_else(|| global.node.clone());
+    let node = params
+        .node
+        .clone()
+        .map(|n| Sourced::new(n, Source::ToolParam))
+        .or_else(|| {
+            session
+                .node
+                .clone()
+                .map(|n| Sourced::new(n, Source::Session))
+        })
+        .or_else(|| {
+            agent_exec
+                .and_then(|a| a.node.clone())
+                .map(|n| Sourced::new(n, Source::Agent))
+        })
+        .or_else(|| global.node.clone().map(|n| Sourced::new(n, Source::Global)));
+    ResolvedPolicy {
+        host,
+        security,
+        ask,
+        ask_fallback: Sourced::new(ceiling.ask_fallback, Source::HostFile),
+        node,
+        node_binding,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{AgentConfig, ExecSettings};
+    use proptest::prelude::*;
+
+    const OPEN: HostCeiling = HostCeiling {
+        security: Security::Full,
+        ask: Ask::Off,
+        ask_fallback: AskFallback::Deny,
+    };
+
+    fn config() -> Config {
+        Config {
+            exec: ExecSettings {
+                host: Some(Host::Gateway),
+                security: Some(Security::Allowlist),
+                ask: Some(Ask::OnMiss),
+                ..Default::default()
+            },
+            agents: vec![AgentConfig {
+                id: "coder".into(),
+                exec: ExecSettings {
+                    security: Some(Security::Full),
+                    ask: Some(Ask::Off),
+                    node: Some("box".into()),
+                    ..Default::default()
+                },
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn built_in_defaults_are_secure() {
+        let r = resolve(
+            &ExecParams::default(),
+            &SessionOverrides::default(),
+            &Config::default(),
+            None,
+            &OPEN,
+        );
+        assert_eq!(
+            (r.host.value, r.host.source),
+            (Host::Sandbox, Source::Default)
+        );
+        assert_eq!(
+            (r.security.value, r.security.source),
+            (Security::Deny, Source::Default)
+        );
+        assert_eq!((r.ask.value, r.ask.source), (Ask::OnMiss, Source::Default));
+    }
+
+    #[test]
+    fn tool_param_then_session_then_agent_then_global() {
+        let c = config();
+        let none = ExecParams::default();
+        let no_session = SessionOverrides::default();
+        // global
+        let r = resolve(&none, &no_session, &c, Some("other"), &OPEN);
+        assert_eq!(
+            (r.security.value, r.security.source),
+            (Security::Allowlist, Source::Global)
+        );
+        assert_eq!(r.host.source, Source::Global);
+        // agent
+        let r = resolve(&none, &no_session, &c, Some("coder"), &OPEN);
+        assert_eq!(
+            (r.security.value, r.security.source),
+            (Security::Full, Source::Agent)
+        );
+        assert_eq!(r.node_binding.as_deref(), Some("box"));
+        // session
+        let session = SessionOverrides {
+            security: Some(Security::Allowlist),
+            ..Default::default()
+        };
+        let r = resolve(&none, &session, &c, Some("coder"), &OPEN);
+        assert_eq!(
+            (r.security.value, r.security.source),
+            (Security::Allowlist, Source::Session)
+        );
+        // tool param
+        let params = ExecParams {
+            security: Some(Security::Deny),
+            ..Default::default()
+        };
+        let r = resolve(&params, &session, &c, Some("coder"), &OPEN);
+        assert_eq!(
+            (r.security.value, r.security.source),
+            (Security::Deny, Source::ToolParam)
+        );
+    }
+
+    #[test]
+    fn the_host_file_is_a_ceiling() {
+        let c = config();
+        let ceiling = HostCeiling {
+            security: Security::Allowlist,
+            ask: Ask::Always,
+            ask_fallback: AskFallback::Deny,
+        };
+        let params = ExecParams {
+            security: Some(Security::Full),
+            ask: Some(Ask::Off),
+            ..Default::default()
+        };
+        let r = resolve(
+            &params,
+            &SessionOverrides::default(),
+            &c,
+            Some("coder"),
+            &ceiling,
+        );
+        assert_eq!(
+            (r.security.value, r.security.source),
+            (Security::Allowlist, Source::HostFile)
+        );
+        assert_eq!((r.ask.value, r.ask.source), (Ask::Always, Source::HostFile));
+        let r = resolve(
+            &params,
+            &SessionOverrides::default(),
+            &c,
+            Some("coder"),
+            &HostCeiling::DENY_ALL,
+        );
+        assert_eq!(r.security.value, Security::Deny);
+    }
+
+    fn sec() -> impl Strategy<Value = Option<Security>> {
+        proptest::option::of(prop_oneof![
+            Just(Security::Deny),
+            Just(Security::Allowlist),
+            Just(Security::Full)
+        ])
+    }
+    fn ask() -> impl Strategy<Value = Option<Ask>> {
+        proptest::option::of(prop_oneof![
+            Just(Ask::Off),
+            Just(Ask::OnMiss),
+            Just(Ask::Always)
+        ])
+    }
+
+    proptest! {
+        /// Nothing at any level can loosen the host file.
+        #[test]
+        fn nothing_loosens_the_ceiling(
+            p_sec in sec(), s_sec in sec(), a_sec in sec(), g_sec in sec(),
+            p_ask in ask(), s_ask in ask(), a_ask in ask(), g_ask in ask(),
+            c_sec in sec(), c_ask in ask(),
+        ) {
+            let ceiling = HostCeiling {
+                security: c_sec.unwrap_or(Security::Deny),
+                ask: c_ask.unwrap_or(Ask::OnMiss),
+                ask_fallback: AskFallback::Deny,
+            };
+            let config = Config {
+                exec: ExecSettings { security: g_sec, ask: g_ask, ..Default::default() },
+                agents: vec![AgentConfig { id: "a".into(), exec: ExecSettings { security: a_sec, ask: a_ask, ..Default::default() } }],
+                ..Default::default()
+            };
+            let params = ExecParams { security: p_sec, ask: p_ask, ..Default::default() };
+            let session = SessionOverrides { security: s_sec, ask: s_ask, ..Default::default() };
+            let r = resolve(&params, &session, &config, Some("a"), &ceiling);
+            prop_assert!(r.security.value <= ceiling.security);
+            prop_assert!(r.ask.value >= ceiling.ask);
+            // And a tighter request is honoured.
+            if let Some(p) = p_sec { prop_assert!(r.security.value <= p); }
+            if let Some(p) = p_ask { prop_assert!(r.ask.value >= p); }
+        }
+    }
+}

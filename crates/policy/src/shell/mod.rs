@@ -1,0 +1,539 @@
+//! Command analysis: an argv, or a shell string parsed with a real bash parser, becomes a
+//! chain of simple-command segments joined by `&&`, `||`, `;` and `|` — or a *miss*.
+//!
+//! The accepted syntax is a positive list: simple commands whose words are all literal
+//! (quoting allowed), joined by those four operators. Anything else — expansions,
+//! substitutions, redirections, assignments, subshells, groups, functions, control flow,
+//! background jobs, heredocs, `!`, `time`, parse errors — makes the whole command a miss,
+//! which can only lead to asking or denying, never to running something unchecked.
+
+mod words;
+mod wrappers;
+
+use brush_parser::ParserOptions;
+use brush_parser::ast::{self, AndOr, Command, CommandPrefixOrSuffixItem, SeparatorOperator};
+use serde::Serialize;
+
+pub use words::{literal_value, quote};
+pub use wrappers::{
+    NEVER_STORED, PRIVILEGE_WRAPPERS, SHELLS, TRANSPARENT_WRAPPERS, UNSAFE_BUILTINS, base_name,
+    is_never_stored,
+};
+
+/// How deep `sh -c 'sh -c ...'` payloads are followed before the command is a miss.
+pub const MAX_SHELL_NESTING: usize = 3;
+
+/// Shell strings longer than this are a miss without parsing (bounded work per request).
+pub const MAX_SCRIPT_BYTES: usize = 64 * 1024;
+
+/// Argv longer than this is a miss.
+pub const MAX_ARGV: usize = 4096;
+
+/// The operator between two segments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    /// `&&`
+    And,
+    /// `||`
+    Or,
+    /// `;` (or a newline)
+    Seq,
+    /// `|`
+    Pipe,
+}
+
+impl Op {
+    /// The operator as written in a rebuilt command.
+    pub fn as_shell(self) -> &'static str {
+        match self {
+            Op::And => " && ",
+            Op::Or => " || ",
+            Op::Seq => "; ",
+            Op::Pipe => " | ",
+        }
+    }
+}
+
+/// One simple command.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Segment {
+    /// The argv exactly as the shell would pass it (quotes removed, escapes applied).
+    pub argv: Vec<String>,
+    /// Indices of transparent wrappers looked through (`nice`, `timeout`...).
+    pub wrappers: Vec<usize>,
+    /// Index of the program that does the work.
+    pub program: usize,
+    /// For `sh -c PAYLOAD`: the payload's own analysis (the shell is then the program
+    /// that runs, but the payload's segments are what must satisfy the allowlist).
+    pub nested: Option<Chain>,
+}
+
+impl Segment {
+    /// The program word as written.
+    pub fn program_word(&self) -> &str {
+        &self.argv[self.program]
+    }
+}
+
+/// Segments and the operators between them (`ops.len() == segments.len() - 1`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Chain {
+    /// The simple commands, in order.
+    pub segments: Vec<Segment>,
+    /// The operators joining them.
+    pub ops: Vec<Op>,
+}
+
+impl Chain {
+    /// Every segment that must satisfy the allowlist: nested payloads replace their
+    /// shell segment.
+    pub fn leaves(&self) -> Vec<&Segment> {
+        let mut out = Vec::new();
+        for s in &self.segments {
+            match &s.nested {
+                Some(inner) => out.extend(inner.leaves()),
+                None => out.push(s),
+            }
+        }
+        out
+    }
+}
+
+/// Why a command cannot satisfy an allowlist.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Miss {
+    /// Machine-readable class.
+    pub reason: MissReason,
+    /// Human-readable detail.
+    pub detail: String,
+}
+
+/// Classes of misses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MissReason {
+    /// The shell string does not parse.
+    ParseError,
+    /// Syntax outside the positive list (redirection, subshell, control flow, `&`...).
+    UnsupportedSyntax,
+    /// A word with an expansion, substitution or glob.
+    NonLiteralWord,
+    /// `sudo`, `doas` and the like.
+    PrivilegeWrapper,
+    /// A wrapper used with options that change what runs (`env -i`, `env A=b`).
+    WrapperModifier,
+    /// A builtin that changes the shell or runs code (`eval`, `exec`, `source`...).
+    UnsafeBuiltin,
+    /// `sh -c` nested deeper than [`MAX_SHELL_NESTING`].
+    NestingTooDeep,
+    /// Empty command, or too large to analyse.
+    Empty,
+    /// Too large to analyse.
+    TooLarge,
+}
+
+fn miss(reason: MissReason, detail: impl Into<String>) -> Miss {
+    Miss {
+        reason,
+        detail: detail.into(),
+    }
+}
+
+/// What to analyse.
+#[derive(Clone, Copy, Debug)]
+pub enum CommandInput<'a> {
+    /// An argv (no shell involved).
+    Argv(&'a [String]),
+    /// A shell string.
+    Shell(&'a str),
+}
+
+/// Parser settings matching `bash -c` (extglob off, as in a non-interactive bash).
+pub(crate) fn parser_options() -> ParserOptions {
+    ParserOptions {
+        enable_extended_globbing: false,
+        posix_mode: false,
+        sh_mode: false,
+        tilde_expansion_at_word_start: true,
+        tilde_expansion_after_colon: false,
+        ..ParserOptions::default()
+    }
+}
+
+/// Analyse a command.
+pub fn analyze(input: CommandInput<'_>) -> Result<Chain, Miss> {
+    match input {
+        CommandInput::Argv(argv) => analyze_argv(argv, 0),
+        CommandInput::Shell(script) => analyze_script(script, 0),
+    }
+}
+
+fn analyze_argv(argv: &[String], depth: usize) -> Result<Chain, Miss> {
+    if argv.is_empty() || argv[0].is_empty() {
+        return Err(miss(MissReason::Empty, "empty command"));
+    }
+    if argv.len() > MAX_ARGV {
+        return Err(miss(
+            MissReason::TooLarge,
+            format!("more than {MAX_ARGV} arguments"),
+        ));
+    }
+    Ok(Chain {
+        segments: vec![segment(argv.to_vec(), depth)?],
+        ops: Vec::new(),
+    })
+}
+
+fn analyze_script(script: &str, depth: usize) -> Result<Chain, Miss> {
+    if script.len() > MAX_SCRIPT_BYTES {
+        return Err(miss(
+            MissReason::TooLarge,
+            format!("script longer than {MAX_SCRIPT_BYTES} bytes"),
+        ));
+    }
+    if script.contains('\0') {
+        return Err(miss(MissReason::ParseError, "NUL byte in script"));
+    }
+    let options = parser_options();
+    let mut parser = brush_parser::Parser::new(script.as_bytes(), &options);
+    let program = parser
+        .parse_program()
+        .map_err(|e| miss(MissReason::ParseError, e.to_string()))?;
+    let mut chain = Chain {
+        segments: Vec::new(),
+        ops: Vec::new(),
+    };
+    for complete in &program.complete_commands {
+        for item in &complete.0 {
+            if matches!(item.1, SeparatorOperator::Async) {
+                return Err(miss(MissReason::UnsupportedSyntax, "background job (&)"));
+            }
+            if !chain.segments.is_empty() {
+                chain.ops.push(Op::Seq);
+            }
+            and_or(&item.0, depth, &mut chain)?;
+        }
+    }
+    if chain.segments.is_empty() {
+        return Err(miss(MissReason::Empty, "empty command"));
+    }
+    Ok(chain)
+}
+
+fn and_or(list: &ast::AndOrList, depth: usize, chain: &mut Chain) -> Result<(), Miss> {
+    pipeline(&list.first, depth, chain)?;
+    for next in &list.additional {
+        let (op, p) = match next {
+            AndOr::And(p) => (Op::And, p),
+            AndOr::Or(p) => (Op::Or, p),
+        };
+        chain.ops.push(op);
+        pipeline(p, depth, chain)?;
+    }
+    Ok(())
+}
+
+fn pipeline(p: &ast::Pipeline, depth: usize, chain: &mut Chain) -> Result<(), Miss> {
+    if p.bang {
+        return Err(miss(MissReason::UnsupportedSyntax, "negated pipeline (!)"));
+    }
+    if p.timed.is_some() {
+        return Err(miss(MissReason::UnsupportedSyntax, "time keyword"));
+    }
+    for (i, command) in p.seq.iter().enumerate() {
+        if i > 0 {
+            chain.ops.push(Op::Pipe);
+        }
+        let simple = match command {
+            Command::Simple(simple) => simple,
+            Command::Compound(..) => {
+                return Err(miss(
+                    MissReason::UnsupportedSyntax,
+                    "compound command (subshell, group, loop or conditional)",
+                ));
+            }
+            Command::Function(_) => {
+                return Err(miss(MissReason::UnsupportedSyntax, "function definition"));
+            }
+            Command::ExtendedTest(..) => {
+                return Err(miss(MissReason::UnsupportedSyntax, "[[ ]] test"));
+            }
+        };
+        chain.segments.push(simple_command(simple, depth)?);
+    }
+    Ok(())
+}
+
+fn simple_command(cmd: &ast::SimpleCommand, depth: usize) -> Result<Segment, Miss> {
+    if let Some(item) = cmd.prefix.as_ref().and_then(|p| p.0.first()) {
+        return Err(miss(
+            MissReason::UnsupportedSyntax,
+            format!("{} before the command", item_name(item)),
+        ));
+    }
+    let name = cmd
+        .word_or_name
+        .as_ref()
+        .ok_or_else(|| miss(MissReason::UnsupportedSyntax, "no command word"))?;
+    let options = parser_options();
+    let mut argv = vec![literal(&name.value, &options)?];
+    if let Some(suffix) = &cmd.suffix {
+        for item in &suffix.0 {
+            match item {
+                // `make CC=gcc`, `dd if=a of=b`: after the command name, an assignment is
+                // just an argument (bash passes it unchanged).
+                CommandPrefixOrSuffixItem::Word(w)
+                | CommandPrefixOrSuffixItem::AssignmentWord(_, w) => {
+                    argv.push(literal(&w.value, &options)?)
+                }
+                other => {
+                    return Err(miss(
+                        MissReason::UnsupportedSyntax,
+                        item_name(other).to_string(),
+                    ));
+                }
+            }
+        }
+    }
+    segment(argv, depth)
+}
+
+fn item_name(item: &CommandPrefixOrSuffixItem) -> &'static str {
+    match item {
+        CommandPrefixOrSuffixItem::IoRedirect(_) => "redirection",
+        CommandPrefixOrSuffixItem::Word(_) => "word",
+        CommandPrefixOrSuffixItem::AssignmentWord(..) => "variable assignment",
+        CommandPrefixOrSuffixItem::ProcessSubstitution(..) => "process substitution",
+    }
+}
+
+fn literal(raw: &str, options: &ParserOptions) -> Result<String, Miss> {
+    literal_value(raw, options).map_err(|why| miss(MissReason::NonLiteralWord, why))
+}
+
+/// Classify one argv: wrappers looked through, privilege wrappers and unsafe builtins
+/// refused, shell payloads analysed.
+fn segment(argv: Vec<String>, depth: usize) -> Result<Segment, Miss> {
+    let mut wrappers = Vec::new();
+    let mut i = 0;
+    loop {
+        let name = base_name(&argv[i]);
+        if PRIVILEGE_WRAPPERS.contains(&name) {
+            return Err(miss(
+                MissReason::PrivilegeWrapper,
+                format!("{name} runs commands with other privileges"),
+            ));
+        }
+        if UNSAFE_BUILTINS.contains(&argv[i].as_str()) {
+            return Err(miss(
+                MissReason::UnsafeBuiltin,
+                format!("shell builtin {:?}", argv[i]),
+            ));
+        }
+        if !TRANSPARENT_WRAPPERS.contains(&name) {
+            break;
+        }
+        match wrappers::look_through(&argv, i) {
+            wrappers::Through::Program(next) => {
+                wrappers.push(i);
+                i = next;
+            }
+            wrappers::Through::Itself => break,
+            wrappers::Through::Miss(why) => return Err(miss(MissReason::WrapperModifier, why)),
+        }
+    }
+    let nested = if SHELLS.contains(&base_name(&argv[i]))
+        && argv.get(i + 1).map(String::as_str) == Some("-c")
+    {
+        let payload = argv
+            .get(i + 2)
+            .ok_or_else(|| miss(MissReason::UnsupportedSyntax, "shell -c without a command"))?;
+        if depth + 1 > MAX_SHELL_NESTING {
+            return Err(miss(
+                MissReason::NestingTooDeep,
+                format!("more than {MAX_SHELL_NESTING} nested shells"),
+            ));
+        }
+        Some(analyze_script(payload, depth + 1)?)
+    } else {
+        None
+    };
+    Ok(Segment {
+        argv,
+        wrappers,
+        program: i,
+        nested,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argvs(script: &str) -> Vec<Vec<String>> {
+        analyze(CommandInput::Shell(script))
+            .unwrap_or_else(|m| panic!("{script:?}: {m:?}"))
+            .leaves()
+            .iter()
+            .map(|s| s.argv.clone())
+            .collect()
+    }
+
+    fn miss_reason(script: &str) -> MissReason {
+        analyze(CommandInput::Shell(script))
+            .map(|c| panic!("{script:?} accepted: {c:?}"))
+            .unwrap_err()
+            .reason
+    }
+
+    #[test]
+    fn plain_lists_become_segments() {
+        assert_eq!(argvs("ls -la"), vec![vec!["ls", "-la"]]);
+        assert_eq!(
+            argvs(
+                "git status && cargo test -- --nocapture || echo 'it failed'; rg TODO | head -n 5"
+            ),
+            vec![
+                vec!["git", "status"],
+                vec!["cargo", "test", "--", "--nocapture"],
+                vec!["echo", "it failed"],
+                vec!["rg", "TODO"],
+                vec!["head", "-n", "5"],
+            ]
+        );
+        let chain = analyze(CommandInput::Shell("a && b || c; d | e")).unwrap();
+        assert_eq!(chain.ops, vec![Op::And, Op::Or, Op::Seq, Op::Pipe]);
+        assert_eq!(argvs("a\nb"), vec![vec!["a"], vec!["b"]]);
+    }
+
+    #[test]
+    fn everything_outside_the_positive_list_is_a_miss() {
+        use MissReason::*;
+        let cases = [
+            ("ls > out", UnsupportedSyntax),
+            ("ls 2>&1", UnsupportedSyntax),
+            ("cat < /etc/passwd", UnsupportedSyntax),
+            ("FOO=1 ls", UnsupportedSyntax),
+            ("(ls)", UnsupportedSyntax),
+            ("{ ls; }", UnsupportedSyntax),
+            ("if true; then ls; fi", UnsupportedSyntax),
+            ("for f in a; do ls; done", UnsupportedSyntax),
+            ("f() { ls; }", UnsupportedSyntax),
+            ("ls &", UnsupportedSyntax),
+            ("sleep 1 & ls", UnsupportedSyntax),
+            ("! ls", UnsupportedSyntax),
+            ("time ls", UnsupportedSyntax),
+            ("[[ -f x ]]", UnsupportedSyntax),
+            ("cat <<EOF\nhi\nEOF", UnsupportedSyntax),
+            ("diff <(ls) <(ls)", UnsupportedSyntax),
+            ("echo $HOME", NonLiteralWord),
+            ("echo $(id)", NonLiteralWord),
+            ("echo `id`", NonLiteralWord),
+            ("ls *.rs", NonLiteralWord),
+            ("echo {a,b}", NonLiteralWord),
+            ("ls ~", NonLiteralWord),
+            ("echo \"$USER\"", NonLiteralWord),
+            ("$CMD", NonLiteralWord),
+            ("sudo ls", PrivilegeWrapper),
+            ("doas rm -rf /", PrivilegeWrapper),
+            ("nice sudo ls", PrivilegeWrapper),
+            ("env -i ls", WrapperModifier),
+            ("env FOO=1 ls", WrapperModifier),
+            ("eval ls", UnsafeBuiltin),
+            ("exec ls", UnsafeBuiltin),
+            (". ./x", UnsafeBuiltin),
+            ("source x", UnsafeBuiltin),
+            ("ls 'unterminated", ParseError),
+            ("&& ls", ParseError),
+            ("", Empty),
+            ("   ", Empty),
+        ];
+        for (script, reason) in cases {
+            assert_eq!(miss_reason(script), reason, "{script:?}");
+        }
+    }
+
+    #[test]
+    fn assignments_after_the_command_are_arguments() {
+        assert_eq!(argvs("make CC=gcc"), vec![vec!["make", "CC=gcc"]]);
+        assert_eq!(
+            argvs("dd if=/dev/zero of=out count=1"),
+            vec![vec!["dd", "if=/dev/zero", "of=out", "count=1"]]
+        );
+        assert_eq!(miss_reason("make CC=$EVIL"), MissReason::NonLiteralWord);
+    }
+
+    #[test]
+    fn wrappers_are_looked_through() {
+        let chain = analyze(CommandInput::Shell(
+            "nice -n 5 timeout -s KILL 10 env stdbuf -oL nohup rg x",
+        ))
+        .unwrap();
+        let s = &chain.segments[0];
+        assert_eq!(s.program_word(), "rg");
+        assert_eq!(s.wrappers.len(), 5);
+        assert_eq!(
+            analyze(CommandInput::Shell("env")).unwrap().segments[0].program_word(),
+            "env"
+        );
+        assert_eq!(miss_reason("timeout 5"), MissReason::WrapperModifier);
+        assert_eq!(
+            miss_reason("timeout --bogus 5 ls"),
+            MissReason::WrapperModifier
+        );
+    }
+
+    #[test]
+    fn shell_payloads_are_analysed_recursively_with_a_limit() {
+        assert_eq!(
+            argvs("bash -c 'ls -l && pwd'"),
+            vec![vec!["ls", "-l"], vec!["pwd"]]
+        );
+        assert_eq!(argvs("sh -c \"sh -c 'echo hi'\""), vec![vec!["echo", "hi"]]);
+        assert_eq!(
+            miss_reason("bash -c 'ls > x'"),
+            MissReason::UnsupportedSyntax
+        );
+        assert_eq!(
+            miss_reason("sh -c 'sh -c \"sh -c \\\"sh -c ls\\\"\"'"),
+            MissReason::NestingTooDeep
+        );
+        let argv: Vec<String> = ["bash", "-c", "rm -rf / &"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert!(analyze(CommandInput::Argv(&argv)).is_err());
+        // Not `-c`: the shell itself is the program (running a script file).
+        assert_eq!(argvs("bash script.sh"), vec![vec!["bash", "script.sh"]]);
+    }
+
+    #[test]
+    fn hostile_inputs_never_panic_and_huge_inputs_are_bounded() {
+        let huge = "a ".repeat(MAX_SCRIPT_BYTES);
+        assert_eq!(miss_reason(&huge), MissReason::TooLarge);
+        let many: Vec<String> = vec!["x".to_string(); MAX_ARGV + 1];
+        assert_eq!(
+            analyze(CommandInput::Argv(&many)).unwrap_err().reason,
+            MissReason::TooLarge
+        );
+        assert_eq!(
+            analyze(CommandInput::Argv(&[])).unwrap_err().reason,
+            MissReason::Empty
+        );
+        for s in [
+            "\u{202e}ls",
+            "l\u{200b}s",
+            "ls\0",
+            "'",
+            "\"",
+            "\\",
+            "|",
+            ";;",
+            "a |",
+            "a &&",
+        ] {
+            let _ = analyze(CommandInput::Shell(s));
+        }
+    }
+}

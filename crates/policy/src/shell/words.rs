@@ -1,0 +1,174 @@
+//! Literal words: a shell word is accepted only if every piece of it is literal text
+//! (unquoted text without glob, brace or expansion characters, single-quoted text,
+//! escapes, or double-quoted text without expansions); its value is what bash would pass.
+
+use brush_parser::ParserOptions;
+use brush_parser::word::WordPiece;
+
+/// Characters that make unquoted text expand (globs, braces, parameters, substitutions,
+/// tilde, extglob) — any of them makes the word non-literal.
+const EXPANDING_UNQUOTED: &[char] = &['*', '?', '[', ']', '{', '}', '$', '`', '~', '(', ')', '!'];
+
+/// The literal value of a raw shell word, or why it is not literal.
+pub fn literal_value(raw: &str, options: &ParserOptions) -> Result<String, String> {
+    let pieces = brush_parser::word::parse(raw, options)
+        .map_err(|e| format!("word {raw:?} does not parse: {e}"))?;
+    let mut out = String::new();
+    for piece in pieces {
+        match piece.piece {
+            WordPiece::Text(text) => {
+                if let Some(c) = text.chars().find(|c| EXPANDING_UNQUOTED.contains(c)) {
+                    return Err(format!("unquoted {c:?} in {raw:?} would be expanded"));
+                }
+                out.push_str(&text);
+            }
+            WordPiece::SingleQuotedText(text) => out.push_str(&text),
+            WordPiece::EscapeSequence(seq) => out.push_str(&unescape_unquoted(&seq)?),
+            WordPiece::DoubleQuotedSequence(inner) => {
+                for inner in inner {
+                    match inner.piece {
+                        WordPiece::Text(text) => {
+                            if text.contains(['$', '`']) {
+                                return Err(format!("expansion inside double quotes in {raw:?}"));
+                            }
+                            out.push_str(&text);
+                        }
+                        WordPiece::EscapeSequence(seq) => {
+                            out.push_str(&unescape_double_quoted(&seq))
+                        }
+                        other => {
+                            return Err(format!(
+                                "{} inside double quotes in {raw:?}",
+                                piece_name(&other)
+                            ));
+                        }
+                    }
+                }
+            }
+            other => return Err(format!("{} in {raw:?}", piece_name(&other))),
+        }
+    }
+    Ok(out)
+}
+
+fn piece_name(piece: &WordPiece) -> &'static str {
+    match piece {
+        WordPiece::Text(_) => "text",
+        WordPiece::SingleQuotedText(_) => "single-quoted text",
+        WordPiece::AnsiCQuotedText(_) => "ANSI-C quoting ($'...')",
+        WordPiece::DoubleQuotedSequence(_) => "double-quoted text",
+        WordPiece::GettextDoubleQuotedSequence(_) => "locale quoting ($\"...\")",
+        WordPiece::TildeExpansion(_) => "tilde expansion",
+        WordPiece::ParameterExpansion(_) => "parameter expansion",
+        WordPiece::CommandSubstitution(_) | WordPiece::BackquotedCommandSubstitution(_) => {
+            "command substitution"
+        }
+        WordPiece::EscapeSequence(_) => "escape",
+        WordPiece::ArithmeticExpression(_) => "arithmetic expansion",
+    }
+}
+
+/// `\x` outside quotes is `x`; a backslash-newline disappears.
+fn unescape_unquoted(seq: &str) -> Result<String, String> {
+    let mut chars = seq.chars();
+    match (chars.next(), chars.as_str()) {
+        (Some('\\'), "\n") => Ok(String::new()),
+        (Some('\\'), rest) if rest.chars().count() == 1 => Ok(rest.to_owned()),
+        _ => Err(format!("unexpected escape {seq:?}")),
+    }
+}
+
+/// Inside double quotes a backslash only escapes `$`, `` ` ``, `"`, `\` and newline;
+/// before anything else it stays.
+fn unescape_double_quoted(seq: &str) -> String {
+    let mut chars = seq.chars();
+    match (chars.next(), chars.as_str()) {
+        (Some('\\'), "\n") => String::new(),
+        (Some('\\'), rest) if matches!(rest, "$" | "`" | "\"" | "\\") => rest.to_owned(),
+        _ => seq.to_owned(),
+    }
+}
+
+/// Quote `word` for a POSIX shell so that it is passed through unchanged: single quotes,
+/// with each `'` written as `'\''`.
+pub fn quote(word: &str) -> String {
+    if !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+:,=@%".contains(c))
+    {
+        return word.to_owned();
+    }
+    format!("'{}'", word.replace('\'', r"'\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts() -> ParserOptions {
+        super::super::parser_options()
+    }
+
+    #[test]
+    fn literal_words_decode_like_bash() {
+        let cases = [
+            ("plain", "plain"),
+            ("'single $quoted'", "single $quoted"),
+            ("\"double quoted\"", "double quoted"),
+            (r#""a\"b\\c\$d\x""#, r#"a"b\c$d\x"#),
+            (r"esc\ aped", "esc aped"),
+            ("''", ""),
+            ("mix'ed'\"up\"", "mixedup"),
+            ("héllo", "héllo"),
+            ("a=b", "a=b"),
+            ("--flag=1", "--flag=1"),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(literal_value(raw, &opts()).as_deref(), Ok(want), "{raw}");
+        }
+    }
+
+    #[test]
+    fn expanding_words_are_refused() {
+        for raw in [
+            "$HOME",
+            "\"$HOME\"",
+            "$(id)",
+            "`id`",
+            "*.rs",
+            "a?",
+            "[ab]",
+            "{a,b}",
+            "~/x",
+            "~",
+            "$'\\n'",
+            "$((1+1))",
+            "\"`id`\"",
+        ] {
+            assert!(literal_value(raw, &opts()).is_err(), "{raw}");
+        }
+    }
+
+    #[test]
+    fn quoting_round_trips_through_the_parser() {
+        for word in [
+            "simple",
+            "with space",
+            "it's",
+            "",
+            "$HOME",
+            "a'b'c",
+            "\\",
+            "\n",
+            "*",
+            "-n",
+        ] {
+            assert_eq!(
+                literal_value(&quote(word), &opts()).as_deref(),
+                Ok(word),
+                "{word:?}"
+            );
+        }
+    }
+}

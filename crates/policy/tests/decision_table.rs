@@ -1,0 +1,189 @@
+//! The decision table of product spec §5 as data: every combination of security × ask ×
+//! allowlist hit/miss × approver answer × askFallback, checked through the same
+//! functions `explain` and the runner use, against an independent restatement.
+
+// Test helpers panic on failure by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+
+use caps::{Fs, MemoryFs, WriteOptions};
+use policy::{
+    Allowlist, ApproverAnswer, Ask, AskFallback, CaseMode, CommandInput, Config, Decision,
+    DenyReason, EvalContext, ExecParams, HostCeiling, Requester, Security, SessionOverrides,
+    TrustedPath, after_ask, decide, explain,
+};
+
+#[derive(Debug, PartialEq, Eq)]
+enum Outcome {
+    Run,
+    Deny(DenyReason),
+}
+
+/// Product spec §5, restated independently of the implementation.
+fn oracle(
+    sec: Security,
+    ask: Ask,
+    hit: bool,
+    answer: ApproverAnswer,
+    fallback: AskFallback,
+) -> Outcome {
+    if sec == Security::Deny {
+        return Outcome::Deny(DenyReason::SecurityDeny);
+    }
+    let must_ask = ask == Ask::Always || (sec == Security::Allowlist && !hit && ask == Ask::OnMiss);
+    if !must_ask {
+        return if sec == Security::Allowlist && !hit {
+            Outcome::Deny(DenyReason::AllowlistMiss)
+        } else {
+            Outcome::Run
+        };
+    }
+    let absent = match answer {
+        ApproverAnswer::AllowOnce | ApproverAnswer::AllowAlways => return Outcome::Run,
+        ApproverAnswer::Deny => return Outcome::Deny(DenyReason::ApprovalDenied),
+        ApproverAnswer::NoApprover => DenyReason::NoApprover,
+        ApproverAnswer::Timeout => DenyReason::ApprovalTimeout,
+    };
+    match fallback {
+        AskFallback::Full => Outcome::Run,
+        AskFallback::Allowlist if hit => Outcome::Run,
+        _ => Outcome::Deny(absent),
+    }
+}
+
+/// A world where `/usr/bin/hit` is allowlisted and `/usr/bin/miss` is not.
+fn world() -> MemoryFs {
+    let fs = MemoryFs::new();
+    fs.create_dir_all(Path::new("/usr/bin"), 0o755).unwrap();
+    for p in ["/usr/bin/hit", "/usr/bin/miss"] {
+        fs.write(
+            Path::new(p),
+            b"",
+            WriteOptions {
+                mode: 0o755,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    }
+    fs
+}
+
+#[test]
+fn every_combination_matches_the_table() {
+    let fs = world();
+    let allowlist = Allowlist::compile(
+        &["/usr/bin/hit".into()],
+        Path::new("/home/u"),
+        CaseMode::Sensitive,
+    );
+    let trusted = TrustedPath::parse("/usr/bin");
+    let ctx = EvalContext {
+        fs: &fs,
+        cwd: Path::new("/"),
+        trusted_path: &trusted,
+        allowlist: &allowlist,
+    };
+    let config = Config::default();
+    let session = SessionOverrides::default();
+    let mut checked = 0;
+    for sec in [Security::Deny, Security::Allowlist, Security::Full] {
+        for ask in [Ask::Off, Ask::OnMiss, Ask::Always] {
+            for hit in [true, false] {
+                for fallback in [AskFallback::Deny, AskFallback::Allowlist, AskFallback::Full] {
+                    for answer in [
+                        ApproverAnswer::AllowOnce,
+                        ApproverAnswer::AllowAlways,
+                        ApproverAnswer::Deny,
+                        ApproverAnswer::NoApprover,
+                        ApproverAnswer::Timeout,
+                    ] {
+                        // The host file allows everything; the request sets the modes.
+                        let ceiling = HostCeiling {
+                            security: Security::Full,
+                            ask: Ask::Off,
+                            ask_fallback: fallback,
+                        };
+                        let params = ExecParams {
+                            security: Some(sec),
+                            ask: Some(ask),
+                            ..Default::default()
+                        };
+                        let who = Requester {
+                            agent: None,
+                            session: &session,
+                            params: &params,
+                        };
+                        let cmd = if hit { "hit --flag" } else { "miss --flag" };
+                        let explained =
+                            explain(CommandInput::Shell(cmd), &who, &config, &ceiling, &ctx);
+                        assert_eq!(explained.evaluation.satisfied, hit);
+                        let first = decide(&explained.policy, hit, "");
+                        assert_eq!(
+                            std::mem::discriminant(&first),
+                            std::mem::discriminant(&explained.decision),
+                            "explain and decide disagree"
+                        );
+                        let last = match first {
+                            Decision::Ask { .. } => after_ask(&explained.policy, answer, hit),
+                            other => other,
+                        };
+                        let got = match last {
+                            Decision::Allow { .. } => Outcome::Run,
+                            Decision::Deny { reason, ref rule } => {
+                                assert!(!rule.is_empty(), "a denial names its rule");
+                                Outcome::Deny(reason)
+                            }
+                            Decision::Ask { .. } => panic!("asked twice"),
+                        };
+                        assert_eq!(
+                            got,
+                            oracle(sec, ask, hit, answer, fallback),
+                            "{sec:?} {ask:?} hit={hit} {answer:?} fallback={fallback:?}"
+                        );
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 3 * 3 * 2 * 3 * 5);
+}
+
+#[test]
+fn denials_name_the_rule_and_its_source() {
+    let fs = world();
+    let allowlist = Allowlist::default();
+    let trusted = TrustedPath::parse("/usr/bin");
+    let ctx = EvalContext {
+        fs: &fs,
+        cwd: Path::new("/"),
+        trusted_path: &trusted,
+        allowlist: &allowlist,
+    };
+    let session = SessionOverrides::default();
+    let params = ExecParams {
+        security: Some(Security::Full),
+        ..Default::default()
+    };
+    let who = Requester {
+        agent: None,
+        session: &session,
+        params: &params,
+    };
+    let e = explain(
+        CommandInput::Shell("hit"),
+        &who,
+        &Config::default(),
+        &HostCeiling::DENY_ALL,
+        &ctx,
+    );
+    match e.decision {
+        Decision::Deny { reason, rule } => {
+            assert_eq!(reason, DenyReason::SecurityDeny);
+            assert_eq!(rule, "security=deny (host file)");
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -1,0 +1,234 @@
+//! Hostile commands against a generous allowlist: each must be a miss (ask or deny),
+//! never an allow.
+
+// Test helpers panic on failure by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+
+use caps::{Fs, MemoryFs, WriteOptions};
+use policy::{
+    Allowlist, Ask, AskFallback, CaseMode, CommandInput, Config, Decision, EvalContext, ExecParams,
+    HostCeiling, Requester, Security, SessionOverrides, TrustedPath, explain,
+};
+
+fn world() -> MemoryFs {
+    let fs = MemoryFs::new();
+    let exe = WriteOptions {
+        mode: 0o755,
+        ..Default::default()
+    };
+    for d in [
+        "/usr/bin",
+        "/tmp",
+        "/work/bin",
+        "/home/u/TOOLS",
+        "/home/u/tools",
+    ] {
+        fs.create_dir_all(Path::new(d), 0o755).unwrap();
+    }
+    for p in [
+        "/usr/bin/ls",
+        "/usr/bin/cat",
+        "/usr/bin/bash",
+        "/usr/bin/sudo",
+        "/usr/bin/env",
+        "/usr/bin/python3",
+        "/tmp/evil",
+        "/work/bin/ls",
+        "/home/u/TOOLS/evil",
+        "/home/u/tools/ok",
+    ] {
+        fs.write(Path::new(p), b"", exe).unwrap();
+    }
+    fs.symlink("/tmp/evil", "/usr/bin/innocent").unwrap();
+    fs
+}
+
+fn decision(fs: &MemoryFs, patterns: &[&str], input: CommandInput<'_>) -> Decision {
+    let patterns: Vec<String> = patterns.iter().map(|s| s.to_string()).collect();
+    let allowlist = Allowlist::compile(&patterns, Path::new("/home/u"), CaseMode::Sensitive);
+    let trusted = TrustedPath::parse("/usr/bin");
+    let ctx = EvalContext {
+        fs,
+        cwd: Path::new("/work"),
+        trusted_path: &trusted,
+        allowlist: &allowlist,
+    };
+    let ceiling = HostCeiling {
+        security: Security::Allowlist,
+        ask: Ask::Off,
+        ask_fallback: AskFallback::Deny,
+    };
+    let session = SessionOverrides::default();
+    let params = ExecParams {
+        security: Some(Security::Full),
+        ask: Some(Ask::Off),
+        ..Default::default()
+    };
+    let who = Requester {
+        agent: None,
+        session: &session,
+        params: &params,
+    };
+    explain(input, &who, &Config::default(), &ceiling, &ctx).decision
+}
+
+#[test]
+fn hostile_shell_strings_are_never_allowed() {
+    let fs = world();
+    let generous = ["/usr/bin/ls", "/usr/bin/cat", "ls", "cat", "~/tools/*"];
+    // Sanity: the plain command is allowed.
+    assert!(decision(&fs, &generous, CommandInput::Shell("ls -la && cat x")).is_allow());
+    let hostile = [
+        "ls; /tmp/evil",
+        "ls && evil",
+        "ls | sh",
+        "ls $(evil)",
+        "ls `evil`",
+        "ls > /etc/passwd",
+        "ls 2>/dev/null",
+        "cat < /etc/shadow",
+        "LD_PRELOAD=/tmp/x.so ls",
+        "ls &",
+        "(ls)",
+        "{ ls; }",
+        "ls || bash -c evil",
+        "bash -c 'ls; /tmp/evil'",
+        "sudo ls",
+        "env ls; env -i evil",
+        "env PATH=/tmp ls",
+        "python3 -c 'import os'",
+        "/usr/bin/../../tmp/evil",
+        "../tmp/evil",
+        "./bin/ls",
+        "innocent",
+        "~/TOOLS/evil",
+        "/home/u/TOOLS/evil",
+        "ｌｓ",
+        "l\u{200b}s",
+        "\u{202e}sl",
+        "ls\nevil",
+        "exec ls",
+        "eval ls",
+        "ls ${IFS}",
+        "ls *",
+        "",
+    ];
+    for script in hostile {
+        let d = decision(&fs, &generous, CommandInput::Shell(script));
+        assert!(!d.is_allow(), "{script:?} was allowed: {d:?}");
+    }
+}
+
+#[test]
+fn hostile_argvs_are_never_allowed() {
+    let fs = world();
+    let generous = ["/usr/bin/ls", "ls"];
+    let cases: Vec<Vec<&str>> = vec![
+        vec![],
+        vec![""],
+        vec!["./bin/ls"],
+        vec!["/tmp/evil"],
+        vec!["sudo", "ls"],
+        vec!["env", "LD_PRELOAD=x", "ls"],
+        vec!["bash", "-c", "ls; evil"],
+        vec!["innocent"],
+        vec!["ls\0"],
+    ];
+    for argv in cases {
+        let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
+        let d = decision(&fs, &generous, CommandInput::Argv(&argv));
+        assert!(!d.is_allow(), "{argv:?} was allowed: {d:?}");
+    }
+    let huge = vec!["ls".to_string(); 5000];
+    assert!(!decision(&fs, &generous, CommandInput::Argv(&huge)).is_allow());
+}
+
+#[test]
+fn allow_always_never_stores_shells_interpreters_or_wrappers() {
+    let fs = world();
+    let allowlist = Allowlist::default();
+    let trusted = TrustedPath::parse("/usr/bin");
+    let ctx = EvalContext {
+        fs: &fs,
+        cwd: Path::new("/work"),
+        trusted_path: &trusted,
+        allowlist: &allowlist,
+    };
+    let session = SessionOverrides::default();
+    let params = ExecParams::default();
+    let who = Requester {
+        agent: None,
+        session: &session,
+        params: &params,
+    };
+    let e = explain(
+        CommandInput::Shell("bash -c 'ls -l && python3 x.py' | cat"),
+        &who,
+        &Config::default(),
+        &HostCeiling::DENY_ALL,
+        &ctx,
+    );
+    assert_eq!(e.allow_always.patterns, vec!["/usr/bin/ls", "/usr/bin/cat"]);
+    assert_eq!(e.allow_always.skipped.len(), 1);
+    let e = explain(
+        CommandInput::Shell("python3 x.py"),
+        &who,
+        &Config::default(),
+        &HostCeiling::DENY_ALL,
+        &ctx,
+    );
+    assert!(e.allow_always.patterns.is_empty());
+    assert!(
+        !e.allow_always.skipped.is_empty(),
+        "an empty result says why"
+    );
+    let e = explain(
+        CommandInput::Shell("env nice ls"),
+        &who,
+        &Config::default(),
+        &HostCeiling::DENY_ALL,
+        &ctx,
+    );
+    assert_eq!(
+        e.allow_always.patterns,
+        vec!["/usr/bin/ls"],
+        "wrappers are looked through, never stored"
+    );
+}
+
+#[test]
+fn rebuilt_command_names_the_resolved_files() {
+    let fs = world();
+    let allowlist = Allowlist::compile(
+        &["/usr/bin/*".into()],
+        Path::new("/home/u"),
+        CaseMode::Sensitive,
+    );
+    let trusted = TrustedPath::parse("/usr/bin");
+    let ctx = EvalContext {
+        fs: &fs,
+        cwd: Path::new("/work"),
+        trusted_path: &trusted,
+        allowlist: &allowlist,
+    };
+    let e = policy::evaluate(
+        CommandInput::Shell("ls 'a b' && cat \"it's\" | env ls"),
+        &ctx,
+    );
+    assert_eq!(
+        e.rebuilt,
+        Some(policy::Rebuilt::Script(
+            "/usr/bin/ls 'a b' && /usr/bin/cat 'it'\\''s' | /usr/bin/env /usr/bin/ls".into()
+        ))
+    );
+    let e = policy::evaluate(CommandInput::Shell("ls -la"), &ctx);
+    assert_eq!(
+        e.rebuilt,
+        Some(policy::Rebuilt::Argv(vec![
+            "/usr/bin/ls".into(),
+            "-la".into()
+        ]))
+    );
+}
