@@ -6,12 +6,18 @@
 // The benchmark binary reports to the terminal.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod decide;
 mod harness;
+mod ipc_bench;
 mod suites;
 
 use std::path::PathBuf;
 
 use harness::Report;
+
+/// The same allocator as the `warden` binary, so figures describe what users run.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();

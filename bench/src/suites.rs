@@ -17,6 +17,67 @@ pub async fn run_all(report: &mut Report, quick: bool, filter: &[&String]) -> an
     if wanted("output") {
         output(report, quick).await?;
     }
+    if wanted("decide") {
+        decide(report, quick).await?;
+    }
+    if wanted("ask-ipc") {
+        ask_ipc(report, quick).await?;
+    }
+    Ok(())
+}
+
+/// Median of a bare `/bin/true` spawn+wait (the baseline of several rows).
+async fn bare_true(iterations: usize) -> anyhow::Result<f64> {
+    let mut samples = Vec::with_capacity(iterations);
+    for _ in 0..iterations {
+        let started = Instant::now();
+        let status = tokio::process::Command::new("/bin/true").status().await?;
+        if !status.success() {
+            bail!("/bin/true failed");
+        }
+        samples.push(started.elapsed());
+    }
+    Ok(crate::harness::ms(median(&samples)))
+}
+
+/// `decide`: see `decide.rs`.
+async fn decide(report: &mut Report, quick: bool) -> anyhow::Result<()> {
+    let rounds = if quick { 1 } else { 5 };
+    let base = bare_true(if quick { 20 } else { 300 }).await?;
+    let warden = crate::harness::ms(crate::decide::median_decision(rounds));
+    report.ratio(
+        RatioSpec {
+            id: "decide",
+            what: "full policy decision, 1,000 realistic commands × 1,000 patterns (median)",
+            baseline: "bare spawn+wait of /bin/true",
+            unit: "ms",
+            max_ratio: 0.01,
+            iterations: rounds * 1000,
+        },
+        base,
+        warden,
+    );
+    Ok(())
+}
+
+/// `ask-ipc`: one approval round trip (connect, challenge, HMAC both ways, decision)
+/// against an approver that answers at once.
+async fn ask_ipc(report: &mut Report, quick: bool) -> anyhow::Result<()> {
+    let iterations = if quick { 20 } else { 500 };
+    let round_trip = crate::ipc_bench::median_round_trip(iterations).await?;
+    let base = bare_true(if quick { 20 } else { 300 }).await?;
+    report.ratio(
+        RatioSpec {
+            id: "ask-ipc",
+            what: "one approval round trip over the Unix socket (challenge, HMAC both ways)",
+            baseline: "bare spawn+wait of /bin/true",
+            unit: "ms",
+            max_ratio: 0.3,
+            iterations,
+        },
+        base,
+        crate::harness::ms(round_trip),
+    );
     Ok(())
 }
 
@@ -218,6 +279,14 @@ pub fn child_main(args: &[String]) -> anyhow::Result<()> {
             let _ = (started.elapsed(), out.truncated);
             let after = vm_hwm_kib()?;
             println!("{}", after.saturating_sub(before));
+            Ok(())
+        }
+        Some("decide-loop") => {
+            crate::decide::decide_loop();
+            Ok(())
+        }
+        Some("decide-profile") => {
+            crate::decide::profile();
             Ok(())
         }
         other => bail!("unknown child benchmark {other:?}"),

@@ -70,6 +70,7 @@ const CANARIES: &[(&str, &str)] = &[
 const ALLOWED_DEPS: &[(&str, &[&str])] = &[
     ("caps", &[]),
     ("policy", &["caps"]),
+    ("approvals", &["caps", "policy"]),
     ("cli", &["*"]),
     ("bench", &["*"]),
     ("xtask", &[]),

@@ -18,7 +18,9 @@ pub enum FileKind {
     Dir,
     /// A symbolic link (only reported by [`Fs::symlink_metadata`] and [`Fs::list`]).
     Symlink,
-    /// A socket, FIFO or device.
+    /// A Unix domain socket.
+    Socket,
+    /// A FIFO or device.
     Other,
 }
 

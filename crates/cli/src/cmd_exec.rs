@@ -8,7 +8,7 @@ use std::time::Duration;
 use caps::{ExecOptions, ExecOutput, LocalShell, Script, Shell};
 
 use crate::exit;
-use crate::host_env;
+use crate::host::HostFacts;
 
 /// Arguments of `warden exec`.
 #[derive(Debug, clap::Args)]
@@ -87,8 +87,21 @@ async fn run_async(args: ExecArgs) -> i32 {
             }
         }
     };
+    let facts = match HostFacts::read() {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("warden: {e:#}");
+            return exit::WARDEN_ERROR;
+        }
+    };
     let mut options = ExecOptions::new(cwd, args.timeout);
-    options.env = host_env::forwarded_environment();
+    options.env = policy::build_child_env(
+        &facts.env,
+        &facts.trusted_path.to_path_var(),
+        &Default::default(),
+        &[],
+    )
+    .unwrap_or_default();
     let shell = LocalShell::new();
     let run = async {
         match &args.shell {

@@ -10,6 +10,14 @@ pub const WARDEN_ERROR: i32 = 125;
 pub const NOT_EXECUTABLE: i32 = 126;
 /// The program was not found.
 pub const NOT_FOUND: i32 = 127;
+/// `policy explain`: the command would need a human's approval.
+pub const ASK: i32 = 10;
+/// The command was denied by policy (sysexits' EX_NOPERM).
+pub const DENIED: i32 = 77;
+/// A human had to be asked, nobody answered, and the fallback denied (sysexits'
+/// EX_TEMPFAIL: start an approver and try again).
+#[allow(dead_code)] // used by `warden exec` once it goes through the runner
+pub const NO_APPROVER: i32 = 75;
 /// Interrupted by SIGINT (128 + 2), after the command's process tree was killed.
 pub const INTERRUPTED: i32 = 130;
 

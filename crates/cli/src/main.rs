@@ -7,9 +7,12 @@
 // A command-line program talks to its user on stdout and stderr.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod approver_ui;
+mod cmd_approvals;
 mod cmd_exec;
+mod cmd_policy;
 mod exit;
-mod host_env;
+mod host;
 
 use clap::{Parser, Subcommand};
 
@@ -25,6 +28,12 @@ struct Cli {
 enum Command {
     /// Run one command with Warden's limits (timeout, whole-tree kill, output cap).
     Exec(cmd_exec::ExecArgs),
+    /// Inspect policy decisions.
+    #[command(subcommand)]
+    Policy(cmd_policy::PolicyCommand),
+    /// Read and edit this host's exec-approvals.json; run the terminal approver.
+    #[command(subcommand)]
+    Approvals(cmd_approvals::ApprovalsCommand),
 }
 
 fn main() {
@@ -38,6 +47,8 @@ fn main() {
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Exec(args) => cmd_exec::run(args),
+        Command::Policy(command) => cmd_policy::run(command),
+        Command::Approvals(command) => cmd_approvals::run(command),
     };
     std::process::exit(code);
 }

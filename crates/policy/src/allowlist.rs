@@ -5,6 +5,7 @@
 //! Patterns are compiled once into two `GlobSet`s. An invalid pattern is rejected when
 //! written ([`validate_pattern`]) and, if one is found in a stored file, never matches.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
@@ -97,11 +98,7 @@ pub fn validate_pattern(pattern: &str) -> Result<PatternKind, PolicyError> {
 }
 
 fn build_glob(pattern: &str, home: &Path, case: CaseMode) -> Result<Glob, String> {
-    let expanded = match pattern.strip_prefix('~') {
-        Some(rest) => format!("{}{rest}", home.to_string_lossy().trim_end_matches('/')),
-        None => pattern.to_owned(),
-    };
-    GlobBuilder::new(&expanded)
+    GlobBuilder::new(&expand_home(pattern, home))
         .literal_separator(true)
         .backslash_escape(true)
         .case_insensitive(case == CaseMode::Insensitive)
@@ -109,13 +106,73 @@ fn build_glob(pattern: &str, home: &Path, case: CaseMode) -> Result<Glob, String
         .map_err(|e| e.kind().to_string())
 }
 
+/// Patterns of one kind: exact strings in a hash map (the common case: "allow always"
+/// stores exact paths), real globs in a `GlobSet`. Indices refer to stored order.
+#[derive(Clone, Debug)]
+struct KindMatcher {
+    literals: HashMap<String, usize>,
+    globs: GlobSet,
+    glob_index: Vec<usize>,
+    case: CaseMode,
+}
+
+impl KindMatcher {
+    fn build(entries: Vec<(usize, String, Glob)>, case: CaseMode) -> KindMatcher {
+        let mut literals = HashMap::new();
+        let mut builder = GlobSetBuilder::new();
+        let mut glob_index = Vec::new();
+        for (index, expanded, glob) in entries {
+            if expanded.contains(['*', '?', '[', ']', '{', '}', '\\']) {
+                builder.add(glob);
+                glob_index.push(index);
+            } else {
+                literals
+                    .entry(fold(&expanded, case).into_owned())
+                    .or_insert(index);
+            }
+        }
+        KindMatcher {
+            literals,
+            // Each glob compiled on its own, so building the set cannot fail; if it
+            // somehow did, an empty set (matches nothing) is the fail-closed answer.
+            globs: builder.build().unwrap_or_else(|_| GlobSet::empty()),
+            glob_index,
+            case,
+        }
+    }
+
+    /// The smallest stored index among the patterns that match `text`.
+    fn first_match(&self, text: &str) -> Option<usize> {
+        let literal = self.literals.get(fold(text, self.case).as_ref()).copied();
+        let glob = if self.glob_index.is_empty() || !self.globs.is_match(text) {
+            None
+        } else {
+            self.globs
+                .matches(text)
+                .into_iter()
+                .map(|i| self.glob_index[i])
+                .min()
+        };
+        match (literal, glob) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+fn fold(text: &str, case: CaseMode) -> std::borrow::Cow<'_, str> {
+    match case {
+        CaseMode::Sensitive => std::borrow::Cow::Borrowed(text),
+        CaseMode::Insensitive => std::borrow::Cow::Owned(text.to_lowercase()),
+    }
+}
+
 /// A compiled allowlist.
 #[derive(Clone, Debug)]
 pub struct Allowlist {
-    paths: GlobSet,
-    path_patterns: Vec<String>,
-    bare: GlobSet,
-    bare_patterns: Vec<String>,
+    patterns: Vec<String>,
+    paths: KindMatcher,
+    bare: KindMatcher,
     rejected: Vec<RejectedPattern>,
 }
 
@@ -125,13 +182,18 @@ impl Default for Allowlist {
     }
 }
 
+fn expand_home(pattern: &str, home: &Path) -> String {
+    match pattern.strip_prefix('~') {
+        Some(rest) => format!("{}{rest}", home.to_string_lossy().trim_end_matches('/')),
+        None => pattern.to_owned(),
+    }
+}
+
 impl Allowlist {
     /// Compile stored patterns. Invalid ones are set aside (see [`Allowlist::rejected`]).
     pub fn compile(patterns: &[String], home: &Path, case: CaseMode) -> Allowlist {
-        let mut paths = GlobSetBuilder::new();
-        let mut bare = GlobSetBuilder::new();
-        let (mut path_patterns, mut bare_patterns, mut rejected) =
-            (Vec::new(), Vec::new(), Vec::new());
+        let (mut paths, mut bare, mut usable, mut rejected) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for pattern in patterns {
             let compiled = validate_pattern(pattern)
                 .map_err(|e| match e {
@@ -140,13 +202,13 @@ impl Allowlist {
                 })
                 .and_then(|kind| build_glob(pattern, home, case).map(|g| (kind, g)));
             match compiled {
-                Ok((PatternKind::Path, glob)) => {
-                    paths.add(glob);
-                    path_patterns.push(pattern.clone());
-                }
-                Ok((PatternKind::BareName, glob)) => {
-                    bare.add(glob);
-                    bare_patterns.push(pattern.clone());
+                Ok((kind, glob)) => {
+                    let entry = (usable.len(), expand_home(pattern, home), glob);
+                    match kind {
+                        PatternKind::Path => paths.push(entry),
+                        PatternKind::BareName => bare.push(entry),
+                    }
+                    usable.push(pattern.clone());
                 }
                 Err(reason) => rejected.push(RejectedPattern {
                     pattern: pattern.clone(),
@@ -154,13 +216,10 @@ impl Allowlist {
                 }),
             }
         }
-        // Each glob compiled on its own above, so building the sets cannot fail; if it
-        // somehow did, an empty set (matches nothing) is the fail-closed answer.
         Allowlist {
-            paths: paths.build().unwrap_or_else(|_| GlobSet::empty()),
-            path_patterns,
-            bare: bare.build().unwrap_or_else(|_| GlobSet::empty()),
-            bare_patterns,
+            patterns: usable,
+            paths: KindMatcher::build(paths, case),
+            bare: KindMatcher::build(bare, case),
             rejected,
         }
     }
@@ -172,25 +231,28 @@ impl Allowlist {
 
     /// Number of usable patterns.
     pub fn len(&self) -> usize {
-        self.path_patterns.len() + self.bare_patterns.len()
+        self.patterns.len()
     }
 
     /// True if no usable pattern exists.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.patterns.is_empty()
     }
 
-    /// The first pattern (in stored order within its kind; path patterns first) that
-    /// `exe` satisfies.
+    /// The first stored pattern that `exe` satisfies: path patterns against the
+    /// canonical path, bare names against the name of a bare invocation.
     pub fn find_match(&self, exe: &ResolvedExe) -> Option<&str> {
-        if let Some(i) = self.paths.matches(&exe.path).into_iter().min() {
-            return Some(&self.path_patterns[i]);
-        }
-        if exe.how != Invocation::Bare {
-            return None;
-        }
-        let i = self.bare.matches(&exe.invoked).into_iter().min()?;
-        Some(&self.bare_patterns[i])
+        let by_path = exe.path.to_str().and_then(|p| self.paths.first_match(p));
+        let by_name = if exe.how == Invocation::Bare {
+            self.bare.first_match(&exe.invoked)
+        } else {
+            None
+        };
+        let index = match (by_path, by_name) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b)?,
+        };
+        Some(&self.patterns[index])
     }
 }
 

@@ -10,6 +10,62 @@ use crate::allowlist::Allowlist;
 use crate::exe::{ResolveFailure, ResolvedExe, TrustedPath, resolve_executable};
 use crate::shell::{Chain, CommandInput, Miss, Segment, analyze, quote};
 
+/// Remembers executable resolutions (name and, for relative names, cwd → result) for
+/// callers that evaluate many commands against an unchanging filesystem. A stale entry
+/// only affects the *decision*; the runner still executes the resolved path it was given,
+/// so use a cache only where a short staleness window is acceptable.
+#[derive(Debug, Default)]
+pub struct ExeCache {
+    /// Bare and absolute names: the result does not depend on the working directory.
+    by_name:
+        std::sync::Mutex<std::collections::HashMap<String, Result<ResolvedExe, ResolveFailure>>>,
+    /// Relative names, keyed by working directory and name.
+    relative: std::sync::Mutex<
+        std::collections::HashMap<
+            (std::path::PathBuf, String),
+            Result<ResolvedExe, ResolveFailure>,
+        >,
+    >,
+}
+
+impl ExeCache {
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn resolve(
+        &self,
+        fs: &dyn Fs,
+        name: &str,
+        cwd: &Path,
+        trusted: &TrustedPath,
+    ) -> Result<ResolvedExe, ResolveFailure> {
+        if name.contains('/') && !name.starts_with('/') {
+            let key = (cwd.to_path_buf(), name.to_owned());
+            let mut map = self.relative.lock().unwrap_or_else(|p| p.into_inner());
+            return map
+                .entry(key)
+                .or_insert_with(|| resolve_executable(fs, name, cwd, trusted))
+                .clone();
+        }
+        if let Some(hit) = self
+            .by_name
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+        {
+            return hit.clone();
+        }
+        let result = resolve_executable(fs, name, cwd, trusted);
+        self.by_name
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.to_owned(), result.clone());
+        result
+    }
+}
+
 /// Where and against what a command is evaluated.
 #[derive(Clone, Copy, Debug)]
 pub struct EvalContext<'a> {
@@ -21,6 +77,17 @@ pub struct EvalContext<'a> {
     pub trusted_path: &'a TrustedPath,
     /// The agent's allowlist on the executing host.
     pub allowlist: &'a Allowlist,
+    /// An optional resolution cache (see [`ExeCache`]).
+    pub cache: Option<&'a ExeCache>,
+}
+
+impl EvalContext<'_> {
+    fn resolve(&self, name: &str) -> Result<ResolvedExe, ResolveFailure> {
+        match self.cache {
+            Some(cache) => cache.resolve(self.fs, name, self.cwd, self.trusted_path),
+            None => resolve_executable(self.fs, name, self.cwd, self.trusted_path),
+        }
+    }
 }
 
 /// One segment that must satisfy the allowlist.
@@ -77,7 +144,7 @@ pub fn evaluate(input: CommandInput<'_>, ctx: &EvalContext<'_>) -> Evaluation {
         .into_iter()
         .map(|segment| {
             let program = segment.program_word().to_owned();
-            match resolve_executable(ctx.fs, &program, ctx.cwd, ctx.trusted_path) {
+            match ctx.resolve(&program) {
                 Ok(exe) => LeafMatch {
                     argv: segment.argv.clone(),
                     matched: ctx.allowlist.find_match(&exe).map(str::to_owned),
@@ -112,7 +179,7 @@ pub fn evaluate(input: CommandInput<'_>, ctx: &EvalContext<'_>) -> Evaluation {
 }
 
 fn resolve_path(word: &str, ctx: &EvalContext<'_>) -> Option<String> {
-    resolve_executable(ctx.fs, word, ctx.cwd, ctx.trusted_path)
+    ctx.resolve(word)
         .ok()
         .map(|e| e.path.to_string_lossy().into_owned())
 }

@@ -34,8 +34,8 @@ pub struct Explanation {
     pub evaluation: Evaluation,
     /// The decision before any approver is involved.
     pub decision: Decision,
-    /// What "allow always" would store.
-    pub allow_always: AllowAlways,
+    /// What "allow always" would store (derived only when the decision is to ask).
+    pub allow_always: Option<AllowAlways>,
 }
 
 /// Run the policy pipeline for one command.
@@ -60,7 +60,8 @@ pub fn explain(
         .filter_map(|l| l.matched.as_deref())
         .collect();
     let decision = decide(&policy, evaluation.satisfied, &matched.join(", "));
-    let allow_always = derive_allow_always(&evaluation);
+    let allow_always =
+        matches!(decision, Decision::Ask { .. }).then(|| derive_allow_always(&evaluation));
     Explanation {
         policy,
         evaluation,

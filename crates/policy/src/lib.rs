@@ -17,7 +17,7 @@
 //! let ceiling = HostCeiling { security: Security::Allowlist, ask: Ask::OnMiss, ask_fallback: AskFallback::Deny };
 //! let allowlist = Allowlist::compile(&["/usr/bin/rg".into()], Path::new("/home/u"), CaseMode::Sensitive);
 //! let trusted = TrustedPath::parse("/usr/bin:/bin");
-//! let ctx = EvalContext { fs: &fs, cwd: Path::new("/"), trusted_path: &trusted, allowlist: &allowlist };
+//! let ctx = EvalContext { fs: &fs, cwd: Path::new("/"), trusted_path: &trusted, allowlist: &allowlist, cache: None };
 //! let session = SessionOverrides::default();
 //! let params = ExecParams::default();
 //! let who = Requester { agent: Some("coder"), session: &session, params: &params };
@@ -53,7 +53,7 @@ pub use env::{
     HOST_FORWARDED, REQUEST_ALLOWED, build_child_env, check_extra_env_name, request_may_set,
 };
 pub use error::PolicyError;
-pub use evaluate::{EvalContext, Evaluation, LeafMatch, Rebuilt, evaluate};
+pub use evaluate::{EvalContext, Evaluation, ExeCache, LeafMatch, Rebuilt, evaluate};
 pub use exe::{Invocation, ResolveFailure, ResolvedExe, TrustedPath, resolve_executable};
 pub use explain::{Explanation, Requester, explain};
 pub use modes::{Ask, AskFallback, Host, Security};

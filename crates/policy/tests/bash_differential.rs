@@ -158,6 +158,7 @@ fn check(stubs: &Stubs, script: &str) -> bool {
         cwd: Path::new("/"),
         trusted_path: &trusted,
         allowlist: &allowlist,
+        cache: None,
     };
     let evaluation = evaluate(CommandInput::Shell(script), &ctx);
     for status in [0u8, 1] {

@@ -84,6 +84,7 @@ fn every_combination_matches_the_table() {
         cwd: Path::new("/"),
         trusted_path: &trusted,
         allowlist: &allowlist,
+        cache: None,
     };
     let config = Config::default();
     let session = SessionOverrides::default();
@@ -161,6 +162,7 @@ fn denials_name_the_rule_and_its_source() {
         cwd: Path::new("/"),
         trusted_path: &trusted,
         allowlist: &allowlist,
+        cache: None,
     };
     let session = SessionOverrides::default();
     let params = ExecParams {

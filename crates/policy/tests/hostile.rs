@@ -54,6 +54,7 @@ fn decision(fs: &MemoryFs, patterns: &[&str], input: CommandInput<'_>) -> Decisi
         cwd: Path::new("/work"),
         trusted_path: &trusted,
         allowlist: &allowlist,
+        cache: None,
     };
     let ceiling = HostCeiling {
         security: Security::Allowlist,
@@ -155,6 +156,7 @@ fn allow_always_never_stores_shells_interpreters_or_wrappers() {
         cwd: Path::new("/work"),
         trusted_path: &trusted,
         allowlist: &allowlist,
+        cache: None,
     };
     let session = SessionOverrides::default();
     let params = ExecParams::default();
@@ -170,8 +172,11 @@ fn allow_always_never_stores_shells_interpreters_or_wrappers() {
         &HostCeiling::DENY_ALL,
         &ctx,
     );
-    assert_eq!(e.allow_always.patterns, vec!["/usr/bin/ls", "/usr/bin/cat"]);
-    assert_eq!(e.allow_always.skipped.len(), 1);
+    assert_eq!(
+        policy::derive_allow_always(&e.evaluation).patterns,
+        vec!["/usr/bin/ls", "/usr/bin/cat"]
+    );
+    assert_eq!(policy::derive_allow_always(&e.evaluation).skipped.len(), 1);
     let e = explain(
         CommandInput::Shell("python3 x.py"),
         &who,
@@ -179,9 +184,15 @@ fn allow_always_never_stores_shells_interpreters_or_wrappers() {
         &HostCeiling::DENY_ALL,
         &ctx,
     );
-    assert!(e.allow_always.patterns.is_empty());
     assert!(
-        !e.allow_always.skipped.is_empty(),
+        policy::derive_allow_always(&e.evaluation)
+            .patterns
+            .is_empty()
+    );
+    assert!(
+        !policy::derive_allow_always(&e.evaluation)
+            .skipped
+            .is_empty(),
         "an empty result says why"
     );
     let e = explain(
@@ -192,7 +203,7 @@ fn allow_always_never_stores_shells_interpreters_or_wrappers() {
         &ctx,
     );
     assert_eq!(
-        e.allow_always.patterns,
+        policy::derive_allow_always(&e.evaluation).patterns,
         vec!["/usr/bin/ls"],
         "wrappers are looked through, never stored"
     );
@@ -212,6 +223,7 @@ fn rebuilt_command_names_the_resolved_files() {
         cwd: Path::new("/work"),
         trusted_path: &trusted,
         allowlist: &allowlist,
+        cache: None,
     };
     let e = policy::evaluate(
         CommandInput::Shell("ls 'a b' && cat \"it's\" | env ls"),

@@ -9,8 +9,18 @@ use brush_parser::word::WordPiece;
 /// tilde, extglob) — any of them makes the word non-literal.
 const EXPANDING_UNQUOTED: &[char] = &['*', '?', '[', ']', '{', '}', '$', '`', '~', '(', ')', '!'];
 
+/// Characters that never have a special meaning inside an unquoted shell word.
+fn is_plain(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "-_./:,=+@%^".contains(c)
+}
+
 /// The literal value of a raw shell word, or why it is not literal.
 pub fn literal_value(raw: &str, options: &ParserOptions) -> Result<String, String> {
+    // Fast path: a word made only of characters without any shell meaning is its own
+    // value (most words are like this); everything else goes through the parser.
+    if !raw.is_empty() && raw.chars().all(is_plain) {
+        return Ok(raw.to_owned());
+    }
     let pieces = brush_parser::word::parse(raw, options)
         .map_err(|e| format!("word {raw:?} does not parse: {e}"))?;
     let mut out = String::new();
@@ -122,6 +132,8 @@ mod tests {
             ("mix'ed'\"up\"", "mixedup"),
             ("héllo", "héllo"),
             ("a=b", "a=b"),
+            ("src/main.rs", "src/main.rs"),
+            ("-n", "-n"),
             ("--flag=1", "--flag=1"),
         ];
         for (raw, want) in cases {

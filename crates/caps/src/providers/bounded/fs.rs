@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use cap_std::fs::{
-    Dir, DirBuilder, DirBuilderExt, MetadataExt, OpenOptions, OpenOptionsExt, Permissions,
-    PermissionsExt,
+    Dir, DirBuilder, DirBuilderExt, FileTypeExt, MetadataExt, OpenOptions, OpenOptionsExt,
+    Permissions, PermissionsExt,
 };
 use nix::fcntl::{Flock, FlockArg};
 
@@ -36,6 +36,8 @@ fn to_metadata(m: &cap_std::fs::Metadata) -> Metadata {
         FileKind::Dir
     } else if ft.is_file() {
         FileKind::File
+    } else if ft.is_socket() {
+        FileKind::Socket
     } else {
         FileKind::Other
     };
@@ -192,6 +194,8 @@ impl Fs for BoundedFs {
                 FileKind::Dir
             } else if ft.is_file() {
                 FileKind::File
+            } else if ft.is_socket() {
+                FileKind::Socket
             } else {
                 FileKind::Other
             };

@@ -2,6 +2,7 @@
 
 use std::fs::{self, DirBuilder, File, OpenOptions, Permissions};
 use std::io::Write;
+use std::os::unix::fs::FileTypeExt;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -113,6 +114,8 @@ impl Fs for LocalFs {
                 FileKind::Dir
             } else if ft.is_file() {
                 FileKind::File
+            } else if ft.is_socket() {
+                FileKind::Socket
             } else {
                 FileKind::Other
             };

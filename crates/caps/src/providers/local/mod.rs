@@ -12,6 +12,7 @@ pub use fs::LocalFs;
 pub use shell::LocalShell;
 
 use std::fs::Metadata as StdMetadata;
+use std::os::unix::fs::FileTypeExt;
 use std::os::unix::fs::MetadataExt;
 
 use crate::fs::{FileKind, Metadata};
@@ -25,6 +26,8 @@ pub(crate) fn metadata_from_std(m: &StdMetadata) -> Metadata {
         FileKind::Dir
     } else if ft.is_file() {
         FileKind::File
+    } else if ft.is_socket() {
+        FileKind::Socket
     } else {
         FileKind::Other
     };

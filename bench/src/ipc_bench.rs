@@ -1,0 +1,99 @@
+//! The approver round trip measured against an in-process approver that answers at once.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use approvals::ipc::protocol::{Answer, ExecPrompt, ExecReport, Prompt, Request};
+use approvals::ipc::{
+    Approver, AskOutcome, ClientConfig, Limits, ServerConfig, ask, bind_socket, serve,
+};
+use approvals::{OsRandom, RunPlan, SystemClock};
+
+struct Immediate;
+
+#[async_trait::async_trait]
+impl Approver for Immediate {
+    async fn decide(&self, _: &Prompt) -> Answer {
+        Answer::AllowOnce
+    }
+    async fn exec(&self, _: &ExecPrompt) -> (Answer, Option<ExecReport>) {
+        (Answer::Deny, None)
+    }
+}
+
+/// Median round trip over `iterations` asks (after 20 warm-up asks).
+pub async fn median_round_trip(iterations: usize) -> anyhow::Result<Duration> {
+    let dir = std::env::temp_dir().join(format!("warden-bench-ipc-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
+    let path = dir.join("approver.sock");
+    let fs = caps::LocalFs::new("/")?;
+    let uid = nix::unistd::geteuid().as_raw();
+    let listener = bind_socket(&fs, &path, uid).await?;
+    let token = "bench-token-0123456789".to_string();
+    let limits = Limits {
+        rate_per_sec: 1_000_000,
+        burst: 1_000_000,
+        ..Limits::default()
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(serve(
+        listener,
+        ServerConfig {
+            token: token.clone(),
+            owner_uid: uid,
+            limits,
+        },
+        Arc::new(Immediate),
+        Arc::new(SystemClock),
+        Arc::new(OsRandom),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let config = ClientConfig {
+        socket_path: path,
+        token,
+        connect_timeout: Duration::from_secs(2),
+        approval_timeout: Duration::from_secs(5),
+    };
+    let plan = RunPlan {
+        program: "/usr/bin/rg".into(),
+        argv: vec!["rg".into(), "-n".into(), "TODO".into()],
+        cwd: "/work".into(),
+        env: BTreeMap::from([
+            ("PATH".to_string(), "/usr/bin:/bin".to_string()),
+            ("HOME".to_string(), "/root".to_string()),
+        ]),
+        agent: "coder".into(),
+        session: "s1".into(),
+        host: "gateway".into(),
+    };
+    let request = Request::Prompt(Prompt {
+        id: "bench".into(),
+        command: "rg -n TODO".into(),
+        plan_digest: plan.digest(),
+        plan,
+        security: "allowlist".into(),
+        ask: "on-miss".into(),
+        reason: "allowlist-miss".into(),
+    });
+    let mut samples = Vec::with_capacity(iterations);
+    for i in 0..iterations + 20 {
+        let started = Instant::now();
+        let outcome = ask(&config, &SystemClock, &request).await;
+        let took = started.elapsed();
+        if !matches!(outcome, AskOutcome::Answered(_)) {
+            anyhow::bail!("approver round trip failed: {outcome:?}");
+        }
+        if i >= 20 {
+            samples.push(took);
+        }
+    }
+    let _ = stop.send(());
+    let _ = server.await;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(crate::harness::median(&samples))
+}

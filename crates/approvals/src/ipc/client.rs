@@ -1,0 +1,115 @@
+//! The runner side: connect on demand, answer the challenge, send one authenticated
+//! request, verify the authenticated answer. Every failure is bounded in time and ends
+//! in [`AskOutcome::NoApprover`] or [`AskOutcome::TimedOut`], so the caller applies
+//! askFallback promptly instead of hanging.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tokio::net::UnixStream;
+
+use super::frame::{read_frame, write_frame};
+use super::protocol::{
+    MAC_LEN, Request, Response, decode_challenge, decode_response, encode_request, parse_strict,
+};
+use crate::clock::Clock;
+
+/// How to reach the approver.
+#[derive(Clone)]
+pub struct ClientConfig {
+    /// The socket path from the approvals file.
+    pub socket_path: PathBuf,
+    /// The shared secret from the approvals file.
+    pub token: String,
+    /// Time to connect and receive the challenge.
+    pub connect_timeout: Duration,
+    /// Time the human has to answer.
+    pub approval_timeout: Duration,
+}
+
+impl std::fmt::Debug for ClientConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientConfig")
+            .field("socket_path", &self.socket_path)
+            .field("token", &"<redacted>")
+            .field("connect_timeout", &self.connect_timeout)
+            .field("approval_timeout", &self.approval_timeout)
+            .finish()
+    }
+}
+
+/// Default time the human has to answer.
+pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(120);
+/// Default time to reach the approver.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How asking ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AskOutcome {
+    /// The approver answered (authenticated, bound to this request and plan).
+    Answered(Response),
+    /// No approver could be reached, or it went away, or its answer was not valid.
+    NoApprover(String),
+    /// The approver did not answer within the approval timeout.
+    TimedOut,
+}
+
+/// Ask the approver; never takes longer than `connect_timeout + approval_timeout`.
+pub async fn ask(config: &ClientConfig, clock: &dyn Clock, request: &Request) -> AskOutcome {
+    let path = config.socket_path.display().to_string();
+    let connected = tokio::time::timeout(config.connect_timeout, async {
+        let mut stream = UnixStream::connect(&config.socket_path).await?;
+        let challenge = read_frame(&mut stream).await?;
+        Ok::<_, std::io::Error>((stream, challenge))
+    })
+    .await;
+    let (mut stream, challenge) = match connected {
+        Err(_) => return AskOutcome::NoApprover(format!("the approver at {path} did not respond")),
+        Ok(Err(e)) => {
+            return AskOutcome::NoApprover(format!("no approver is listening at {path}: {e}"));
+        }
+        Ok(Ok(pair)) => pair,
+    };
+    let nonce = match decode_challenge(&challenge) {
+        Ok(n) => n,
+        Err(e) => {
+            return AskOutcome::NoApprover(format!("invalid challenge from the approver: {e}"));
+        }
+    };
+    let payload = match serde_json::to_vec(request) {
+        Ok(p) => p,
+        Err(e) => return AskOutcome::NoApprover(format!("cannot encode the request: {e}")),
+    };
+    let token = config.token.as_bytes();
+    let frame = encode_request(token, &nonce, clock.now_ms(), &payload);
+    let request_mac: [u8; MAC_LEN] = match frame[frame.len() - MAC_LEN..].try_into() {
+        Ok(m) => m,
+        Err(_) => return AskOutcome::NoApprover("internal: frame without a MAC".into()),
+    };
+    if let Err(e) = write_frame(&mut stream, &frame).await {
+        return AskOutcome::NoApprover(format!("the approver closed the connection: {e}"));
+    }
+    let answer = match tokio::time::timeout(config.approval_timeout, read_frame(&mut stream)).await
+    {
+        Err(_) => return AskOutcome::TimedOut,
+        Ok(Err(e)) => {
+            return AskOutcome::NoApprover(format!(
+                "the approver went away without answering: {e}"
+            ));
+        }
+        Ok(Ok(frame)) => frame,
+    };
+    let payload = match decode_response(token, &nonce, &request_mac, clock.now_ms(), &answer) {
+        Ok(p) => p,
+        Err(e) => return AskOutcome::NoApprover(format!("rejected the approver's answer: {e}")),
+    };
+    let response: Response = match parse_strict(payload) {
+        Ok(r) => r,
+        Err(e) => return AskOutcome::NoApprover(format!("rejected the approver's answer: {e}")),
+    };
+    let prompt = request.prompt();
+    if response.id != prompt.id || response.plan_digest != prompt.plan_digest {
+        return AskOutcome::NoApprover("the approver answered a different request".into());
+    }
+    AskOutcome::Answered(response)
+}

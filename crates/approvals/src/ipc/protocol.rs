@@ -1,0 +1,511 @@
+//! The approver wire protocol (see `docs/protocol-approvals.md`): length-prefixed frames,
+//! canonical length-delimited bytes with a domain/version label, HMAC-SHA256 over them,
+//! and strict JSON payloads (no unknown fields, no duplicate keys).
+
+use std::collections::BTreeMap;
+
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
+
+use crate::plan::RunPlan;
+
+/// Largest frame either side accepts (bytes after the 4-byte length prefix).
+pub const MAX_FRAME: usize = 64 * 1024;
+/// Nonce size.
+pub const NONCE_LEN: usize = 32;
+/// HMAC-SHA256 tag size.
+pub const MAC_LEN: usize = 32;
+/// How far a message's timestamp may be from the receiver's clock.
+pub const TTL_MS: u64 = 10_000;
+
+/// Label of the server's challenge frame.
+pub const CHALLENGE_LABEL: &[u8] = b"warden-approvals/v1/challenge";
+/// Label of an authenticated request.
+pub const REQUEST_LABEL: &[u8] = b"warden-approvals/v1/request";
+/// Label of an authenticated response.
+pub const RESPONSE_LABEL: &[u8] = b"warden-approvals/v1/response";
+
+/// Why a frame or message was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProtocolError {
+    /// Shorter than its fixed parts, longer than allowed, or trailing bytes.
+    #[error("malformed frame: {0}")]
+    Malformed(&'static str),
+    /// The MAC does not verify.
+    #[error("authentication failed")]
+    BadMac,
+    /// A different label (e.g. a response presented as a request).
+    #[error("wrong message type")]
+    WrongLabel,
+    /// Not the nonce this connection issued.
+    #[error("wrong or reused nonce")]
+    WrongNonce,
+    /// Timestamp outside the TTL window.
+    #[error("message too old or from the future")]
+    Expired,
+    /// The response answers another request.
+    #[error("response is not bound to this request")]
+    NotBound,
+    /// The payload is not a valid message.
+    #[error("invalid payload: {0}")]
+    Payload(String),
+}
+
+fn push_lp(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+    out.extend_from_slice(bytes);
+}
+
+struct Cursor<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], ProtocolError> {
+        if self.rest.len() < n {
+            return Err(ProtocolError::Malformed("truncated field"));
+        }
+        let (head, tail) = self.rest.split_at(n);
+        self.rest = tail;
+        Ok(head)
+    }
+    fn lp(&mut self) -> Result<&'a [u8], ProtocolError> {
+        let len = u32::from_be_bytes(
+            self.take(4)?
+                .try_into()
+                .map_err(|_| ProtocolError::Malformed("length"))?,
+        );
+        self.take(len as usize)
+    }
+    fn u64(&mut self) -> Result<u64, ProtocolError> {
+        Ok(u64::from_be_bytes(
+            self.take(8)?
+                .try_into()
+                .map_err(|_| ProtocolError::Malformed("u64"))?,
+        ))
+    }
+    fn end(&self) -> Result<(), ProtocolError> {
+        if self.rest.is_empty() {
+            Ok(())
+        } else {
+            Err(ProtocolError::Malformed("trailing bytes"))
+        }
+    }
+}
+
+type HmacSha256 = Hmac<Sha256>;
+
+fn mac(key: &[u8], body: &[u8]) -> [u8; MAC_LEN] {
+    match <HmacSha256 as Mac>::new_from_slice(key) {
+        Ok(mut m) => {
+            m.update(body);
+            m.finalize().into_bytes().into()
+        }
+        // HMAC takes keys of any length, so this cannot happen; an all-zero tag would
+        // simply fail verification (fail closed).
+        Err(_) => [0; MAC_LEN],
+    }
+}
+
+/// Split `frame` into body and tag and verify the tag over the body — in constant time,
+/// over the full tag — before anything in the body is looked at.
+fn verify<'a>(key: &[u8], frame: &'a [u8]) -> Result<&'a [u8], ProtocolError> {
+    if frame.len() < MAC_LEN {
+        return Err(ProtocolError::Malformed("shorter than a MAC"));
+    }
+    let (body, tag) = frame.split_at(frame.len() - MAC_LEN);
+    let mut m = <HmacSha256 as Mac>::new_from_slice(key).map_err(|_| ProtocolError::BadMac)?;
+    m.update(body);
+    m.verify_slice(tag).map_err(|_| ProtocolError::BadMac)?;
+    Ok(body)
+}
+
+fn check_ttl(ts: u64, now_ms: u64) -> Result<(), ProtocolError> {
+    if ts.abs_diff(now_ms) > TTL_MS {
+        return Err(ProtocolError::Expired);
+    }
+    Ok(())
+}
+
+/// The challenge frame: `lp(CHALLENGE_LABEL) || lp(nonce)`.
+pub fn encode_challenge(nonce: &[u8; NONCE_LEN]) -> Vec<u8> {
+    let mut out = Vec::new();
+    push_lp(&mut out, CHALLENGE_LABEL);
+    push_lp(&mut out, nonce);
+    out
+}
+
+/// Read the nonce from a challenge frame.
+pub fn decode_challenge(frame: &[u8]) -> Result<[u8; NONCE_LEN], ProtocolError> {
+    let mut c = Cursor { rest: frame };
+    if c.lp()? != CHALLENGE_LABEL {
+        return Err(ProtocolError::WrongLabel);
+    }
+    let nonce: [u8; NONCE_LEN] = c
+        .lp()?
+        .try_into()
+        .map_err(|_| ProtocolError::Malformed("nonce length"))?;
+    c.end()?;
+    Ok(nonce)
+}
+
+/// An authenticated request frame: `lp(REQUEST_LABEL) || lp(nonce) || u64(ts) ||
+/// lp(payload) || HMAC(token, everything before)`.
+pub fn encode_request(
+    token: &[u8],
+    nonce: &[u8; NONCE_LEN],
+    ts_ms: u64,
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut out = Vec::new();
+    push_lp(&mut out, REQUEST_LABEL);
+    push_lp(&mut out, nonce);
+    out.extend_from_slice(&ts_ms.to_be_bytes());
+    push_lp(&mut out, payload);
+    let tag = mac(token, &out);
+    out.extend_from_slice(&tag);
+    out
+}
+
+/// Verify and open a request frame for the connection that issued `nonce`. Returns the
+/// payload bytes and the request's MAC (which the response must be bound to).
+pub fn decode_request<'a>(
+    token: &[u8],
+    nonce: &[u8; NONCE_LEN],
+    now_ms: u64,
+    frame: &'a [u8],
+) -> Result<(&'a [u8], [u8; MAC_LEN]), ProtocolError> {
+    let body = verify(token, frame)?;
+    let request_mac: [u8; MAC_LEN] = frame[body.len()..]
+        .try_into()
+        .map_err(|_| ProtocolError::Malformed("mac"))?;
+    let mut c = Cursor { rest: body };
+    if c.lp()? != REQUEST_LABEL {
+        return Err(ProtocolError::WrongLabel);
+    }
+    if c.lp()? != nonce.as_slice() {
+        return Err(ProtocolError::WrongNonce);
+    }
+    check_ttl(c.u64()?, now_ms)?;
+    let payload = c.lp()?;
+    c.end()?;
+    Ok((payload, request_mac))
+}
+
+/// An authenticated response frame: `lp(RESPONSE_LABEL) || lp(nonce) ||
+/// lp(request_mac) || u64(ts) || lp(payload) || HMAC(token, everything before)`.
+pub fn encode_response(
+    token: &[u8],
+    nonce: &[u8; NONCE_LEN],
+    request_mac: &[u8; MAC_LEN],
+    ts_ms: u64,
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut out = Vec::new();
+    push_lp(&mut out, RESPONSE_LABEL);
+    push_lp(&mut out, nonce);
+    push_lp(&mut out, request_mac);
+    out.extend_from_slice(&ts_ms.to_be_bytes());
+    push_lp(&mut out, payload);
+    let tag = mac(token, &out);
+    out.extend_from_slice(&tag);
+    out
+}
+
+/// Verify and open a response to the request with `request_mac` on this connection.
+pub fn decode_response<'a>(
+    token: &[u8],
+    nonce: &[u8; NONCE_LEN],
+    request_mac: &[u8; MAC_LEN],
+    now_ms: u64,
+    frame: &'a [u8],
+) -> Result<&'a [u8], ProtocolError> {
+    let body = verify(token, frame)?;
+    let mut c = Cursor { rest: body };
+    if c.lp()? != RESPONSE_LABEL {
+        return Err(ProtocolError::WrongLabel);
+    }
+    if c.lp()? != nonce.as_slice() {
+        return Err(ProtocolError::WrongNonce);
+    }
+    if c.lp()? != request_mac.as_slice() {
+        return Err(ProtocolError::NotBound);
+    }
+    check_ttl(c.u64()?, now_ms)?;
+    let payload = c.lp()?;
+    c.end()?;
+    Ok(payload)
+}
+
+/// The human's answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Answer {
+    /// Run it this time.
+    AllowOnce,
+    /// Run it and store its patterns.
+    AllowAlways,
+    /// Do not run it.
+    Deny,
+}
+
+/// What the human is shown and decides on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Prompt {
+    /// The run id.
+    pub id: String,
+    /// The command as the agent wrote it (a shell string, or the argv joined for display).
+    pub command: String,
+    /// The exact plan that will run if approved.
+    pub plan: RunPlan,
+    /// The plan's digest ([`RunPlan::digest`]); must match `plan`.
+    pub plan_digest: String,
+    /// Effective security on the executing host.
+    pub security: String,
+    /// Effective ask mode.
+    pub ask: String,
+    /// Why the approver is asked (`ask-always`, `allowlist-miss`).
+    pub reason: String,
+}
+
+/// A request for the approver to run the command itself, in its own context, if the
+/// human allows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ExecPrompt {
+    /// The prompt to show.
+    pub prompt: Prompt,
+    /// Run timeout in milliseconds.
+    pub timeout_ms: u64,
+}
+
+/// A request payload.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum Request {
+    /// Ask for a decision.
+    Prompt(Prompt),
+    /// Ask for a decision and, if allowed, run it in the approver.
+    Exec(ExecPrompt),
+}
+
+impl Request {
+    /// The prompt inside either kind.
+    pub fn prompt(&self) -> &Prompt {
+        match self {
+            Request::Prompt(p) => p,
+            Request::Exec(e) => &e.prompt,
+        }
+    }
+}
+
+/// The output of a run the approver performed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ExecReport {
+    /// Exit code (128+N for signal N).
+    pub exit_code: i32,
+    /// Captured stdout.
+    pub stdout: String,
+    /// Captured stderr.
+    pub stderr: String,
+    /// Output was cut at the cap.
+    pub truncated: bool,
+    /// The run timed out.
+    pub timed_out: bool,
+    /// Wall time in milliseconds.
+    pub duration_ms: u64,
+    /// Why it could not run at all (not found, not executable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A response payload.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Response {
+    /// The run id of the request.
+    pub id: String,
+    /// The plan digest of the request.
+    pub plan_digest: String,
+    /// The decision.
+    pub answer: Answer,
+    /// For exec requests that were allowed: what happened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<ExecReport>,
+}
+
+/// Parse a JSON payload strictly: duplicate keys anywhere are rejected before the typed
+/// decoding (which itself rejects unknown fields).
+pub fn parse_strict<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ProtocolError> {
+    reject_duplicate_keys(bytes)?;
+    serde_json::from_slice(bytes).map_err(|e| ProtocolError::Payload(e.to_string()))
+}
+
+fn reject_duplicate_keys(bytes: &[u8]) -> Result<(), ProtocolError> {
+    use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
+    struct Strict;
+    impl<'de> Visitor<'de> for Strict {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            let mut seen = std::collections::HashSet::new();
+            while let Some(key) = map.next_key::<String>()? {
+                if !seen.insert(key.clone()) {
+                    return Err(serde::de::Error::custom(format!("duplicate key {key:?}")));
+                }
+                map.next_value_seed(StrictSeed)?;
+            }
+            Ok(())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            while seq.next_element_seed(StrictSeed)?.is_some() {}
+            Ok(())
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_str<E>(self, _: &str) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_unit<E>(self) -> Result<(), E> {
+            Ok(())
+        }
+    }
+    struct StrictSeed;
+    impl<'de> serde::de::DeserializeSeed<'de> for StrictSeed {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(Strict)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    de.deserialize_any(Strict)
+        .map_err(|e| ProtocolError::Payload(e.to_string()))?;
+    de.end().map_err(|e| ProtocolError::Payload(e.to_string()))
+}
+
+/// Environment maps in payloads are ordered for display and hashing.
+pub type Env = BTreeMap<String, String>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TOKEN: &[u8] = b"token-for-tests";
+    const NONCE: [u8; NONCE_LEN] = [7; NONCE_LEN];
+    const NOW: u64 = 1_700_000_000_000;
+
+    #[test]
+    fn request_and_response_round_trip() {
+        let frame = encode_request(TOKEN, &NONCE, NOW, b"{\"x\":1}");
+        let (payload, req_mac) = decode_request(TOKEN, &NONCE, NOW + 5, &frame).unwrap();
+        assert_eq!(payload, b"{\"x\":1}");
+        let resp = encode_response(TOKEN, &NONCE, &req_mac, NOW, b"ok");
+        assert_eq!(
+            decode_response(TOKEN, &NONCE, &req_mac, NOW, &resp).unwrap(),
+            b"ok"
+        );
+    }
+
+    #[test]
+    fn every_single_bit_flip_is_rejected() {
+        let frame = encode_request(TOKEN, &NONCE, NOW, b"{\"type\":\"prompt\"}");
+        for i in 0..frame.len() {
+            for bit in 0..8 {
+                let mut bad = frame.clone();
+                bad[i] ^= 1 << bit;
+                assert!(
+                    decode_request(TOKEN, &NONCE, NOW, &bad).is_err(),
+                    "byte {i} bit {bit}"
+                );
+            }
+        }
+        let (_, req_mac) = decode_request(TOKEN, &NONCE, NOW, &frame).unwrap();
+        let resp = encode_response(TOKEN, &NONCE, &req_mac, NOW, b"{}");
+        for i in 0..resp.len() {
+            let mut bad = resp.clone();
+            bad[i] ^= 0x01;
+            assert!(
+                decode_response(TOKEN, &NONCE, &req_mac, NOW, &bad).is_err(),
+                "byte {i}"
+            );
+        }
+    }
+
+    #[test]
+    fn reflection_replay_expiry_and_binding_are_rejected() {
+        let frame = encode_request(TOKEN, &NONCE, NOW, b"{}");
+        let (_, req_mac) = decode_request(TOKEN, &NONCE, NOW, &frame).unwrap();
+        let resp = encode_response(TOKEN, &NONCE, &req_mac, NOW, b"{}");
+        // A response presented as a request.
+        assert_eq!(
+            decode_request(TOKEN, &NONCE, NOW, &resp).unwrap_err(),
+            ProtocolError::WrongLabel
+        );
+        // A request presented as a response.
+        assert!(decode_response(TOKEN, &NONCE, &req_mac, NOW, &frame).is_err());
+        // Replayed on a connection with another nonce.
+        assert_eq!(
+            decode_request(TOKEN, &[8; NONCE_LEN], NOW, &frame).unwrap_err(),
+            ProtocolError::WrongNonce
+        );
+        // Too old, from the future, and at the extremes of u64 (no overflow).
+        assert_eq!(
+            decode_request(TOKEN, &NONCE, NOW + TTL_MS + 1, &frame).unwrap_err(),
+            ProtocolError::Expired
+        );
+        assert_eq!(
+            decode_request(TOKEN, &NONCE, NOW - TTL_MS - 1, &frame).unwrap_err(),
+            ProtocolError::Expired
+        );
+        assert_eq!(
+            decode_request(TOKEN, &NONCE, u64::MAX, &frame).unwrap_err(),
+            ProtocolError::Expired
+        );
+        let far = encode_request(TOKEN, &NONCE, u64::MAX, b"{}");
+        assert_eq!(
+            decode_request(TOKEN, &NONCE, 0, &far).unwrap_err(),
+            ProtocolError::Expired
+        );
+        // A response bound to another request.
+        assert_eq!(
+            decode_response(TOKEN, &NONCE, &[0; MAC_LEN], NOW, &resp).unwrap_err(),
+            ProtocolError::NotBound
+        );
+        // Wrong token.
+        assert_eq!(
+            decode_request(b"other", &NONCE, NOW, &frame).unwrap_err(),
+            ProtocolError::BadMac
+        );
+        // Truncated and extended frames.
+        assert!(decode_request(TOKEN, &NONCE, NOW, &frame[..frame.len() - 1]).is_err());
+        assert!(decode_request(TOKEN, &NONCE, NOW, &[]).is_err());
+    }
+
+    #[test]
+    fn payloads_are_strict() {
+        let ok = br#"{"id":"r1","planDigest":"d","answer":"deny"}"#;
+        assert!(parse_strict::<Response>(ok).is_ok());
+        let dup = br#"{"id":"r1","planDigest":"d","answer":"deny","answer":"allow-once"}"#;
+        assert!(parse_strict::<Response>(dup).is_err());
+        let unknown = br#"{"id":"r1","planDigest":"d","answer":"deny","extra":1}"#;
+        assert!(parse_strict::<Response>(unknown).is_err());
+        let nested_dup = br#"{"type":"prompt","id":"r","command":"c","plan":{"program":"","argv":[],"cwd":"/","env":{"A":"1","A":"2"},"agent":"a","session":"s","host":"gateway"},"planDigest":"d","security":"full","ask":"off","reason":"r"}"#;
+        assert!(parse_strict::<Request>(nested_dup).is_err());
+        assert!(parse_strict::<Response>(b"{} trailing").is_err());
+    }
+}

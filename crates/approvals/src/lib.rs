@@ -1,0 +1,26 @@
+//! Approvals: the `exec-approvals.json` store of one host, the authenticated approver IPC
+//! over a local Unix socket, and the terminal presentation of prompts.
+//!
+//! - [`Store`] reads and writes the file through `caps::Fs` (atomic replace under a
+//!   sidecar lock, 0600, fail closed on anything suspicious) and gives the policy engine
+//!   its [`HostView`] (ceiling + compiled allowlist).
+//! - [`ipc`] is the wire protocol, the server an approver UI hosts, and the client the
+//!   runner uses; see `docs/protocol-approvals.md`.
+//! - [`display`] escapes what the human sees so that it is exactly what runs.
+
+pub mod clock;
+pub mod display;
+pub mod file;
+pub mod ipc;
+pub mod plan;
+pub mod store;
+
+pub use clock::{Clock, SystemClock};
+pub use file::{
+    AgentEntry, AllowlistEntry, ApprovalsFile, Defaults, REDACTED, SCHEMA_VERSION, SocketSettings,
+};
+pub use plan::RunPlan;
+pub use store::{
+    ABSENT_HASH, HostView, ImportSummary, OsRandom, Randomness, Snapshot, Store, StoreConfig,
+    StoreError, USAGE_TIME_GRANULARITY_MS, Updated,
+};

@@ -1,0 +1,506 @@
+//! The approvals store on the memory provider (logic) and on the real disk (permissions,
+//! crash safety, concurrent writers in separate processes).
+
+// Tests set up and inspect real files and processes.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+// Test helpers panic on failure by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use approvals::{ABSENT_HASH, OsRandom, REDACTED, Randomness, Store, StoreConfig, StoreError};
+use caps::{Fs, LocalFs, MemoryFs, WriteOptions};
+use policy::{Ask, AskFallback, CaseMode, HostCeiling, Security};
+
+const UID: u32 = 1000;
+
+fn config(path: &str) -> StoreConfig {
+    StoreConfig {
+        path: PathBuf::from(path),
+        owner_uid: UID,
+        home: PathBuf::from("/home/u"),
+        case: CaseMode::Sensitive,
+    }
+}
+
+fn memory_store() -> (Arc<MemoryFs>, Store) {
+    let fs = Arc::new(MemoryFs::with_uid(UID));
+    let store = Store::new(fs.clone(), config("/home/u/.warden/exec-approvals.json"));
+    (fs, store)
+}
+
+fn p(path: &str) -> &Path {
+    Path::new(path)
+}
+
+struct FixedRandom;
+impl Randomness for FixedRandom {
+    fn fill(&self, buf: &mut [u8]) -> Result<(), String> {
+        buf.fill(0xAB);
+        Ok(())
+    }
+}
+
+#[test]
+fn a_missing_file_means_secure_defaults_and_is_not_created_by_reading() {
+    let (fs, store) = memory_store();
+    let snap = store.load().unwrap();
+    assert_eq!(snap.hash, ABSENT_HASH);
+    let view = store.host_view(Some("coder"));
+    assert_eq!(
+        view.ceiling,
+        HostCeiling {
+            security: Security::Deny,
+            ask: Ask::OnMiss,
+            ask_fallback: AskFallback::Deny
+        }
+    );
+    assert!(view.error.is_none());
+    assert!(fs.file_paths().is_empty());
+}
+
+#[test]
+fn first_write_creates_a_private_file_in_a_private_directory() {
+    let (fs, store) = memory_store();
+    store
+        .add_patterns("coder", &["/usr/bin/rg".into()], &[], true)
+        .unwrap();
+    assert_eq!(fs.metadata(p("/home/u/.warden")).unwrap().mode, 0o700);
+    assert_eq!(
+        fs.metadata(p("/home/u/.warden/exec-approvals.json"))
+            .unwrap()
+            .mode,
+        0o600
+    );
+    let file = store.load().unwrap().file;
+    assert_eq!(file.patterns_for(Some("coder")), vec!["/usr/bin/rg"]);
+}
+
+#[test]
+fn fields_this_version_does_not_know_survive_a_rewrite() {
+    let (fs, store) = memory_store();
+    fs.create_dir_all(p("/home/u/.warden"), 0o700).unwrap();
+    let original = r#"{
+  "version": 1,
+  "futureTopLevel": {"keep": [1, 2, 3]},
+  "socket": {"path": "~/.warden/exec-approvals.sock", "token": "tok", "socketExtra": true},
+  "defaults": {"security": "allowlist", "ask": "on-miss", "askFallback": "deny", "defaultsExtra": "x"},
+  "agents": {
+    "zeta": {"security": "allowlist", "allowlist": [{"pattern": "/bin/ls", "lastUsedAt": 5, "entryExtra": {"a": 1}}], "agentExtra": 7},
+    "alpha": {"allowlist": []}
+  }
+}"#;
+    fs.write(
+        p("/home/u/.warden/exec-approvals.json"),
+        original.as_bytes(),
+        WriteOptions::private(),
+    )
+    .unwrap();
+    store
+        .add_patterns("alpha", &["/usr/bin/git".into()], &[], false)
+        .unwrap();
+    let text = fs
+        .read_to_string(p("/home/u/.warden/exec-approvals.json"))
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["futureTopLevel"]["keep"], serde_json::json!([1, 2, 3]));
+    assert_eq!(v["socket"]["socketExtra"], true);
+    assert_eq!(v["socket"]["token"], "tok");
+    assert_eq!(v["defaults"]["defaultsExtra"], "x");
+    assert_eq!(v["agents"]["zeta"]["agentExtra"], 7);
+    assert_eq!(v["agents"]["zeta"]["allowlist"][0]["entryExtra"]["a"], 1);
+    assert_eq!(
+        v["agents"]["alpha"]["allowlist"][0]["pattern"],
+        "/usr/bin/git"
+    );
+    // Agent order is the file's order, not sorted.
+    let keys: Vec<&String> = v["agents"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, vec!["zeta", "alpha"]);
+}
+
+#[test]
+fn usage_updates_write_only_when_something_changed() {
+    let (_fs, store) = memory_store();
+    store
+        .add_patterns("coder", &["/usr/bin/rg".into()], &[], true)
+        .unwrap();
+    let t0 = 1_700_000_000_000;
+    assert!(
+        store
+            .record_use("coder", "/usr/bin/rg", "rg -n x", "/usr/bin/rg", t0)
+            .unwrap()
+    );
+    let h1 = store.load().unwrap().hash;
+    assert!(
+        !store
+            .record_use("coder", "/usr/bin/rg", "rg -n x", "/usr/bin/rg", t0 + 1_000)
+            .unwrap()
+    );
+    assert_eq!(
+        store.load().unwrap().hash,
+        h1,
+        "unchanged use rewrote the file"
+    );
+    assert!(
+        store
+            .record_use("coder", "/usr/bin/rg", "rg -n y", "/usr/bin/rg", t0 + 2_000)
+            .unwrap()
+    );
+    assert!(
+        store
+            .record_use(
+                "coder",
+                "/usr/bin/rg",
+                "rg -n y",
+                "/usr/bin/rg",
+                t0 + 120_000
+            )
+            .unwrap()
+    );
+    let entry = store.load().unwrap().file.agents["coder"].allowlist[0].clone();
+    assert_eq!(entry.last_used_at, Some(t0 + 120_000));
+    assert_eq!(entry.last_used_command.as_deref(), Some("rg -n y"));
+    // An unknown pattern is not an error and writes nothing.
+    assert!(
+        !store
+            .record_use("coder", "/nope", "x", "/nope", t0)
+            .unwrap()
+    );
+}
+
+#[test]
+fn invalid_changes_are_specific_errors_and_change_nothing() {
+    let (_fs, store) = memory_store();
+    store
+        .add_patterns("coder", &["/usr/bin/rg".into()], &[], true)
+        .unwrap();
+    let before = store.load().unwrap();
+    let err = store
+        .add_patterns(
+            "coder",
+            &["bin/ls".into(), "/ok".into(), "/usr/bin/[".into()],
+            &[],
+            false,
+        )
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("bin/ls") && msg.contains("/usr/bin/["),
+        "{msg}"
+    );
+    let err = store
+        .add_patterns("codr", &["/usr/bin/ls".into()], &["reviewer".into()], false)
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::UnknownAgent { suggestion: Some(s), .. } if s == "coder"),
+        "{err}"
+    );
+    assert!(store.remove_pattern("coder", "/not/there").is_err());
+    assert!(store.set_from_text("{not json", &before.hash).is_err());
+    assert!(
+        store
+            .set_from_text(r#"{"version": 2}"#, &before.hash)
+            .is_err()
+    );
+    assert!(
+        store
+            .set_from_text(
+                r#"{"version": 1, "agents": {"a": {"allowlist": [{"pattern": "rel/x"}]}}}"#,
+                &before.hash
+            )
+            .is_err()
+    );
+    assert_eq!(store.load().unwrap(), before);
+}
+
+#[test]
+fn set_is_compare_and_swap_and_keeps_a_redacted_token() {
+    let (_fs, store) = memory_store();
+    let (_, token) = store.ensure_token(&FixedRandom).unwrap();
+    let snap = store.load().unwrap();
+    let shown = serde_json::to_string_pretty(&snap.file.redacted()).unwrap();
+    assert!(shown.contains(REDACTED) && !shown.contains(&token));
+    let mut value: serde_json::Value = serde_json::from_str(&shown).unwrap();
+    value["defaults"]["security"] = "full".into();
+    let edited = serde_json::to_string_pretty(&value).unwrap();
+    store.set_from_text(&edited, &snap.hash).unwrap();
+    let after = store.load().unwrap();
+    assert_eq!(after.file.defaults.security, Some(Security::Full));
+    assert_eq!(
+        after.file.token(),
+        Some(token.as_str()),
+        "the redaction marker must not replace the token"
+    );
+    // A second set based on the old hash is refused.
+    let err = store.set_from_text(&edited, &snap.hash).unwrap_err();
+    assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
+}
+
+#[test]
+fn the_token_is_created_once_from_the_csprng() {
+    let (_fs, store) = memory_store();
+    let (path, t1) = store.ensure_token(&OsRandom).unwrap();
+    let (_, t2) = store.ensure_token(&OsRandom).unwrap();
+    assert_eq!(t1, t2);
+    assert!(t1.len() >= 43, "32 random bytes, base64url");
+    assert_eq!(path, PathBuf::from("/home/u/.warden/exec-approvals.sock"));
+}
+
+#[test]
+fn a_corrupt_file_is_kept_aside_never_overwritten_and_denies() {
+    let (fs, store) = memory_store();
+    fs.create_dir_all(p("/home/u/.warden"), 0o700).unwrap();
+    let garbage = b"{\"version\": 1, \"agents\": {\"a\": {\"allowlist\": [";
+    fs.write(
+        p("/home/u/.warden/exec-approvals.json"),
+        garbage,
+        WriteOptions::private(),
+    )
+    .unwrap();
+    let view = store.host_view(Some("a"));
+    assert_eq!(view.ceiling, HostCeiling::DENY_ALL);
+    assert!(view.error.as_deref().unwrap().contains("corrupt"));
+    let err = store
+        .add_patterns("a", &["/bin/ls".into()], &[], true)
+        .unwrap_err();
+    let StoreError::Corrupt { kept_at, .. } = err else {
+        panic!("{err}")
+    };
+    assert_eq!(fs.read(&kept_at).unwrap(), garbage);
+    assert_eq!(
+        fs.read(p("/home/u/.warden/exec-approvals.json")).unwrap(),
+        garbage,
+        "corrupt file was overwritten"
+    );
+    // Semantically invalid documents are corrupt too.
+    fs.write(
+        p("/home/u/.warden/exec-approvals.json"),
+        br#"{"version": 1, "defaults": {"security": "sometimes"}}"#,
+        WriteOptions::private(),
+    )
+    .unwrap();
+    assert_eq!(store.host_view(None).ceiling, HostCeiling::DENY_ALL);
+}
+
+#[test]
+fn symlinked_foreign_or_open_files_are_refused() {
+    let (fs, store) = memory_store();
+    fs.create_dir_all(p("/home/u/.warden"), 0o700).unwrap();
+    fs.write(
+        p("/tmp-real.json"),
+        br#"{"version": 1, "defaults": {"security": "full"}}"#,
+        WriteOptions::private(),
+    )
+    .unwrap();
+    fs.symlink("/tmp-real.json", "/home/u/.warden/exec-approvals.json")
+        .unwrap();
+    let view = store.host_view(None);
+    assert_eq!(view.ceiling, HostCeiling::DENY_ALL);
+    assert!(view.error.unwrap().contains("symlink"));
+    assert!(
+        store
+            .add_patterns("a", &["/bin/ls".into()], &[], true)
+            .is_err()
+    );
+    fs.remove(p("/home/u/.warden/exec-approvals.json")).unwrap();
+
+    fs.write(
+        p("/home/u/.warden/exec-approvals.json"),
+        br#"{"version": 1}"#,
+        WriteOptions::private(),
+    )
+    .unwrap();
+    fs.set_owner(p("/home/u/.warden/exec-approvals.json"), 0)
+        .unwrap();
+    assert!(
+        store
+            .host_view(None)
+            .error
+            .unwrap()
+            .contains("owned by uid 0")
+    );
+    fs.set_owner(p("/home/u/.warden/exec-approvals.json"), UID)
+        .unwrap();
+    fs.set_permissions(p("/home/u/.warden/exec-approvals.json"), 0o644)
+        .unwrap();
+    assert!(store.host_view(None).error.unwrap().contains("chmod 600"));
+    fs.set_permissions(p("/home/u/.warden/exec-approvals.json"), 0o600)
+        .unwrap();
+    fs.set_permissions(p("/home/u/.warden"), 0o777).unwrap();
+    assert!(
+        store
+            .host_view(None)
+            .error
+            .unwrap()
+            .contains("writable by others")
+    );
+}
+
+#[test]
+fn import_merges_an_openclaw_file_without_losing_anything() {
+    let (_fs, store) = memory_store();
+    store
+        .add_patterns("coder", &["/usr/bin/rg".into()], &[], true)
+        .unwrap();
+    let openclaw = r#"{"version": 1,
+        "socket": {"path": "/elsewhere.sock", "token": "theirs"},
+        "defaults": {"security": "allowlist", "askFallback": "deny"},
+        "agents": {
+          "coder": {"security": "full", "allowlist": [{"pattern": "/usr/bin/rg"}, {"pattern": "~/bin/*", "lastUsedAt": 9}]},
+          "main": {"ask": "always", "allowlist": [{"pattern": "git"}]}
+        }}"#;
+    let summary = store.import_openclaw(openclaw).unwrap().value;
+    assert_eq!(summary.agents_added, vec!["main"]);
+    assert_eq!(summary.patterns_added, 2);
+    let file = store.load().unwrap().file;
+    assert_eq!(
+        file.patterns_for(Some("coder")),
+        vec!["/usr/bin/rg", "~/bin/*"]
+    );
+    assert_eq!(file.agents["coder"].security, Some(Security::Full));
+    assert_eq!(file.token(), None, "tokens are never imported");
+    assert!(
+        store
+            .import_openclaw(r#"{"version": 1, "agents": {"x": {"allowlist": [{"pattern": ""}]}}}"#)
+            .is_err()
+    );
+}
+
+// ---- real disk, real processes ----
+
+/// When run as a helper (`STORE_HELPER=add:<path>:<prefix>:<count>`), add `count`
+/// patterns one update at a time and exit. Otherwise this test does nothing.
+#[test]
+fn helper_writer() {
+    let Ok(spec) = std::env::var("STORE_HELPER") else {
+        return;
+    };
+    let parts: Vec<&str> = spec.splitn(4, ':').collect();
+    let (path, prefix, count) = (parts[1], parts[2], parts[3].parse::<usize>().unwrap());
+    let uid = nix::unistd::getuid().as_raw();
+    let store = Store::new(
+        Arc::new(LocalFs::new("/").unwrap()),
+        StoreConfig {
+            path: PathBuf::from(path),
+            owner_uid: uid,
+            home: PathBuf::from("/root"),
+            case: CaseMode::Sensitive,
+        },
+    );
+    for i in 0..count {
+        store
+            .add_patterns("agent", &[format!("/opt/{prefix}/{i}")], &[], true)
+            .unwrap();
+    }
+}
+
+fn spawn_helper(path: &Path, prefix: &str, count: usize) -> std::process::Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "helper_writer",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(
+            "STORE_HELPER",
+            format!("add:{}:{prefix}:{count}", path.display()),
+        )
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn real_store(dir: &Path) -> (Store, PathBuf) {
+    let path = dir.join("state/exec-approvals.json");
+    let uid = nix::unistd::getuid().as_raw();
+    let store = Store::new(
+        Arc::new(LocalFs::new("/").unwrap()),
+        StoreConfig {
+            path: path.clone(),
+            owner_uid: uid,
+            home: PathBuf::from("/root"),
+            case: CaseMode::Sensitive,
+        },
+    );
+    (store, path)
+}
+
+fn fast_tempdir() -> tempfile::TempDir {
+    // tmpfs keeps the fsync-heavy concurrency test quick; semantics are the same.
+    if Path::new("/dev/shm").is_dir() {
+        tempfile::tempdir_in("/dev/shm").unwrap()
+    } else {
+        tempfile::tempdir().unwrap()
+    }
+}
+
+#[test]
+fn real_files_get_0600_in_a_0700_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, path) = real_store(tmp.path());
+    store.ensure_token(&OsRandom).unwrap();
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert_eq!(
+        std::fs::metadata(path.parent().unwrap())
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o700
+    );
+}
+
+#[test]
+fn two_processes_adding_500_entries_each_lose_nothing() {
+    let tmp = fast_tempdir();
+    let (store, path) = real_store(tmp.path());
+    let mut a = spawn_helper(&path, "a", 500);
+    let mut b = spawn_helper(&path, "b", 500);
+    assert!(a.wait().unwrap().success());
+    assert!(b.wait().unwrap().success());
+    let patterns = store.load().unwrap().file.patterns_for(Some("agent"));
+    assert_eq!(patterns.len(), 1000);
+}
+
+#[test]
+fn kill_9_at_random_points_leaves_the_old_or_the_new_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, path) = real_store(tmp.path());
+    let mut seen = 0usize;
+    let mut state: u64 = 0x2545_F491_4F6C_DD1D;
+    for round in 0..150 {
+        let mut child = spawn_helper(&path, &format!("r{round}"), 1_000_000);
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        std::thread::sleep(Duration::from_micros(2_000 + state % 25_000));
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        child.wait().unwrap();
+        let snapshot = store
+            .load()
+            .unwrap_or_else(|e| panic!("round {round}: torn or corrupt file: {e}"));
+        let count = snapshot.file.patterns_for(Some("agent")).len();
+        assert!(
+            count >= seen,
+            "round {round}: entries went from {seen} to {count}"
+        );
+        seen = count;
+    }
+    assert!(
+        seen > 0,
+        "the writers never committed anything; the test exercised nothing"
+    );
+}

@@ -1,0 +1,101 @@
+//! Facts about this host and its user, read once from the process environment: where
+//! Warden's state lives, whose it is, the trusted PATH, and the variables forwarded to
+//! commands. Everything downstream receives these as values.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use approvals::{Store, StoreConfig};
+use caps::LocalFs;
+use policy::{CaseMode, Config, TrustedPath};
+
+/// Fallback search path when Warden's own PATH is unset.
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// What Warden knows about where it runs.
+#[derive(Clone, Debug)]
+pub struct HostFacts {
+    /// `$WARDEN_HOME`, default `~/.warden`.
+    pub warden_home: PathBuf,
+    /// The user's home directory.
+    pub home: PathBuf,
+    /// The effective uid that owns Warden's state.
+    pub uid: u32,
+    /// The working directory Warden was started in.
+    pub cwd: PathBuf,
+    /// The trusted PATH (absolute entries of Warden's own PATH).
+    pub trusted_path: TrustedPath,
+    /// Warden's own environment (commands get only an allowlisted part of it).
+    pub env: BTreeMap<String, String>,
+}
+
+impl HostFacts {
+    /// Read the process environment.
+    pub fn read() -> anyhow::Result<HostFacts> {
+        let env: BTreeMap<String, String> = std::env::vars().collect();
+        let home = match env.get("HOME").filter(|h| h.starts_with('/')) {
+            Some(h) => PathBuf::from(h),
+            None => {
+                bail!("HOME is not set to an absolute path; Warden needs it for ~ and its state")
+            }
+        };
+        let warden_home = match env.get("WARDEN_HOME").filter(|h| !h.is_empty()) {
+            Some(h) if Path::new(h).is_absolute() => PathBuf::from(h),
+            Some(h) => bail!("WARDEN_HOME must be an absolute path, got {h:?}"),
+            None => home.join(".warden"),
+        };
+        let cwd = std::env::current_dir().context("cannot determine the working directory")?;
+        let path = env.get("PATH").map(String::as_str).unwrap_or(DEFAULT_PATH);
+        let mut trusted_path = TrustedPath::parse(path);
+        if trusted_path.dirs().is_empty() {
+            trusted_path = TrustedPath::parse(DEFAULT_PATH);
+        }
+        Ok(HostFacts {
+            warden_home,
+            home,
+            uid: nix::unistd::geteuid().as_raw(),
+            cwd,
+            trusted_path,
+            env,
+        })
+    }
+
+    /// The real filesystem.
+    pub fn fs(&self) -> Arc<LocalFs> {
+        // "/" is absolute, so this cannot fail.
+        Arc::new(LocalFs::new("/").unwrap_or_else(|_| unreachable!()))
+    }
+
+    /// This host's approvals store.
+    pub fn store(&self) -> Store {
+        Store::new(
+            self.fs(),
+            StoreConfig {
+                path: self.warden_home.join("exec-approvals.json"),
+                owner_uid: self.uid,
+                home: self.home.clone(),
+                case: CaseMode::for_this_platform(),
+            },
+        )
+    }
+
+    /// `$WARDEN_HOME/config.toml` (missing means defaults).
+    pub fn config(&self) -> anyhow::Result<Config> {
+        let fs = self.fs();
+        Ok(Config::load(
+            fs.as_ref(),
+            &policy::config::config_path(&self.warden_home),
+        )?)
+    }
+
+    /// A path given on the command line, made absolute against the start directory.
+    pub fn absolute(&self, path: &Path) -> PathBuf {
+        if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            self.cwd.join(path)
+        }
+    }
+}

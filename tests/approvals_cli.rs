@@ -1,0 +1,514 @@
+//! End-to-end: `warden approvals ...` on a real WARDEN_HOME, and the terminal approver
+//! answering real requests over its real socket.
+
+// Tests set up and inspect real files and processes.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+// Test helpers panic on failure by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use approvals::ipc::protocol::{Answer, Prompt, Request};
+use approvals::ipc::{AskOutcome, ClientConfig, ask};
+use approvals::{RunPlan, SystemClock};
+use support::warden;
+
+/// A fresh WARDEN_HOME; private, as Warden creates its own (the socket needs a 0700
+/// directory).
+fn home() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    dir
+}
+
+fn w(home: &Path) -> std::process::Command {
+    let mut cmd = warden();
+    cmd.env("WARDEN_HOME", home);
+    cmd
+}
+
+fn file(home: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(home.join("exec-approvals.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn get_add_remove_set_and_import() {
+    let tmp = home();
+    let h = tmp.path();
+    let out = w(h).args(["approvals", "get", "--json"]).output().unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["hash"], "absent");
+
+    let out = w(h)
+        .args([
+            "approvals",
+            "allowlist",
+            "add",
+            "--agent",
+            "coder",
+            "/usr/bin/rg",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(125),
+        "unknown agents need --create-agent"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--create-agent"));
+    assert!(
+        !h.join("exec-approvals.json").exists(),
+        "a failed command created the file"
+    );
+
+    let out = w(h)
+        .args([
+            "approvals",
+            "allowlist",
+            "add",
+            "--agent",
+            "coder",
+            "--create-agent",
+            "/usr/bin/rg",
+            "git",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(file(h)["agents"]["coder"]["allowlist"][1]["pattern"], "git");
+
+    // A typo gets a suggestion; invalid patterns are named; nothing changes.
+    let before = std::fs::read(h.join("exec-approvals.json")).unwrap();
+    let out = w(h)
+        .args([
+            "approvals",
+            "allowlist",
+            "add",
+            "--agent",
+            "codr",
+            "/bin/ls",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("did you mean \"coder\""),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = w(h)
+        .args([
+            "approvals",
+            "allowlist",
+            "add",
+            "--agent",
+            "coder",
+            "./bin/x",
+            "/ok",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("./bin/x"));
+    assert_eq!(
+        std::fs::read(h.join("exec-approvals.json")).unwrap(),
+        before
+    );
+
+    let out = w(h)
+        .args([
+            "approvals",
+            "allowlist",
+            "remove",
+            "--agent",
+            "coder",
+            "git",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        file(h)["agents"]["coder"]["allowlist"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+
+    // set: compare-and-swap on the hash from get.
+    let got: serde_json::Value = serde_json::from_slice(
+        &w(h)
+            .args(["approvals", "get", "--json"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let mut doc = got["file"].clone();
+    doc["defaults"]["security"] = "allowlist".into();
+    let edited = h.join("edited.json");
+    std::fs::write(&edited, serde_json::to_vec(&doc).unwrap()).unwrap();
+    let hash = got["hash"].as_str().unwrap();
+    let out = w(h)
+        .args([
+            "approvals",
+            "set",
+            "--file",
+            edited.to_str().unwrap(),
+            "--base-hash",
+            hash,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(file(h)["defaults"]["security"], "allowlist");
+    let out = w(h)
+        .args([
+            "approvals",
+            "set",
+            "--file",
+            edited.to_str().unwrap(),
+            "--base-hash",
+            hash,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(125),
+        "a stale base hash must be refused"
+    );
+    std::fs::write(&edited, "{broken").unwrap();
+    let current = file(h);
+    let out = w(h)
+        .args([
+            "approvals",
+            "set",
+            "--file",
+            edited.to_str().unwrap(),
+            "--base-hash",
+            "x",
+        ])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a valid approvals document"));
+    assert_eq!(file(h), current);
+
+    // import
+    let oc = h.join("openclaw.json");
+    std::fs::write(
+        &oc,
+        r#"{"version":1,"agents":{"main":{"allowlist":[{"pattern":"~/bin/*"}]}}}"#,
+    )
+    .unwrap();
+    let out = w(h)
+        .args(["approvals", "import", oc.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        file(h)["agents"]["main"]["allowlist"][0]["pattern"],
+        "~/bin/*"
+    );
+    assert_eq!(
+        file(h)["agents"]["coder"]["allowlist"][0]["pattern"],
+        "/usr/bin/rg"
+    );
+}
+
+#[test]
+fn get_never_prints_the_token_and_corrupt_files_are_reported_and_kept() {
+    let tmp = home();
+    let h = tmp.path();
+    // Running the approver creates the token.
+    let mut ui = Approver::start(h);
+    ui.stop();
+    let token = file(h)["socket"]["token"].as_str().unwrap().to_owned();
+    assert!(token.len() >= 43);
+    let out = w(h).args(["approvals", "get"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains(&token) && text.contains("<redacted>"));
+
+    std::fs::write(
+        h.join("exec-approvals.json"),
+        "{\"version\": 1, \"agents\": ",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        h.join("exec-approvals.json"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    let out = w(h)
+        .args([
+            "approvals",
+            "allowlist",
+            "add",
+            "--agent",
+            "a",
+            "--create-agent",
+            "/bin/ls",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("corrupt"));
+    assert_eq!(
+        std::fs::read_to_string(h.join("exec-approvals.json")).unwrap(),
+        "{\"version\": 1, \"agents\": "
+    );
+    let kept: Vec<_> = std::fs::read_dir(h)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.contains(".corrupt-"))
+        .collect();
+    assert_eq!(kept.len(), 1);
+    // And the policy denies.
+    let out = w(h)
+        .args([
+            "policy",
+            "explain",
+            "--host",
+            "gateway",
+            "--security",
+            "full",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(77));
+}
+
+/// A running `warden approvals ui` with its stdin and a line reader on its stdout.
+struct Approver {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    socket: PathBuf,
+}
+
+impl Approver {
+    fn start(home: &Path) -> Approver {
+        let mut child = w(home)
+            .args(["approvals", "ui"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                if tx.send(line.unwrap_or_default()).is_err() {
+                    break;
+                }
+            }
+        });
+        let first = lines.recv_timeout(Duration::from_secs(20)).unwrap();
+        assert!(first.starts_with("warden approver listening on"), "{first}");
+        let socket = PathBuf::from(first.rsplit(' ').next().unwrap());
+        Approver {
+            child,
+            lines,
+            socket,
+        }
+    }
+
+    /// Lines until (and including) one containing `marker`.
+    fn read_until(&self, marker: &str) -> Vec<String> {
+        let mut got = Vec::new();
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(20))
+                .unwrap_or_else(|_| panic!("no {marker:?} in {got:#?}"));
+            let done = line.contains(marker);
+            got.push(line);
+            if done {
+                return got;
+            }
+        }
+    }
+
+    fn answer(&mut self, text: &str) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        stdin.write_all(text.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn stop(&mut self) {
+        drop(self.child.stdin.take());
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "{status:?}");
+    }
+}
+
+fn prompt(id: &str, argv: &[&str], agent: &str) -> Request {
+    let plan = RunPlan {
+        program: String::new(),
+        argv: argv.iter().map(|s| s.to_string()).collect(),
+        cwd: "/".into(),
+        env: BTreeMap::from([("PATH".to_string(), "/usr/bin:/bin".to_string())]),
+        agent: agent.into(),
+        session: "s1".into(),
+        host: "gateway".into(),
+    };
+    Request::Prompt(Prompt {
+        id: id.into(),
+        command: argv.join(" "),
+        plan_digest: plan.digest(),
+        plan,
+        security: "allowlist".into(),
+        ask: "on-miss".into(),
+        reason: "allowlist-miss".into(),
+    })
+}
+
+#[test]
+fn terminal_approver_queues_prompts_escapes_them_and_persists_allow_always() {
+    let tmp = home();
+    let h = tmp.path().to_path_buf();
+    let mut ui = Approver::start(&h);
+    let token = file(&h)["socket"]["token"].as_str().unwrap().to_owned();
+    let config = ClientConfig {
+        socket_path: ui.socket.clone(),
+        token,
+        connect_timeout: Duration::from_secs(5),
+        approval_timeout: Duration::from_secs(60),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    // Three prompts at once: the approver must queue them, not lose any.
+    let requests = [
+        prompt("p1", &["rm", "-rf", "/tmp/x\u{202e}fdp.exe"], "coder"),
+        prompt("p2", &["echo", "line1\nline2\u{1b}[2J"], "coder"),
+        prompt("p3", &["ls", "-la"], "coder"),
+    ];
+    let handles: Vec<_> = requests
+        .iter()
+        .map(|r| {
+            let (c, r) = (config.clone(), r.clone());
+            rt.spawn(async move { ask(&c, &SystemClock, &r).await })
+        })
+        .collect();
+    let mut shown = Vec::new();
+    let mut answers: BTreeMap<String, &str> = BTreeMap::new();
+    for _ in 0..3 {
+        let block = ui.read_until("digest:");
+        let id = block
+            .iter()
+            .find_map(|l| l.strip_prefix("── approval request "))
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap()
+            .to_owned();
+        let text = block.join("\n");
+        let reply = match id.as_str() {
+            "p1" => "d\n",
+            "p2" => "o\n",
+            _ => "a\n",
+        };
+        answers.insert(id, reply);
+        shown.push(text);
+        ui.answer(reply);
+        ui.read_until("→");
+    }
+    let all = shown.join("\n");
+    assert!(
+        all.contains("\\u{202e}"),
+        "bidi override not escaped:\n{all}"
+    );
+    assert!(
+        all.contains("line1\\nline2\\x1b[2J"),
+        "control characters not escaped:\n{all}"
+    );
+    assert!(!all.contains('\u{202e}') && !all.contains('\u{1b}'));
+    assert!(all.contains("would store /usr/bin/ls"), "{all}");
+    let outcomes: Vec<AskOutcome> = handles
+        .into_iter()
+        .map(|h| rt.block_on(h).unwrap())
+        .collect();
+    for (request, outcome) in requests.iter().zip(outcomes) {
+        let AskOutcome::Answered(response) = outcome else {
+            panic!("{outcome:?}")
+        };
+        let expected = match request.prompt().id.as_str() {
+            "p1" => Answer::Deny,
+            "p2" => Answer::AllowOnce,
+            _ => Answer::AllowAlways,
+        };
+        assert_eq!(response.answer, expected);
+    }
+    assert_eq!(
+        file(&h)["agents"]["coder"]["allowlist"][0]["pattern"],
+        "/usr/bin/ls"
+    );
+    // A second approver on the same socket is refused while this one runs.
+    let out = w(&h)
+        .args(["approvals", "ui"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already listening"));
+    ui.stop();
+    assert!(!ui.socket.exists(), "the socket is removed on exit");
+}
+
+#[test]
+fn allow_always_never_stores_a_shell_or_interpreter() {
+    let tmp = home();
+    let h = tmp.path().to_path_buf();
+    let mut ui = Approver::start(&h);
+    let token = file(&h)["socket"]["token"].as_str().unwrap().to_owned();
+    let config = ClientConfig {
+        socket_path: ui.socket.clone(),
+        token,
+        connect_timeout: Duration::from_secs(5),
+        approval_timeout: Duration::from_secs(60),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let request = prompt("s1", &["sh", "-c", "python3 -c 'print(1)'"], "coder");
+    let handle = rt.spawn(async move { ask(&config, &SystemClock, &request).await });
+    let block = ui.read_until("digest:").join("\n");
+    assert!(block.contains("stores nothing"), "{block}");
+    ui.answer("a\n");
+    let AskOutcome::Answered(response) = rt.block_on(handle).unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        response.answer,
+        Answer::AllowOnce,
+        "nothing storable: downgraded to once"
+    );
+    assert!(file(&h)["agents"].get("coder").is_none());
+    ui.stop();
+}
