@@ -9,11 +9,46 @@ mod support;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::{process_alive, wait_gone, warden};
+use support::{open_gateway_home, process_alive, wait_gone, warden, warden_in};
+
+/// `warden` in a home where host=gateway runs everything.
+fn w() -> (tempfile::TempDir, Command) {
+    let home = open_gateway_home();
+    let cmd = warden_in(home.path());
+    (home, cmd)
+}
+
+#[test]
+fn by_default_nothing_runs_outside_a_sandbox() {
+    let home = support::warden_home();
+    let out = warden_in(home.path())
+        .args(["exec", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(77));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("sandbox"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = warden_in(home.path())
+        .args(["exec", "--host", "gateway", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(77));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("security=deny"));
+    let out = warden_in(home.path())
+        .args(["exec", "--host", "node", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(77));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no node is paired"));
+}
 
 #[test]
 fn runs_a_command_and_passes_its_output_and_exit_code_through() {
-    let out = warden()
+    let (_h, mut warden) = w();
+    let out = warden
         .args([
             "exec",
             "--",
@@ -30,7 +65,8 @@ fn runs_a_command_and_passes_its_output_and_exit_code_through() {
 
 #[test]
 fn shell_mode_runs_a_script_with_sh() {
-    let out = warden()
+    let home = open_gateway_home();
+    let out = warden_in(home.path())
         .args(["exec", "--shell", "echo a && echo b"])
         .output()
         .unwrap();
@@ -40,7 +76,8 @@ fn shell_mode_runs_a_script_with_sh() {
 
 #[test]
 fn missing_and_non_executable_programs_exit_127_and_126() {
-    let out = warden()
+    let home = open_gateway_home();
+    let out = warden_in(home.path())
         .args(["exec", "--", "no-such-program-xyz"])
         .output()
         .unwrap();
@@ -48,7 +85,7 @@ fn missing_and_non_executable_programs_exit_127_and_126() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("program not found"));
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(tmp.path().join("data.txt"), "x").unwrap();
-    let out = warden()
+    let out = warden_in(home.path())
         .args([
             "exec",
             "--cwd",
@@ -63,11 +100,12 @@ fn missing_and_non_executable_programs_exit_127_and_126() {
 
 #[test]
 fn timeout_exits_124_and_kills_the_tree() {
+    let home = open_gateway_home();
     let tmp = tempfile::tempdir().unwrap();
     let pidfile = tmp.path().join("pid");
     let script = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
     let started = Instant::now();
-    let out = warden()
+    let out = warden_in(home.path())
         .args(["exec", "--timeout", "1s", "--shell", &script])
         .output()
         .unwrap();
@@ -84,23 +122,30 @@ fn timeout_exits_124_and_kills_the_tree() {
 
 #[test]
 fn json_output_is_the_typed_result() {
-    let out = warden()
+    let home = open_gateway_home();
+    let out = warden_in(home.path())
         .args(["exec", "--json", "--", "sh", "-c", "echo hi; exit 7"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(7));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["exit_code"], 7);
-    assert_eq!(v["status"]["kind"], "code");
+    assert_eq!(v["exitCode"], 7);
+    assert_eq!(v["status"], "finished");
     assert_eq!(v["stdout"], "hi\n");
-    assert_eq!(v["timed_out"], false);
+    assert_eq!(v["timedOut"], false);
     assert_eq!(v["truncated"], false);
-    assert!(v["duration_ms"].as_f64().unwrap() > 0.0);
+    assert!(v["durationMs"].is_u64());
+    assert_eq!(v["decision"]["reason"], "security-full");
+    // The program ran as the file the trusted PATH resolves `sh` to.
+    let sh = std::fs::canonicalize("/usr/bin/sh")
+        .unwrap_or_else(|_| std::fs::canonicalize("/bin/sh").unwrap());
+    assert_eq!(v["executed"]["argv"][0], sh.to_str().unwrap());
 }
 
 #[test]
 fn output_is_capped_at_200000_bytes() {
-    let out = warden()
+    let home = open_gateway_home();
+    let out = warden_in(home.path())
         .args(["exec", "--json", "--", "head", "-c", "5000000", "/dev/zero"])
         .output()
         .unwrap();
@@ -113,7 +158,8 @@ fn output_is_capped_at_200000_bytes() {
 
 #[test]
 fn the_callers_environment_is_not_inherited_wholesale() {
-    let out = warden()
+    let home = open_gateway_home();
+    let out = warden_in(home.path())
         .env("LD_PRELOAD", "/tmp/evil.so")
         .env("SECRET_TOKEN", "hunter2")
         .env("LANG", "C.UTF-8")
@@ -148,10 +194,14 @@ fn bad_arguments_are_refused_before_anything_runs() {
 
 #[test]
 fn sigint_kills_the_command_tree_and_exits_130() {
+    let home = open_gateway_home();
     let tmp = tempfile::tempdir().unwrap();
     let pidfile = tmp.path().join("pid");
     let script = format!("echo $$ > {}; sleep 300", pidfile.display());
-    let mut child = warden().args(["exec", "--shell", &script]).spawn().unwrap();
+    let mut child = warden_in(home.path())
+        .args(["exec", "--shell", &script])
+        .spawn()
+        .unwrap();
     let pid = support::read_pid(&pidfile);
     assert!(process_alive(pid));
     nix::sys::signal::kill(
@@ -173,5 +223,5 @@ fn version_and_help_work() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("warden "));
     let out = warden().args(["exec", "--help"]).output().unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).contains("124 on timeout"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("124 timed out"));
 }

@@ -17,6 +17,9 @@ pub async fn run_all(report: &mut Report, quick: bool, filter: &[&String]) -> an
     if wanted("output") {
         output(report, quick).await?;
     }
+    if wanted("exec-gateway") {
+        exec_gateway(report, quick).await?;
+    }
     if wanted("decide") {
         decide(report, quick).await?;
     }
@@ -301,4 +304,94 @@ fn vm_hwm_kib() -> anyhow::Result<u64> {
         }
     }
     bail!("VmHWM not found in /proc/self/status")
+}
+
+/// `exec-gateway`: an allowlisted `/bin/true` through the whole runner on the gateway
+/// host (approvals file, policy, environment, spawn in its own session, capture, events).
+async fn exec_gateway(report: &mut Report, quick: bool) -> anyhow::Result<()> {
+    let (warmup, iterations) = if quick { (3, 10) } else { (50, 500) };
+    let home = std::env::temp_dir().join(format!("warden-bench-gw-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&home);
+    std::fs::create_dir_all(&home)?;
+    std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
+    let true_path = std::fs::canonicalize("/bin/true")?;
+    let approvals = serde_json::json!({
+        "version": 1,
+        "defaults": {"security": "allowlist", "ask": "off", "askFallback": "deny"},
+        "agents": {"bench": {"allowlist": [{"pattern": true_path}]}}
+    });
+    let path = home.join("exec-approvals.json");
+    std::fs::write(&path, serde_json::to_vec(&approvals)?)?;
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+    let fs: std::sync::Arc<caps::LocalFs> = std::sync::Arc::new(caps::LocalFs::new("/")?);
+    let store = approvals::Store::new(
+        fs.clone(),
+        approvals::StoreConfig {
+            path,
+            owner_uid: nix::unistd::geteuid().as_raw(),
+            home: home.clone(),
+            case: policy::CaseMode::Sensitive,
+        },
+    );
+    let clock: std::sync::Arc<dyn approvals::Clock> = std::sync::Arc::new(approvals::SystemClock);
+    let runner = runner::Runner::new(runner::RunnerHost {
+        label: "gateway".into(),
+        fs,
+        shell: std::sync::Arc::new(LocalShell::new()),
+        store,
+        config: policy::Config::parse(
+            "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\n",
+            std::path::Path::new("config.toml"),
+        )?,
+        host_env: std::collections::BTreeMap::new(),
+        trusted_path: policy::TrustedPath::parse("/usr/bin:/bin"),
+        default_cwd: "/".into(),
+        approvals: std::sync::Arc::new(runner::NoApprover),
+        clock,
+    });
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let (base, warden) = compare(
+        warmup,
+        iterations,
+        || async {
+            let status = tokio::process::Command::new("/bin/true")
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()?
+                .wait()
+                .await?;
+            if !status.success() {
+                bail!("/bin/true failed");
+            }
+            Ok(())
+        },
+        || async {
+            let request = runner::ExecRequest {
+                agent: Some("bench".into()),
+                command: Some(runner::CommandSpec::Argv(vec!["/bin/true".into()])),
+                ..Default::default()
+            };
+            let report = runner.run(request, &runner::NoEvents, &cancel).await;
+            if !matches!(report.outcome, runner::Outcome::Finished { .. }) {
+                bail!("the runner did not run /bin/true: {:?}", report.outcome);
+            }
+            Ok(())
+        },
+    )
+    .await?;
+    let _ = std::fs::remove_dir_all(&home);
+    report.ratio(
+        RatioSpec {
+            id: "exec-gateway",
+            what: "allowlisted /bin/true through the runner (approvals file, policy, env, spawn, capture, events)",
+            baseline: "bare tokio::process spawn+wait of /bin/true",
+            unit: "ms",
+            max_ratio: 1.15,
+            iterations,
+        },
+        base,
+        warden,
+    );
+    Ok(())
 }

@@ -16,6 +16,47 @@ pub fn warden() -> Command {
     cmd
 }
 
+/// A private WARDEN_HOME (0700, as Warden creates its own).
+pub fn warden_home() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    dir
+}
+
+/// Write `config.toml` and a 0600 `exec-approvals.json` into `home`.
+pub fn configure(home: &Path, config: &str, approvals: &str) {
+    std::fs::write(home.join("config.toml"), config).unwrap();
+    std::fs::write(home.join("exec-approvals.json"), approvals).unwrap();
+    std::fs::set_permissions(
+        home.join("exec-approvals.json"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+}
+
+/// A home where host=gateway runs everything (security=full, ask=off): for tests of the
+/// execution machinery rather than of policy.
+pub fn open_gateway_home() -> tempfile::TempDir {
+    let home = warden_home();
+    configure(
+        home.path(),
+        "[tools.exec]\nhost = \"gateway\"\nsecurity = \"full\"\nask = \"off\"\n",
+        r#"{"version":1,"defaults":{"security":"full","ask":"off","askFallback":"deny"}}"#,
+    );
+    home
+}
+
+/// `warden` with WARDEN_HOME set.
+pub fn warden_in(home: &Path) -> Command {
+    let mut cmd = warden();
+    cmd.env("WARDEN_HOME", home);
+    cmd
+}
+
 /// True if `pid` exists and is not a zombie.
 pub fn process_alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {

@@ -71,6 +71,8 @@ const ALLOWED_DEPS: &[(&str, &[&str])] = &[
     ("caps", &[]),
     ("policy", &["caps"]),
     ("approvals", &["caps", "policy"]),
+    ("runner", &["caps", "policy", "approvals"]),
+    ("gateway", &["caps", "policy", "approvals", "runner"]),
     ("cli", &["*"]),
     ("bench", &["*"]),
     ("xtask", &[]),

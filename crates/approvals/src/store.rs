@@ -129,9 +129,22 @@ pub struct HostView {
     /// The ceiling for the agent.
     pub ceiling: HostCeiling,
     /// The agent's compiled allowlist.
-    pub allowlist: Allowlist,
+    pub allowlist: Arc<Allowlist>,
+    /// The document it was built from (absent when the store is unusable).
+    pub file: Option<Arc<ApprovalsFile>>,
     /// Why the store could not be used, if it could not.
     pub error: Option<String>,
+}
+
+/// Parsed documents and compiled allowlists, keyed by the SHA-256 of the file's bytes:
+/// the file is read (and its permissions checked) on every use, but parsed and compiled
+/// only when its content changed. Keying by content, not timestamps, means an edit is
+/// never missed.
+#[derive(Debug, Default)]
+struct ViewCache {
+    hash: String,
+    file: Option<Arc<ApprovalsFile>>,
+    views: std::collections::HashMap<Option<String>, (HostCeiling, Arc<Allowlist>)>,
 }
 
 /// The result of a read-modify-write.
@@ -166,6 +179,7 @@ impl Randomness for OsRandom {
 pub struct Store {
     fs: Arc<dyn Fs>,
     config: StoreConfig,
+    cache: Arc<std::sync::Mutex<ViewCache>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -213,7 +227,11 @@ fn distance(a: &str, b: &str) -> usize {
 impl Store {
     /// A store at `config.path`, read and written through `fs`.
     pub fn new(fs: Arc<dyn Fs>, config: StoreConfig) -> Self {
-        Store { fs, config }
+        Store {
+            fs,
+            config,
+            cache: Arc::default(),
+        }
     }
 
     /// Its configuration.
@@ -342,45 +360,83 @@ impl Store {
     /// Read without locking (a reader sees the old or the new file, never a torn one,
     /// because writers replace it atomically).
     pub fn load(&self) -> Result<Snapshot, StoreError> {
+        let (file, hash) = self.load_shared()?;
+        Ok(Snapshot {
+            file: (*file).clone(),
+            hash,
+        })
+    }
+
+    /// Like [`Store::load`], sharing the parsed document with other callers while the
+    /// file's content is unchanged.
+    fn load_shared(&self) -> Result<(Arc<ApprovalsFile>, String), StoreError> {
         self.check_dir()?;
+        let absent = || Ok((Arc::new(ApprovalsFile::default()), ABSENT_HASH.to_owned()));
         if !self.check_file()? {
-            return Ok(Snapshot {
-                file: ApprovalsFile::default(),
-                hash: ABSENT_HASH.into(),
-            });
+            return absent();
         }
         let bytes = match self.fs.read(&self.config.path) {
             Ok(b) => b,
             // Deleted between the check and the read: as if it never existed.
-            Err(e) if e.is_not_found() => {
-                return Ok(Snapshot {
-                    file: ApprovalsFile::default(),
-                    hash: ABSENT_HASH.into(),
-                });
-            }
+            Err(e) if e.is_not_found() => return absent(),
             Err(e) => return Err(e.into()),
         };
-        let file = self.parse(&bytes)?;
-        Ok(Snapshot {
-            file,
-            hash: hash_bytes(&bytes),
-        })
+        let hash = hash_bytes(&bytes);
+        {
+            let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            if cache.hash == hash
+                && let Some(file) = &cache.file
+            {
+                return Ok((Arc::clone(file), hash));
+            }
+        }
+        let file = Arc::new(self.parse(&bytes)?);
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        *cache = ViewCache {
+            hash: hash.clone(),
+            file: Some(Arc::clone(&file)),
+            views: Default::default(),
+        };
+        Ok((file, hash))
     }
 
     /// The policy view for `agent`, fail-closed.
     pub fn host_view(&self, agent: Option<&str>) -> HostView {
-        match self.load() {
-            Ok(snapshot) => {
-                let patterns = snapshot.file.patterns_for(agent);
+        match self.load_shared() {
+            Ok((file, hash)) => {
+                let key = agent.map(str::to_owned);
+                let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+                if cache.hash == hash
+                    && let Some((ceiling, allowlist)) = cache.views.get(&key)
+                {
+                    return HostView {
+                        ceiling: *ceiling,
+                        allowlist: Arc::clone(allowlist),
+                        file: Some(file),
+                        error: None,
+                    };
+                }
+                let patterns = file.patterns_for(agent);
+                let ceiling = file.ceiling_for(agent);
+                let allowlist = Arc::new(Allowlist::compile(
+                    &patterns,
+                    &self.config.home,
+                    self.config.case,
+                ));
+                if cache.hash == hash {
+                    cache.views.insert(key, (ceiling, Arc::clone(&allowlist)));
+                }
                 HostView {
-                    ceiling: snapshot.file.ceiling_for(agent),
-                    allowlist: Allowlist::compile(&patterns, &self.config.home, self.config.case),
+                    ceiling,
+                    allowlist,
+                    file: Some(file),
                     error: None,
                 }
             }
             Err(e) => HostView {
                 ceiling: HostCeiling::DENY_ALL,
-                allowlist: Allowlist::default(),
+                allowlist: Arc::new(Allowlist::default()),
+                file: None,
                 error: Some(e.to_string()),
             },
         }

@@ -58,6 +58,10 @@ pub struct ExecOptions {
     pub timeout: Duration,
     /// Output limits.
     pub limits: OutputLimits,
+    /// The `argv[0]` the program sees, when it should differ from the path executed
+    /// (a program resolved to its canonical file still sees the name it was called by).
+    /// Only [`Shell::exec`] uses it.
+    pub arg0: Option<String>,
 }
 
 impl ExecOptions {
@@ -70,6 +74,7 @@ impl ExecOptions {
             stdin: Stdin::Null,
             timeout,
             limits: OutputLimits::default(),
+            arg0: None,
         }
     }
 

@@ -153,6 +153,17 @@ async fn stdin_is_dev_null_unless_given(w: World) {
     assert_eq!(out.stdout, "piped input");
 }
 
+async fn arg0_can_differ_from_the_path_executed(w: World) {
+    let mut o = opts(&w);
+    o.arg0 = Some("kitty".into());
+    let out = w
+        .shell
+        .exec(&argv(&["/bin/cat", "/proc/self/cmdline"]), &o)
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, "kitty\0/proc/self/cmdline\0");
+}
+
 async fn cwd_is_respected(w: World) {
     std::fs::create_dir(w.real_dir.join("sub")).unwrap();
     let mut o = opts(&w);
@@ -358,6 +369,7 @@ contract!(
     environment_is_exactly_what_was_given,
     stdin_is_dev_null_unless_given,
     cwd_is_respected,
+    arg0_can_differ_from_the_path_executed,
     each_run_gets_its_own_session_and_group,
     no_descriptors_leak_into_the_child,
     output_is_capped_keeping_the_head_and_a_tail,

@@ -1,11 +1,14 @@
-//! `warden exec`: run one command (an argv, or a script with `--shell`) through the local
-//! provider with Warden's limits, and pass its exit code through.
+//! `warden exec`: run one command through the gateway logic — routing by host, policy
+//! against this host's approvals file, the approver, the limits — and pass its exit code
+//! through.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use caps::{ExecOptions, ExecOutput, LocalShell, Script, Shell};
+use policy::{Ask, Host, Security};
+use runner::{CommandSpec, ExecRequest, Outcome, RunReport};
 
 use crate::exit;
 use crate::host::HostFacts;
@@ -13,26 +16,63 @@ use crate::host::HostFacts;
 /// Arguments of `warden exec`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Exit status: the command's own, 124 on timeout, 125 if Warden failed, \
-                  126 not executable, 127 not found, 128+N if killed by signal N."
+    after_help = "Exit status: the command's own; 124 timed out; 125 Warden failed; \
+                  126 not executable; 127 not found; 128+N killed by signal N; \
+                  77 denied by policy or by the approver; 75 no approver answered and the \
+                  fallback denied; 130 interrupted."
 )]
 pub struct ExecArgs {
-    /// Kill the command's whole process tree after this long (e.g. 30s, 5m, 1h30m).
-    /// The default is long enough for builds and test suites, and never infinite.
-    #[arg(long, value_parser = parse_duration, default_value = "300s")]
-    timeout: Duration,
+    /// Where to run: sandbox, gateway or node (default from config: sandbox).
+    #[arg(long, value_parser = parse::<Host>)]
+    host: Option<Host>,
+    /// Tool-parameter security (can only tighten the host's approvals file).
+    #[arg(long, value_parser = parse::<Security>)]
+    security: Option<Security>,
+    /// Tool-parameter ask mode (can only ask more than the host's approvals file).
+    #[arg(long, value_parser = parse::<Ask>)]
+    ask: Option<Ask>,
+    /// Target node for host=node.
+    #[arg(long)]
+    node: Option<String>,
+    /// The agent on whose behalf the command runs.
+    #[arg(long, default_value = "main")]
+    agent: String,
+    /// The session id.
+    #[arg(long, default_value = "cli")]
+    session: String,
     /// Working directory (default: the current directory).
     #[arg(long)]
     cwd: Option<PathBuf>,
+    /// Extra environment variable for the command (only allowlisted names), repeatable.
+    #[arg(long = "env", value_name = "K=V", value_parser = parse_env)]
+    env: Vec<(String, String)>,
+    /// Kill the command's whole process tree after this long (e.g. 30s, 5m). Default and
+    /// maximum come from config.toml (5 minutes and 1 hour unless set).
+    #[arg(long, value_parser = parse_duration)]
+    timeout: Option<Duration>,
     /// Print the typed result as JSON instead of the command's output.
     #[arg(long)]
     json: bool,
-    /// Run this string with /bin/sh -c instead of an argv.
+    /// Run this string as a shell command instead of an argv.
     #[arg(long, conflicts_with = "argv")]
     shell: Option<String>,
     /// The program and its arguments (after `--`).
     #[arg(last = true, required_unless_present = "shell")]
     argv: Vec<String>,
+}
+
+fn parse<T: std::str::FromStr<Err = String>>(s: &str) -> Result<T, String> {
+    s.parse()
+}
+
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected K=V, got {s:?}"))?;
+    if k.is_empty() {
+        return Err(format!("empty variable name in {s:?}"));
+    }
+    Ok((k.to_owned(), v.to_owned()))
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -48,6 +88,21 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// The exit code for a run report.
+pub fn exit_code(report: &RunReport) -> i32 {
+    match &report.outcome {
+        Outcome::Finished { output } if output.timed_out => exit::TIMED_OUT,
+        Outcome::Finished { output } => output.status.shell_code(),
+        Outcome::Denied { reason, .. }
+            if reason == "no-approver" || reason == "approval-timeout" =>
+        {
+            exit::NO_APPROVER
+        }
+        Outcome::Denied { .. } => exit::DENIED,
+        Outcome::Error { exit_code, .. } => *exit_code,
+    }
+}
+
 /// Run `warden exec` and return the process exit code.
 pub fn run(args: ExecArgs) -> i32 {
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -60,104 +115,76 @@ pub fn run(args: ExecArgs) -> i32 {
             return exit::WARDEN_ERROR;
         }
     };
-    runtime.block_on(run_async(args))
-}
-
-async fn run_async(args: ExecArgs) -> i32 {
-    let cwd = match args
-        .cwd
-        .clone()
-        .map(Ok)
-        .unwrap_or_else(std::env::current_dir)
-    {
-        Ok(dir) => dir,
-        Err(e) => {
-            eprintln!("warden: cannot determine the working directory: {e}");
-            return exit::WARDEN_ERROR;
-        }
-    };
-    let cwd = if cwd.is_absolute() {
-        cwd
-    } else {
-        match std::env::current_dir() {
-            Ok(here) => here.join(cwd),
-            Err(e) => {
-                eprintln!("warden: cannot determine the working directory: {e}");
-                return exit::WARDEN_ERROR;
-            }
-        }
-    };
-    let facts = match HostFacts::read() {
-        Ok(f) => f,
+    match runtime.block_on(run_async(args)) {
+        Ok(code) => code,
         Err(e) => {
             eprintln!("warden: {e:#}");
-            return exit::WARDEN_ERROR;
+            exit::WARDEN_ERROR
         }
+    }
+}
+
+async fn run_async(args: ExecArgs) -> anyhow::Result<i32> {
+    let facts = HostFacts::read()?;
+    let gateway = facts.gateway(None)?;
+    let cwd = args.cwd.as_ref().map(|c| facts.absolute(c));
+    let command = match args.shell {
+        Some(s) => CommandSpec::Shell(s),
+        None => CommandSpec::Argv(args.argv),
     };
-    let mut options = ExecOptions::new(cwd, args.timeout);
-    options.env = policy::build_child_env(
-        &facts.env,
-        &facts.trusted_path.to_path_var(),
-        &Default::default(),
-        &[],
-    )
-    .unwrap_or_default();
-    let shell = LocalShell::new();
-    let run = async {
-        match &args.shell {
-            Some(source) => shell.run(&Script::sh(source.clone()), &options).await,
-            None => shell.exec(&args.argv, &options).await,
-        }
+    let request = ExecRequest {
+        command: Some(command),
+        cwd,
+        env: args.env.into_iter().collect::<BTreeMap<_, _>>(),
+        timeout: args.timeout,
+        params: policy::ExecParams {
+            host: args.host,
+            security: args.security,
+            ask: args.ask,
+            node: args.node,
+        },
+        ..Default::default()
     };
-    let result = tokio::select! {
-        result = run => result,
+    let key = gateway::SessionKey {
+        agent: args.agent,
+        session: args.session,
+    };
+    let cancel = gateway.shutdown_token();
+    let run = gateway.exec(&key, request);
+    tokio::pin!(run);
+    let report = tokio::select! {
+        report = &mut run => report,
         _ = tokio::signal::ctrl_c() => {
-            // Dropping `run` killed the process tree.
+            // Cancelling kills the command's process tree; let the run report it.
+            cancel.cancel();
+            let _ = run.await;
             eprintln!("warden: interrupted; the command was killed");
-            return exit::INTERRUPTED;
+            return Ok(exit::INTERRUPTED);
         }
     };
-    match result {
-        Ok(output) => report(&output, args.json),
-        Err(err) => {
-            let code = exit::for_caps_error(&err);
-            if args.json {
-                print_json(&serde_json::json!({ "error": err.to_string(), "exit_code": code }));
-            } else {
-                eprintln!("warden: {err}");
+    let code = exit_code(&report);
+    if args.json {
+        let mut value = gateway::report_json(&report);
+        value["exitCode"] = code.into();
+        value["policy"] = serde_json::to_value(&report.policy)?;
+        value["executed"] = serde_json::to_value(&report.executed)?;
+        if let Outcome::Finished { output } = &report.outcome {
+            value["combined"] = output.combined.clone().into();
+            value["tail"] = output.tail.clone().into();
+        }
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(code);
+    }
+    match &report.outcome {
+        Outcome::Finished { output } => {
+            let _ = std::io::stdout().write_all(output.stdout.as_bytes());
+            let _ = std::io::stderr().write_all(output.stderr.as_bytes());
+            if output.timed_out {
+                eprintln!("warden: timed out; the process tree was killed");
             }
-            code
         }
+        Outcome::Denied { reason, rule } => eprintln!("warden: denied ({reason}): {rule}"),
+        Outcome::Error { message, .. } => eprintln!("warden: {message}"),
     }
-}
-
-/// The exit code for a finished run.
-fn exit_code(output: &ExecOutput) -> i32 {
-    if output.timed_out {
-        exit::TIMED_OUT
-    } else {
-        output.status.shell_code()
-    }
-}
-
-fn report(output: &ExecOutput, json: bool) -> i32 {
-    let code = exit_code(output);
-    if json {
-        let mut value = serde_json::to_value(output).unwrap_or_default();
-        value["exit_code"] = code.into();
-        print_json(&value);
-    } else {
-        let _ = std::io::stdout().write_all(output.stdout.as_bytes());
-        let _ = std::io::stderr().write_all(output.stderr.as_bytes());
-        if output.timed_out {
-            eprintln!("warden: timed out; the process tree was killed");
-        }
-    }
-    code
-}
-
-fn print_json(value: &serde_json::Value) {
-    let mut out = std::io::stdout().lock();
-    let _ = serde_json::to_writer_pretty(&mut out, value);
-    let _ = writeln!(out);
+    Ok(code)
 }

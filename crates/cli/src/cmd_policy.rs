@@ -93,7 +93,7 @@ fn explain_command(args: &ExplainArgs) -> anyhow::Result<i32> {
         fs: fs.as_ref(),
         cwd: &cwd,
         trusted_path: &facts.trusted_path,
-        allowlist: &view.allowlist,
+        allowlist: view.allowlist.as_ref(),
         cache: None,
     };
     let params = ExecParams {

@@ -16,7 +16,6 @@ pub const ASK: i32 = 10;
 pub const DENIED: i32 = 77;
 /// A human had to be asked, nobody answered, and the fallback denied (sysexits'
 /// EX_TEMPFAIL: start an approver and try again).
-#[allow(dead_code)] // used by `warden exec` once it goes through the runner
 pub const NO_APPROVER: i32 = 75;
 /// Interrupted by SIGINT (128 + 2), after the command's process tree was killed.
 pub const INTERRUPTED: i32 = 130;

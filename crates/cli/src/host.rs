@@ -99,3 +99,51 @@ impl HostFacts {
         }
     }
 }
+
+impl HostFacts {
+    /// The gateway of this host: the local runner, the sandbox route, the file tools over
+    /// `workspace` (Warden's state directory is never reachable through them).
+    pub fn gateway(&self, workspace: Option<&Path>) -> anyhow::Result<gateway::Gateway> {
+        let config = self.config()?;
+        let store = self.store();
+        let workspace = match workspace {
+            Some(w) => self.absolute(w),
+            None => self.cwd.clone(),
+        };
+        let workspace = std::fs::canonicalize(&workspace)
+            .with_context(|| format!("workspace {} is not accessible", workspace.display()))?;
+        let clock: Arc<dyn approvals::Clock> = Arc::new(approvals::SystemClock);
+        let host = runner::RunnerHost {
+            label: "gateway".into(),
+            fs: self.fs(),
+            shell: Arc::new(caps::LocalShell::new()),
+            store: store.clone(),
+            config,
+            host_env: self.env.clone(),
+            trusted_path: self.trusted_path.clone(),
+            default_cwd: workspace.clone(),
+            approvals: Arc::new(runner::SocketApprovals::new(
+                store,
+                Arc::clone(&clock),
+                approvals::ipc::DEFAULT_APPROVAL_TIMEOUT,
+            )),
+            clock,
+        };
+        let state_dir =
+            std::fs::canonicalize(&self.warden_home).unwrap_or_else(|_| self.warden_home.clone());
+        let files = gateway::FileTools::open(
+            &gateway::PathAuthorization {
+                writable_paths: vec![workspace],
+                readable_extra_paths: Vec::new(),
+            },
+            Some(state_dir),
+        )?;
+        Ok(gateway::Gateway::new(
+            runner::Runner::new(host),
+            gateway::SandboxRoute::Unavailable(
+                "this build of Warden has no OS sandbox backend yet (use host=gateway)".into(),
+            ),
+            Some(files),
+        ))
+    }
+}

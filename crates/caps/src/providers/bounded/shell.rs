@@ -4,7 +4,6 @@
 //! can open any path the user can (`cat /etc/passwd`, `cd /`); a shell script cannot be
 //! path-confined without an OS sandbox. Use the `sandbox` crate's providers for that.
 
-use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 
@@ -13,7 +12,7 @@ use cap_std::fs::Dir;
 use super::map_err;
 use crate::providers::local::process::{WorkingDir, supervise};
 use crate::providers::local::shell_support::{
-    build_spec, resolve_program, script_argv, validate_request,
+    build_spec, resolve_program, script_argv, validate_request, with_arg0,
 };
 use crate::providers::paths::normalize_beneath;
 use crate::shell::{ExecOptions, ExecOutput, Script, Shell};
@@ -65,7 +64,7 @@ impl Shell for BoundedShell {
         };
         let spec = build_spec(
             program,
-            argv.iter().map(OsString::from).collect(),
+            with_arg0(argv, options),
             WorkingDir::Handle(cwd),
             options,
             &argv[0],

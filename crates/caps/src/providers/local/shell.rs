@@ -1,9 +1,9 @@
 //! `LocalShell`: real processes on this machine, supervised by [`super::process`].
 
-use std::ffi::OsString;
-
 use super::process::{WorkingDir, supervise};
-use super::shell_support::{build_spec, check_dir, resolve_program, script_argv, validate_request};
+use super::shell_support::{
+    build_spec, check_dir, resolve_program, script_argv, validate_request, with_arg0,
+};
 use crate::shell::{ExecOptions, ExecOutput, Script, Shell};
 use crate::{CapsError, Result};
 
@@ -36,7 +36,7 @@ impl Shell for LocalShell {
         let program = resolve_program(&argv[0], &options.cwd, options.env.get("PATH"))?;
         let spec = build_spec(
             program,
-            argv.iter().map(OsString::from).collect(),
+            with_arg0(argv, options),
             WorkingDir::Path(options.cwd.clone()),
             options,
             &argv[0],

@@ -56,6 +56,15 @@ pub(crate) fn validate_request(argv: &[String], options: &ExecOptions) -> Result
     Ok(())
 }
 
+/// The argv handed to the OS: `argv`, with `argv[0]` replaced by `options.arg0` if set.
+pub(crate) fn with_arg0(argv: &[String], options: &ExecOptions) -> Vec<OsString> {
+    let mut out: Vec<OsString> = argv.iter().map(OsString::from).collect();
+    if let (Some(arg0), Some(first)) = (&options.arg0, out.first_mut()) {
+        *first = OsString::from(arg0);
+    }
+    out
+}
+
 pub(crate) fn build_spec(
     program: PathBuf,
     argv: Vec<OsString>,

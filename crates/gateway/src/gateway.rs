@@ -1,0 +1,175 @@
+//! The gateway: sessions with their slash-command overrides, routing of each exec by its
+//! effective host, and the per-session system-event queues.
+//!
+//! Routing fails closed: `sandbox` without a sandbox backend and `node` without a paired
+//! node are denials that say so — never a silent run on the gateway itself.
+
+use std::time::Duration;
+
+use approvals::Store;
+use policy::{Config, Decision, DenyReason, Host, PolicyError};
+use runner::{EventSink, ExecEvent, ExecRequest, Outcome, RunReport, Runner};
+use tokio_util::sync::CancellationToken;
+
+use crate::files::FileTools;
+use crate::sessions::{SessionEvents, SessionKey, Sessions};
+
+/// How `host = sandbox` is served.
+pub enum SandboxRoute {
+    /// A runner whose shell is an OS sandbox.
+    Available(Box<Runner>),
+    /// No sandbox backend: every sandboxed exec is refused with this diagnosis.
+    Unavailable(String),
+}
+
+/// Everything behind the agent-facing tools.
+pub struct Gateway {
+    runner: Runner,
+    sandbox: SandboxRoute,
+    sessions: Sessions,
+    files: Option<FileTools>,
+    shutdown: CancellationToken,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("files", &self.files)
+            .finish()
+    }
+}
+
+/// Reason given when the sandbox route cannot be served.
+pub const SANDBOX_UNAVAILABLE: &str = "sandbox-unavailable";
+/// Reason given when the node route cannot be served.
+pub const NO_NODE: &str = "no-node";
+
+impl Gateway {
+    /// A gateway running commands through `runner` (this machine), `sandbox`, and serving
+    /// file tools through `files`.
+    pub fn new(runner: Runner, sandbox: SandboxRoute, files: Option<FileTools>) -> Self {
+        Gateway {
+            runner,
+            sandbox,
+            sessions: Sessions::default(),
+            files,
+            shutdown: CancellationToken::new(),
+        }
+    }
+
+    /// The sessions.
+    pub fn sessions(&self) -> &Sessions {
+        &self.sessions
+    }
+
+    /// The file tools, if a workspace is configured.
+    pub fn files(&self) -> Option<&FileTools> {
+        self.files.as_ref()
+    }
+
+    /// Cancelled on shutdown: in-flight runs are stopped and their trees killed.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    fn config(&self) -> &Config {
+        &self.runner.host().config
+    }
+
+    fn store(&self) -> &Store {
+        &self.runner.host().store
+    }
+
+    /// Apply a slash command (`/exec ...`, `/elevated ...`) to the session.
+    pub fn slash_command(&self, key: &SessionKey, text: &str) -> Result<String, PolicyError> {
+        let current = self.sessions.overrides(key);
+        let outcome = policy::apply_slash_command(&current, text)?;
+        self.sessions.set_overrides(key, outcome.overrides);
+        Ok(outcome.message)
+    }
+
+    /// Take the session's pending system events.
+    pub fn take_events(&self, key: &SessionKey) -> Vec<String> {
+        self.sessions.take_events(key)
+    }
+
+    /// Run one exec for `key`'s session, routed by its effective host.
+    pub async fn exec(&self, key: &SessionKey, mut request: ExecRequest) -> RunReport {
+        request.agent = Some(key.agent.clone());
+        request.session = Some(key.session.clone());
+        request.session_overrides = self.sessions.overrides(key);
+        let events = SessionEvents {
+            sessions: &self.sessions,
+            key: key.clone(),
+        };
+        let view = self.store().host_view(Some(&key.agent));
+        let resolved = policy::resolve(
+            &request.params,
+            &request.session_overrides,
+            self.config(),
+            Some(&key.agent),
+            &view.ceiling,
+        );
+        match resolved.host.value {
+            Host::Gateway => self.runner.run(request, &events, &self.shutdown).await,
+            Host::Sandbox => match &self.sandbox {
+                SandboxRoute::Available(sandboxed) => {
+                    sandboxed.run(request, &events, &self.shutdown).await
+                }
+                SandboxRoute::Unavailable(why) => refuse(
+                    request,
+                    resolved,
+                    "sandbox",
+                    SANDBOX_UNAVAILABLE,
+                    format!(
+                        "host=sandbox but no sandbox backend is available: {why}; nothing was run"
+                    ),
+                    &events,
+                ),
+            },
+            Host::Node => refuse(
+                request,
+                resolved,
+                "node",
+                NO_NODE,
+                "host=node but no node is paired with this gateway; nothing was run".into(),
+                &events,
+            ),
+        }
+    }
+}
+
+fn refuse(
+    request: ExecRequest,
+    policy: policy::ResolvedPolicy,
+    host: &str,
+    reason: &str,
+    rule: String,
+    events: &dyn EventSink,
+) -> RunReport {
+    let run_id = request.run_id.unwrap_or_else(runner::new_run_id);
+    events.emit(ExecEvent::Denied {
+        run_id: run_id.clone(),
+        host: host.into(),
+        reason: reason.into(),
+    });
+    RunReport {
+        run_id,
+        host: host.into(),
+        policy,
+        decision: Decision::Deny {
+            reason: DenyReason::SecurityDeny,
+            rule: rule.clone(),
+        },
+        executed: None,
+        outcome: Outcome::Denied {
+            reason: reason.into(),
+            rule,
+        },
+    }
+}
+
+/// A request timeout given in seconds by a tool call.
+pub fn seconds(value: f64) -> Option<Duration> {
+    (value.is_finite() && value > 0.0).then(|| Duration::from_secs_f64(value.min(1e9)))
+}

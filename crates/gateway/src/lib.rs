@@ -1,0 +1,15 @@
+//! The gateway: sessions and their slash-command overrides, routing of each exec by its
+//! effective host (`gateway` → the local runner, `sandbox` → the sandbox route, `node`
+//! → the Bridge), bounded per-session system-event queues, the agent-facing MCP server
+//! (stdio and Streamable HTTP), and the file tools behind path authorization.
+
+pub mod files;
+mod gateway;
+pub mod http;
+pub mod mcp;
+mod sessions;
+
+pub use files::{FileError, FileTools, PathAuthorization};
+pub use gateway::{Gateway, NO_NODE, SANDBOX_UNAVAILABLE, SandboxRoute, seconds};
+pub use mcp::{AGENT_HEADER, SESSION_HEADER, WardenMcp, report_json, tools};
+pub use sessions::{MAX_EVENTS_PER_SESSION, SessionEvents, SessionKey, Sessions};

@@ -1,0 +1,142 @@
+//! Per-agent, per-session state held by the gateway: the slash-command overrides and a
+//! bounded queue of system events, delivered with the session's next interaction.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+use policy::SessionOverrides;
+use runner::{EventSink, ExecEvent};
+
+/// Events kept per session; older ones are dropped (and counted) past this.
+pub const MAX_EVENTS_PER_SESSION: usize = 100;
+
+/// Which agent's which session.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SessionKey {
+    /// Agent id.
+    pub agent: String,
+    /// Session id.
+    pub session: String,
+}
+
+#[derive(Debug, Default)]
+struct SessionState {
+    overrides: SessionOverrides,
+    events: VecDeque<String>,
+    dropped: usize,
+}
+
+/// All live sessions.
+#[derive(Debug, Default)]
+pub struct Sessions {
+    inner: Mutex<HashMap<SessionKey, SessionState>>,
+}
+
+impl Sessions {
+    fn with<R>(&self, key: &SessionKey, f: impl FnOnce(&mut SessionState) -> R) -> R {
+        let mut map = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        f(map.entry(key.clone()).or_default())
+    }
+
+    /// The session's overrides.
+    pub fn overrides(&self, key: &SessionKey) -> SessionOverrides {
+        self.with(key, |s| s.overrides.clone())
+    }
+
+    /// Replace the session's overrides.
+    pub fn set_overrides(&self, key: &SessionKey, overrides: SessionOverrides) {
+        self.with(key, |s| s.overrides = overrides);
+    }
+
+    /// `enqueueSystemEvent`: add an event text to the session's queue (bounded).
+    pub fn enqueue_system_event(&self, key: &SessionKey, text: String) {
+        self.with(key, |s| {
+            if s.events.len() >= MAX_EVENTS_PER_SESSION {
+                s.events.pop_front();
+                s.dropped += 1;
+            }
+            s.events.push_back(text);
+        });
+    }
+
+    /// Take (and clear) the session's pending events.
+    pub fn take_events(&self, key: &SessionKey) -> Vec<String> {
+        self.with(key, |s| {
+            let mut out = Vec::with_capacity(s.events.len() + 1);
+            if s.dropped > 0 {
+                out.push(format!(
+                    "({} earlier system events were dropped)",
+                    s.dropped
+                ));
+                s.dropped = 0;
+            }
+            out.extend(s.events.drain(..));
+            out
+        })
+    }
+
+    /// End a session: its overrides and events are gone.
+    pub fn end(&self, key: &SessionKey) {
+        self.inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+    }
+}
+
+/// Routes a run's events to the session that dispatched it — never to one the event
+/// names itself.
+pub struct SessionEvents<'a> {
+    /// The session store.
+    pub sessions: &'a Sessions,
+    /// The dispatching session.
+    pub key: SessionKey,
+}
+
+impl EventSink for SessionEvents<'_> {
+    fn emit(&self, event: ExecEvent) {
+        self.sessions.enqueue_system_event(&self.key, event.text());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(s: &str) -> SessionKey {
+        SessionKey {
+            agent: "a".into(),
+            session: s.into(),
+        }
+    }
+
+    #[test]
+    fn events_are_per_session_delivered_once_and_bounded() {
+        let s = Sessions::default();
+        s.enqueue_system_event(&key("1"), "one".into());
+        s.enqueue_system_event(&key("2"), "two".into());
+        assert_eq!(s.take_events(&key("1")), vec!["one"]);
+        assert!(s.take_events(&key("1")).is_empty());
+        assert_eq!(s.take_events(&key("2")), vec!["two"]);
+        for i in 0..(MAX_EVENTS_PER_SESSION + 5) {
+            s.enqueue_system_event(&key("3"), format!("e{i}"));
+        }
+        let got = s.take_events(&key("3"));
+        assert_eq!(got.len(), MAX_EVENTS_PER_SESSION + 1);
+        assert_eq!(got[0], "(5 earlier system events were dropped)");
+        assert_eq!(got[1], "e5");
+    }
+
+    #[test]
+    fn ending_a_session_forgets_its_overrides() {
+        let s = Sessions::default();
+        let o = SessionOverrides {
+            host: Some(policy::Host::Gateway),
+            ..Default::default()
+        };
+        s.set_overrides(&key("1"), o.clone());
+        assert_eq!(s.overrides(&key("1")), o);
+        s.end(&key("1"));
+        assert_eq!(s.overrides(&key("1")), SessionOverrides::default());
+    }
+}

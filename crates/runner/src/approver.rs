@@ -1,0 +1,68 @@
+//! How a runner reaches a human: the [`Approvals`] trait, and the production
+//! implementation that connects to the approver socket named in this host's approvals
+//! file, on demand, for every prompt.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use approvals::ipc::protocol::Request;
+use approvals::ipc::{AskOutcome, ClientConfig, DEFAULT_CONNECT_TIMEOUT, ask};
+use approvals::{Clock, Store};
+
+/// Asks a human.
+#[async_trait::async_trait]
+pub trait Approvals: Send + Sync {
+    /// Ask; never takes much longer than the approval timeout.
+    async fn ask(&self, request: &Request) -> AskOutcome;
+}
+
+/// The approver UI on this host's socket.
+pub struct SocketApprovals {
+    store: Store,
+    clock: Arc<dyn Clock>,
+    approval_timeout: Duration,
+}
+
+impl SocketApprovals {
+    /// Ask through the socket and token in `store`'s file.
+    pub fn new(store: Store, clock: Arc<dyn Clock>, approval_timeout: Duration) -> Self {
+        SocketApprovals {
+            store,
+            clock,
+            approval_timeout,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Approvals for SocketApprovals {
+    async fn ask(&self, request: &Request) -> AskOutcome {
+        let snapshot = match self.store.load() {
+            Ok(s) => s,
+            Err(e) => return AskOutcome::NoApprover(format!("approvals file unusable: {e}")),
+        };
+        let Some(token) = snapshot.file.token() else {
+            return AskOutcome::NoApprover(
+                "no approver has ever been set up on this host (run `warden approvals ui`)".into(),
+            );
+        };
+        let config = ClientConfig {
+            socket_path: self.store.socket_path(&snapshot.file),
+            token: token.to_owned(),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            approval_timeout: self.approval_timeout,
+        };
+        ask(&config, self.clock.as_ref(), request).await
+    }
+}
+
+/// No approver at all (every ask ends in askFallback).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoApprover;
+
+#[async_trait::async_trait]
+impl Approvals for NoApprover {
+    async fn ask(&self, _request: &Request) -> AskOutcome {
+        AskOutcome::NoApprover("no approver is configured".into())
+    }
+}

@@ -1,0 +1,116 @@
+//! Lifecycle events of a run (`exec.started`, `exec.finished`, `exec.denied`) and the
+//! sink they go to. The gateway maps them to the session that dispatched the run.
+
+use serde::Serialize;
+
+/// One lifecycle event.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "event")]
+pub enum ExecEvent {
+    /// `exec.started`: the command is about to run.
+    #[serde(rename = "exec.started")]
+    Started {
+        /// The run id.
+        run_id: String,
+        /// Where it runs (`gateway`, `sandbox`, a node id).
+        host: String,
+    },
+    /// `exec.finished`: it ran.
+    #[serde(rename = "exec.finished")]
+    Finished {
+        /// The run id.
+        run_id: String,
+        /// Where it ran.
+        host: String,
+        /// Exit code, or 128+N for signal N.
+        code: i32,
+        /// The signal that killed it, if one did.
+        signal: Option<i32>,
+        /// It hit its timeout.
+        timed_out: bool,
+        /// The last 20,000 bytes of output.
+        tail: String,
+    },
+    /// `exec.denied`: it did not run.
+    #[serde(rename = "exec.denied")]
+    Denied {
+        /// The run id.
+        run_id: String,
+        /// Where it would have run.
+        host: String,
+        /// The machine-readable reason (`security=deny`, `allowlist-miss`, ...).
+        reason: String,
+    },
+}
+
+impl ExecEvent {
+    /// The run this event belongs to.
+    pub fn run_id(&self) -> &str {
+        match self {
+            ExecEvent::Started { run_id, .. }
+            | ExecEvent::Finished { run_id, .. }
+            | ExecEvent::Denied { run_id, .. } => run_id,
+        }
+    }
+
+    /// The system-event text shown to the agent (product spec §8).
+    pub fn text(&self) -> String {
+        match self {
+            ExecEvent::Started { run_id, host } => {
+                format!("Exec started (node={host}, id={run_id})")
+            }
+            ExecEvent::Finished {
+                run_id,
+                host,
+                code,
+                tail,
+                ..
+            } => {
+                let mut text = format!("Exec finished (node={host}, id={run_id}, code={code})");
+                if !tail.is_empty() {
+                    text.push('\n');
+                    text.push_str(tail);
+                }
+                text
+            }
+            ExecEvent::Denied {
+                run_id,
+                host,
+                reason,
+            } => {
+                format!("Exec denied (node={host}, id={run_id}, {reason})")
+            }
+        }
+    }
+}
+
+/// Where a runner sends its events.
+pub trait EventSink: Send + Sync {
+    /// Record one event.
+    fn emit(&self, event: ExecEvent);
+}
+
+/// Discards events.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoEvents;
+
+impl EventSink for NoEvents {
+    fn emit(&self, _event: ExecEvent) {}
+}
+
+/// Collects events in memory (for tests and the CLI).
+#[derive(Debug, Default)]
+pub struct CollectEvents(pub std::sync::Mutex<Vec<ExecEvent>>);
+
+impl EventSink for CollectEvents {
+    fn emit(&self, event: ExecEvent) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(event);
+    }
+}
+
+impl CollectEvents {
+    /// Everything collected so far.
+    pub fn events(&self) -> Vec<ExecEvent> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}

@@ -1,0 +1,633 @@
+//! End-to-end: a real MCP client (rmcp) drives `warden mcp` over stdio and `warden
+//! gateway run` over Streamable HTTP — exec allowed, denied and asked (answered by the
+//! real terminal approver), system events, slash commands, file tools and their escape
+//! attempts, authentication, and clean shutdown that kills in-flight runs.
+
+// Tests set up and inspect real files and processes.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+// Test helpers panic on failure by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use support::{configure, wait_gone, warden_in};
+
+const TOKEN: &str = "mcp-test-token-0123456789";
+
+/// A workspace with Warden's state directory inside it (to prove the file tools refuse it).
+struct Setup {
+    workspace: tempfile::TempDir,
+    home: PathBuf,
+}
+
+fn canonical(program: &str) -> String {
+    std::fs::canonicalize(format!("/usr/bin/{program}"))
+        .or_else(|_| std::fs::canonicalize(format!("/bin/{program}")))
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn setup() -> Setup {
+    let workspace = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(workspace.path()).unwrap();
+    std::fs::write(ws.join("notes.txt"), "alpha\nbeta\ngamma\n").unwrap();
+    std::fs::create_dir(ws.join("src")).unwrap();
+    std::fs::write(
+        ws.join("src/main.rs"),
+        "fn main() {\n    println!(\"TODO\");\n}\n",
+    )
+    .unwrap();
+    let home = ws.join(".warden");
+    std::fs::create_dir(&home).unwrap();
+    std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let approvals = json!({
+        "version": 1,
+        "socket": {"path": home.join("exec-approvals.sock"), "token": TOKEN},
+        "defaults": {"security": "allowlist", "ask": "on-miss", "askFallback": "deny"},
+        "agents": {"coder": {"allowlist": [
+            {"pattern": canonical("echo")},
+            {"pattern": canonical("sleep")}
+        ]}}
+    });
+    configure(
+        &home,
+        "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\n[[agents.list]]\nid = \"coder\"\n",
+        &approvals.to_string(),
+    );
+    Setup { workspace, home }
+}
+
+impl Setup {
+    fn ws(&self) -> PathBuf {
+        std::fs::canonicalize(self.workspace.path()).unwrap()
+    }
+}
+
+async fn stdio_client(s: &Setup) -> RunningService<RoleClient, ()> {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_warden"));
+    cmd.args(["mcp", "--agent", "coder", "--session", "s1", "--workspace"])
+        .arg(s.ws())
+        .env("WARDEN_HOME", &s.home)
+        .env("WARDEN_LOG", "warn");
+    ().serve(TokioChildProcess::new(cmd).unwrap())
+        .await
+        .unwrap()
+}
+
+async fn call(client: &RunningService<RoleClient, ()>, tool: &str, args: Value) -> CallToolResult {
+    let Value::Object(map) = args else {
+        panic!("arguments must be an object")
+    };
+    client
+        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(map))
+        .await
+        .unwrap_or_else(|e| panic!("{tool}: {e}"))
+}
+
+fn structured(r: &CallToolResult) -> Value {
+    r.structured_content.clone().unwrap_or(Value::Null)
+}
+
+/// The real terminal approver, answering from the test.
+struct Approver {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Approver {
+    fn start(home: &Path) -> Approver {
+        let mut child = warden_in(home)
+            .args(["approvals", "ui"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                if tx.send(line.unwrap_or_default()).is_err() {
+                    break;
+                }
+            }
+        });
+        let first = lines.recv_timeout(Duration::from_secs(20)).unwrap();
+        assert!(first.contains("listening"), "{first}");
+        Approver { child, lines }
+    }
+
+    /// Wait for a prompt, check it, and answer.
+    fn answer(&mut self, expect_in_prompt: &str, reply: &str) {
+        let mut seen = Vec::new();
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(30))
+                .unwrap_or_else(|_| panic!("no prompt: {seen:#?}"));
+            let done = line.starts_with("digest:");
+            seen.push(line);
+            if done {
+                break;
+            }
+        }
+        let text = seen.join("\n");
+        assert!(text.contains(expect_in_prompt), "{text}");
+        let stdin = self.child.stdin.as_mut().unwrap();
+        stdin.write_all(reply.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    }
+}
+
+impl Drop for Approver {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_exec_allowed_denied_asked_and_events() {
+    let s = setup();
+    let client = stdio_client(&s).await;
+    let tools: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert_eq!(
+        tools,
+        vec!["exec", "read", "write", "edit", "list", "grep", "session"]
+    );
+
+    // Allowed by the allowlist.
+    let r = call(&client, "exec", json!({"command": "echo hello"})).await;
+    let v = structured(&r);
+    assert_eq!(v["status"], "finished", "{v:#}");
+    assert_eq!(v["exitCode"], 0);
+    assert_eq!(v["stdout"], "hello\n");
+    assert_eq!(v["decision"]["reason"], "allowlist-match");
+    assert_eq!(r.is_error, Some(false));
+    let first_run = v["runId"].as_str().unwrap().to_owned();
+
+    // A miss with nobody to ask: askFallback=deny. The previous run's events ride along.
+    let r = call(&client, "exec", json!({"argv": ["sh", "-c", "exit 3"]})).await;
+    let v = structured(&r);
+    assert_eq!(v["status"], "denied", "{v:#}");
+    assert_eq!(v["reason"], "no-approver");
+    assert!(v["rule"].as_str().unwrap().contains("askFallback=deny"));
+    assert_eq!(r.is_error, Some(true));
+    assert_eq!(
+        v["events"],
+        json!([
+            format!("Exec started (node=gateway, id={first_run})"),
+            format!("Exec finished (node=gateway, id={first_run}, code=0)\nhello\n"),
+        ])
+    );
+    let denied_run = v["runId"].as_str().unwrap().to_owned();
+
+    // Tool parameters cannot loosen the host file.
+    let r = call(
+        &client,
+        "exec",
+        json!({"argv": ["sh", "-c", "exit 3"], "security": "full", "ask": "off"}),
+    )
+    .await;
+    let v = structured(&r);
+    assert_eq!(v["status"], "denied");
+    assert_eq!(
+        v["events"],
+        json!([format!(
+            "Exec denied (node=gateway, id={denied_run}, no-approver)"
+        )])
+    );
+
+    // With the real approver: deny, allow once (a non-zero exit is a normal result),
+    // allow always (which stores the pattern).
+    let mut approver = Approver::start(&s.home);
+    let asked = {
+        let c = &client;
+        async move { call(c, "exec", json!({"argv": ["sh", "-c", "exit 3"]})).await }
+    };
+    let answer = tokio::task::spawn_blocking(move || {
+        approver.answer("argv:     [\"", "d\n");
+        approver
+    });
+    let r = asked.await;
+    let mut approver = answer.await.unwrap();
+    assert_eq!(structured(&r)["reason"], "approval-denied");
+
+    let asked = call(&client, "exec", json!({"argv": ["sh", "-c", "exit 3"]}));
+    let answer = tokio::task::spawn_blocking(move || {
+        approver.answer("exit 3", "o\n");
+        approver
+    });
+    let r = asked.await;
+    let mut approver = answer.await.unwrap();
+    let v = structured(&r);
+    assert_eq!(v["status"], "finished", "{v:#}");
+    assert_eq!(v["exitCode"], 3);
+    assert_eq!(r.is_error, Some(false));
+
+    let asked = call(&client, "exec", json!({"argv": ["true"]}));
+    let answer = tokio::task::spawn_blocking(move || {
+        approver.answer(&format!("would store {}", canonical("true")), "a\n");
+        approver
+    });
+    let r = asked.await;
+    let approver = answer.await.unwrap();
+    assert_eq!(structured(&r)["exitCode"], 0);
+    let file: Value =
+        serde_json::from_slice(&std::fs::read(s.home.join("exec-approvals.json")).unwrap())
+            .unwrap();
+    let patterns: Vec<&str> = file["agents"]["coder"]["allowlist"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["pattern"].as_str().unwrap())
+        .collect();
+    assert!(
+        patterns.contains(&canonical("true").as_str()),
+        "{patterns:?}"
+    );
+    drop(approver);
+    // Now allowlisted: runs without asking anyone.
+    let r = call(&client, "exec", json!({"argv": ["true"]})).await;
+    assert_eq!(structured(&r)["decision"]["reason"], "allowlist-match");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_slash_commands_and_limits() {
+    let s = setup();
+    let client = stdio_client(&s).await;
+    // /elevated full is still capped by the host file (allowlist, ask on-miss).
+    let r = call(&client, "session", json!({"command": "/elevated full"})).await;
+    assert_eq!(structured(&r)["ok"], true);
+    let r = call(&client, "exec", json!({"argv": ["sh", "-c", "true"]})).await;
+    let v = structured(&r);
+    assert_eq!(v["status"], "denied", "{v:#}");
+    assert_eq!(v["reason"], "no-approver");
+    // /exec host=node routes to the (absent) Bridge.
+    call(&client, "session", json!({"command": "/exec host=node"})).await;
+    let r = call(&client, "exec", json!({"command": "echo x"})).await;
+    assert_eq!(structured(&r)["reason"], "no-node");
+    // Invalid slash commands change nothing.
+    let r = call(&client, "session", json!({"command": "/exec host=moon"})).await;
+    assert_eq!(r.is_error, Some(true));
+    call(&client, "session", json!({"command": "/elevated off"})).await;
+    let r = call(&client, "exec", json!({"command": "echo back"})).await;
+    assert_eq!(
+        structured(&r)["status"],
+        "finished",
+        "/elevated off restored host=gateway from config"
+    );
+    // Timeouts kill the tree; output is capped.
+    let started = Instant::now();
+    let r = call(
+        &client,
+        "exec",
+        json!({"argv": ["sleep", "300"], "timeout": 1}),
+    )
+    .await;
+    let v = structured(&r);
+    assert_eq!(v["timedOut"], true);
+    assert_eq!(v["exitCode"], 124);
+    assert!(started.elapsed() < Duration::from_secs(30));
+    // Bad arguments are protocol errors, not runs.
+    let err = client
+        .call_tool(
+            CallToolRequestParams::new("exec").with_arguments(
+                json!({"command": "echo", "argv": ["x"]})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+            ),
+        )
+        .await;
+    assert!(err.is_err());
+    let r = call(
+        &client,
+        "exec",
+        json!({"command": "echo x", "env": {"LD_PRELOAD": "/tmp/evil.so"}}),
+    )
+    .await;
+    assert!(
+        structured(&r)["error"]
+            .as_str()
+            .unwrap()
+            .contains("LD_PRELOAD")
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_tools_work_inside_the_workspace_and_refuse_escapes() {
+    let s = setup();
+    let client = stdio_client(&s).await;
+    let r = call(
+        &client,
+        "read",
+        json!({"path": "notes.txt", "offset": 2, "limit": 1}),
+    )
+    .await;
+    assert_eq!(structured(&r)["text"], "beta\n");
+    call(
+        &client,
+        "write",
+        json!({"path": "out/new.txt", "content": "one two"}),
+    )
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(s.ws().join("out/new.txt")).unwrap(),
+        "one two"
+    );
+    let r = call(
+        &client,
+        "edit",
+        json!({"path": "out/new.txt", "old_string": "two", "new_string": "three"}),
+    )
+    .await;
+    assert_eq!(r.is_error, Some(false));
+    assert_eq!(
+        std::fs::read_to_string(s.ws().join("out/new.txt")).unwrap(),
+        "one three"
+    );
+    let r = call(
+        &client,
+        "edit",
+        json!({"path": "notes.txt", "old_string": "zzz", "new_string": "x"}),
+    )
+    .await;
+    assert_eq!(r.is_error, Some(true));
+    let r = call(&client, "list", json!({})).await;
+    let listing = structured(&r);
+    let names: Vec<&str> = listing["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"notes.txt") && names.contains(&"src"));
+    let r = call(&client, "grep", json!({"pattern": "TODO"})).await;
+    assert_eq!(structured(&r)["matches"][0]["path"], "src/main.rs");
+    // The token lives in the state directory inside the workspace: grep never sees it.
+    let r = call(&client, "grep", json!({"pattern": TOKEN})).await;
+    assert_eq!(structured(&r)["matches"], json!([]));
+
+    std::os::unix::fs::symlink(s.ws().join(".warden"), s.ws().join("innocent")).unwrap();
+    std::os::unix::fs::symlink("/etc", s.ws().join("etc-link")).unwrap();
+    for (tool, args) in [
+        ("read", json!({"path": "../../../../etc/passwd"})),
+        ("read", json!({"path": "/etc/passwd"})),
+        ("read", json!({"path": ".warden/exec-approvals.json"})),
+        ("read", json!({"path": "innocent/exec-approvals.json"})),
+        ("read", json!({"path": "etc-link/passwd"})),
+        (
+            "write",
+            json!({"path": ".warden/exec-approvals.json", "content": "{}"}),
+        ),
+        (
+            "write",
+            json!({"path": "innocent/config.toml", "content": "x"}),
+        ),
+        ("write", json!({"path": "/tmp/escape.txt", "content": "x"})),
+        (
+            "edit",
+            json!({"path": ".warden/config.toml", "old_string": "gateway", "new_string": "x"}),
+        ),
+        ("list", json!({"path": ".warden"})),
+        ("list", json!({"path": "innocent"})),
+        ("grep", json!({"pattern": "token", "path": "innocent"})),
+    ] {
+        let r = call(&client, tool, args.clone()).await;
+        assert_eq!(
+            r.is_error,
+            Some(true),
+            "{tool} {args} was allowed: {:?}",
+            r.structured_content
+        );
+        assert!(
+            structured(&r)["error"].as_str().unwrap().contains("denied"),
+            "{tool} {args}: {:?}",
+            r.structured_content
+        );
+    }
+    assert!(!Path::new("/tmp/escape.txt").exists());
+    let config = std::fs::read_to_string(s.home.join("config.toml")).unwrap();
+    assert!(config.contains("gateway"));
+    client.cancel().await.unwrap();
+}
+
+/// A running `warden gateway run` and the address it listens on.
+struct Gateway {
+    child: Child,
+    addr: String,
+}
+
+impl Gateway {
+    fn start(s: &Setup) -> Gateway {
+        let mut child = warden_in(&s.home)
+            .args([
+                "gateway",
+                "run",
+                "--listen",
+                "127.0.0.1:0",
+                "--agent",
+                "coder",
+                "--workspace",
+            ])
+            .arg(s.ws())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .split("http://")
+            .nth(1)
+            .unwrap()
+            .split('/')
+            .next()
+            .unwrap()
+            .to_owned();
+        Gateway { child, addr }
+    }
+
+    fn raw(&self, request: &str) -> String {
+        let mut stream = std::net::TcpStream::connect(&self.addr).unwrap();
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut response = String::new();
+        let _ = stream.read_to_string(&mut response);
+        response
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn http_client(g: &Gateway, token: &str) -> RunningService<RoleClient, ()> {
+    let config =
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            format!("http://{}/mcp", g.addr),
+        )
+        .auth_header(token);
+    ().serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_endpoint_requires_the_token_checks_hosts_and_serves_the_tools() {
+    let s = setup();
+    let g = Gateway::start(&s);
+    let token = String::from_utf8(
+        warden_in(&s.home)
+            .args(["gateway", "token"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .trim()
+    .to_owned();
+    assert!(token.len() >= 43);
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let post = |auth: &str, host: &str| {
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    assert!(
+        g.raw(&post("", &g.addr)).starts_with("HTTP/1.1 401"),
+        "no token"
+    );
+    assert!(
+        g.raw(&post("Authorization: Bearer wrong\r\n", &g.addr))
+            .starts_with("HTTP/1.1 401"),
+        "wrong token"
+    );
+    let rebinding = g.raw(&post(
+        &format!("Authorization: Bearer {token}\r\n"),
+        "evil.example.com",
+    ));
+    assert!(
+        rebinding.starts_with("HTTP/1.1 4"),
+        "a foreign Host header must be refused: {rebinding}"
+    );
+    assert!(
+        g.raw(&post(
+            &format!("Authorization: Bearer {token}\r\n"),
+            &g.addr
+        ))
+        .starts_with("HTTP/1.1 200")
+    );
+    assert!(
+        g.raw("GET /bridge HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .starts_with("HTTP/1.1 401")
+    );
+
+    let client = http_client(&g, &token).await;
+    assert_eq!(client.list_all_tools().await.unwrap().len(), 7);
+    let r = call(&client, "exec", json!({"command": "echo over http"})).await;
+    assert_eq!(structured(&r)["stdout"], "over http\n");
+    let r = call(&client, "read", json!({"path": ".warden/gateway-token"})).await;
+    assert_eq!(
+        r.is_error,
+        Some(true),
+        "the gateway token must not be readable by the agent"
+    );
+    client.cancel().await.unwrap();
+}
+
+fn pids_of(cmdline: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).replace('\0', " ").trim() == cmdline)
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_shuts_the_gateway_down_and_kills_in_flight_runs() {
+    let s = setup();
+    let mut g = Gateway::start(&s);
+    let token = String::from_utf8(
+        warden_in(&s.home)
+            .args(["gateway", "token"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .trim()
+    .to_owned();
+    let client = http_client(&g, &token).await;
+    let marker = "sleep 317";
+    let in_flight = tokio::spawn(async move {
+        let _ = client
+            .call_tool(
+                CallToolRequestParams::new("exec").with_arguments(
+                    json!({"argv": ["sleep", "317"]})
+                        .as_object()
+                        .unwrap()
+                        .clone(),
+                ),
+            )
+            .await;
+    });
+    let mut pids = Vec::new();
+    for _ in 0..200 {
+        pids = pids_of(marker);
+        if !pids.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!pids.is_empty(), "the run never started");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(g.child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = g.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the gateway did not stop"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "{status:?}");
+    for pid in pids {
+        assert!(wait_gone(pid), "in-flight run {pid} survived the shutdown");
+    }
+    in_flight.abort();
+}
