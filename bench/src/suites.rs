@@ -20,6 +20,9 @@ pub async fn run_all(report: &mut Report, quick: bool, filter: &[&String]) -> an
     if wanted("exec-gateway") {
         exec_gateway(report, quick).await?;
     }
+    if wanted("exec-sandbox") {
+        exec_sandbox(report, quick).await?;
+    }
     if wanted("decide") {
         decide(report, quick).await?;
     }
@@ -348,6 +351,7 @@ async fn exec_gateway(report: &mut Report, quick: bool) -> anyhow::Result<()> {
         default_cwd: "/".into(),
         approvals: std::sync::Arc::new(runner::NoApprover),
         clock,
+        gate: runner::Gate::Policy,
     });
     let cancel = tokio_util::sync::CancellationToken::new();
     let (base, warden) = compare(
@@ -388,6 +392,138 @@ async fn exec_gateway(report: &mut Report, quick: bool) -> anyhow::Result<()> {
             baseline: "bare tokio::process spawn+wait of /bin/true",
             unit: "ms",
             max_ratio: 1.15,
+            iterations,
+        },
+        base,
+        warden,
+    );
+    Ok(())
+}
+
+/// `exec-sandbox`: `/bin/true` through the runner on the sandbox host (bubblewrap +
+/// seccomp + Landlock, read-only profile), against bare bubblewrap with the same
+/// namespace flags.
+async fn exec_sandbox(report: &mut Report, quick: bool) -> anyhow::Result<()> {
+    let dirs: Vec<std::path::PathBuf> = sandbox::bwrap::TRUSTED_BWRAP_DIRS
+        .iter()
+        .map(std::path::PathBuf::from)
+        .collect();
+    let Ok(bwrap) = sandbox::bwrap::find_bwrap(&dirs) else {
+        println!("exec-sandbox: SKIPPED (bubblewrap is not installed)");
+        return Ok(());
+    };
+    let helper = std::env::current_exe()?.with_file_name("warden-sandbox-helper");
+    if !helper.exists() {
+        bail!(
+            "the warden binary (the sandbox helper) was not found next to the bench binary: {}",
+            helper.display()
+        );
+    }
+    let (warmup, iterations) = if quick { (2, 5) } else { (20, 200) };
+    let workspace = std::env::temp_dir().join(format!("warden-bench-sb-{}", std::process::id()));
+    std::fs::create_dir_all(&workspace)?;
+    let policy = sandbox::SandboxPolicy {
+        writable_paths: vec![workspace.clone()],
+        readable_extra_paths: Vec::new(),
+        hidden_paths: Vec::new(),
+        network: false,
+        landlock: sandbox::LandlockMode::Auto,
+    };
+    let sb = std::sync::Arc::new(
+        sandbox::Bwrap::new(policy, helper, &dirs).map_err(|e| anyhow::anyhow!(e.0))?,
+    );
+    let readonly: std::sync::Arc<dyn caps::Shell> =
+        std::sync::Arc::new(sb.shell(sandbox::Profile::ReadOnly));
+    let home = std::env::temp_dir().join(format!("warden-bench-sbh-{}", std::process::id()));
+    std::fs::create_dir_all(&home)?;
+    std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
+    let fs: std::sync::Arc<caps::LocalFs> = std::sync::Arc::new(caps::LocalFs::new("/")?);
+    let store = approvals::Store::new(
+        fs.clone(),
+        approvals::StoreConfig {
+            path: home.join("exec-approvals.json"),
+            owner_uid: nix::unistd::geteuid().as_raw(),
+            home: home.clone(),
+            case: policy::CaseMode::Sensitive,
+        },
+    );
+    let clock: std::sync::Arc<dyn approvals::Clock> = std::sync::Arc::new(approvals::SystemClock);
+    let runner = runner::Runner::new(runner::RunnerHost {
+        label: "sandbox".into(),
+        fs,
+        shell: std::sync::Arc::clone(&readonly),
+        store,
+        config: policy::Config::parse(
+            "[sandbox]\npermission_mode = \"readonly\"\n",
+            std::path::Path::new("config.toml"),
+        )?,
+        host_env: std::collections::BTreeMap::new(),
+        trusted_path: policy::TrustedPath::parse("/usr/bin:/bin"),
+        default_cwd: workspace.clone(),
+        approvals: std::sync::Arc::new(runner::NoApprover),
+        clock,
+        gate: runner::Gate::Sandbox(runner::SandboxShells {
+            readonly: std::sync::Arc::clone(&readonly),
+            writable: readonly,
+        }),
+    });
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let bwrap_args = [
+        "--die-with-parent",
+        "--new-session",
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-net",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+        "--",
+        "/bin/true",
+    ];
+    let (base, warden) = compare(
+        warmup,
+        iterations,
+        || async {
+            let status = tokio::process::Command::new(&bwrap)
+                .args(bwrap_args)
+                .stdin(Stdio::null())
+                .status()
+                .await?;
+            if !status.success() {
+                bail!("bare bwrap failed");
+            }
+            Ok(())
+        },
+        || async {
+            let request = runner::ExecRequest {
+                command: Some(runner::CommandSpec::Argv(vec!["/bin/true".into()])),
+                ..Default::default()
+            };
+            let report = runner.run(request, &runner::NoEvents, &cancel).await;
+            match report.outcome {
+                runner::Outcome::Finished { output } if output.status.success() => Ok(()),
+                other => bail!("sandboxed /bin/true failed: {other:?}"),
+            }
+        },
+    )
+    .await?;
+    let _ = std::fs::remove_dir_all(&workspace);
+    let _ = std::fs::remove_dir_all(&home);
+    report.ratio(
+        RatioSpec {
+            id: "exec-sandbox",
+            what: "/bin/true through the runner in the sandbox (bwrap + seccomp + Landlock helper, read-only profile)",
+            baseline: "bare bwrap with the same namespace flags",
+            unit: "ms",
+            max_ratio: 1.10,
             iterations,
         },
         base,

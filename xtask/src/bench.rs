@@ -10,6 +10,15 @@ use anyhow::{Context, bail};
 pub fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out_dir = root.join("target/bench");
+    // The sandbox benchmark runs the `warden` binary inside bubblewrap as its helper.
+    let built = Command::new(&cargo)
+        .args(["build", "--release", "--locked", "--package", "warden-cli"])
+        .current_dir(root)
+        .status()
+        .context("building the warden binary")?;
+    if !built.success() {
+        bail!("building the warden binary failed ({built})");
+    }
     let status = Command::new(cargo)
         .args([
             "run",

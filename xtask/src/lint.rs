@@ -52,6 +52,7 @@ const BANNED: &[Banned] = &[
 const ALLOWED_PREFIXES: &[&str] = &[
     "crates/caps/src/providers/local/",
     "crates/caps/src/providers/bounded/",
+    "crates/sandbox/",
     "crates/cli/",
     "xtask/",
     "bench/",
@@ -72,6 +73,7 @@ const ALLOWED_DEPS: &[(&str, &[&str])] = &[
     ("policy", &["caps"]),
     ("approvals", &["caps", "policy"]),
     ("runner", &["caps", "policy", "approvals"]),
+    ("sandbox", &["caps"]),
     ("gateway", &["caps", "policy", "approvals", "runner"]),
     ("cli", &["*"]),
     ("bench", &["*"]),

@@ -9,9 +9,11 @@
 
 mod approver_ui;
 mod cmd_approvals;
+mod cmd_doctor;
 mod cmd_exec;
 mod cmd_gateway;
 mod cmd_policy;
+mod compose;
 mod exit;
 mod host;
 
@@ -45,9 +47,19 @@ enum Command {
     Gateway(cmd_gateway::GatewayCommand),
     /// Serve the agent-facing MCP tools over stdio (for agent clients that spawn tools).
     Mcp(cmd_gateway::McpArgs),
+    /// Check what this machine can do (sandbox, namespaces, seccomp, Landlock, engines).
+    Doctor(cmd_doctor::DoctorArgs),
+    /// Operator controls for the sandbox host (time-limited direct mode).
+    #[command(subcommand)]
+    Sandbox(cmd_doctor::SandboxCommand),
 }
 
 fn main() {
+    // The in-sandbox helper: the last step inside bubblewrap, before anything else runs.
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(sandbox::helper::SUBCOMMAND) {
+        sandbox::helper::main(&args[2..]);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("WARDEN_LOG")
@@ -62,6 +74,8 @@ fn main() {
         Command::Approvals(command) => cmd_approvals::run(command),
         Command::Gateway(command) => cmd_gateway::run(command),
         Command::Mcp(args) => cmd_gateway::mcp(args),
+        Command::Doctor(args) => cmd_doctor::run(args),
+        Command::Sandbox(command) => cmd_doctor::sandbox(command),
     };
     std::process::exit(code);
 }

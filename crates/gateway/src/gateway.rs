@@ -22,10 +22,21 @@ pub enum SandboxRoute {
     Unavailable(String),
 }
 
+/// Direct execution: an operator may switch `host = sandbox` to run without an OS
+/// sandbox for a limited time (a TTL recorded in a file); once it expires, commands are
+/// sandboxed again without anyone having to remember.
+pub struct DirectMode {
+    /// Runs commands directly on this machine.
+    pub runner: Box<Runner>,
+    /// Tells whether direct mode is on now.
+    pub active: Box<dyn Fn() -> bool + Send + Sync>,
+}
+
 /// Everything behind the agent-facing tools.
 pub struct Gateway {
     runner: Runner,
     sandbox: SandboxRoute,
+    direct: Option<DirectMode>,
     sessions: Sessions,
     files: Option<FileTools>,
     shutdown: CancellationToken,
@@ -51,9 +62,34 @@ impl Gateway {
         Gateway {
             runner,
             sandbox,
+            direct: None,
             sessions: Sessions::default(),
             files,
             shutdown: CancellationToken::new(),
+        }
+    }
+
+    /// Enable the operator's direct-execution switch (see [`DirectMode`]).
+    pub fn with_direct_mode(mut self, direct: DirectMode) -> Self {
+        self.direct = Some(direct);
+        self
+    }
+
+    /// `Ok` if `host=sandbox` can run commands, else the diagnosis.
+    pub fn sandbox_available(&self) -> Result<(), String> {
+        match &self.sandbox {
+            SandboxRoute::Available(_) => Ok(()),
+            SandboxRoute::Unavailable(why) => Err(why.clone()),
+        }
+    }
+
+    /// Whether `agent` may use the write tools (not in `readonly` permission mode).
+    pub fn writes_allowed(&self, agent: &str) -> Result<(), String> {
+        match self.config().permission_mode(Some(agent)) {
+            policy::PermissionMode::Readonly => Err(format!(
+                "agent {agent} is in readonly permission mode: write tools are refused"
+            )),
+            _ => Ok(()),
         }
     }
 
@@ -112,6 +148,13 @@ impl Gateway {
         );
         match resolved.host.value {
             Host::Gateway => self.runner.run(request, &events, &self.shutdown).await,
+            Host::Sandbox if self.direct.as_ref().is_some_and(|d| (d.active)()) => {
+                let direct = self.direct.as_ref().map(|d| &d.runner);
+                match direct {
+                    Some(runner) => runner.run(request, &events, &self.shutdown).await,
+                    None => unreachable_direct(request, resolved, &events),
+                }
+            }
             Host::Sandbox => match &self.sandbox {
                 SandboxRoute::Available(sandboxed) => {
                     sandboxed.run(request, &events, &self.shutdown).await
@@ -137,6 +180,22 @@ impl Gateway {
             ),
         }
     }
+}
+
+/// Direct mode was checked just above; if it vanished, refuse rather than guess.
+fn unreachable_direct(
+    request: ExecRequest,
+    policy: policy::ResolvedPolicy,
+    events: &dyn EventSink,
+) -> RunReport {
+    refuse(
+        request,
+        policy,
+        "sandbox",
+        SANDBOX_UNAVAILABLE,
+        "direct mode ended".into(),
+        events,
+    )
 }
 
 fn refuse(

@@ -389,6 +389,10 @@ impl WardenMcp {
                     .map(|t| json!({"path": a.path, "text": t}));
                 Ok(file_result(r, events))
             }
+            "write" | "edit" if gateway.writes_allowed(&key.agent).is_err() => {
+                let why = gateway.writes_allowed(&key.agent).err().unwrap_or_default();
+                Ok(result(json!({"error": why.clone()}), why, events, true))
+            }
             "write" => {
                 let a: WriteArgs = parse(args)?;
                 let r = files()?

@@ -35,6 +35,8 @@ pub struct AgentConfig {
     pub id: String,
     /// Its `tools.exec` overrides.
     pub exec: ExecSettings,
+    /// Its `sandbox.permission_mode` override.
+    pub permission_mode: Option<PermissionMode>,
 }
 
 /// The whole config file.
@@ -48,6 +50,121 @@ pub struct Config {
     pub max_timeout: Option<Duration>,
     /// Per-agent overrides.
     pub agents: Vec<AgentConfig>,
+    /// The `[sandbox]` table: how `host = sandbox` runs commands.
+    pub sandbox: SandboxSettings,
+}
+
+/// How commands are gated on the sandbox host (product spec §6.1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PermissionMode {
+    /// Read-only sandbox; write tools refused.
+    Readonly,
+    /// Read-only first; on a permission denial ask, and retry once writable if approved.
+    #[default]
+    Approval,
+    /// No permission gate (the sandbox still applies).
+    Unrestricted,
+}
+
+impl std::str::FromStr for PermissionMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "readonly" => Ok(PermissionMode::Readonly),
+            "approval" => Ok(PermissionMode::Approval),
+            "unrestricted" => Ok(PermissionMode::Unrestricted),
+            _ => Err(format!(
+                "invalid permission mode {s:?}: expected one of readonly, approval, unrestricted"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for PermissionMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PermissionMode::Readonly => "readonly",
+            PermissionMode::Approval => "approval",
+            PermissionMode::Unrestricted => "unrestricted",
+        })
+    }
+}
+
+/// The OS sandbox backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxBackend {
+    /// bubblewrap + seccomp + Landlock (Linux).
+    Bwrap,
+    /// Exec into a long-running container.
+    Container,
+    /// `sandbox-exec` (macOS).
+    Macos,
+    /// No OS sandbox: an explicit operator choice that runs commands directly.
+    Off,
+}
+
+impl SandboxBackend {
+    /// The default for the platform Warden was built for.
+    pub const fn for_this_platform() -> SandboxBackend {
+        if cfg!(target_os = "macos") {
+            SandboxBackend::Macos
+        } else {
+            SandboxBackend::Bwrap
+        }
+    }
+}
+
+impl std::str::FromStr for SandboxBackend {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "bwrap" => Ok(SandboxBackend::Bwrap),
+            "container" => Ok(SandboxBackend::Container),
+            "macos" => Ok(SandboxBackend::Macos),
+            "off" => Ok(SandboxBackend::Off),
+            _ => Err(format!(
+                "invalid sandbox backend {s:?}: expected one of bwrap, container, macos, off"
+            )),
+        }
+    }
+}
+
+/// `[sandbox]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SandboxSettings {
+    /// `sandbox.backend`.
+    pub backend: SandboxBackend,
+    /// `sandbox.network`: network access inside (default off).
+    pub network: bool,
+    /// `sandbox.landlock`: `auto`, `required` or `off`.
+    pub landlock: String,
+    /// `sandbox.permission_mode` (agents may override).
+    pub permission_mode: PermissionMode,
+    /// `sandbox.writable_paths`: read and write (default: the workspace).
+    pub writable_paths: Vec<std::path::PathBuf>,
+    /// `sandbox.readable_extra_paths`: read only.
+    pub readable_extra_paths: Vec<std::path::PathBuf>,
+    /// `sandbox.container.engine` (`podman` or `docker`).
+    pub container_engine: String,
+    /// `sandbox.container.name`.
+    pub container_name: Option<String>,
+}
+
+impl Default for SandboxSettings {
+    fn default() -> Self {
+        SandboxSettings {
+            backend: SandboxBackend::for_this_platform(),
+            network: false,
+            landlock: "auto".into(),
+            permission_mode: PermissionMode::default(),
+            writable_paths: Vec::new(),
+            readable_extra_paths: Vec::new(),
+            container_engine: "podman".into(),
+            container_name: None,
+        }
+    }
 }
 
 /// Timeout when neither the request nor the config names one.
@@ -185,6 +302,7 @@ impl Walker<'_> {
                     config.max_timeout = max;
                 }
                 "agents" => config.agents = self.agents(value)?,
+                "sandbox" => config.sandbox = self.sandbox(value)?,
                 other => return Err(self.unknown(other.to_owned())),
             }
         }
@@ -291,6 +409,18 @@ impl Walker<'_> {
                         "tools" => {
                             agent.exec = self.tools(&format!("{prefix}.tools"), value, false)?.0
                         }
+                        "sandbox" => {
+                            let sprefix = format!("{prefix}.sandbox");
+                            for (k, v) in self.table(&sprefix, value)? {
+                                let full = format!("{sprefix}.{k}");
+                                match k.as_str() {
+                                    "permission_mode" => {
+                                        agent.permission_mode = Some(self.parsed(&full, v)?)
+                                    }
+                                    _ => return Err(self.unknown(full)),
+                                }
+                            }
+                        }
                         other => return Err(self.unknown(format!("{prefix}.{other}"))),
                     }
                 }
@@ -298,6 +428,99 @@ impl Walker<'_> {
             }
         }
         Ok(agents)
+    }
+}
+
+impl Walker<'_> {
+    fn paths(
+        &self,
+        key: &str,
+        value: &toml::Value,
+    ) -> Result<Vec<std::path::PathBuf>, PolicyError> {
+        let list = value
+            .as_array()
+            .ok_or_else(|| self.invalid(key, value, "expected a list of absolute paths"))?;
+        let mut out = Vec::new();
+        for item in list {
+            let text = self.string(key, item)?;
+            let path = std::path::PathBuf::from(text);
+            if !path.is_absolute() || text.contains('\0') {
+                return Err(self.invalid(key, item, "expected an absolute path"));
+            }
+            if path
+                .components()
+                .any(|c| c == std::path::Component::ParentDir)
+            {
+                return Err(self.invalid(key, item, "`..` is not allowed in authorized paths"));
+            }
+            out.push(path);
+        }
+        Ok(out)
+    }
+
+    fn sandbox(&self, value: &toml::Value) -> Result<SandboxSettings, PolicyError> {
+        let mut s = SandboxSettings::default();
+        for (key, value) in self.table("sandbox", value)? {
+            let full = format!("sandbox.{key}");
+            match key.as_str() {
+                "backend" => s.backend = self.parsed(&full, value)?,
+                "network" => {
+                    s.network = value
+                        .as_bool()
+                        .ok_or_else(|| self.invalid(&full, value, "expected true or false"))?
+                }
+                "landlock" => {
+                    let mode = self.string(&full, value)?;
+                    if !["auto", "required", "off"].contains(&mode) {
+                        return Err(self.invalid(
+                            &full,
+                            value,
+                            "expected one of auto, required, off",
+                        ));
+                    }
+                    s.landlock = mode.to_owned();
+                }
+                "permission_mode" => s.permission_mode = self.parsed(&full, value)?,
+                "writable_paths" => s.writable_paths = self.paths(&full, value)?,
+                "readable_extra_paths" => s.readable_extra_paths = self.paths(&full, value)?,
+                "container" => {
+                    for (k, v) in self.table(&full, value)? {
+                        let key = format!("{full}.{k}");
+                        match k.as_str() {
+                            "engine" => {
+                                let e = self.string(&key, v)?;
+                                if !["podman", "docker"].contains(&e) {
+                                    return Err(self.invalid(&key, v, "expected podman or docker"));
+                                }
+                                s.container_engine = e.to_owned();
+                            }
+                            "name" => s.container_name = Some(self.string(&key, v)?.to_owned()),
+                            _ => return Err(self.unknown(key)),
+                        }
+                    }
+                }
+                _ => return Err(self.unknown(full)),
+            }
+        }
+        if s.backend == SandboxBackend::Container && s.container_name.is_none() {
+            return Err(PolicyError::InvalidValue {
+                file: self.file.to_path_buf(),
+                key: "sandbox.container.name".into(),
+                value: "(missing)".into(),
+                expected: "the container backend needs the name of a running container".into(),
+            });
+        }
+        Ok(s)
+    }
+}
+
+impl Config {
+    /// The permission mode for `agent` (its override, else the global one).
+    pub fn permission_mode(&self, agent: Option<&str>) -> PermissionMode {
+        agent
+            .and_then(|a| self.agent(a))
+            .and_then(|a| a.permission_mode)
+            .unwrap_or(self.sandbox.permission_mode)
     }
 }
 
@@ -343,6 +566,39 @@ mod tests {
         assert_eq!(coder.exec.security, Some(Security::Full));
         assert_eq!(coder.exec.ask, Some(Ask::Always));
         assert!(c.agent("other").is_none());
+    }
+
+    #[test]
+    fn sandbox_settings_parse_and_are_validated() {
+        let c = parse(
+            "[sandbox]\nbackend = \"bwrap\"\nnetwork = true\nlandlock = \"required\"\npermission_mode = \"readonly\"\n\
+             writable_paths = [\"/work\"]\nreadable_extra_paths = [\"/opt/data\"]\n\
+             [[agents.list]]\nid = \"a\"\nsandbox.permission_mode = \"unrestricted\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.sandbox.backend, SandboxBackend::Bwrap);
+        assert!(c.sandbox.network);
+        assert_eq!(
+            c.sandbox.writable_paths,
+            vec![std::path::PathBuf::from("/work")]
+        );
+        assert_eq!(c.permission_mode(Some("a")), PermissionMode::Unrestricted);
+        assert_eq!(c.permission_mode(Some("b")), PermissionMode::Readonly);
+        for (text, expected) in [
+            ("[sandbox]\nbackend = \"vm\"", "`sandbox.backend`"),
+            ("[sandbox]\nwritable_paths = [\"relative\"]", "absolute"),
+            ("[sandbox]\nwritable_paths = [\"/a/../etc\"]", "`..`"),
+            ("[sandbox]\nnetwork = \"yes\"", "true or false"),
+            (
+                "[sandbox]\nbackend = \"container\"",
+                "sandbox.container.name",
+            ),
+            ("[sandbox]\ncontainer.engine = \"lxc\"", "podman or docker"),
+            ("[sandbox]\nwat = 1", "unknown key `sandbox.wat`"),
+        ] {
+            let err = parse(text).unwrap_err().to_string();
+            assert!(err.contains(expected), "{text}: {err}");
+        }
     }
 
     #[test]

@@ -23,6 +23,8 @@ pub enum AllowReason {
     FallbackFull,
     /// No approver answered, `askFallback=allowlist`, and the allowlist is satisfied.
     FallbackAllowlist,
+    /// `host=sandbox`: the OS sandbox confines it and the permission mode gates writes.
+    Sandboxed,
 }
 
 /// Why a human must be asked.

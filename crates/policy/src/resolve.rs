@@ -249,6 +249,7 @@ mod tests {
                     node: Some("box".into()),
                     ..Default::default()
                 },
+                ..Default::default()
             }],
             ..Default::default()
         }
@@ -380,7 +381,7 @@ mod tests {
             };
             let config = Config {
                 exec: ExecSettings { security: g_sec, ask: g_ask, ..Default::default() },
-                agents: vec![AgentConfig { id: "a".into(), exec: ExecSettings { security: a_sec, ask: a_ask, ..Default::default() } }],
+                agents: vec![AgentConfig { id: "a".into(), exec: ExecSettings { security: a_sec, ask: a_ask, ..Default::default() }, ..Default::default() }],
                 ..Default::default()
             };
             let params = ExecParams { security: p_sec, ask: p_ask, ..Default::default() };

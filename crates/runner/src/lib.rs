@@ -14,6 +14,6 @@ mod run;
 pub use approver::{Approvals, NoApprover, SocketApprovals};
 pub use events::{CollectEvents, EventSink, ExecEvent, NoEvents};
 pub use run::{
-    CommandSpec, ExecRequest, Executed, Outcome, RunReport, Runner, RunnerHost, SHELL,
-    caps_exit_code, new_run_id, shell_argv,
+    CommandSpec, ExecRequest, Executed, Gate, Outcome, READ_ONLY_FS, RunReport, Runner, RunnerHost,
+    SHELL, SandboxShells, caps_exit_code, new_run_id, shell_argv,
 };

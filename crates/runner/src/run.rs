@@ -127,6 +127,30 @@ pub struct Executed {
     pub rebuilt: bool,
 }
 
+/// What decides whether a command may run on this host.
+#[derive(Clone)]
+pub enum Gate {
+    /// security, ask and the allowlist (the gateway and node hosts).
+    Policy,
+    /// The OS sandbox confines every command; the permission mode gates writes.
+    Sandbox(SandboxShells),
+}
+
+/// The two sandbox profiles a sandboxed host runs commands with.
+#[derive(Clone)]
+pub struct SandboxShells {
+    /// Authorized paths read-only.
+    pub readonly: Arc<dyn Shell>,
+    /// Authorized writable paths writable.
+    pub writable: Arc<dyn Shell>,
+}
+
+/// How a write blocked by the read-only profile reaches us: the kernel returns `EROFS`
+/// (the authorized paths are read-only bind mounts) and the command reports it with the
+/// standard `strerror` text. Approval mode retries only runs that failed *and* reported
+/// it. A command that swallows the error is not retried.
+pub const READ_ONLY_FS: &str = "Read-only file system";
+
 /// This host, as the runner sees it. Everything is a value: providers, clock, approver.
 #[derive(Clone)]
 pub struct RunnerHost {
@@ -150,6 +174,8 @@ pub struct RunnerHost {
     pub approvals: Arc<dyn Approvals>,
     /// Time.
     pub clock: Arc<dyn Clock>,
+    /// What decides (policy for gateway/node, the sandbox for the sandbox host).
+    pub gate: Gate,
 }
 
 /// Runs commands on one host.
@@ -280,6 +306,14 @@ impl Runner {
                 return report;
             }
         };
+
+        if let Gate::Sandbox(shells) = &host.gate {
+            return self
+                .run_sandboxed(
+                    report, shells, command, &request, &cwd, env, timeout, events, cancel,
+                )
+                .await;
+        }
 
         // Decide, asking a human if the table says so.
         let mut decision = explanation.decision.clone();
@@ -433,6 +467,144 @@ impl Runner {
             Err(e) => {
                 events.emit(ExecEvent::Finished {
                     run_id,
+                    host: host.label.clone(),
+                    code: caps_exit_code(&e),
+                    signal: None,
+                    timed_out: false,
+                    tail: e.to_string(),
+                });
+                report.outcome = error(e.to_string(), caps_exit_code(&e));
+            }
+        }
+        report
+    }
+
+    /// `host=sandbox`: run confined; the permission mode decides about writes.
+    #[allow(clippy::too_many_arguments)]
+    async fn run_sandboxed(
+        &self,
+        mut report: RunReport,
+        shells: &SandboxShells,
+        command: &CommandSpec,
+        request: &ExecRequest,
+        cwd: &Path,
+        env: BTreeMap<String, String>,
+        timeout: Duration,
+        events: &dyn EventSink,
+        cancel: &CancellationToken,
+    ) -> RunReport {
+        let host = &self.host;
+        let mode = host.config.permission_mode(request.agent.as_deref());
+        report.decision = Decision::Allow {
+            reason: AllowReason::Sandboxed,
+            rule: format!("host=sandbox, permission_mode={mode}"),
+        };
+        let (argv, arg0) = match command {
+            CommandSpec::Shell(text) => (shell_argv(text), None),
+            CommandSpec::Argv(argv) => match self.resolve_argv(argv, cwd) {
+                Ok(resolved) => (resolved, argv.first().cloned()),
+                Err((message, code)) => {
+                    report.outcome = error(message, code);
+                    return report;
+                }
+            },
+        };
+        report.executed = Some(Executed {
+            argv: argv.clone(),
+            rebuilt: false,
+        });
+        let mut options = ExecOptions::new(cwd, timeout);
+        options.env = env.clone();
+        options.arg0 = arg0;
+        events.emit(ExecEvent::Started {
+            run_id: report.run_id.clone(),
+            host: host.label.clone(),
+        });
+        let first = match mode {
+            policy::PermissionMode::Unrestricted => &shells.writable,
+            _ => &shells.readonly,
+        };
+        let mut result = tokio::select! {
+            r = first.exec(&argv, &options) => r,
+            _ = cancel.cancelled() => Err(CapsError::invalid("cancelled")),
+        };
+        let blocked_write = matches!(&result, Ok(out)
+            if !out.status.success() && !out.timed_out && out.combined.contains(READ_ONLY_FS));
+        if mode == policy::PermissionMode::Approval && blocked_write {
+            let plan = RunPlan {
+                program: argv[0].clone(),
+                argv: argv.clone(),
+                cwd: cwd.to_string_lossy().into_owned(),
+                env,
+                agent: request.agent.clone().unwrap_or_default(),
+                session: request.session.clone().unwrap_or_default(),
+                host: format!("{} (writable retry)", host.label),
+            };
+            let prompt = Request::Prompt(Prompt {
+                id: report.run_id.clone(),
+                command: command.display(),
+                plan_digest: plan.digest(),
+                plan,
+                security: "sandbox".into(),
+                ask: mode.to_string(),
+                reason: "write-permission: the read-only run was refused a write".into(),
+            });
+            let outcome = tokio::select! {
+                o = host.approvals.ask(&prompt) => o,
+                _ = cancel.cancelled() => AskOutcome::NoApprover("cancelled".into()),
+            };
+            let approved = matches!(&outcome, AskOutcome::Answered(r)
+                if r.answer != approvals::ipc::protocol::Answer::Deny);
+            if !approved {
+                let why = match outcome {
+                    AskOutcome::Answered(_) => "denied by the approver".to_string(),
+                    AskOutcome::TimedOut => "the approver did not answer in time".to_string(),
+                    AskOutcome::NoApprover(w) => format!("no approver: {w}"),
+                };
+                report.decision = Decision::Deny {
+                    reason: DenyReason::ApprovalDenied,
+                    rule: format!("write access was not approved ({why})"),
+                };
+                report.outcome = Outcome::Denied {
+                    reason: "rejected".into(),
+                    rule: format!(
+                        "write access was not approved ({why}); the read-only run was discarded"
+                    ),
+                };
+                events.emit(ExecEvent::Denied {
+                    run_id: report.run_id.clone(),
+                    host: host.label.clone(),
+                    reason: "rejected".into(),
+                });
+                return report;
+            }
+            result = tokio::select! {
+                r = shells.writable.exec(&argv, &options) => r,
+                _ = cancel.cancelled() => Err(CapsError::invalid("cancelled")),
+            };
+        }
+        match result {
+            Ok(output) => {
+                events.emit(ExecEvent::Finished {
+                    run_id: report.run_id.clone(),
+                    host: host.label.clone(),
+                    code: if output.timed_out {
+                        124
+                    } else {
+                        output.status.shell_code()
+                    },
+                    signal: match output.status {
+                        caps::ExitStatus::Signal(s) => Some(s),
+                        _ => None,
+                    },
+                    timed_out: output.timed_out,
+                    tail: output.tail.clone(),
+                });
+                report.outcome = Outcome::Finished { output };
+            }
+            Err(e) => {
+                events.emit(ExecEvent::Finished {
+                    run_id: report.run_id.clone(),
                     host: host.label.clone(),
                     code: caps_exit_code(&e),
                     signal: None,

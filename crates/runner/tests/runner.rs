@@ -118,6 +118,7 @@ fn world(approvals_json: &str, config: &str, answer: Option<Answer>) -> World {
         default_cwd: PathBuf::from("/work"),
         approvals: approver.clone(),
         clock: Arc::new(FixedClock),
+        gate: runner::Gate::Policy,
     };
     World {
         fs,

@@ -1,0 +1,200 @@
+//! `warden doctor`: probe what this machine can do — bubblewrap, user namespaces, a fresh
+//! `/proc`, seccomp, the Landlock ABI, a container engine — and say what that means for
+//! each host. `warden sandbox direct|status`: the operator's time-limited direct mode.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use approvals::Clock;
+use policy::SandboxBackend;
+use serde_json::json;
+
+use crate::compose::{direct_mode_path, direct_until, set_direct_mode};
+use crate::exit;
+use crate::host::HostFacts;
+
+/// Arguments of `warden doctor`.
+#[derive(Debug, clap::Args)]
+pub struct DoctorArgs {
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `warden sandbox ...`
+#[derive(Debug, clap::Subcommand)]
+pub enum SandboxCommand {
+    /// Run host=sandbox commands WITHOUT an OS sandbox for a limited time (operator only).
+    Direct {
+        /// How long (e.g. 10m, 1h; at most 24h). Direct mode then ends by itself.
+        #[arg(long, value_parser = humantime::parse_duration, required_unless_present = "off")]
+        ttl: Option<Duration>,
+        /// End direct mode now.
+        #[arg(long)]
+        off: bool,
+    },
+    /// Show whether direct mode is on.
+    Status,
+}
+
+fn line(ok: bool, name: &str, detail: &str) -> String {
+    format!("{} {name:<18} {detail}\n", if ok { "ok " } else { "NO " })
+}
+
+/// Run `warden doctor`: exit 0 when the configured sandbox backend is usable.
+pub fn run(args: DoctorArgs) -> i32 {
+    let facts = match HostFacts::read() {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("warden: {e:#}");
+            return exit::WARDEN_ERROR;
+        }
+    };
+    let dirs: Vec<PathBuf> = sandbox::bwrap::TRUSTED_BWRAP_DIRS
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+    let report = sandbox::probe::probe(&dirs);
+    let config = facts.config();
+    let backend = config
+        .as_ref()
+        .map(|c| c.sandbox.backend)
+        .unwrap_or(SandboxBackend::for_this_platform());
+    let engine = config
+        .as_ref()
+        .map(|c| c.sandbox.container_engine.clone())
+        .unwrap_or_else(|_| "podman".into());
+    let container_name = config
+        .as_ref()
+        .ok()
+        .and_then(|c| c.sandbox.container_name.clone())
+        .unwrap_or_default();
+    let engine_probe = sandbox::container::probe_engine(&sandbox::container::ContainerConfig {
+        engine: engine.clone(),
+        container: container_name,
+        engine_dirs: sandbox::container::TRUSTED_ENGINE_DIRS
+            .iter()
+            .map(PathBuf::from)
+            .collect(),
+    });
+    let gateway = facts.gateway(None);
+    let sandbox_status = match (&gateway, backend) {
+        (Err(e), _) => Err(format!("{e:#}")),
+        (Ok(_), SandboxBackend::Off) => {
+            Ok("backend = off: commands run directly (an explicit operator choice)".to_string())
+        }
+        (Ok(_), SandboxBackend::Bwrap) => match &report.bwrap_unavailable {
+            Some(why) => Err(why.clone()),
+            None => Ok(format!(
+                "bubblewrap + seccomp{}",
+                if report.landlock_abi >= 1 {
+                    format!(" + Landlock ABI {}", report.landlock_abi)
+                } else {
+                    String::new()
+                }
+            )),
+        },
+        (Ok(_), other) => {
+            let probe = facts.gateway(None).map(|g| g.sandbox_available());
+            match probe {
+                Ok(Ok(())) => Ok(format!("{other:?} backend available")),
+                Ok(Err(why)) => Err(why),
+                Err(e) => Err(format!("{e:#}")),
+            }
+        }
+    };
+    let store = facts.store();
+    let store_status = store.load().map(|_| ()).map_err(|e| e.to_string());
+    let direct = direct_until(facts.fs().as_ref(), &direct_mode_path(&facts))
+        .filter(|u| *u > approvals::SystemClock.now_ms());
+    if args.json {
+        let v = json!({
+            "checks": report.checks,
+            "landlockAbi": report.landlock_abi,
+            "containerEngine": { "name": engine, "available": engine_probe.is_ok(), "detail": engine_probe.clone().unwrap_or_else(|e| e.0) },
+            "hosts": {
+                "sandbox": { "backend": format!("{backend:?}").to_lowercase(), "available": sandbox_status.is_ok(), "detail": sandbox_status.clone().unwrap_or_else(|e| e) , "directModeUntil": direct },
+                "gateway": { "approvalsFile": store.config().path, "usable": store_status.is_ok(), "detail": store_status.clone().err() },
+                "node": { "available": false, "detail": "no node is paired (the Bridge is not part of this version)" },
+            }
+        });
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    } else {
+        let mut out = String::from("checks\n");
+        for c in &report.checks {
+            out.push_str(&line(c.ok, &c.name, &c.detail));
+        }
+        out.push_str(&line(
+            engine_probe.is_ok(),
+            "container engine",
+            &engine_probe.clone().unwrap_or_else(|e| e.0),
+        ));
+        out.push_str("\nhosts\n");
+        out.push_str(&line(
+            sandbox_status.is_ok(),
+            "sandbox",
+            &sandbox_status.clone().unwrap_or_else(|e| {
+                format!("unavailable — every host=sandbox exec is refused: {e}")
+            }),
+        ));
+        if let Some(until) = direct {
+            out.push_str(&format!("    direct mode is ON until {until} (ms since epoch): host=sandbox runs unsandboxed\n"));
+        }
+        out.push_str(&line(
+            store_status.is_ok(),
+            "gateway",
+            &match &store_status {
+                Ok(()) => format!("approvals file {} usable", store.config().path.display()),
+                Err(e) => format!("denies everything: {e}"),
+            },
+        ));
+        out.push_str(&line(
+            false,
+            "node",
+            "no node is paired (the Bridge is not part of this version)",
+        ));
+        print!("{out}");
+    }
+    if sandbox_status.is_ok() { 0 } else { 1 }
+}
+
+/// Run `warden sandbox ...`.
+pub fn sandbox(command: SandboxCommand) -> i32 {
+    let result = (|| -> anyhow::Result<String> {
+        let facts = HostFacts::read()?;
+        match command {
+            SandboxCommand::Direct { ttl, off } => {
+                let ttl = if off { None } else { ttl };
+                Ok(match set_direct_mode(&facts, ttl)? {
+                    Some(until) => format!(
+                        "direct mode ON: host=sandbox commands run WITHOUT an OS sandbox until {until} (ms since epoch); `warden sandbox direct --off` ends it now\n"
+                    ),
+                    None => "direct mode off: host=sandbox commands run in the OS sandbox\n".into(),
+                })
+            }
+            SandboxCommand::Status => {
+                let now = approvals::SystemClock.now_ms();
+                Ok(
+                    match direct_until(facts.fs().as_ref(), &direct_mode_path(&facts)) {
+                        Some(until) if until > now => {
+                            format!("direct mode ON for another {} s\n", (until - now) / 1000)
+                        }
+                        _ => {
+                            "direct mode off: host=sandbox commands run in the OS sandbox\n".into()
+                        }
+                    },
+                )
+            }
+        }
+    })();
+    match result {
+        Ok(text) => {
+            print!("{text}");
+            0
+        }
+        Err(e) => {
+            eprintln!("warden: {e:#}");
+            exit::WARDEN_ERROR
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! Composition: the gateway of this host, built from `config.toml`, the approvals file
+//! and the machine — the local runner for `host=gateway`, the configured OS sandbox for
+//! `host=sandbox` (or its diagnosis when unavailable), the operator's direct-mode switch,
+//! and the file tools over the authorized paths.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use approvals::{Clock, Store, SystemClock};
+use caps::{Fs, LocalShell, Shell, WriteOptions};
+use gateway::{DirectMode, FileTools, Gateway, PathAuthorization, SandboxRoute};
+use policy::{Config, SandboxBackend};
+use runner::{Gate, Runner, RunnerHost, SandboxShells, SocketApprovals};
+use sandbox::{Bwrap, LandlockMode, Profile, SandboxPolicy};
+
+use crate::host::HostFacts;
+
+/// Longest direct-mode window an operator may open.
+pub const MAX_DIRECT_TTL: Duration = Duration::from_secs(24 * 3600);
+
+/// The direct-mode switch file.
+pub fn direct_mode_path(facts: &HostFacts) -> PathBuf {
+    facts.warden_home.join("direct-mode.json")
+}
+
+/// Until when direct mode is on (ms since the epoch), if the switch file says so.
+pub fn direct_until(fs: &dyn Fs, path: &Path) -> Option<u64> {
+    let text = fs.read_to_string(path).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    v["until"].as_u64()
+}
+
+/// Turn direct mode on for `ttl` (or off with `None`).
+pub fn set_direct_mode(facts: &HostFacts, ttl: Option<Duration>) -> anyhow::Result<Option<u64>> {
+    let fs = facts.fs();
+    let path = direct_mode_path(facts);
+    match ttl {
+        None => {
+            match fs.remove(&path) {
+                Ok(()) => {}
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e.into()),
+            }
+            Ok(None)
+        }
+        Some(ttl) => {
+            anyhow::ensure!(
+                !ttl.is_zero() && ttl <= MAX_DIRECT_TTL,
+                "the TTL must be between 1 second and 24 hours"
+            );
+            let until = SystemClock.now_ms() + ttl.as_millis() as u64;
+            fs.create_dir_all(&facts.warden_home, 0o700)?;
+            let body = serde_json::json!({ "until": until, "ttlSeconds": ttl.as_secs() });
+            fs.write_atomic(&path, body.to_string().as_bytes(), WriteOptions::private())?;
+            Ok(Some(until))
+        }
+    }
+}
+
+/// Authorized paths: configured, or the workspace. Each must be a real directory.
+fn authorization(config: &Config, workspace: &Path) -> anyhow::Result<PathAuthorization> {
+    let writable = if config.sandbox.writable_paths.is_empty() {
+        vec![workspace.to_path_buf()]
+    } else {
+        config.sandbox.writable_paths.clone()
+    };
+    for p in writable.iter().chain(&config.sandbox.readable_extra_paths) {
+        let meta = std::fs::symlink_metadata(p)
+            .with_context(|| format!("authorized path {} is not accessible", p.display()))?;
+        anyhow::ensure!(
+            meta.is_dir(),
+            "authorized path {} must be a real directory (symlinks are refused)",
+            p.display()
+        );
+    }
+    Ok(PathAuthorization {
+        writable_paths: writable,
+        readable_extra_paths: config.sandbox.readable_extra_paths.clone(),
+    })
+}
+
+fn runner_host(
+    facts: &HostFacts,
+    config: &Config,
+    store: &Store,
+    workspace: &Path,
+    label: &str,
+    shell: Arc<dyn Shell>,
+    gate: Gate,
+) -> RunnerHost {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    RunnerHost {
+        label: label.into(),
+        fs: facts.fs(),
+        shell,
+        store: store.clone(),
+        config: config.clone(),
+        host_env: facts.env.clone(),
+        trusted_path: facts.trusted_path.clone(),
+        default_cwd: workspace.to_path_buf(),
+        approvals: Arc::new(SocketApprovals::new(
+            store.clone(),
+            Arc::clone(&clock),
+            approvals::ipc::DEFAULT_APPROVAL_TIMEOUT,
+        )),
+        clock,
+        gate,
+    }
+}
+
+/// The read-only and writable shells of a sandbox backend.
+type ProfileShells = (Arc<dyn Shell>, Arc<dyn Shell>);
+
+/// The sandbox route for the configured backend, or its diagnosis.
+fn sandbox_route(
+    facts: &HostFacts,
+    config: &Config,
+    store: &Store,
+    workspace: &Path,
+    auth: &PathAuthorization,
+    state_dir: &Path,
+) -> SandboxRoute {
+    let policy = SandboxPolicy {
+        writable_paths: auth.writable_paths.clone(),
+        readable_extra_paths: auth.readable_extra_paths.clone(),
+        hidden_paths: vec![state_dir.to_path_buf()],
+        network: config.sandbox.network,
+        landlock: config
+            .sandbox
+            .landlock
+            .parse()
+            .unwrap_or(LandlockMode::Auto),
+    };
+    let shells: Result<ProfileShells, String> = match config.sandbox.backend {
+        SandboxBackend::Bwrap => sandbox_bwrap(policy),
+        SandboxBackend::Macos => {
+            sandbox::seatbelt::SeatbeltShell::new(policy.clone(), Profile::ReadOnly)
+                .and_then(|ro| {
+                    Ok((
+                        ro,
+                        sandbox::seatbelt::SeatbeltShell::new(policy, Profile::Writable)?,
+                    ))
+                })
+                .map(|(ro, rw)| {
+                    (
+                        Arc::new(ro) as Arc<dyn Shell>,
+                        Arc::new(rw) as Arc<dyn Shell>,
+                    )
+                })
+                .map_err(|e| e.0)
+        }
+        SandboxBackend::Container => {
+            let container = sandbox::container::ContainerConfig {
+                engine: config.sandbox.container_engine.clone(),
+                container: config.sandbox.container_name.clone().unwrap_or_default(),
+                engine_dirs: sandbox::bwrap::TRUSTED_BWRAP_DIRS
+                    .iter()
+                    .map(PathBuf::from)
+                    .collect(),
+            };
+            sandbox::container::ContainerShell::new(container)
+                .map(|c| {
+                    let c: Arc<dyn Shell> = Arc::new(c);
+                    (Arc::clone(&c), c)
+                })
+                .map_err(|e| e.0)
+        }
+        SandboxBackend::Off => {
+            // An explicit operator choice: commands run directly on this machine.
+            let local: Arc<dyn Shell> = Arc::new(LocalShell::new());
+            Ok((Arc::clone(&local), local))
+        }
+    };
+    match shells {
+        Err(why) => SandboxRoute::Unavailable(why),
+        Ok((readonly, writable)) => {
+            let label = if config.sandbox.backend == SandboxBackend::Off {
+                "sandbox(off)"
+            } else {
+                "sandbox"
+            };
+            let gate = Gate::Sandbox(SandboxShells {
+                readonly,
+                writable: Arc::clone(&writable),
+            });
+            SandboxRoute::Available(Box::new(Runner::new(runner_host(
+                facts, config, store, workspace, label, writable, gate,
+            ))))
+        }
+    }
+}
+
+fn sandbox_bwrap(policy: SandboxPolicy) -> Result<ProfileShells, String> {
+    let exe = std::env::current_exe()
+        .map_err(|e| format!("cannot locate the warden binary for the sandbox helper: {e}"))?;
+    // The dedicated helper binary when installed next to `warden`; else `warden` itself.
+    let small = exe.with_file_name("warden-sandbox-helper");
+    let helper = if small.is_file() { small } else { exe };
+    let dirs: Vec<PathBuf> = sandbox::bwrap::TRUSTED_BWRAP_DIRS
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+    let bwrap = Arc::new(Bwrap::new(policy, helper, &dirs).map_err(|e| e.0)?);
+    // bubblewrap present is not enough: the kernel must let it build its namespaces.
+    sandbox::probe::namespaces_work(bwrap.bwrap_path())?;
+    Ok((
+        Arc::new(bwrap.shell(Profile::ReadOnly)),
+        Arc::new(bwrap.shell(Profile::Writable)),
+    ))
+}
+
+impl HostFacts {
+    /// The gateway of this host, with `workspace` (default: the current directory) as the
+    /// default working directory and file-tools root.
+    pub fn gateway(&self, workspace: Option<&Path>) -> anyhow::Result<Gateway> {
+        let config = self.config()?;
+        let store = self.store();
+        let workspace = self.absolute(workspace.unwrap_or(&self.cwd));
+        let workspace = std::fs::canonicalize(&workspace)
+            .with_context(|| format!("workspace {} is not accessible", workspace.display()))?;
+        let state_dir =
+            std::fs::canonicalize(&self.warden_home).unwrap_or_else(|_| self.warden_home.clone());
+        let auth = authorization(&config, &workspace)?;
+        let local: Arc<dyn Shell> = Arc::new(LocalShell::new());
+        let gateway_runner = Runner::new(runner_host(
+            self,
+            &config,
+            &store,
+            &workspace,
+            "gateway",
+            Arc::clone(&local),
+            Gate::Policy,
+        ));
+        let sandbox = sandbox_route(self, &config, &store, &workspace, &auth, &state_dir);
+        let files = FileTools::open(&auth, Some(state_dir))?;
+        let direct_runner = Runner::new(runner_host(
+            self,
+            &config,
+            &store,
+            &workspace,
+            "direct",
+            Arc::clone(&local),
+            Gate::Sandbox(SandboxShells {
+                readonly: Arc::clone(&local),
+                writable: local,
+            }),
+        ));
+        let fs = self.fs();
+        let switch = direct_mode_path(self);
+        let direct = DirectMode {
+            runner: Box::new(direct_runner),
+            active: Box::new(move || {
+                direct_until(fs.as_ref(), &switch).is_some_and(|until| SystemClock.now_ms() < until)
+            }),
+        };
+        Ok(Gateway::new(gateway_runner, sandbox, Some(files)).with_direct_mode(direct))
+    }
+}

@@ -1,0 +1,416 @@
+//! The Linux backend: every command runs under bubblewrap.
+//!
+//! Layout inside: the host root read-only; `/home`, `/root` and `/run` replaced by empty
+//! tmpfs (user data, keys and runtime sockets are not there); credential files masked;
+//! a private `/tmp`, fresh `/proc` and a minimal `/dev`; authorized paths bound back in
+//! (read-only, or writable in the writable profile) from descriptors opened and checked
+//! before launch (`--bind-fd`, so no path is looked up again); `.git/hooks` and `.git/config` of a writable path read-only; Warden's
+//! state hidden. New user, pid, ipc, uts and (unless allowed) net namespaces, a new
+//! session, death with the parent, every capability dropped — also when Warden runs as
+//! root — and two seccomp programs. The helper then applies Landlock and executes the
+//! command.
+
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use caps::process::{ProcessSpec, WorkingDir, supervise};
+use caps::{CapsError, ExecOptions, ExecOutput, Script, Shell};
+
+use crate::{LandlockMode, Profile, SandboxPolicy, Unavailable, helper, seccomp};
+
+/// Where bubblewrap may come from: system directories only, never a workspace or PATH.
+pub const TRUSTED_BWRAP_DIRS: &[&str] = &["/usr/bin", "/bin"];
+
+/// Host files masked with an empty file inside: credential stores only root should read,
+/// and which a root-mapped sandbox user could otherwise still open as their owner.
+const MASKED_FILES: &[&str] = &[
+    "/etc/shadow",
+    "/etc/gshadow",
+    "/etc/shadow-",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+];
+
+/// Host directories replaced by empty tmpfs inside.
+const HIDDEN_DIRS: &[&str] = &["/home", "/root", "/run"];
+
+/// Find a trustworthy `bwrap`: a regular, executable file in one of `dirs`, owned by root
+/// and not writable by anyone else.
+pub fn find_bwrap(dirs: &[PathBuf]) -> Result<PathBuf, Unavailable> {
+    use std::os::unix::fs::MetadataExt;
+    let mut problems = Vec::new();
+    for dir in dirs {
+        let candidate = dir.join("bwrap");
+        match std::fs::metadata(&candidate) {
+            Ok(m) if !m.is_file() => {
+                problems.push(format!("{} is not a file", candidate.display()))
+            }
+            Ok(m) if m.uid() != 0 => {
+                problems.push(format!("{} is not owned by root", candidate.display()))
+            }
+            Ok(m) if m.mode() & 0o022 != 0 => {
+                problems.push(format!("{} is writable by others", candidate.display()))
+            }
+            Ok(m) if m.mode() & 0o111 == 0 => {
+                problems.push(format!("{} is not executable", candidate.display()))
+            }
+            Ok(_) => return Ok(candidate),
+            Err(_) => {}
+        }
+    }
+    let searched: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    Err(Unavailable(if problems.is_empty() {
+        format!(
+            "bubblewrap (bwrap) was not found in the trusted directories {} — install it (Debian: apt-get install bubblewrap)",
+            searched.join(", ")
+        )
+    } else {
+        problems.join("; ")
+    }))
+}
+
+/// The Landlock ABI version the running kernel supports (0: none).
+pub fn landlock_abi() -> i64 {
+    const LANDLOCK_CREATE_RULESET_VERSION: u32 = 1;
+    // SAFETY: with a NULL attribute pointer, size 0 and the VERSION flag, this system call
+    // only returns the ABI version (or an error); it creates nothing and reads no memory.
+    let v = unsafe {
+        nix::libc::syscall(
+            nix::libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if v < 0 { 0 } else { v }
+}
+
+/// A configured bubblewrap sandbox.
+#[derive(Debug)]
+pub struct Bwrap {
+    bwrap: PathBuf,
+    helper: PathBuf,
+    policy: SandboxPolicy,
+    landlock_abi: i64,
+    seccomp_eperm: Vec<u8>,
+    seccomp_enosys: Vec<u8>,
+}
+
+fn memfd_with(name: &str, bytes: &[u8]) -> Result<OwnedFd, CapsError> {
+    let fd = rustix::fs::memfd_create(name, rustix::fs::MemfdFlags::CLOEXEC)
+        .map_err(|e| CapsError::from_io("memfd_create", name, e.into()))?;
+    let mut written = 0;
+    while written < bytes.len() {
+        written += rustix::io::write(&fd, &bytes[written..])
+            .map_err(|e| CapsError::from_io("write seccomp program", name, e.into()))?;
+    }
+    rustix::fs::seek(&fd, rustix::fs::SeekFrom::Start(0))
+        .map_err(|e| CapsError::from_io("seek", name, e.into()))?;
+    Ok(fd)
+}
+
+/// Open an authorized directory for binding: a real directory (not a symlink), by handle,
+/// so that swapping the path for a symlink after the check changes nothing.
+fn open_dir(path: &Path) -> Result<OwnedFd, CapsError> {
+    use rustix::fs::{Mode, OFlags};
+    let fd = rustix::fs::open(
+        path,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| {
+        CapsError::denied(
+            path,
+            format!("authorized path is not a real directory (symlinks are refused): {e}"),
+        )
+    })?;
+    Ok(fd)
+}
+
+impl Bwrap {
+    /// A sandbox with `policy`, using `helper` (the `warden` binary) inside. Fails closed
+    /// with a diagnosis if bubblewrap is missing or untrusted, or Landlock is required
+    /// and unsupported.
+    pub fn new(
+        policy: SandboxPolicy,
+        helper: PathBuf,
+        bwrap_dirs: &[PathBuf],
+    ) -> Result<Bwrap, Unavailable> {
+        let bwrap = find_bwrap(bwrap_dirs)?;
+        let abi = landlock_abi();
+        if policy.landlock == LandlockMode::Required && abi < 1 {
+            return Err(Unavailable(
+                "Landlock is required (sandbox.landlock = \"required\") but this kernel does not support it".into(),
+            ));
+        }
+        for p in policy
+            .writable_paths
+            .iter()
+            .chain(&policy.readable_extra_paths)
+        {
+            if !p.is_absolute() {
+                return Err(Unavailable(format!(
+                    "authorized path {} is not absolute",
+                    p.display()
+                )));
+            }
+        }
+        let seccomp_eperm =
+            seccomp::eperm_program(policy.network).map_err(|e| Unavailable(e.to_string()))?;
+        let seccomp_enosys = seccomp::enosys_program().map_err(|e| Unavailable(e.to_string()))?;
+        Ok(Bwrap {
+            bwrap,
+            helper,
+            policy,
+            landlock_abi: abi,
+            seccomp_eperm: seccomp::to_bytes(&seccomp_eperm),
+            seccomp_enosys: seccomp::to_bytes(&seccomp_enosys),
+        })
+    }
+
+    /// The bubblewrap binary in use.
+    pub fn bwrap_path(&self) -> &Path {
+        &self.bwrap
+    }
+
+    /// The Landlock ABI the kernel offers (recorded for diagnostics; 0 when absent).
+    pub fn landlock_abi(&self) -> i64 {
+        self.landlock_abi
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &SandboxPolicy {
+        &self.policy
+    }
+
+    /// A shell running commands in this sandbox with `profile`.
+    pub fn shell(self: &Arc<Self>, profile: Profile) -> SandboxShell {
+        SandboxShell {
+            sandbox: Arc::clone(self),
+            profile,
+        }
+    }
+
+    /// The bubblewrap argv (after the program) and the descriptors it refers to, in the
+    /// order they must appear in the child (3, 4, ...).
+    pub fn command_line(
+        &self,
+        profile: Profile,
+        cwd: &Path,
+        argv: &[String],
+    ) -> Result<(Vec<String>, Vec<OwnedFd>), CapsError> {
+        let mut args: Vec<String> = Vec::new();
+        let mut keep: Vec<OwnedFd> = Vec::new();
+        let push = |args: &mut Vec<String>, items: &[&str]| {
+            args.extend(items.iter().map(|s| s.to_string()))
+        };
+        push(
+            &mut args,
+            &[
+                "--die-with-parent",
+                "--new-session",
+                "--unshare-user",
+                "--unshare-pid",
+                "--unshare-ipc",
+                "--unshare-uts",
+            ],
+        );
+        if !self.policy.network {
+            push(&mut args, &["--unshare-net"]);
+        }
+        // Unprivileged bubblewrap already leaves the command no capabilities; as root it
+        // keeps them unless told otherwise. The same goes for files only root may read:
+        // the sandbox user is mapped to the caller, so as root it would still own them.
+        let as_root = nix::unistd::geteuid().is_root();
+        if as_root {
+            push(&mut args, &["--cap-drop", "ALL"]);
+        }
+        push(
+            &mut args,
+            &[
+                "--ro-bind",
+                "/",
+                "/",
+                "--dev",
+                "/dev",
+                "--proc",
+                "/proc",
+                "--tmpfs",
+                "/tmp",
+            ],
+        );
+        for dir in HIDDEN_DIRS {
+            if Path::new(dir).is_dir() {
+                push(&mut args, &["--tmpfs", dir]);
+            }
+        }
+        for file in MASKED_FILES.iter().filter(|_| as_root) {
+            if Path::new(file).exists() {
+                push(&mut args, &["--ro-bind", "/dev/null", file]);
+            }
+        }
+        // seccomp programs first: descriptors 3 and 4 in bubblewrap.
+        keep.push(memfd_with("warden-seccomp-eperm", &self.seccomp_eperm)?);
+        keep.push(memfd_with("warden-seccomp-enosys", &self.seccomp_enosys)?);
+        push(
+            &mut args,
+            &["--add-seccomp-fd", "3", "--add-seccomp-fd", "4"],
+        );
+        let bind = |args: &mut Vec<String>,
+                    keep: &mut Vec<OwnedFd>,
+                    path: &Path,
+                    writable: bool|
+         -> Result<(), CapsError> {
+            let fd = open_dir(path)?;
+            let n = 3 + keep.len();
+            keep.push(fd);
+            let dest = path.to_string_lossy().into_owned();
+            args.extend([
+                if writable {
+                    "--bind-fd"
+                } else {
+                    "--ro-bind-fd"
+                }
+                .to_owned(),
+                n.to_string(),
+                dest,
+            ]);
+            Ok(())
+        };
+        for path in &self.policy.readable_extra_paths {
+            bind(&mut args, &mut keep, path, false)?;
+        }
+        for path in &self.policy.writable_paths {
+            bind(&mut args, &mut keep, path, profile == Profile::Writable)?;
+        }
+        // Even in a writable workspace, git hooks and config would let a command plant code
+        // that runs later outside the sandbox.
+        if profile == Profile::Writable {
+            for path in &self.policy.writable_paths {
+                for sub in [".git/hooks", ".git/config"] {
+                    let p = path.join(sub);
+                    if p.exists() && !p.is_symlink() {
+                        let p = p.to_string_lossy().into_owned();
+                        args.extend(["--ro-bind".to_owned(), p.clone(), p]);
+                    }
+                }
+            }
+        }
+        // Hide Warden's state where it would be visible: outside the emptied directories,
+        // or inside a path bound back in. (Under /home or /root it is already gone.)
+        let bound: Vec<&PathBuf> = self
+            .policy
+            .writable_paths
+            .iter()
+            .chain(&self.policy.readable_extra_paths)
+            .collect();
+        for hidden in &self.policy.hidden_paths {
+            let already_gone =
+                HIDDEN_DIRS.iter().any(|d| hidden.starts_with(d)) || hidden.starts_with("/tmp");
+            let rebound = bound.iter().any(|b| hidden.starts_with(b));
+            if already_gone && !rebound {
+                continue;
+            }
+            let h = hidden.to_string_lossy().into_owned();
+            match std::fs::symlink_metadata(hidden) {
+                Ok(m) if m.is_dir() => args.extend([
+                    "--tmpfs".to_owned(),
+                    h.clone(),
+                    "--remount-ro".to_owned(),
+                    h,
+                ]),
+                Ok(_) => args.extend(["--ro-bind".to_owned(), "/dev/null".to_owned(), h]),
+                Err(_) => {}
+            }
+        }
+        // The helper must be reachable inside; bind it only where the layout hides it.
+        let helper = self.helper.to_string_lossy().into_owned();
+        if HIDDEN_DIRS.iter().any(|d| self.helper.starts_with(d)) || self.helper.starts_with("/tmp")
+        {
+            args.extend(["--ro-bind".to_owned(), helper.clone(), helper.clone()]);
+        }
+        args.extend([
+            "--chdir".to_owned(),
+            cwd.to_string_lossy().into_owned(),
+            "--".to_owned(),
+            helper,
+            helper::SUBCOMMAND.to_owned(),
+        ]);
+        let landlock = if self.landlock_abi < 1 && self.policy.landlock == LandlockMode::Auto {
+            LandlockMode::Off
+        } else {
+            self.policy.landlock
+        };
+        args.extend(helper::encode(landlock, &self.policy.writable_paths, argv));
+        Ok((args, keep))
+    }
+
+    async fn run_argv(
+        &self,
+        profile: Profile,
+        argv: &[String],
+        options: &ExecOptions,
+    ) -> caps::Result<ExecOutput> {
+        if argv.is_empty() || argv[0].is_empty() {
+            return Err(CapsError::invalid("argv must not be empty"));
+        }
+        if !options.cwd.is_absolute() {
+            return Err(CapsError::invalid(format!(
+                "working directory must be absolute, got {}",
+                options.cwd.display()
+            )));
+        }
+        let (args, keep) = self.command_line(profile, &options.cwd, argv)?;
+        let mut full = vec![self.bwrap.to_string_lossy().into_owned()];
+        full.extend(args);
+        let spec = ProcessSpec {
+            program: self.bwrap.clone(),
+            argv: full.into_iter().map(Into::into).collect(),
+            env: options
+                .env
+                .iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+            cwd: WorkingDir::Path(PathBuf::from("/")),
+            stdin: options.stdin.clone(),
+            keep_fds: keep,
+            display_name: argv[0].clone(),
+        };
+        supervise(spec, options.timeout, options.limits).await
+    }
+}
+
+/// A `caps::Shell` that runs everything in a [`Bwrap`] sandbox with one profile.
+#[derive(Clone, Debug)]
+pub struct SandboxShell {
+    sandbox: Arc<Bwrap>,
+    profile: Profile,
+}
+
+impl SandboxShell {
+    /// The profile it runs with.
+    pub fn profile(&self) -> Profile {
+        self.profile
+    }
+}
+
+#[async_trait::async_trait]
+impl Shell for SandboxShell {
+    async fn exec(&self, argv: &[String], options: &ExecOptions) -> caps::Result<ExecOutput> {
+        // argv[0] may be a path resolved on the host; inside, the same path exists (the
+        // root is the host's, read-only). `arg0` is not supported through bubblewrap.
+        self.sandbox.run_argv(self.profile, argv, options).await
+    }
+
+    async fn run(&self, script: &Script, options: &ExecOptions) -> caps::Result<ExecOutput> {
+        let shell = script.shell.to_string_lossy().into_owned();
+        self.sandbox
+            .run_argv(
+                self.profile,
+                &[shell, "-c".into(), script.source.clone()],
+                options,
+            )
+            .await
+    }
+}

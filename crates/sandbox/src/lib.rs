@@ -1,0 +1,93 @@
+//! The OS sandbox: `caps::Shell` providers that run every command confined.
+//!
+//! - [`bwrap`]: Linux bubblewrap — new user, pid, ipc, uts (and, unless allowed, net)
+//!   namespaces, a read-only root with user data hidden, writable binds only for
+//!   authorized paths, a private `/tmp`, no capabilities (even as root), seccomp filters,
+//!   and Landlock applied by a small helper right before the command executes.
+//! - [`container`]: exec into a long-running container through a Docker-compatible CLI.
+//! - [`seatbelt`]: the macOS `sandbox-exec` profile (generated and tested everywhere,
+//!   run only on macOS).
+//! - [`probe`]: what this machine can do (`warden doctor`), and the diagnosis every
+//!   refusal carries.
+//!
+//! Fail closed: when the configured backend is unavailable, constructing it fails with a
+//! diagnosis, and the gateway refuses sandboxed execs with it. There is no fallback to
+//! running unsandboxed.
+
+// The sandbox is provider code: it starts real processes and inspects real files.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
+pub mod bwrap;
+pub mod container;
+pub mod helper;
+pub mod probe;
+pub mod seatbelt;
+pub mod seccomp;
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+/// Whether Landlock must be used.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LandlockMode {
+    /// Use it where the kernel supports it.
+    #[default]
+    Auto,
+    /// Refuse to run without it.
+    Required,
+    /// Never use it.
+    Off,
+}
+
+impl std::str::FromStr for LandlockMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(LandlockMode::Auto),
+            "required" => Ok(LandlockMode::Required),
+            "off" => Ok(LandlockMode::Off),
+            _ => Err(format!(
+                "invalid landlock mode {s:?}: expected one of auto, required, off"
+            )),
+        }
+    }
+}
+
+/// What the sandbox lets a command see and touch.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SandboxPolicy {
+    /// Read and write (absolute, real directories).
+    pub writable_paths: Vec<PathBuf>,
+    /// Read only (absolute, real directories).
+    pub readable_extra_paths: Vec<PathBuf>,
+    /// Never visible inside (Warden's state directory, approvals file, token, socket).
+    pub hidden_paths: Vec<PathBuf>,
+    /// Network access (off by default: a new, empty network namespace and no sockets
+    /// beyond `AF_UNIX`).
+    pub network: bool,
+    /// Landlock as a second filesystem layer.
+    pub landlock: LandlockMode,
+}
+
+/// Which writes a run may make.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Profile {
+    /// Authorized paths are mounted read-only (only the private `/tmp` is writable).
+    ReadOnly,
+    /// Authorized writable paths are writable.
+    Writable,
+}
+
+/// Why a sandbox cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no sandbox backend is available: {0}")]
+pub struct Unavailable(pub String);
+
+/// The message the kernel's `EROFS` prints: how a write blocked by a read-only bind mount
+/// reaches us through the command's own error output.
+pub const EROFS_MESSAGE: &str = "Read-only file system";
+
+pub use bwrap::{Bwrap, SandboxShell};

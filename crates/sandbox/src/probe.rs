@@ -1,0 +1,143 @@
+//! What this machine can do for sandboxing (`warden doctor`), each check run for real:
+//! bubblewrap present and trusted, user namespaces, a fresh `/proc`, seccomp, the Landlock
+//! ABI, a container engine.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde::Serialize;
+
+use crate::bwrap::{find_bwrap, landlock_abi};
+
+/// One check.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Check {
+    /// What was checked.
+    pub name: String,
+    /// Whether it works.
+    pub ok: bool,
+    /// What was found (version, error, ABI...).
+    pub detail: String,
+}
+
+/// Every check, and what they mean for the Linux backend.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Report {
+    /// The checks, in order.
+    pub checks: Vec<Check>,
+    /// `None` if the bubblewrap backend can run; otherwise why not.
+    pub bwrap_unavailable: Option<String>,
+    /// The Landlock ABI (0: none).
+    pub landlock_abi: i64,
+}
+
+fn check(name: &str, ok: bool, detail: impl Into<String>) -> Check {
+    Check {
+        name: name.into(),
+        ok,
+        detail: detail.into(),
+    }
+}
+
+/// Run `bwrap` with `args` and `/bin/true` inside; `Err` carries bubblewrap's complaint.
+fn try_bwrap(bwrap: &Path, args: &[&str]) -> Result<(), String> {
+    let out = Command::new(bwrap)
+        .args(args)
+        .args(["--", "/bin/true"])
+        .env_clear()
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", bwrap.display()))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
+    }
+}
+
+/// Whether bubblewrap can build the namespaces the sandbox uses; `Err` is the diagnosis.
+pub fn namespaces_work(bwrap: &Path) -> Result<(), String> {
+    try_bwrap(bwrap, &["--unshare-user", "--unshare-pid", "--unshare-net", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"])
+        .map_err(|e| format!("bubblewrap cannot create the sandbox's namespaces here ({e}); user namespaces may be disabled"))
+}
+
+/// Probe the bubblewrap backend using bubblewrap from `bwrap_dirs`.
+pub fn probe(bwrap_dirs: &[PathBuf]) -> Report {
+    let mut checks = Vec::new();
+    let mut unavailable = None;
+    match find_bwrap(bwrap_dirs) {
+        Err(e) => {
+            checks.push(check("bubblewrap", false, e.0.clone()));
+            unavailable = Some(e.0);
+        }
+        Ok(bwrap) => {
+            let version = Command::new(&bwrap)
+                .arg("--version")
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+                .unwrap_or_default();
+            checks.push(check(
+                "bubblewrap",
+                true,
+                format!("{} ({version})", bwrap.display()),
+            ));
+            let userns = try_bwrap(&bwrap, &["--unshare-user", "--ro-bind", "/", "/"]);
+            checks.push(check(
+                "user namespaces",
+                userns.is_ok(),
+                userns.clone().err().unwrap_or_else(|| "available".into()),
+            ));
+            let proc_ok = try_bwrap(
+                &bwrap,
+                &[
+                    "--unshare-user",
+                    "--unshare-pid",
+                    "--ro-bind",
+                    "/",
+                    "/",
+                    "--proc",
+                    "/proc",
+                ],
+            );
+            checks.push(check(
+                "fresh /proc",
+                proc_ok.is_ok(),
+                proc_ok.clone().err().unwrap_or_else(|| "mountable".into()),
+            ));
+            if let Err(e) = userns.and(proc_ok) {
+                unavailable = Some(format!("bubblewrap cannot create its namespaces here: {e}"));
+            }
+        }
+    }
+    let seccomp = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Seccomp:"))
+                .map(str::to_owned)
+        });
+    checks.push(check(
+        "seccomp",
+        seccomp.is_some(),
+        if seccomp.is_some() {
+            "supported (filters are installed per command)".to_string()
+        } else {
+            "not supported by this kernel".to_string()
+        },
+    ));
+    let abi = landlock_abi();
+    checks.push(check(
+        "landlock",
+        abi >= 1,
+        if abi >= 1 {
+            format!("ABI {abi}")
+        } else {
+            "not supported (commands still run, without this second layer)".into()
+        },
+    ));
+    Report {
+        checks,
+        bwrap_unavailable: unavailable,
+        landlock_abi: abi,
+    }
+}

@@ -1,0 +1,239 @@
+//! The macOS backend: a `sandbox-exec` (Seatbelt) profile. Deny by default; reads
+//! allowed; writes only beneath the authorized writable paths and temporary directories;
+//! network per policy; Warden's state hidden.
+//!
+//! Paths never appear in the profile text: they are passed as parameters
+//! (`sandbox-exec -D NAME=VALUE`) and referenced with `(param "NAME")`, so a path with
+//! quotes, parentheses or newlines cannot change the profile.
+
+use std::path::{Path, PathBuf};
+
+use caps::process::{ProcessSpec, WorkingDir, supervise};
+use caps::{CapsError, ExecOptions, ExecOutput, Script, Shell};
+
+use crate::{Profile, SandboxPolicy, Unavailable};
+
+/// Where `sandbox-exec` lives on macOS.
+pub const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
+
+/// A generated profile and the parameters it references.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SeatbeltProfile {
+    /// The SBPL text (contains no caller-supplied strings).
+    pub text: String,
+    /// `-D` parameters: name and value.
+    pub params: Vec<(String, String)>,
+}
+
+impl SeatbeltProfile {
+    /// The `sandbox-exec` argv (after the program) that runs `argv` under this profile.
+    pub fn command_line(&self, argv: &[String]) -> Vec<String> {
+        let mut out = vec!["-p".to_owned(), self.text.clone()];
+        for (name, value) in &self.params {
+            out.push("-D".into());
+            out.push(format!("{name}={value}"));
+        }
+        out.push("--".into());
+        out.extend(argv.iter().cloned());
+        out
+    }
+}
+
+fn param(params: &mut Vec<(String, String)>, prefix: &str, path: &Path) -> String {
+    let name = format!(
+        "{prefix}_{}",
+        params.iter().filter(|(n, _)| n.starts_with(prefix)).count()
+    );
+    params.push((name.clone(), path.to_string_lossy().into_owned()));
+    name
+}
+
+/// The profile for `policy` with `profile`.
+pub fn profile(policy: &SandboxPolicy, profile: Profile) -> SeatbeltProfile {
+    let mut params = Vec::new();
+    let mut text = String::from(
+        "(version 1)\n\
+         (deny default)\n\
+         (allow process-exec process-fork)\n\
+         (allow signal (target same-sandbox))\n\
+         (allow sysctl-read)\n\
+         (allow mach-lookup (global-name \"com.apple.system.logger\"))\n\
+         (allow file-read*)\n\
+         (allow file-write* (subpath \"/private/tmp\") (subpath \"/private/var/folders\") \
+         (literal \"/dev/null\") (literal \"/dev/tty\") (literal \"/dev/dtracehelper\"))\n",
+    );
+    if profile == Profile::Writable {
+        for path in &policy.writable_paths {
+            let name = param(&mut params, "WRITABLE", path);
+            text.push_str(&format!(
+                "(allow file-write* (subpath (param \"{name}\")))\n"
+            ));
+            for sub in [".git/hooks", ".git/config"] {
+                let name = param(&mut params, "PROTECTED", &path.join(sub));
+                text.push_str(&format!(
+                    "(deny file-write* (subpath (param \"{name}\")))\n"
+                ));
+            }
+        }
+    }
+    for path in &policy.hidden_paths {
+        let name = param(&mut params, "HIDDEN", path);
+        text.push_str(&format!(
+            "(deny file-read* file-write* (subpath (param \"{name}\")))\n"
+        ));
+    }
+    if policy.network {
+        text.push_str("(allow network*)\n");
+    }
+    SeatbeltProfile { text, params }
+}
+
+/// A `caps::Shell` running commands under `sandbox-exec` (macOS only).
+#[derive(Debug)]
+pub struct SeatbeltShell {
+    policy: SandboxPolicy,
+    profile: Profile,
+}
+
+impl SeatbeltShell {
+    /// Fails closed where `sandbox-exec` does not exist (every system but macOS).
+    pub fn new(policy: SandboxPolicy, profile: Profile) -> Result<Self, Unavailable> {
+        if !Path::new(SANDBOX_EXEC).is_file() {
+            return Err(Unavailable(format!(
+                "{SANDBOX_EXEC} was not found (the seatbelt backend needs macOS)"
+            )));
+        }
+        Ok(SeatbeltShell { policy, profile })
+    }
+
+    async fn run_argv(&self, argv: &[String], options: &ExecOptions) -> caps::Result<ExecOutput> {
+        if argv.is_empty() {
+            return Err(CapsError::invalid("argv must not be empty"));
+        }
+        let generated = profile(&self.policy, self.profile);
+        let mut full = vec![SANDBOX_EXEC.to_owned()];
+        full.extend(generated.command_line(argv));
+        let spec = ProcessSpec {
+            program: PathBuf::from(SANDBOX_EXEC),
+            argv: full.into_iter().map(Into::into).collect(),
+            env: options
+                .env
+                .iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+            cwd: WorkingDir::Path(options.cwd.clone()),
+            stdin: options.stdin.clone(),
+            keep_fds: Vec::new(),
+            display_name: argv[0].clone(),
+        };
+        supervise(spec, options.timeout, options.limits).await
+    }
+}
+
+#[async_trait::async_trait]
+impl Shell for SeatbeltShell {
+    async fn exec(&self, argv: &[String], options: &ExecOptions) -> caps::Result<ExecOutput> {
+        self.run_argv(argv, options).await
+    }
+
+    async fn run(&self, script: &Script, options: &ExecOptions) -> caps::Result<ExecOutput> {
+        let shell = script.shell.to_string_lossy().into_owned();
+        self.run_argv(&[shell, "-c".into(), script.source.clone()], options)
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy() -> SandboxPolicy {
+        SandboxPolicy {
+            writable_paths: vec![PathBuf::from(
+                "/Users/u/work \"quoted\" (paren)\n(allow default)",
+            )],
+            readable_extra_paths: vec![PathBuf::from("/opt/data")],
+            hidden_paths: vec![PathBuf::from("/Users/u/.warden")],
+            network: false,
+            landlock: crate::LandlockMode::Off,
+        }
+    }
+
+    #[test]
+    fn denies_by_default_and_reads_are_allowed() {
+        let p = profile(&policy(), Profile::Writable);
+        assert!(p.text.starts_with("(version 1)\n(deny default)\n"));
+        assert!(p.text.contains("(allow file-read*)"));
+        assert!(!p.text.contains("(allow network*)"));
+        assert!(!p.text.contains("(allow default)"));
+    }
+
+    #[test]
+    fn paths_are_parameters_never_profile_text() {
+        let pol = policy();
+        let p = profile(&pol, Profile::Writable);
+        assert!(
+            !p.text.contains("/Users"),
+            "a path was spliced into the profile:\n{}",
+            p.text
+        );
+        assert!(!p.text.contains("quoted"));
+        assert!(
+            p.text
+                .contains("(allow file-write* (subpath (param \"WRITABLE_0\")))")
+        );
+        assert!(
+            p.text
+                .contains("(deny file-read* file-write* (subpath (param \"HIDDEN_0\")))")
+        );
+        assert_eq!(
+            p.params[0],
+            (
+                "WRITABLE_0".to_string(),
+                pol.writable_paths[0].to_string_lossy().into_owned()
+            )
+        );
+        let argv = p.command_line(&["/bin/ls".into()]);
+        assert_eq!(argv[0], "-p");
+        assert!(
+            argv.iter()
+                .any(|a| a.starts_with("WRITABLE_0=/Users/u/work"))
+        );
+        assert_eq!(argv[argv.len() - 2..], ["--".to_string(), "/bin/ls".into()]);
+    }
+
+    #[test]
+    fn read_only_profile_has_no_workspace_writes_and_git_is_protected_when_writable() {
+        let p = profile(&policy(), Profile::ReadOnly);
+        assert!(!p.text.contains("WRITABLE"));
+        let w = profile(&policy(), Profile::Writable);
+        assert!(
+            w.text
+                .contains("(deny file-write* (subpath (param \"PROTECTED_0\")))")
+        );
+        assert!(
+            w.params
+                .iter()
+                .any(|(n, v)| n == "PROTECTED_0" && v.ends_with(".git/hooks"))
+        );
+    }
+
+    #[test]
+    fn network_follows_policy() {
+        let mut pol = policy();
+        pol.network = true;
+        assert!(
+            profile(&pol, Profile::ReadOnly)
+                .text
+                .contains("(allow network*)")
+        );
+    }
+
+    #[test]
+    fn fails_closed_without_sandbox_exec() {
+        if Path::new(SANDBOX_EXEC).exists() {
+            return;
+        }
+        assert!(SeatbeltShell::new(policy(), Profile::ReadOnly).is_err());
+    }
+}
