@@ -724,6 +724,18 @@ fn permission_modes_through_warden_exec() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("rejected"));
     assert!(!ws_path.join("b.txt").exists());
+    // approval: a command that only *says* a write was refused is not retried (the kernel
+    // reports refused writes; the text is not trusted where the kernel can tell).
+    let out = exec(
+        "approval",
+        "echo 'sh: 1: cannot create x: Read-only file system' >&2; exit 2",
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // approval, reading only: no approval needed.
     std::fs::write(ws_path.join("in.txt"), "data").unwrap();
     let out = exec("approval", "cat in.txt");
@@ -830,6 +842,11 @@ fn approval_mode_asks_after_a_refused_write_and_retries_once_writable() {
     }
     let prompt = prompt.join("\n");
     assert!(prompt.contains("write-permission"), "{prompt}");
+    // The kernel told us which write was refused, and the human sees it.
+    assert!(
+        prompt.contains(&ws_path.join("out.txt").display().to_string()),
+        "{prompt}"
+    );
     assert!(prompt.contains("writable retry"), "{prompt}");
     let stdin = ui.stdin.as_mut().unwrap();
     stdin.write_all(b"o\n").unwrap();
@@ -852,4 +869,77 @@ fn approval_mode_asks_after_a_refused_write_and_retries_once_writable() {
     );
     drop(ui.stdin.take());
     ui.wait().unwrap();
+}
+
+#[tokio::test]
+async fn the_watched_profile_reports_refused_writes_as_the_kernel_saw_them() {
+    if !bwrap_usable() {
+        return;
+    }
+    if let Err(why) = sandbox::watch::available() {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    let lab = lab();
+    let ws = lab.ws();
+    std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+    std::fs::create_dir_all(ws.join("sub")).unwrap();
+    std::fs::write(ws.join("exists.txt"), "old").unwrap();
+    let sandbox = lab.sandbox(false);
+    let watched = sandbox.watched_shell();
+    let run = |script: &str| {
+        let watched = watched.clone();
+        let options = lab.options(&[]);
+        let argv: Vec<String> = vec!["/bin/sh".into(), "-c".into(), script.into()];
+        async move { watched.exec(&argv, &options).await.unwrap() }
+    };
+    // Writes beneath the workspace are reported (relative, through `cd`, by directory
+    // and by rename); writes the writable profile would refuse too are not; /tmp works.
+    let out = run(
+        "echo x > a.txt; mkdir d; (cd sub && echo y > ../b.txt); mv exists.txt moved.txt; \
+         echo h > .git/hooks/pre-commit; echo e > /etc/warden-test; \
+         echo t > /tmp/t && cat /tmp/t; cat exists.txt; exit 3",
+    )
+    .await;
+    assert_eq!(out.status, caps::ExitStatus::Code(3), "{}", out.combined);
+    assert!(out.stdout.contains("t\nold"), "{}", out.combined);
+    assert_eq!(
+        out.refused_writes,
+        Some(vec![
+            ws.join("a.txt"),
+            ws.join("d"),
+            ws.join("b.txt"),
+            ws.join("exists.txt"),
+            ws.join("moved.txt"),
+        ]),
+        "{}",
+        out.combined
+    );
+    assert!(!ws.join("a.txt").exists() && ws.join("exists.txt").exists());
+    // Printing the message is not a refused write.
+    let out = run("echo 'Read-only file system' >&2; exit 1").await;
+    assert_eq!(out.status, caps::ExitStatus::Code(1));
+    assert_eq!(out.refused_writes, Some(Vec::new()));
+    // Opening with O_CREAT an existing file for reading is not a write.
+    let out = run("cat exists.txt >/dev/null; exec 3<>/dev/null; exit 0").await;
+    assert_eq!(out.refused_writes, Some(Vec::new()), "{}", out.combined);
+    // The observer is out of the command's reach: it cannot open the observer's
+    // descriptors (it cannot forge the report through /proc), and its own table is clean.
+    let out = run("ls /proc/self/fd; \
+         for f in /proc/$PPID/fd/*; do \
+           echo '{\"refused\":\"/forged\"}' > $f 2>/dev/null && echo OPENED $f; \
+         done; readlink /proc/$PPID/fd/0 || echo hidden")
+    .await;
+    assert!(out.stdout.starts_with("0\n1\n2\n3\n"), "{}", out.combined);
+    assert!(!out.stdout.contains("\n4\n"), "{}", out.combined);
+    assert!(!out.stdout.contains("OPENED"), "{}", out.combined);
+    assert!(out.stdout.contains("hidden"), "{}", out.combined);
+    assert_eq!(out.refused_writes, Some(Vec::new()), "{}", out.combined);
+    // Statuses pass through the observer unchanged, signals included.
+    let plain = sandbox.shell(Profile::ReadOnly);
+    let argv: Vec<String> = vec!["/bin/sh".into(), "-c".into(), "kill -TERM $$".into()];
+    let a = plain.exec(&argv, &lab.options(&[])).await.unwrap();
+    let b = watched.exec(&argv, &lab.options(&[])).await.unwrap();
+    assert_eq!(a.status, b.status);
+    assert_eq!(a.refused_writes, None, "an unwatched shell reports nothing");
 }

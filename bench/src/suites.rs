@@ -464,6 +464,7 @@ async fn exec_sandbox(report: &mut Report, quick: bool) -> anyhow::Result<()> {
         clock,
         gate: runner::Gate::Sandbox(runner::SandboxShells {
             readonly: std::sync::Arc::clone(&readonly),
+            watched: std::sync::Arc::clone(&readonly),
             writable: readonly,
         }),
     });

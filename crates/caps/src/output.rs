@@ -93,6 +93,7 @@ impl OutputCollector {
             truncated,
             timed_out,
             duration,
+            refused_writes: None,
         }
     }
 }

@@ -159,6 +159,12 @@ pub struct ExecOutput {
     /// Wall-clock duration of the run.
     #[serde(serialize_with = "serialize_duration_ms", rename = "duration_ms")]
     pub duration: Duration,
+    /// Writes a sandbox's read-only profile refused that its writable profile would
+    /// allow, as the kernel reported them (at most a few, first first). `None` when the
+    /// provider does not watch for them — every provider except a sandbox shell built to
+    /// watch, and that one too when the kernel could not tell.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused_writes: Option<Vec<std::path::PathBuf>>,
 }
 
 fn serialize_duration_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {

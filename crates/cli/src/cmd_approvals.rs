@@ -91,18 +91,18 @@ pub fn run(command: ApprovalsCommand) -> i32 {
     match execute(command) {
         Ok(output) => {
             if json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::to_string_pretty(&output.json).unwrap_or_default()
                 );
             } else {
-                print!("{}", output.text);
+                out!("{}", output.text);
             }
             0
         }
         Err(e) => {
             if json {
-                println!("{}", serde_json::json!({ "error": format!("{e:#}") }));
+                outln!("{}", serde_json::json!({ "error": format!("{e:#}") }));
             } else {
                 eprintln!("warden: {e:#}");
             }

@@ -118,7 +118,7 @@ pub fn run(args: DoctorArgs) -> i32 {
                 "node": { "available": false, "detail": "no node is paired (the Bridge is not part of this version)" },
             }
         });
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {
         let mut out = String::from("checks\n");
         for c in &report.checks {
@@ -153,7 +153,7 @@ pub fn run(args: DoctorArgs) -> i32 {
             "node",
             "no node is paired (the Bridge is not part of this version)",
         ));
-        print!("{out}");
+        out!("{out}");
     }
     if sandbox_status.is_ok() { 0 } else { 1 }
 }
@@ -189,7 +189,7 @@ pub fn sandbox(command: SandboxCommand) -> i32 {
     })();
     match result {
         Ok(text) => {
-            print!("{text}");
+            out!("{text}");
             0
         }
         Err(e) => {

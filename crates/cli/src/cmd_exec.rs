@@ -172,7 +172,7 @@ async fn run_async(args: ExecArgs) -> anyhow::Result<i32> {
             value["combined"] = output.combined.clone().into();
             value["tail"] = output.tail.clone().into();
         }
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        outln!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(code);
     }
     match &report.outcome {

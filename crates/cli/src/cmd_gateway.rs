@@ -73,7 +73,7 @@ pub fn run(command: GatewayCommand) -> i32 {
         GatewayCommand::Run(args) => runtime().and_then(|rt| rt.block_on(gateway_run(args))),
         GatewayCommand::Token => HostFacts::read()
             .and_then(|f| gateway_token(&f))
-            .map(|t| println!("{t}")),
+            .map(|t| outln!("{t}")),
     })
 }
 
@@ -129,7 +129,7 @@ async fn gateway_run(args: RunArgs) -> anyhow::Result<()> {
             "warden: warning: listening on a non-loopback address ({addr}); only loopback Host headers are accepted"
         );
     }
-    println!(
+    outln!(
         "warden gateway listening on http://{addr}/mcp (bearer token: `warden gateway token`, stored in {})",
         facts.warden_home.join("gateway-token").display()
     );

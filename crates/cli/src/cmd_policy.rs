@@ -120,7 +120,7 @@ fn explain_command(args: &ExplainArgs) -> anyhow::Result<i32> {
         if let Some(err) = &view.error {
             value["hostFileError"] = err.clone().into();
         }
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        outln!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         if let Some(err) = &view.error {
             eprintln!("warden: {err}");
@@ -131,7 +131,7 @@ fn explain_command(args: &ExplainArgs) -> anyhow::Result<i32> {
                 rejected.pattern, rejected.reason
             );
         }
-        print!("{}", explanation.to_text());
+        out!("{}", explanation.to_text());
     }
     Ok(code)
 }

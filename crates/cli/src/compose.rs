@@ -110,8 +110,15 @@ fn runner_host(
     }
 }
 
-/// The read-only and writable shells of a sandbox backend.
-type ProfileShells = (Arc<dyn Shell>, Arc<dyn Shell>);
+/// One shell for every profile: a backend whose profiles do not differ (container, off)
+/// or that cannot watch writes (macOS, for the watched one).
+fn same_shell(shell: Arc<dyn Shell>) -> SandboxShells {
+    SandboxShells {
+        readonly: Arc::clone(&shell),
+        watched: Arc::clone(&shell),
+        writable: shell,
+    }
+}
 
 /// The sandbox route for the configured backend, or its diagnosis.
 fn sandbox_route(
@@ -133,7 +140,7 @@ fn sandbox_route(
             .parse()
             .unwrap_or(LandlockMode::Auto),
     };
-    let shells: Result<ProfileShells, String> = match config.sandbox.backend {
+    let shells: Result<SandboxShells, String> = match config.sandbox.backend {
         SandboxBackend::Bwrap => sandbox_bwrap(policy),
         SandboxBackend::Macos => {
             sandbox::seatbelt::SeatbeltShell::new(policy.clone(), Profile::ReadOnly)
@@ -144,10 +151,12 @@ fn sandbox_route(
                     ))
                 })
                 .map(|(ro, rw)| {
-                    (
-                        Arc::new(ro) as Arc<dyn Shell>,
-                        Arc::new(rw) as Arc<dyn Shell>,
-                    )
+                    let ro: Arc<dyn Shell> = Arc::new(ro);
+                    SandboxShells {
+                        readonly: Arc::clone(&ro),
+                        watched: ro,
+                        writable: Arc::new(rw),
+                    }
                 })
                 .map_err(|e| e.0)
         }
@@ -161,30 +170,24 @@ fn sandbox_route(
                     .collect(),
             };
             sandbox::container::ContainerShell::new(container)
-                .map(|c| {
-                    let c: Arc<dyn Shell> = Arc::new(c);
-                    (Arc::clone(&c), c)
-                })
+                .map(|c| same_shell(Arc::new(c)))
                 .map_err(|e| e.0)
         }
         SandboxBackend::Off => {
             // An explicit operator choice: commands run directly on this machine.
-            let local: Arc<dyn Shell> = Arc::new(LocalShell::new());
-            Ok((Arc::clone(&local), local))
+            Ok(same_shell(Arc::new(LocalShell::new())))
         }
     };
     match shells {
         Err(why) => SandboxRoute::Unavailable(why),
-        Ok((readonly, writable)) => {
+        Ok(shells) => {
             let label = if config.sandbox.backend == SandboxBackend::Off {
                 "sandbox(off)"
             } else {
                 "sandbox"
             };
-            let gate = Gate::Sandbox(SandboxShells {
-                readonly,
-                writable: Arc::clone(&writable),
-            });
+            let writable = Arc::clone(&shells.writable);
+            let gate = Gate::Sandbox(shells);
             SandboxRoute::Available(Box::new(Runner::new(runner_host(
                 facts, config, store, workspace, label, writable, gate,
             ))))
@@ -192,7 +195,7 @@ fn sandbox_route(
     }
 }
 
-fn sandbox_bwrap(policy: SandboxPolicy) -> Result<ProfileShells, String> {
+fn sandbox_bwrap(policy: SandboxPolicy) -> Result<SandboxShells, String> {
     let exe = std::env::current_exe()
         .map_err(|e| format!("cannot locate the warden binary for the sandbox helper: {e}"))?;
     // The dedicated helper binary when installed next to `warden`; else `warden` itself.
@@ -205,10 +208,11 @@ fn sandbox_bwrap(policy: SandboxPolicy) -> Result<ProfileShells, String> {
     let bwrap = Arc::new(Bwrap::new(policy, helper, &dirs).map_err(|e| e.0)?);
     // bubblewrap present is not enough: the kernel must let it build its namespaces.
     sandbox::probe::namespaces_work(bwrap.bwrap_path())?;
-    Ok((
-        Arc::new(bwrap.shell(Profile::ReadOnly)),
-        Arc::new(bwrap.shell(Profile::Writable)),
-    ))
+    Ok(SandboxShells {
+        readonly: Arc::new(bwrap.shell(Profile::ReadOnly)),
+        watched: Arc::new(bwrap.watched_shell()),
+        writable: Arc::new(bwrap.shell(Profile::Writable)),
+    })
 }
 
 impl HostFacts {
@@ -242,10 +246,7 @@ impl HostFacts {
             &workspace,
             "direct",
             Arc::clone(&local),
-            Gate::Sandbox(SandboxShells {
-                readonly: Arc::clone(&local),
-                writable: local,
-            }),
+            Gate::Sandbox(same_shell(local)),
         ));
         let fs = self.fs();
         let switch = direct_mode_path(self);

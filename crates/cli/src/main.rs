@@ -7,6 +7,25 @@
 // A command-line program talks to its user on stdout and stderr.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+/// `println!` for results. A reader that went away (`warden ... | head`) is not worth a
+/// panic, and the exit code must stay the command's: write errors are ignored.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
+/// `print!` for results, flushed, ignoring a closed stdout like [`outln!`].
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout().lock();
+        let _ = write!(stdout, $($arg)*);
+        let _ = stdout.flush();
+    }};
+}
+
 mod approver_ui;
 mod cmd_approvals;
 mod cmd_doctor;

@@ -136,20 +136,38 @@ pub enum Gate {
     Sandbox(SandboxShells),
 }
 
-/// The two sandbox profiles a sandboxed host runs commands with.
+/// The sandbox profiles a sandboxed host runs commands with.
 #[derive(Clone)]
 pub struct SandboxShells {
     /// Authorized paths read-only.
     pub readonly: Arc<dyn Shell>,
+    /// Read-only, reporting refused writes in `ExecOutput::refused_writes` where the
+    /// backend can (approval mode's first run). Backends that cannot watch pass the
+    /// plain read-only shell.
+    pub watched: Arc<dyn Shell>,
     /// Authorized writable paths writable.
     pub writable: Arc<dyn Shell>,
 }
 
-/// How a write blocked by the read-only profile reaches us: the kernel returns `EROFS`
-/// (the authorized paths are read-only bind mounts) and the command reports it with the
-/// standard `strerror` text. Approval mode retries only runs that failed *and* reported
-/// it. A command that swallows the error is not retried.
+/// The fallback signal that a write was refused, for backends (or kernels) that cannot
+/// report refused writes: the kernel returned `EROFS` and the command printed the
+/// standard `strerror` text for it.
 pub const READ_ONLY_FS: &str = "Read-only file system";
+
+/// Did a failed read-only run fail because a write the writable profile allows was
+/// refused? From the kernel's report when the shell watched; else from the `EROFS` text.
+/// Returns the refused paths (empty when only the text says so), or `None`.
+fn refused_write(out: &caps::ExecOutput) -> Option<Vec<std::path::PathBuf>> {
+    if out.status.success() || out.timed_out {
+        return None;
+    }
+    match &out.refused_writes {
+        Some(paths) if paths.is_empty() => None,
+        Some(paths) => Some(paths.clone()),
+        None if out.combined.contains(READ_ONLY_FS) => Some(Vec::new()),
+        None => None,
+    }
+}
 
 /// This host, as the runner sees it. Everything is a value: providers, clock, approver.
 #[derive(Clone)]
@@ -522,15 +540,18 @@ impl Runner {
         });
         let first = match mode {
             policy::PermissionMode::Unrestricted => &shells.writable,
-            _ => &shells.readonly,
+            policy::PermissionMode::Approval => &shells.watched,
+            policy::PermissionMode::Readonly => &shells.readonly,
         };
         let mut result = tokio::select! {
             r = first.exec(&argv, &options) => r,
             _ = cancel.cancelled() => Err(CapsError::invalid("cancelled")),
         };
-        let blocked_write = matches!(&result, Ok(out)
-            if !out.status.success() && !out.timed_out && out.combined.contains(READ_ONLY_FS));
-        if mode == policy::PermissionMode::Approval && blocked_write {
+        let refused = match &result {
+            Ok(out) if mode == policy::PermissionMode::Approval => refused_write(out),
+            _ => None,
+        };
+        if let Some(paths) = refused {
             let plan = RunPlan {
                 program: argv[0].clone(),
                 argv: argv.clone(),
@@ -547,7 +568,16 @@ impl Runner {
                 plan,
                 security: "sandbox".into(),
                 ask: mode.to_string(),
-                reason: "write-permission: the read-only run was refused a write".into(),
+                reason: if paths.is_empty() {
+                    "write-permission: the read-only run was refused a write".into()
+                } else {
+                    let shown: Vec<String> =
+                        paths.iter().map(|p| p.display().to_string()).collect();
+                    format!(
+                        "write-permission: the read-only run was refused a write to {}",
+                        shown.join(", ")
+                    )
+                },
             });
             let outcome = tokio::select! {
                 o = host.approvals.ask(&prompt) => o,

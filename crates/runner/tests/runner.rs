@@ -383,3 +383,158 @@ async fn missing_programs_and_bad_requests_are_errors_with_exit_codes() {
     ));
     assert!(w.shell.calls().is_empty());
 }
+
+/// A failed read-only run, with what the shell learned about refused writes.
+fn failed_output(text: &str, refused: Option<Vec<PathBuf>>) -> caps::ExecOutput {
+    let mut c = OutputCollector::new(Default::default());
+    c.push(Stream::Stderr, text.as_bytes());
+    let mut out = c.finish(ExitStatus::Code(2), false, Duration::from_millis(1));
+    out.refused_writes = refused;
+    out
+}
+
+/// The sandbox gate in `mode`, with scripted read-only, watched and writable shells.
+struct SandboxWorld {
+    world: World,
+    readonly: ScriptedShell,
+    watched: ScriptedShell,
+    writable: ScriptedShell,
+    runner: Runner,
+}
+
+fn sandbox_world(mode: &str, answer: Option<Answer>, first: caps::ExecOutput) -> SandboxWorld {
+    let config = format!("[sandbox]\npermission_mode = \"{mode}\"\n");
+    let world = world(r#"{"version":1}"#, &config, answer);
+    let (readonly, watched, writable) = (
+        ScriptedShell::new(),
+        ScriptedShell::new(),
+        ScriptedShell::new(),
+    );
+    readonly.push_result(Ok(first.clone()));
+    watched.push_result(Ok(first));
+    writable.respond_with(|_| Ok(ok_output("written\n")));
+    let host = RunnerHost {
+        label: "sandbox".into(),
+        fs: world.fs.clone(),
+        shell: Arc::new(writable.clone()),
+        store: world.store.clone(),
+        config: Config::parse(&config, Path::new("config.toml")).unwrap(),
+        host_env: BTreeMap::new(),
+        trusted_path: TrustedPath::parse("/usr/bin:/bin"),
+        default_cwd: PathBuf::from("/work"),
+        approvals: world.approver.clone(),
+        clock: Arc::new(FixedClock),
+        gate: runner::Gate::Sandbox(runner::SandboxShells {
+            readonly: Arc::new(readonly.clone()),
+            watched: Arc::new(watched.clone()),
+            writable: Arc::new(writable.clone()),
+        }),
+    };
+    SandboxWorld {
+        world,
+        readonly,
+        watched,
+        writable,
+        runner: Runner::new(host),
+    }
+}
+
+async fn sandbox_run(w: &SandboxWorld) -> runner::RunReport {
+    w.runner
+        .run(
+            request(CommandSpec::Shell("echo x > a.txt".into())),
+            &CollectEvents::default(),
+            &CancellationToken::new(),
+        )
+        .await
+}
+
+fn stdout_of(report: &runner::RunReport) -> String {
+    match &report.outcome {
+        Outcome::Finished { output } => output.stdout.clone(),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn approval_mode_asks_with_the_refused_paths_and_retries_once_writable() {
+    let refused = failed_output(
+        "cannot create a.txt: Read-only file system",
+        Some(vec![PathBuf::from("/work/a.txt")]),
+    );
+    let w = sandbox_world("approval", Some(Answer::AllowOnce), refused);
+    let report = sandbox_run(&w).await;
+    assert_eq!(
+        stdout_of(&report),
+        "written\n",
+        "the retry's result is the result"
+    );
+    assert_eq!(
+        w.watched.calls().len(),
+        1,
+        "approval mode runs the watched shell first"
+    );
+    assert!(w.readonly.calls().is_empty());
+    assert_eq!(w.writable.calls().len(), 1, "retried exactly once");
+    let seen = w.world.approver.seen.lock().unwrap();
+    assert_eq!(seen.len(), 1);
+    let prompt = seen[0].prompt();
+    assert!(prompt.reason.contains("/work/a.txt"), "{}", prompt.reason);
+    assert!(prompt.plan.host.contains("writable retry"));
+}
+
+#[tokio::test]
+async fn a_denied_or_unanswered_retry_is_rejected_without_running_writable() {
+    for answer in [Some(Answer::Deny), None] {
+        let refused = failed_output("", Some(vec![PathBuf::from("/work/a.txt")]));
+        let w = sandbox_world("approval", answer, refused);
+        let report = sandbox_run(&w).await;
+        assert!(
+            matches!(&report.outcome, Outcome::Denied { reason, .. } if reason == "rejected"),
+            "{report:?}"
+        );
+        assert!(w.writable.calls().is_empty());
+    }
+}
+
+#[tokio::test]
+async fn the_kernel_report_outranks_the_output_text() {
+    // Watched and nothing refused: the EROFS text alone does not prompt.
+    let w = sandbox_world(
+        "approval",
+        Some(Answer::AllowOnce),
+        failed_output("Read-only file system", Some(Vec::new())),
+    );
+    let report = sandbox_run(&w).await;
+    assert!(matches!(report.outcome, Outcome::Finished { .. }));
+    assert!(w.world.approver.seen.lock().unwrap().is_empty());
+    assert!(w.writable.calls().is_empty());
+    // Not watched (a backend that cannot tell): the EROFS text is the fallback signal.
+    let w = sandbox_world(
+        "approval",
+        Some(Answer::AllowOnce),
+        failed_output("Read-only file system", None),
+    );
+    assert_eq!(stdout_of(&sandbox_run(&w).await), "written\n");
+    assert_eq!(w.world.approver.seen.lock().unwrap().len(), 1);
+    // A refused write in a run that still succeeded is not retried.
+    let mut ok = ok_output("fine\n");
+    ok.refused_writes = Some(vec![PathBuf::from("/work/a.txt")]);
+    let w = sandbox_world("approval", Some(Answer::AllowOnce), ok);
+    assert_eq!(stdout_of(&sandbox_run(&w).await), "fine\n");
+    assert!(w.writable.calls().is_empty());
+}
+
+#[tokio::test]
+async fn readonly_never_asks_and_unrestricted_writes_directly() {
+    let refused = failed_output("", Some(vec![PathBuf::from("/work/a.txt")]));
+    let w = sandbox_world("readonly", Some(Answer::AllowOnce), refused);
+    let report = sandbox_run(&w).await;
+    assert!(matches!(report.outcome, Outcome::Finished { .. }));
+    assert_eq!(w.readonly.calls().len(), 1);
+    assert!(w.watched.calls().is_empty() && w.writable.calls().is_empty());
+    assert!(w.world.approver.seen.lock().unwrap().is_empty());
+    let w = sandbox_world("unrestricted", None, ok_output("unused\n"));
+    assert_eq!(stdout_of(&sandbox_run(&w).await), "written\n");
+    assert!(w.readonly.calls().is_empty() && w.watched.calls().is_empty());
+}

@@ -189,16 +189,30 @@ impl Bwrap {
         SandboxShell {
             sandbox: Arc::clone(self),
             profile,
+            watch_writes: false,
+        }
+    }
+
+    /// A read-only shell that also reports, in [`ExecOutput::refused_writes`], the writes
+    /// the kernel refused beneath the writable paths (see [`crate::watch`]). Approval
+    /// mode runs commands with it first.
+    pub fn watched_shell(self: &Arc<Self>) -> SandboxShell {
+        SandboxShell {
+            sandbox: Arc::clone(self),
+            profile: Profile::ReadOnly,
+            watch_writes: true,
         }
     }
 
     /// The bubblewrap argv (after the program) and the descriptors it refers to, in the
-    /// order they must appear in the child (3, 4, ...).
+    /// order they must appear in the child (3, 4, ...). `report`, if given, is the write
+    /// end of the pipe the helper's write watch reports to.
     pub fn command_line(
         &self,
         profile: Profile,
         cwd: &Path,
         argv: &[String],
+        report: Option<OwnedFd>,
     ) -> Result<(Vec<String>, Vec<OwnedFd>), CapsError> {
         let mut args: Vec<String> = Vec::new();
         let mut keep: Vec<OwnedFd> = Vec::new();
@@ -324,6 +338,10 @@ impl Bwrap {
                 Err(_) => {}
             }
         }
+        let watch_fd = report.map(|fd| {
+            keep.push(fd);
+            (2 + keep.len()) as i32
+        });
         // The helper must be reachable inside; bind it only where the layout hides it.
         let helper = self.helper.to_string_lossy().into_owned();
         if HIDDEN_DIRS.iter().any(|d| self.helper.starts_with(d)) || self.helper.starts_with("/tmp")
@@ -342,13 +360,19 @@ impl Bwrap {
         } else {
             self.policy.landlock
         };
-        args.extend(helper::encode(landlock, &self.policy.writable_paths, argv));
+        args.extend(helper::encode(
+            landlock,
+            &self.policy.writable_paths,
+            watch_fd,
+            argv,
+        ));
         Ok((args, keep))
     }
 
     async fn run_argv(
         &self,
         profile: Profile,
+        watch_writes: bool,
         argv: &[String],
         options: &ExecOptions,
     ) -> caps::Result<ExecOutput> {
@@ -361,7 +385,14 @@ impl Bwrap {
                 options.cwd.display()
             )));
         }
-        let (args, keep) = self.command_line(profile, &options.cwd, argv)?;
+        let (report_read, report_write) = if watch_writes {
+            let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+                .map_err(|e| CapsError::from_io("pipe", "write watch", e.into()))?;
+            (Some(r), Some(w))
+        } else {
+            (None, None)
+        };
+        let (args, keep) = self.command_line(profile, &options.cwd, argv, report_write)?;
         let mut full = vec![self.bwrap.to_string_lossy().into_owned()];
         full.extend(args);
         let spec = ProcessSpec {
@@ -377,7 +408,15 @@ impl Bwrap {
             keep_fds: keep,
             display_name: argv[0].clone(),
         };
-        supervise(spec, options.timeout, options.limits).await
+        let mut output = supervise(spec, options.timeout, options.limits).await?;
+        if let Some(report) = report_read {
+            let report = crate::watch::read_report(report);
+            if let Some(why) = &report.unavailable {
+                tracing::debug!("write watch unavailable: {why}");
+            }
+            output.refused_writes = report.refused_writes();
+        }
+        Ok(output)
     }
 }
 
@@ -386,6 +425,7 @@ impl Bwrap {
 pub struct SandboxShell {
     sandbox: Arc<Bwrap>,
     profile: Profile,
+    watch_writes: bool,
 }
 
 impl SandboxShell {
@@ -400,7 +440,9 @@ impl Shell for SandboxShell {
     async fn exec(&self, argv: &[String], options: &ExecOptions) -> caps::Result<ExecOutput> {
         // argv[0] may be a path resolved on the host; inside, the same path exists (the
         // root is the host's, read-only). `arg0` is not supported through bubblewrap.
-        self.sandbox.run_argv(self.profile, argv, options).await
+        self.sandbox
+            .run_argv(self.profile, self.watch_writes, argv, options)
+            .await
     }
 
     async fn run(&self, script: &Script, options: &ExecOptions) -> caps::Result<ExecOutput> {
@@ -408,6 +450,7 @@ impl Shell for SandboxShell {
         self.sandbox
             .run_argv(
                 self.profile,
+                self.watch_writes,
                 &[shell, "-c".into(), script.source.clone()],
                 options,
             )

@@ -1,7 +1,8 @@
 //! The in-sandbox helper (`warden __sandbox-helper`): runs inside bubblewrap as the last
 //! step before the command. It closes every inherited descriptor above 2 (bubblewrap's
 //! setup descriptors must not reach the command), applies Landlock (writes only beneath
-//! the writable paths, `/tmp` and `/dev`), and executes the command.
+//! the writable paths, `/tmp` and `/dev`), and executes the command — or, in the watched
+//! read-only profile, forks it and observes its writes (see [`crate::watch`]).
 //!
 //! It runs after bubblewrap finished its mounts because a Landlock-restricted process
 //! may no longer change its mount topology.
@@ -22,19 +23,27 @@ pub const SUBCOMMAND: &str = "__sandbox-helper";
 /// Exit code when the sandbox cannot be established (matches Warden's own errors).
 const SETUP_FAILED: i32 = 125;
 
-/// The helper's arguments: `[--landlock MODE] [--rw PATH]... -- ARGV...`.
+/// The helper's arguments:
+/// `[--landlock MODE] [--rw PATH]... [--watch-writes FD] -- ARGV...`.
 #[derive(Debug, PartialEq, Eq)]
 pub struct HelperArgs {
     /// Landlock mode.
     pub landlock: LandlockMode,
     /// Paths writes are allowed beneath.
     pub writable: Vec<PathBuf>,
+    /// Watch for refused writes and report them to this descriptor.
+    pub watch_fd: Option<i32>,
     /// The command.
     pub argv: Vec<String>,
 }
 
 /// Build the helper's argument list (after the program and subcommand).
-pub fn encode(landlock: LandlockMode, writable: &[PathBuf], argv: &[String]) -> Vec<String> {
+pub fn encode(
+    landlock: LandlockMode,
+    writable: &[PathBuf],
+    watch_fd: Option<i32>,
+    argv: &[String],
+) -> Vec<String> {
     let mut out = vec![
         "--landlock".to_owned(),
         format!("{landlock:?}").to_lowercase(),
@@ -42,6 +51,10 @@ pub fn encode(landlock: LandlockMode, writable: &[PathBuf], argv: &[String]) -> 
     for p in writable {
         out.push("--rw".into());
         out.push(p.to_string_lossy().into_owned());
+    }
+    if let Some(fd) = watch_fd {
+        out.push("--watch-writes".into());
+        out.push(fd.to_string());
     }
     out.push("--".into());
     out.extend(argv.iter().cloned());
@@ -52,6 +65,7 @@ pub fn encode(landlock: LandlockMode, writable: &[PathBuf], argv: &[String]) -> 
 pub fn decode(args: &[String]) -> Result<HelperArgs, String> {
     let mut landlock = LandlockMode::Auto;
     let mut writable = Vec::new();
+    let mut watch_fd = None;
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
@@ -63,6 +77,16 @@ pub fn decode(args: &[String]) -> Result<HelperArgs, String> {
                 writable.push(PathBuf::from(args.get(i + 1).ok_or("--rw needs a path")?));
                 i += 2;
             }
+            "--watch-writes" => {
+                let fd = args.get(i + 1).ok_or("--watch-writes needs a descriptor")?;
+                let fd: i32 = fd
+                    .parse()
+                    .ok()
+                    .filter(|n| *n > 2)
+                    .ok_or_else(|| format!("invalid --watch-writes descriptor {fd:?}"))?;
+                watch_fd = Some(fd);
+                i += 2;
+            }
             "--" => {
                 let argv = args[i + 1..].to_vec();
                 if argv.is_empty() {
@@ -71,6 +95,7 @@ pub fn decode(args: &[String]) -> Result<HelperArgs, String> {
                 return Ok(HelperArgs {
                     landlock,
                     writable,
+                    watch_fd,
                     argv,
                 });
             }
@@ -121,14 +146,14 @@ pub fn main(args: &[String]) -> ! {
         Ok(p) => p,
         Err(e) => fail(&e),
     };
-    // Nothing bubblewrap (or anyone) left open may reach the command.
-    // SAFETY: close_range takes plain integers; closing descriptors this helper does not
-    // use is the point.
-    let closed = unsafe { nix::libc::syscall(nix::libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
-    if closed != 0 {
-        for fd in 3..1024 {
-            let _ = nix::unistd::close(fd);
+    // Nothing bubblewrap (or anyone) left open may reach the command. The watch report
+    // descriptor stays open for the observer (and is close-on-exec for the command).
+    match parsed.watch_fd {
+        Some(fd) => {
+            close_from_to(3, fd as u32 - 1);
+            close_from_to(fd as u32 + 1, u32::MAX);
         }
+        None => close_from_to(3, u32::MAX),
     }
     if parsed.landlock != LandlockMode::Off {
         match apply_landlock(&parsed.writable, parsed.landlock) {
@@ -154,7 +179,30 @@ pub fn main(args: &[String]) -> ! {
         Ok(a) => a,
         Err(_) => fail("argument contains a NUL byte"),
     };
-    let err = nix::unistd::execvp(&argv[0], &argv).unwrap_err();
+    match parsed.watch_fd {
+        Some(fd) => crate::watch::run(fd, &parsed.writable, &argv, exec_command),
+        None => exec_command(&argv),
+    }
+}
+
+/// Close descriptors `first..=last` (`last < first` closes nothing).
+fn close_from_to(first: u32, last: u32) {
+    if last < first {
+        return;
+    }
+    // SAFETY: close_range takes plain integers; closing descriptors this helper does not
+    // use is the point.
+    let closed = unsafe { nix::libc::syscall(nix::libc::SYS_close_range, first, last, 0u32) };
+    if closed != 0 {
+        for fd in first..last.min(1024).saturating_add(1) {
+            let _ = nix::unistd::close(fd as i32);
+        }
+    }
+}
+
+/// Execute the command (PATH lookup as execvp does); on failure report and exit 126/127.
+fn exec_command(argv: &[CString]) -> ! {
+    let err = nix::unistd::execvp(&argv[0], argv).unwrap_err();
     let code = if err == nix::errno::Errno::ENOENT {
         127
     } else {
@@ -162,7 +210,11 @@ pub fn main(args: &[String]) -> ! {
     };
     let _ = nix::unistd::write(
         std::io::stderr(),
-        format!("warden sandbox: cannot execute {}: {err}\n", parsed.argv[0]).as_bytes(),
+        format!(
+            "warden sandbox: cannot execute {}: {err}\n",
+            argv[0].to_string_lossy()
+        )
+        .as_bytes(),
     );
     std::process::exit(code)
 }
@@ -174,16 +226,23 @@ mod tests {
     #[test]
     fn arguments_round_trip() {
         let argv = vec!["sh".to_string(), "-c".into(), "echo -- --rw x".into()];
-        let encoded = encode(LandlockMode::Required, &[PathBuf::from("/w s")], &argv);
+        let encoded = encode(
+            LandlockMode::Required,
+            &[PathBuf::from("/w s")],
+            Some(7),
+            &argv,
+        );
         let decoded = decode(&encoded).unwrap();
         assert_eq!(
             decoded,
             HelperArgs {
                 landlock: LandlockMode::Required,
                 writable: vec![PathBuf::from("/w s")],
+                watch_fd: Some(7),
                 argv
             }
         );
+        assert!(decode(&["--watch-writes".into(), "1".into(), "--".into(), "x".into()]).is_err());
         assert!(decode(&["--rw".into()]).is_err());
         assert!(decode(&["--".into()]).is_err());
         assert!(decode(&["--bogus".into(), "--".into(), "x".into()]).is_err());

@@ -23,6 +23,7 @@ pub mod helper;
 pub mod probe;
 pub mod seatbelt;
 pub mod seccomp;
+pub mod watch;
 
 use std::path::PathBuf;
 

@@ -52,7 +52,7 @@ pub const DENIED_SYSCALLS: &[&str] = &[
 /// The filter could not be built (unknown architecture or syscall).
 #[derive(Debug, thiserror::Error)]
 #[error("cannot build the seccomp filter: {0}")]
-pub struct SeccompError(String);
+pub struct SeccompError(pub(crate) String);
 
 fn arch() -> Result<TargetArch, SeccompError> {
     TargetArch::try_from(std::env::consts::ARCH).map_err(|e| SeccompError(e.to_string()))
@@ -103,7 +103,7 @@ fn syscall_number(name: &str) -> Option<i64> {
     Some(n)
 }
 
-fn cond(
+pub(crate) fn cond(
     arg: u8,
     len: SeccompCmpArgLen,
     op: SeccompCmpOp,
@@ -112,11 +112,11 @@ fn cond(
     SeccompCondition::new(arg, len, op, value).map_err(|e| SeccompError(e.to_string()))
 }
 
-fn rule(conditions: Vec<SeccompCondition>) -> Result<SeccompRule, SeccompError> {
+pub(crate) fn rule(conditions: Vec<SeccompCondition>) -> Result<SeccompRule, SeccompError> {
     SeccompRule::new(conditions).map_err(|e| SeccompError(e.to_string()))
 }
 
-fn compile(
+pub(crate) fn compile(
     rules: BTreeMap<i64, Vec<SeccompRule>>,
     action: SeccompAction,
 ) -> Result<BpfProgram, SeccompError> {
