@@ -688,6 +688,67 @@ fn warden_exec_refuses_when_bubblewrap_is_hidden() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // `warden doctor` gives the same diagnosis and says what it means.
+    let out = Command::new("/usr/bin/unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c"])
+        .arg(format!(
+            "for b in /usr/bin/bwrap /bin/bwrap; do [ -e $b ] && mount --bind /dev/null $b; done; exec {warden} doctor"
+        ))
+        .env("WARDEN_HOME", home.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("NO  bubblewrap"), "{text}");
+    assert!(
+        text.contains("every host=sandbox exec is refused"),
+        "{text}"
+    );
+}
+
+#[test]
+fn doctor_reports_what_this_machine_can_do() {
+    if !bwrap_usable() {
+        return;
+    }
+    let home = warden_home();
+    let out = warden_in(home.path())
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let check = |name: &str| {
+        v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} check in {v}"))
+            .clone()
+    };
+    for name in ["bubblewrap", "user namespaces", "fresh /proc", "seccomp"] {
+        assert_eq!(check(name)["ok"], true, "{name}: {v}");
+    }
+    assert!(
+        check("bubblewrap")["detail"]
+            .as_str()
+            .unwrap()
+            .contains("bubblewrap 0."),
+        "the version is reported: {v}"
+    );
+    assert_eq!(v["landlockAbi"], sandbox::bwrap::landlock_abi());
+    assert_eq!(
+        check("write watch")["ok"],
+        sandbox::watch::available().is_ok()
+    );
+    assert_eq!(v["hosts"]["sandbox"]["available"], true, "{v}");
+    assert_eq!(v["hosts"]["node"]["available"], false);
 }
 
 #[test]

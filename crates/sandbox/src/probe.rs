@@ -1,6 +1,6 @@
 //! What this machine can do for sandboxing (`warden doctor`), each check run for real:
 //! bubblewrap present and trusted, user namespaces, a fresh `/proc`, seccomp, the Landlock
-//! ABI, a container engine.
+//! ABI, the write watch, a container engine.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -133,6 +133,18 @@ pub fn probe(bwrap_dirs: &[PathBuf]) -> Report {
             format!("ABI {abi}")
         } else {
             "not supported (commands still run, without this second layer)".into()
+        },
+    ));
+    let watch = crate::watch::available();
+    checks.push(check(
+        "write watch",
+        watch.is_ok(),
+        match watch {
+            Ok(()) => {
+                "seccomp user notification: approval mode learns refused writes from the kernel"
+                    .to_string()
+            }
+            Err(why) => format!("{why}; approval mode falls back to the EROFS message text"),
         },
     ));
     Report {
