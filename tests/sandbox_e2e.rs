@@ -158,6 +158,26 @@ fn probe_main() {
     };
     let report = |name: &str, value: String| println!("PROBE {name}={value}");
     match mode.as_str() {
+        "fd-writes" => {
+            // Writes through descriptors and /proc/self, each refused by a read-only mount.
+            let file = std::fs::File::open("fd.txt").unwrap();
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+            let proc_path = std::ffi::CString::new(format!("/proc/self/fd/{fd}")).unwrap();
+            let name = c"user.warden";
+            // SAFETY: plain system calls on a descriptor this test owns and on valid
+            // NUL-terminated strings.
+            unsafe {
+                report("fchmod", errno(libc::fchmod(fd, 0o600) as i64));
+                report(
+                    "fsetxattr",
+                    errno(libc::fsetxattr(fd, name.as_ptr(), c"v".as_ptr().cast(), 1, 0) as i64),
+                );
+                report(
+                    "chmod_proc_self",
+                    errno(libc::chmod(proc_path.as_ptr(), 0o600) as i64),
+                );
+            }
+        }
         "syscalls" => {
             // Every call is made with arguments that are invalid if the call is allowed,
             // so EPERM/ENOSYS (filtered) is distinguishable from EBADF/EFAULT/EINVAL.
@@ -500,12 +520,58 @@ async fn secrets_state_and_homes_are_invisible_even_through_symlinks() {
     std::os::unix::fs::symlink(lab.state.path(), lab.ws().join("state-link")).unwrap();
     let state = std::fs::canonicalize(lab.state.path()).unwrap();
     let out = lab
-        .sh(Profile::Writable, &format!("cat leak; cat {}; ls -A {}; cat state-link/exec-approvals.json; ls -A {home}/.ssh; cat /etc/shadow", secret.display(), state.display()))
+        .sh(Profile::Writable, &format!("cat leak; cat {}; ls -A {}; cat state-link/exec-approvals.json; ls -A {home}/.ssh; cat /etc/shadow; cat /etc/ssl/private/*", secret.display(), state.display()))
         .await;
     std::fs::remove_file(&secret).unwrap();
     assert!(!out.combined.contains("TOP-SECRET"), "{out:?}");
     assert!(!out.combined.contains("secret\": true"), "{out:?}");
     assert!(!out.combined.contains("root:"), "{out:?}");
+    assert!(!out.combined.contains("PRIVATE KEY"), "{out:?}");
+}
+
+#[test]
+fn a_home_outside_home_is_hidden_while_a_workspace_inside_it_works() {
+    if !bwrap_usable() {
+        return;
+    }
+    // A service account's home, as CI machines have them (not under /home or /tmp).
+    let base = tempfile::Builder::new()
+        .prefix("warden-svc-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let home = std::fs::canonicalize(base.path()).unwrap().join("svc");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), "HOME-SECRET-KEY").unwrap();
+    let ws = home.join("project");
+    std::fs::create_dir_all(&ws).unwrap();
+    let warden_home = warden_home();
+    configure(
+        warden_home.path(),
+        "[sandbox]\npermission_mode = \"unrestricted\"\n",
+        r#"{"version":1}"#,
+    );
+    let out = warden_in(warden_home.path())
+        .env("HOME", &home)
+        .args([
+            "exec",
+            "--shell",
+            "cat ../.ssh/id_ed25519; cat \"$HOME/.ssh/id_ed25519\"; ls -a ..; echo ok > made.txt && cat made.txt",
+        ])
+        .current_dir(&ws)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("HOME-SECRET-KEY"), "{stdout}");
+    assert!(!stdout.contains(".ssh"), "{stdout}");
+    assert!(
+        stdout.contains("ok"),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("made.txt")).unwrap(),
+        "ok\n"
+    );
 }
 
 #[tokio::test]
@@ -563,6 +629,91 @@ async fn git_hooks_and_config_stay_read_only_while_commits_work() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&log.stdout).contains("first"));
+}
+
+#[tokio::test]
+async fn a_writable_run_cannot_redirect_git_to_planted_hooks() {
+    if !bwrap_usable() {
+        return;
+    }
+    let Some(git) = ["/usr/bin/git", "/usr/local/bin/git"]
+        .into_iter()
+        .find(|g| Path::new(g).exists())
+    else {
+        eprintln!("SKIPPED: git is not installed");
+        return;
+    };
+    let lab = lab();
+    let ws = lab.ws();
+    let host_git = |args: &[&str]| {
+        Command::new(git)
+            .args(args)
+            .current_dir(&ws)
+            .output()
+            .unwrap()
+    };
+    assert!(host_git(&["init", "-q"]).status.success());
+    // A husky-style hooks directory inside the workspace.
+    assert!(
+        host_git(&["config", "core.hooksPath", ".githooks"])
+            .status
+            .success()
+    );
+    std::fs::create_dir_all(ws.join(".githooks")).unwrap();
+    std::fs::write(ws.join(".githooks/pre-commit"), "#!/bin/sh\nexit 0\n").unwrap();
+    let marker = lab.state.path().join("hook-ran");
+    let evil = format!("#!/bin/sh\necho ran > {}\n", marker.display());
+    let out = lab
+        .sh(
+            Profile::Writable,
+            &format!(
+                "mkdir -p evil/hooks; printf '{evil}' > evil/hooks/pre-commit; chmod +x evil/hooks/pre-commit; \
+                 printf '[core]\\n\\thooksPath = evil/hooks\\n' > evil/config; \
+                 echo ../evil > .git/commondir && echo PLANTED; \
+                 mv .git .git-moved || echo RENAME-REFUSED; \
+                 printf '{evil}' > .githooks/pre-commit || echo HOOKSPATH-READ-ONLY; \
+                 echo data > tracked.txt && echo WRITES-WORK"
+            ),
+        )
+        .await;
+    for expected in [
+        "PLANTED",
+        "RENAME-REFUSED",
+        "HOOKSPATH-READ-ONLY",
+        "WRITES-WORK",
+    ] {
+        assert!(out.stdout.contains(expected), "{expected}: {out:?}");
+    }
+    // The planted redirection was moved aside when the run ended, and the run says so.
+    assert!(!ws.join(".git/commondir").exists());
+    assert!(
+        out.stderr.contains("commondir was created by the command"),
+        "{out:?}"
+    );
+    let quarantined = std::fs::read_dir(ws.join(".git"))
+        .unwrap()
+        .flatten()
+        .any(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("commondir.warden-quarantined-")
+        });
+    assert!(quarantined);
+    assert!(ws.join(".git/HEAD").exists() && !ws.join(".git-moved").exists());
+    // The user's next commit on the host runs none of the planted code.
+    assert!(host_git(&["add", "tracked.txt"]).status.success());
+    let commit = host_git(&[
+        "-c",
+        "user.name=u",
+        "-c",
+        "user.email=u@example.invalid",
+        "commit",
+        "-q",
+        "-m",
+        "after",
+    ]);
+    assert!(commit.status.success(), "{commit:?}");
+    assert!(!marker.exists(), "a planted hook ran on the host");
 }
 
 fn pids_with_cmdline(cmdline: &str) -> Vec<i32> {
@@ -977,6 +1128,33 @@ async fn the_watched_profile_reports_refused_writes_as_the_kernel_saw_them() {
         out.combined
     );
     assert!(!ws.join("a.txt").exists() && ws.join("exists.txt").exists());
+    // Writes through descriptors and /proc/self are attributed to the file.
+    std::fs::write(ws.join("fd.txt"), "x").unwrap();
+    let probe = vec![
+        lab.probe.to_string_lossy().into_owned(),
+        "--exact".into(),
+        "probe_main".into(),
+        "--nocapture".into(),
+        "-q".into(),
+    ];
+    let out = watched
+        .exec(&probe, &lab.options(&[("WARDEN_PROBE", "fd-writes")]))
+        .await
+        .unwrap();
+    let erofs = libc::EROFS.to_string();
+    for call in ["fchmod", "fsetxattr", "chmod_proc_self"] {
+        assert!(
+            out.stdout.contains(&format!("PROBE {call}={erofs}")),
+            "{call}: {}",
+            out.combined
+        );
+    }
+    assert_eq!(
+        out.refused_writes,
+        Some(vec![ws.join("fd.txt")]),
+        "{}",
+        out.combined
+    );
     // Printing the message is not a refused write.
     let out = run("echo 'Read-only file system' >&2; exit 1").await;
     assert_eq!(out.status, caps::ExitStatus::Code(1));

@@ -120,6 +120,37 @@ fn same_shell(shell: Arc<dyn Shell>) -> SandboxShells {
     }
 }
 
+/// What a sandboxed command must not see besides the emptied `/home`, `/root`, `/run`:
+/// Warden's state, the user's home wherever it is (service accounts often live under
+/// `/var/lib`), and the approver socket's directory when configured elsewhere.
+fn hidden_paths(facts: &HostFacts, store: &Store, state_dir: &Path) -> Vec<PathBuf> {
+    let mut hidden = vec![state_dir.to_path_buf()];
+    let home = std::fs::canonicalize(&facts.home).unwrap_or_else(|_| facts.home.clone());
+    if hideable(&home) {
+        hidden.push(home);
+    }
+    if let Ok(snapshot) = store.load() {
+        let socket = store.socket_path(&snapshot.file);
+        if let Some(dir) = socket.parent() {
+            let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+            if !dir.starts_with(state_dir) && hideable(&dir) {
+                hidden.push(dir);
+            }
+        }
+    }
+    hidden
+}
+
+/// Whether hiding `dir` leaves the system usable: not `/`, not a top-level directory,
+/// nothing programs are loaded from.
+fn hideable(dir: &Path) -> bool {
+    const SYSTEM: &[&str] = &[
+        "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/proc", "/sys",
+        "/dev", "/opt", "/nix",
+    ];
+    dir.components().count() > 2 && !SYSTEM.iter().any(|s| dir.starts_with(s))
+}
+
 /// The sandbox route for the configured backend, or its diagnosis.
 fn sandbox_route(
     facts: &HostFacts,
@@ -132,7 +163,7 @@ fn sandbox_route(
     let policy = SandboxPolicy {
         writable_paths: auth.writable_paths.clone(),
         readable_extra_paths: auth.readable_extra_paths.clone(),
-        hidden_paths: vec![state_dir.to_path_buf()],
+        hidden_paths: hidden_paths(facts, store, state_dir),
         network: config.sandbox.network,
         landlock: config
             .sandbox

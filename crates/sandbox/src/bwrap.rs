@@ -4,7 +4,8 @@
 //! tmpfs (user data, keys and runtime sockets are not there); credential files masked;
 //! a private `/tmp`, fresh `/proc` and a minimal `/dev`; authorized paths bound back in
 //! (read-only, or writable in the writable profile) from descriptors opened and checked
-//! before launch (`--bind-fd`, so no path is looked up again); `.git/hooks` and `.git/config` of a writable path read-only; Warden's
+//! before launch (`--bind-fd`, so no path is looked up again); repositories in a writable
+//! path kept from becoming a way out (`git.rs`: hooks and config read-only); Warden's
 //! state hidden. New user, pid, ipc, uts and (unless allowed) net namespaces, a new
 //! session, death with the parent, every capability dropped — also when Warden runs as
 //! root — and two seccomp programs. The helper then applies Landlock and executes the
@@ -17,7 +18,7 @@ use std::sync::Arc;
 use caps::process::{ProcessSpec, WorkingDir, supervise};
 use caps::{CapsError, ExecOptions, ExecOutput, Script, Shell};
 
-use crate::{LandlockMode, Profile, SandboxPolicy, Unavailable, helper, seccomp};
+use crate::{LandlockMode, Profile, SandboxPolicy, Unavailable, git, helper, seccomp};
 
 /// Where bubblewrap may come from: system directories only, never a workspace or PATH.
 pub const TRUSTED_BWRAP_DIRS: &[&str] = &["/usr/bin", "/bin"];
@@ -32,8 +33,33 @@ const MASKED_FILES: &[&str] = &[
     "/etc/sudoers",
 ];
 
+/// Host directories of keys only root should read, emptied inside when Warden runs as
+/// root (same reason as [`MASKED_FILES`]).
+const MASKED_DIRS: &[&str] = &["/etc/ssl/private", "/etc/wireguard"];
+
+/// sshd's private host keys (`/etc/ssh/ssh_host_*_key`), masked as root.
+fn ssh_host_keys() -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir("/etc/ssh") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("ssh_host_") && name.ends_with("_key")
+        })
+        .map(|e| e.path())
+        .collect()
+}
+
 /// Host directories replaced by empty tmpfs inside.
 const HIDDEN_DIRS: &[&str] = &["/home", "/root", "/run"];
+
+/// Whether `path` is out of sight anyway: under a directory the layout empties.
+fn hidden_by_layout(path: &Path) -> bool {
+    HIDDEN_DIRS.iter().any(|d| path.starts_with(d)) || path.starts_with("/tmp")
+}
 
 /// Find a trustworthy `bwrap`: a regular, executable file in one of `dirs`, owned by root
 /// and not writable by anyone else.
@@ -204,16 +230,15 @@ impl Bwrap {
         }
     }
 
-    /// The bubblewrap argv (after the program) and the descriptors it refers to, in the
-    /// order they must appear in the child (3, 4, ...). `report`, if given, is the write
-    /// end of the pipe the helper's write watch reports to.
+    /// How to launch `argv` in this sandbox. `report`, if given, is the write end of the
+    /// pipe the helper's write watch reports to.
     pub fn command_line(
         &self,
         profile: Profile,
         cwd: &Path,
         argv: &[String],
         report: Option<OwnedFd>,
-    ) -> Result<(Vec<String>, Vec<OwnedFd>), CapsError> {
+    ) -> Result<Launch, CapsError> {
         let mut args: Vec<String> = Vec::new();
         let mut keep: Vec<OwnedFd> = Vec::new();
         let push = |args: &mut Vec<String>, items: &[&str]| {
@@ -259,9 +284,40 @@ impl Bwrap {
                 push(&mut args, &["--tmpfs", dir]);
             }
         }
-        for file in MASKED_FILES.iter().filter(|_| as_root) {
-            if Path::new(file).exists() {
-                push(&mut args, &["--ro-bind", "/dev/null", file]);
+        // Hidden directories that contain an authorized path are emptied before the binds,
+        // so that the authorized path shows through; the rest are hidden after them.
+        let bound: Vec<PathBuf> = self
+            .policy
+            .writable_paths
+            .iter()
+            .chain(&self.policy.readable_extra_paths)
+            .cloned()
+            .collect();
+        let (covering, inner): (Vec<&PathBuf>, Vec<&PathBuf>) = self
+            .policy
+            .hidden_paths
+            .iter()
+            .filter(|h| !hidden_by_layout(h) || bound.iter().any(|b| h.starts_with(b)))
+            .partition(|h| bound.iter().any(|b| b.starts_with(h)));
+        for dir in covering {
+            if dir.is_dir() {
+                args.extend(["--tmpfs".to_owned(), dir.to_string_lossy().into_owned()]);
+            }
+        }
+        if as_root {
+            for file in MASKED_FILES {
+                if Path::new(file).exists() {
+                    push(&mut args, &["--ro-bind", "/dev/null", file]);
+                }
+            }
+            for key in ssh_host_keys() {
+                let key = key.to_string_lossy().into_owned();
+                args.extend(["--ro-bind".to_owned(), "/dev/null".to_owned(), key]);
+            }
+            for dir in MASKED_DIRS {
+                if Path::new(dir).is_dir() {
+                    push(&mut args, &["--tmpfs", dir, "--remount-ro", dir]);
+                }
             }
         }
         // seccomp programs first: descriptors 3 and 4 in bubblewrap.
@@ -298,34 +354,19 @@ impl Bwrap {
         for path in &self.policy.writable_paths {
             bind(&mut args, &mut keep, path, profile == Profile::Writable)?;
         }
-        // Even in a writable workspace, git hooks and config would let a command plant code
-        // that runs later outside the sandbox.
+        // Even in a writable workspace, git must not become a way to plant code that runs
+        // later outside the sandbox (see `git.rs`).
+        let mut git_guards = Vec::new();
         if profile == Profile::Writable {
             for path in &self.policy.writable_paths {
-                for sub in [".git/hooks", ".git/config"] {
-                    let p = path.join(sub);
-                    if p.exists() && !p.is_symlink() {
-                        let p = p.to_string_lossy().into_owned();
-                        args.extend(["--ro-bind".to_owned(), p.clone(), p]);
-                    }
-                }
+                let (git_args, guard) = git::protect(path, &self.policy.writable_paths);
+                args.extend(git_args);
+                git_guards.push(guard);
             }
         }
-        // Hide Warden's state where it would be visible: outside the emptied directories,
-        // or inside a path bound back in. (Under /home or /root it is already gone.)
-        let bound: Vec<&PathBuf> = self
-            .policy
-            .writable_paths
-            .iter()
-            .chain(&self.policy.readable_extra_paths)
-            .collect();
-        for hidden in &self.policy.hidden_paths {
-            let already_gone =
-                HIDDEN_DIRS.iter().any(|d| hidden.starts_with(d)) || hidden.starts_with("/tmp");
-            let rebound = bound.iter().any(|b| hidden.starts_with(b));
-            if already_gone && !rebound {
-                continue;
-            }
+        // Hide the rest (Warden's state, ...) where it would be visible: outside the emptied
+        // directories, or inside a path bound back in.
+        for hidden in inner {
             let h = hidden.to_string_lossy().into_owned();
             match std::fs::symlink_metadata(hidden) {
                 Ok(m) if m.is_dir() => args.extend([
@@ -344,8 +385,13 @@ impl Bwrap {
         });
         // The helper must be reachable inside; bind it only where the layout hides it.
         let helper = self.helper.to_string_lossy().into_owned();
-        if HIDDEN_DIRS.iter().any(|d| self.helper.starts_with(d)) || self.helper.starts_with("/tmp")
-        {
+        let helper_hidden = hidden_by_layout(&self.helper)
+            || self
+                .policy
+                .hidden_paths
+                .iter()
+                .any(|h| self.helper.starts_with(h));
+        if helper_hidden {
             args.extend(["--ro-bind".to_owned(), helper.clone(), helper.clone()]);
         }
         args.extend([
@@ -366,7 +412,11 @@ impl Bwrap {
             watch_fd,
             argv,
         ));
-        Ok((args, keep))
+        Ok(Launch {
+            args,
+            fds: keep,
+            git_guards,
+        })
     }
 
     async fn run_argv(
@@ -392,9 +442,9 @@ impl Bwrap {
         } else {
             (None, None)
         };
-        let (args, keep) = self.command_line(profile, &options.cwd, argv, report_write)?;
+        let launch = self.command_line(profile, &options.cwd, argv, report_write)?;
         let mut full = vec![self.bwrap.to_string_lossy().into_owned()];
-        full.extend(args);
+        full.extend(launch.args);
         let spec = ProcessSpec {
             program: self.bwrap.clone(),
             argv: full.into_iter().map(Into::into).collect(),
@@ -405,10 +455,23 @@ impl Bwrap {
                 .collect(),
             cwd: WorkingDir::Path(PathBuf::from("/")),
             stdin: options.stdin.clone(),
-            keep_fds: keep,
+            keep_fds: launch.fds,
             display_name: argv[0].clone(),
         };
+        let mut post_run = PostRun {
+            guards: launch.git_guards,
+            done: false,
+        };
         let mut output = supervise(spec, options.timeout, options.limits).await?;
+        // Every sandboxed process is gone now (the pid namespace died with bubblewrap), so
+        // what the command planted in a repository cannot change under this check.
+        for note in post_run.finish() {
+            tracing::warn!("{note}");
+            for text in [&mut output.stderr, &mut output.combined] {
+                text.push_str(&note);
+                text.push('\n');
+            }
+        }
         if let Some(report) = report_read {
             let report = crate::watch::read_report(report);
             if let Some(why) = &report.unavailable {
@@ -418,6 +481,60 @@ impl Bwrap {
         }
         Ok(output)
     }
+}
+
+/// The repository checks of one run, done when it ended — or, if the run was cancelled
+/// (its future dropped, which kills the tree), shortly after, once the sandbox's pid
+/// namespace has had time to die with bubblewrap.
+struct PostRun {
+    guards: Vec<git::Guard>,
+    done: bool,
+}
+
+impl PostRun {
+    fn finish(&mut self) -> Vec<String> {
+        self.done = true;
+        let stamp = unix_millis();
+        self.guards
+            .iter()
+            .flat_map(|g| g.undo_planted(stamp))
+            .collect()
+    }
+}
+
+impl Drop for PostRun {
+    fn drop(&mut self) {
+        if self.done || self.guards.is_empty() {
+            return;
+        }
+        let guards = std::mem::take(&mut self.guards);
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            for note in guards.iter().flat_map(|g| g.undo_planted(unix_millis())) {
+                tracing::warn!("{note}");
+            }
+        });
+    }
+}
+
+fn unix_millis() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0)
+}
+
+/// How to launch one command: bubblewrap's arguments (after the program), the
+/// descriptors they refer to in the order they must appear in the child (3, 4, ...), and
+/// the repository checks to run afterwards.
+#[derive(Debug)]
+pub struct Launch {
+    /// bubblewrap's arguments.
+    pub args: Vec<String>,
+    /// Descriptors the child gets as 3, 4, ...
+    pub fds: Vec<OwnedFd>,
+    /// Checks after a writable run (see [`crate::git`]).
+    pub git_guards: Vec<git::Guard>,
 }
 
 /// A `caps::Shell` that runs everything in a [`Bwrap`] sandbox with one profile.

@@ -107,7 +107,9 @@ pub fn decode(args: &[String]) -> Result<HelperArgs, String> {
 
 /// Apply Landlock for `writable`. Returns the enforcement status.
 fn apply_landlock(writable: &[PathBuf], mode: LandlockMode) -> Result<RulesetStatus, String> {
-    let abi = ABI::V5;
+    // Ask for the write rights this kernel knows (up to ABI 5, the newest this helper
+    // uses): asking for more would make a hard requirement fail on an older kernel.
+    let abi = ABI::from(crate::bwrap::landlock_abi().clamp(1, 5) as i32);
     let write = AccessFs::from_write(abi);
     let mut ruleset = Ruleset::default();
     ruleset = ruleset.set_compatibility(match mode {

@@ -19,6 +19,7 @@
 
 pub mod bwrap;
 pub mod container;
+pub mod git;
 pub mod helper;
 pub mod probe;
 pub mod seatbelt;

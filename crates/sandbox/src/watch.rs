@@ -65,6 +65,8 @@ enum PathArg {
     Cwd(usize),
     /// Relative to a directory descriptor (descriptor index, path index).
     At(usize, usize),
+    /// The file an open descriptor refers to (argument index).
+    Fd(usize),
 }
 
 /// Whether the call writes.
@@ -107,6 +109,14 @@ fn watched() -> Vec<Watched> {
         w(libc::SYS_fchownat, &[At(0, 1)], Always),
         w(libc::SYS_utimensat, &[At(0, 1)], Always),
         w(libc::SYS_truncate, &[Cwd(0)], Always),
+        w(libc::SYS_fchmod, &[Fd(0)], Always),
+        w(libc::SYS_fchown, &[Fd(0)], Always),
+        w(libc::SYS_setxattr, &[Cwd(0)], Always),
+        w(libc::SYS_lsetxattr, &[Cwd(0)], Always),
+        w(libc::SYS_fsetxattr, &[Fd(0)], Always),
+        w(libc::SYS_removexattr, &[Cwd(0)], Always),
+        w(libc::SYS_lremovexattr, &[Cwd(0)], Always),
+        w(libc::SYS_fremovexattr, &[Fd(0)], Always),
     ];
     // The legacy forms exist only on some architectures.
     #[cfg(target_arch = "x86_64")]
@@ -127,6 +137,7 @@ fn watched() -> Vec<Watched> {
         w(libc::SYS_utime, &[Cwd(0)], Always),
         w(libc::SYS_utimes, &[Cwd(0)], Always),
         w(libc::SYS_futimesat, &[At(0, 1)], Always),
+        w(libc::SYS_fchmodat2, &[At(0, 1)], Always),
     ]);
     table
 }
@@ -264,6 +275,14 @@ pub fn refusable(path: &Path, writable: &[PathBuf]) -> bool {
 /// component as named (a write to a symlink's name acts on the link or its target, and
 /// the read-only mount refuses both where it applies).
 fn normalize(path: &Path) -> PathBuf {
+    // A `/proc/<pid>/fd/N` (or `cwd`, `root`) path names the file the link points at.
+    if let Some(target) = path
+        .starts_with("/proc")
+        .then(|| std::fs::canonicalize(path).ok())
+        .flatten()
+    {
+        return target;
+    }
     match (path.parent(), path.file_name()) {
         (Some(parent), Some(name)) => std::fs::canonicalize(parent)
             .map(|p| p.join(name))
@@ -297,28 +316,47 @@ fn read_c_string(mem: &File, addr: u64) -> Option<Vec<u8>> {
     None
 }
 
-/// Resolve one path argument of a notified call to an absolute path.
+/// Resolve one path argument of a notified call to an absolute path, as the caller sees
+/// it: `/proc/self` is the caller's, not the observer's.
 fn resolve(pid: u32, mem: &File, args: &[u64; 6], at: PathArg) -> Option<PathBuf> {
     let (dirfd, addr) = match at {
         PathArg::Cwd(p) => (None, args[p]),
         PathArg::At(d, p) => (Some(args[d] as i32), args[p]),
+        PathArg::Fd(d) => (Some(args[d] as i32), 0),
     };
-    // A NULL path (utimensat) acts on the descriptor itself.
+    // A NULL path (utimensat, the descriptor forms) acts on the descriptor itself.
     let raw = if addr == 0 {
         Vec::new()
     } else {
         read_c_string(mem, addr)?
     };
     let raw = Path::new(OsStr::from_bytes(&raw));
-    if raw.is_absolute() {
-        return Some(normalize(raw));
-    }
-    let base = match dirfd {
-        Some(fd) if fd != libc::AT_FDCWD => format!("/proc/{pid}/fd/{fd}"),
-        _ => format!("/proc/{pid}/cwd"),
+    let path = if raw.is_absolute() {
+        callers_proc(raw, pid)
+    } else {
+        let base = match dirfd {
+            Some(fd) if fd != libc::AT_FDCWD => format!("/proc/{pid}/fd/{fd}"),
+            _ => format!("/proc/{pid}/cwd"),
+        };
+        let base = std::fs::read_link(base).ok()?;
+        if raw.as_os_str().is_empty() {
+            base
+        } else {
+            base.join(raw)
+        }
     };
-    let base = std::fs::read_link(base).ok()?;
-    Some(normalize(&base.join(raw)))
+    Some(normalize(&path))
+}
+
+/// `/proc/self/...` and `/proc/thread-self/...` rewritten to the caller's entries.
+fn callers_proc(path: &Path, pid: u32) -> PathBuf {
+    if let Ok(rest) = path.strip_prefix("/proc/self") {
+        return Path::new(&format!("/proc/{pid}")).join(rest);
+    }
+    if let Ok(rest) = path.strip_prefix("/proc/thread-self") {
+        return Path::new(&format!("/proc/{pid}/task/{pid}")).join(rest);
+    }
+    path.to_path_buf()
 }
 
 /// The observer's state.
