@@ -512,3 +512,59 @@ fn allow_always_never_stores_a_shell_or_interpreter() {
     assert!(file(&h)["agents"].get("coder").is_none());
     ui.stop();
 }
+
+#[test]
+fn defaults_show_and_set_the_host_ceilings() {
+    let tmp = home();
+    let h = tmp.path();
+    let out = w(h).args(["approvals", "defaults"]).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("security:    unset (= deny)"), "{text}");
+    let out = w(h)
+        .args([
+            "approvals",
+            "defaults",
+            "--security",
+            "allowlist",
+            "--ask-fallback",
+            "deny",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["security"], "allowlist");
+    assert_eq!(v["ask"], serde_json::Value::Null);
+    assert_eq!(file(h)["defaults"]["security"], "allowlist");
+    // Bad values and unknown agents change nothing.
+    let before = std::fs::read(h.join("exec-approvals.json")).unwrap();
+    let out = w(h)
+        .args(["approvals", "defaults", "--security", "everything"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected one of deny, allowlist, full"));
+    let out = w(h)
+        .args([
+            "approvals",
+            "defaults",
+            "--agent",
+            "ghost",
+            "--security",
+            "full",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--create-agent"));
+    assert_eq!(
+        std::fs::read(h.join("exec-approvals.json")).unwrap(),
+        before
+    );
+}

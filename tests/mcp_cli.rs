@@ -337,6 +337,13 @@ async fn stdio_slash_commands_and_limits() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn file_tools_work_inside_the_workspace_and_refuse_escapes() {
     let s = setup();
+    // Writes without a human in the loop (approval mode is tested below).
+    let config = std::fs::read_to_string(s.home.join("config.toml")).unwrap();
+    std::fs::write(
+        s.home.join("config.toml"),
+        format!("{config}[sandbox]\npermission_mode = \"unrestricted\"\n"),
+    )
+    .unwrap();
     let client = stdio_client(&s).await;
     let r = call(
         &client,
@@ -390,6 +397,9 @@ async fn file_tools_work_inside_the_workspace_and_refuse_escapes() {
 
     std::os::unix::fs::symlink(s.ws().join(".warden"), s.ws().join("innocent")).unwrap();
     std::os::unix::fs::symlink("/etc", s.ws().join("etc-link")).unwrap();
+    std::fs::create_dir_all(s.ws().join(".git/hooks")).unwrap();
+    std::fs::write(s.ws().join(".git/config"), "[core]\n").unwrap();
+    std::os::unix::fs::symlink(s.ws().join(".git"), s.ws().join("git-link")).unwrap();
     for (tool, args) in [
         ("read", json!({"path": "../../../../etc/passwd"})),
         ("read", json!({"path": "/etc/passwd"})),
@@ -408,6 +418,18 @@ async fn file_tools_work_inside_the_workspace_and_refuse_escapes() {
         (
             "edit",
             json!({"path": ".warden/config.toml", "old_string": "gateway", "new_string": "x"}),
+        ),
+        (
+            "write",
+            json!({"path": ".git/hooks/pre-commit", "content": "#!/bin/sh\n"}),
+        ),
+        (
+            "edit",
+            json!({"path": ".git/config", "old_string": "[core]", "new_string": "[core]\n\tfsmonitor = x"}),
+        ),
+        (
+            "write",
+            json!({"path": "git-link/commondir", "content": "../evil"}),
         ),
         ("list", json!({"path": ".warden"})),
         ("list", json!({"path": "innocent"})),
@@ -429,6 +451,83 @@ async fn file_tools_work_inside_the_workspace_and_refuse_escapes() {
     assert!(!Path::new("/tmp/escape.txt").exists());
     let config = std::fs::read_to_string(s.home.join("config.toml")).unwrap();
     assert!(config.contains("gateway"));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_approval_mode_file_writes_wait_for_the_human() {
+    let s = setup();
+    let config = std::fs::read_to_string(s.home.join("config.toml")).unwrap();
+    std::fs::write(
+        s.home.join("config.toml"),
+        format!("{config}[sandbox]\npermission_mode = \"approval\"\n"),
+    )
+    .unwrap();
+    let client = stdio_client(&s).await;
+    // Nobody to ask: refused, nothing written.
+    let r = call(
+        &client,
+        "write",
+        json!({"path": "a.txt", "content": "first"}),
+    )
+    .await;
+    assert_eq!(r.is_error, Some(true));
+    let error = structured(&r)["error"].as_str().unwrap().to_owned();
+    assert!(
+        error.contains("rejected") && error.contains("approval"),
+        "{error}"
+    );
+    assert!(!s.ws().join("a.txt").exists());
+
+    // The human sees what would be written; allow once writes, deny does not.
+    let mut approver = Approver::start(&s.home);
+    let asked = call(
+        &client,
+        "write",
+        json!({"path": "a.txt", "content": "approved content"}),
+    );
+    let answer = tokio::task::spawn_blocking(move || {
+        approver.answer("write a.txt: 16 bytes: \"approved content\"", "o\n");
+        approver
+    });
+    let r = asked.await;
+    let mut approver = answer.await.unwrap();
+    assert_eq!(r.is_error, Some(false), "{:?}", r.structured_content);
+    assert_eq!(
+        std::fs::read_to_string(s.ws().join("a.txt")).unwrap(),
+        "approved content"
+    );
+    let asked = call(
+        &client,
+        "edit",
+        json!({"path": "a.txt", "old_string": "approved", "new_string": "denied"}),
+    );
+    let answer = tokio::task::spawn_blocking(move || {
+        approver.answer("stores nothing (a write permission", "d\n");
+        approver
+    });
+    let r = asked.await;
+    let approver = answer.await.unwrap();
+    assert_eq!(r.is_error, Some(true));
+    assert!(
+        structured(&r)["error"]
+            .as_str()
+            .unwrap()
+            .contains("denied by the approver")
+    );
+    assert_eq!(
+        std::fs::read_to_string(s.ws().join("a.txt")).unwrap(),
+        "approved content"
+    );
+    // A refused path is refused outright, without bothering the human.
+    let r = call(
+        &client,
+        "write",
+        json!({"path": ".warden/config.toml", "content": "x"}),
+    )
+    .await;
+    assert!(structured(&r)["error"].as_str().unwrap().contains("denied"));
+    drop(approver);
     client.cancel().await.unwrap();
 }
 

@@ -466,6 +466,7 @@ async fn exec_sandbox(report: &mut Report, quick: bool) -> anyhow::Result<()> {
             readonly: std::sync::Arc::clone(&readonly),
             watched: std::sync::Arc::clone(&readonly),
             writable: readonly,
+            unconfined: None,
         }),
     });
     let cancel = tokio_util::sync::CancellationToken::new();

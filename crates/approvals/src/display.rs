@@ -83,7 +83,12 @@ pub fn render_prompt(prompt: &Prompt, store_patterns: &[String]) -> String {
         .map(|(k, v)| format!("{}={}", escape(k), escape(v)))
         .collect();
     let _ = writeln!(out, "env:      {}", env.join(" "));
-    if store_patterns.is_empty() {
+    if prompt.is_write_permission() {
+        let _ = writeln!(
+            out,
+            "always:   stores nothing (a write permission is for this one request)"
+        );
+    } else if store_patterns.is_empty() {
         let _ = writeln!(
             out,
             "always:   stores nothing (shells, interpreters and wrappers are never stored)"

@@ -21,6 +21,6 @@ pub use file::{
 };
 pub use plan::RunPlan;
 pub use store::{
-    ABSENT_HASH, HostView, ImportSummary, OsRandom, Randomness, Snapshot, Store, StoreConfig,
-    StoreError, USAGE_TIME_GRANULARITY_MS, Updated,
+    ABSENT_HASH, HostView, ImportSummary, OsRandom, Randomness, SettingsChange, Snapshot, Store,
+    StoreConfig, StoreError, USAGE_TIME_GRANULARITY_MS, Updated,
 };

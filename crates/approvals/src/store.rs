@@ -633,8 +633,15 @@ impl Store {
     /// not), provided the file still has hash `base_hash`. The token is kept when `text`
     /// carries the redaction marker or none.
     pub fn set_from_text(&self, text: &str, base_hash: &str) -> Result<Updated<()>, StoreError> {
+        // `get` prints `# path` and `# hash` lines before the document; JSON never starts
+        // with `#`, so they are skipped rather than refused.
+        let body: Vec<&str> = text
+            .lines()
+            .skip_while(|l| l.trim_start().starts_with('#'))
+            .collect();
+        let text = body.join("\n");
         let mut incoming: ApprovalsFile =
-            serde_json::from_str(text).map_err(|e| StoreError::Invalid {
+            serde_json::from_str(&text).map_err(|e| StoreError::Invalid {
                 problems: vec![format!("not a valid approvals document: {e}")],
             })?;
         let problems = incoming.problems();
@@ -659,6 +666,53 @@ impl Store {
         })
     }
 
+    /// Set the host-wide defaults (`agent` = `None`) or one agent's settings. An agent
+    /// that is neither in the file nor in `known_agents` is refused unless `create_agent`.
+    pub fn set_settings(
+        &self,
+        agent: Option<&str>,
+        change: SettingsChange,
+        known_agents: &[String],
+        create_agent: bool,
+    ) -> Result<Updated<()>, StoreError> {
+        self.update(None, |file| {
+            let (security, ask, fallback) = match agent {
+                None => {
+                    let d = &mut file.defaults;
+                    (&mut d.security, &mut d.ask, &mut d.ask_fallback)
+                }
+                Some(id) => {
+                    if id.trim().is_empty() || id.chars().any(char::is_control) {
+                        return Err(StoreError::Invalid {
+                            problems: vec![format!("invalid agent id {id:?}")],
+                        });
+                    }
+                    if !file.agents.contains_key(id)
+                        && !known_agents.iter().any(|a| a == id)
+                        && !create_agent
+                    {
+                        return Err(StoreError::UnknownAgent {
+                            agent: id.to_owned(),
+                            suggestion: None,
+                        });
+                    }
+                    let a = file.agents.entry(id.to_owned()).or_default();
+                    (&mut a.security, &mut a.ask, &mut a.ask_fallback)
+                }
+            };
+            if change.security.is_some() {
+                *security = change.security;
+            }
+            if change.ask.is_some() {
+                *ask = change.ask;
+            }
+            if change.ask_fallback.is_some() {
+                *fallback = change.ask_fallback;
+            }
+            Ok(())
+        })
+    }
+
     /// Merge an OpenClaw-format (schema version 1) approvals file: new agents are added
     /// whole; for known agents, missing settings are filled and allowlist entries added
     /// (existing entries and settings are kept). The socket and token are never imported.
@@ -673,11 +727,24 @@ impl Store {
         }
         self.update(None, |file| {
             let mut summary = ImportSummary::default();
-            fill(&mut file.defaults.security, incoming.defaults.security);
-            fill(&mut file.defaults.ask, incoming.defaults.ask);
+            let set = &mut summary.settings_set;
+            fill(
+                &mut file.defaults.security,
+                incoming.defaults.security,
+                "defaults.security",
+                set,
+            );
+            fill(
+                &mut file.defaults.ask,
+                incoming.defaults.ask,
+                "defaults.ask",
+                set,
+            );
             fill(
                 &mut file.defaults.ask_fallback,
                 incoming.defaults.ask_fallback,
+                "defaults.askFallback",
+                set,
             );
             for (id, theirs) in incoming.agents {
                 match file.agents.get_mut(&id) {
@@ -687,9 +754,16 @@ impl Store {
                         file.agents.insert(id, theirs);
                     }
                     Some(ours) => {
-                        fill(&mut ours.security, theirs.security);
-                        fill(&mut ours.ask, theirs.ask);
-                        fill(&mut ours.ask_fallback, theirs.ask_fallback);
+                        let set = &mut summary.settings_set;
+                        let at = |k: &str| format!("agents.{id}.{k}");
+                        fill(&mut ours.security, theirs.security, &at("security"), set);
+                        fill(&mut ours.ask, theirs.ask, &at("ask"), set);
+                        fill(
+                            &mut ours.ask_fallback,
+                            theirs.ask_fallback,
+                            &at("askFallback"),
+                            set,
+                        );
                         for e in theirs.allowlist {
                             if !ours.allowlist.iter().any(|o| o.pattern == e.pattern) {
                                 ours.allowlist.push(e);
@@ -704,17 +778,42 @@ impl Store {
     }
 }
 
-fn fill<T>(ours: &mut Option<T>, theirs: Option<T>) {
-    if ours.is_none() {
-        *ours = theirs;
+/// Take `theirs` where ours is unset, and say so in `set` (as `name = value`): an
+/// unset value means the strict default, so filling it can loosen the host.
+fn fill<T: std::fmt::Display>(
+    ours: &mut Option<T>,
+    theirs: Option<T>,
+    name: &str,
+    set: &mut Vec<String>,
+) {
+    if ours.is_none()
+        && let Some(value) = theirs
+    {
+        set.push(format!("{name} = {value}"));
+        *ours = Some(value);
     }
 }
 
 /// What an import added.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ImportSummary {
     /// Agents that were new.
     pub agents_added: Vec<String>,
     /// Allowlist entries added (to new and existing agents).
     pub patterns_added: usize,
+    /// Settings that were unset and now have the imported value (`name = value`).
+    pub settings_set: Vec<String>,
+}
+
+/// A change to the host-wide defaults or to one agent's settings; `None` leaves a value
+/// as it is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SettingsChange {
+    /// Security ceiling.
+    pub security: Option<policy::Security>,
+    /// Ask floor.
+    pub ask: Option<policy::Ask>,
+    /// Fallback when no approver answers.
+    pub ask_fallback: Option<policy::AskFallback>,
 }

@@ -356,6 +356,15 @@ fn import_merges_an_openclaw_file_without_losing_anything() {
     let summary = store.import_openclaw(openclaw).unwrap().value;
     assert_eq!(summary.agents_added, vec!["main"]);
     assert_eq!(summary.patterns_added, 2);
+    // Every unset (strict) setting the import filled is named.
+    assert_eq!(
+        summary.settings_set,
+        vec![
+            "defaults.security = allowlist",
+            "defaults.askFallback = deny",
+            "agents.coder.security = full"
+        ]
+    );
     let file = store.load().unwrap().file;
     assert_eq!(
         file.patterns_for(Some("coder")),
@@ -502,5 +511,54 @@ fn kill_9_at_random_points_leaves_the_old_or_the_new_file() {
     assert!(
         seen > 0,
         "the writers never committed anything; the test exercised nothing"
+    );
+}
+
+#[test]
+fn settings_change_defaults_or_one_agent_and_refuse_unknown_agents() {
+    let (_fs, store) = memory_store();
+    let change = approvals::SettingsChange {
+        security: Some(Security::Allowlist),
+        ..Default::default()
+    };
+    store.set_settings(None, change, &[], false).unwrap();
+    assert_eq!(
+        store.load().unwrap().file.defaults.security,
+        Some(Security::Allowlist)
+    );
+    let err = store
+        .set_settings(Some("ghost"), change, &["main".into()], false)
+        .unwrap_err();
+    assert!(matches!(err, StoreError::UnknownAgent { .. }), "{err}");
+    store
+        .set_settings(Some("main"), change, &["main".into()], false)
+        .unwrap();
+    let file = store.load().unwrap().file;
+    assert_eq!(file.agents["main"].security, Some(Security::Allowlist));
+    assert_eq!(file.agents["main"].ask, None, "untouched values stay unset");
+    assert!(
+        store
+            .set_settings(Some("bad\nid"), change, &[], true)
+            .is_err()
+    );
+}
+
+#[test]
+fn set_accepts_what_get_prints() {
+    let (_fs, store) = memory_store();
+    store
+        .add_patterns("coder", &["/usr/bin/rg".into()], &[], true)
+        .unwrap();
+    let snapshot = store.load().unwrap();
+    let printed = format!(
+        "# /home/u/.warden/exec-approvals.json\n# hash: {}\n{}\n",
+        snapshot.hash,
+        serde_json::to_string_pretty(&snapshot.file.redacted()).unwrap()
+    );
+    let edited = printed.replace("/usr/bin/rg", "/usr/bin/fd");
+    store.set_from_text(&edited, &snapshot.hash).unwrap();
+    assert_eq!(
+        store.load().unwrap().file.patterns_for(Some("coder")),
+        vec!["/usr/bin/fd"]
     );
 }

@@ -135,6 +135,10 @@ fn parse_answer(line: &str) -> Option<Answer> {
 
 /// The patterns "allow always" would store for this plan, derived by the policy engine.
 fn patterns_for(prompt: &Prompt, facts: &HostFacts) -> Vec<String> {
+    // A write permission is not a policy decision about the command: nothing to store.
+    if prompt.is_write_permission() {
+        return Vec::new();
+    }
     let fs = facts.fs();
     let allowlist = Allowlist::default();
     let cwd = std::path::PathBuf::from(&prompt.plan.cwd);

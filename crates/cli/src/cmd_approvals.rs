@@ -29,6 +29,29 @@ pub enum ApprovalsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Show or set this host's ceilings: the host-wide defaults, or one agent's settings
+    /// with --agent. Unset values mean the strict defaults (security deny, ask on-miss,
+    /// askFallback deny).
+    Defaults {
+        /// Set one agent's settings instead of the host-wide defaults.
+        #[arg(long)]
+        agent: Option<String>,
+        /// Allow an agent id that is neither in the file nor in config.toml.
+        #[arg(long)]
+        create_agent: bool,
+        /// Security ceiling: deny, allowlist or full.
+        #[arg(long)]
+        security: Option<policy::Security>,
+        /// Ask floor: off, on-miss or always.
+        #[arg(long)]
+        ask: Option<policy::Ask>,
+        /// When no approver answers: deny, allowlist or full.
+        #[arg(long)]
+        ask_fallback: Option<policy::AskFallback>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Edit an agent's allowlist.
     #[command(subcommand)]
     Allowlist(AllowlistCommand),
@@ -83,6 +106,7 @@ pub fn run(command: ApprovalsCommand) -> i32 {
     let json = match &command {
         ApprovalsCommand::Get { json }
         | ApprovalsCommand::Set { json, .. }
+        | ApprovalsCommand::Defaults { json, .. }
         | ApprovalsCommand::Import { json, .. }
         | ApprovalsCommand::Allowlist(AllowlistCommand::Add { json, .. })
         | ApprovalsCommand::Allowlist(AllowlistCommand::Remove { json, .. }) => *json,
@@ -149,6 +173,68 @@ fn execute(command: ApprovalsCommand) -> anyhow::Result<Output> {
                 json: serde_json::json!({ "written": u.written, "hash": u.hash }),
             })
         }
+        ApprovalsCommand::Defaults {
+            agent,
+            create_agent,
+            security,
+            ask,
+            ask_fallback,
+            ..
+        } => {
+            let change = approvals::SettingsChange {
+                security,
+                ask,
+                ask_fallback,
+            };
+            let mut note = String::new();
+            if change != approvals::SettingsChange::default() {
+                let known: Vec<String> = facts.config()?.agents.into_iter().map(|a| a.id).collect();
+                let u = match store.set_settings(agent.as_deref(), change, &known, create_agent) {
+                    Err(StoreError::UnknownAgent { agent, .. }) => anyhow::bail!(
+                        "unknown agent {agent:?} (use --create-agent to add a new agent)"
+                    ),
+                    other => other?,
+                };
+                note = written(&u, "updated");
+            }
+            let file = store.load()?.file;
+            let (scope, security, ask, fallback) = match agent.as_deref() {
+                None => (
+                    "defaults".to_owned(),
+                    file.defaults.security,
+                    file.defaults.ask,
+                    file.defaults.ask_fallback,
+                ),
+                Some(id) => {
+                    let a = file.agents.get(id).cloned().unwrap_or_default();
+                    (format!("agents.{id}"), a.security, a.ask, a.ask_fallback)
+                }
+            };
+            let show =
+                |v: Option<String>, strict: &str| v.unwrap_or_else(|| format!("unset ({strict})"));
+            let inherit = if agent.is_some() { "from defaults" } else { "" };
+            let strict = |d: &str| {
+                if inherit.is_empty() {
+                    format!("= {d}")
+                } else {
+                    inherit.to_owned()
+                }
+            };
+            Ok(Output {
+                text: format!(
+                    "{note}{scope}:\n  security:    {}\n  ask:         {}\n  askFallback: {}\n",
+                    show(security.map(|v| v.to_string()), &strict("deny")),
+                    show(ask.map(|v| v.to_string()), &strict("on-miss")),
+                    show(fallback.map(|v| v.to_string()), &strict("deny")),
+                ),
+                json: serde_json::json!({
+                    "scope": scope,
+                    "security": security.map(|v| v.to_string()),
+                    "ask": ask.map(|v| v.to_string()),
+                    "askFallback": fallback.map(|v| v.to_string()),
+                }),
+            })
+        }
         ApprovalsCommand::Import { path: source, .. } => {
             let fs = facts.fs();
             let text = caps::Fs::read_to_string(fs.as_ref(), &facts.absolute(&source))?;
@@ -156,9 +242,17 @@ fn execute(command: ApprovalsCommand) -> anyhow::Result<Output> {
             let summary = &u.value;
             Ok(Output {
                 text: format!(
-                    "imported {} agent(s) and {} allowlist entr(ies); {}",
+                    "imported {} agent(s) and {} allowlist entr(ies){}; {}",
                     summary.agents_added.len(),
                     summary.patterns_added,
+                    if summary.settings_set.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            "\nsettings that were unset (strict) now have the imported values: {}",
+                            summary.settings_set.join(", ")
+                        )
+                    },
                     written(&u, "file updated")
                 ),
                 json: serde_json::json!({ "written": u.written, "hash": u.hash, "summary": summary }),
@@ -177,7 +271,7 @@ fn execute(command: ApprovalsCommand) -> anyhow::Result<Output> {
                         .map(|s| format!("did you mean {s:?}? "))
                         .unwrap_or_default();
                     anyhow::bail!(
-                        "unknown agent {agent:?}: {hint}(use --create-agent to add a new agent)"
+                        "unknown agent {agent:?} ({hint}use --create-agent to add a new agent)"
                     );
                 }
                 other => other?,

@@ -25,6 +25,10 @@ pub struct DoctorArgs {
 #[derive(Debug, clap::Subcommand)]
 pub enum SandboxCommand {
     /// Run host=sandbox commands WITHOUT an OS sandbox for a limited time (operator only).
+    ///
+    /// While it is on, agents' commands run with your full privileges: they can read
+    /// Warden's state (including the approver token) and anything else you can. Use it
+    /// only while you watch, and keep the TTL short.
     Direct {
         /// How long (e.g. 10m, 1h; at most 24h). Direct mode then ends by itself.
         #[arg(long, value_parser = humantime::parse_duration, required_unless_present = "off")]
@@ -35,6 +39,18 @@ pub enum SandboxCommand {
     },
     /// Show whether direct mode is on.
     Status,
+}
+
+/// A moment (ms since the epoch) as UTC RFC 3339.
+fn when(until_ms: u64) -> String {
+    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + Duration::from_millis(until_ms))
+        .to_string()
+}
+
+/// The time left until `until_ms`, to the second.
+fn remaining(until_ms: u64) -> String {
+    let left = until_ms.saturating_sub(approvals::SystemClock.now_ms()) / 1000;
+    humantime::format_duration(Duration::from_secs(left)).to_string()
 }
 
 fn line(ok: bool, name: &str, detail: &str) -> String {
@@ -138,7 +154,11 @@ pub fn run(args: DoctorArgs) -> i32 {
             }),
         ));
         if let Some(until) = direct {
-            out.push_str(&format!("    direct mode is ON until {until} (ms since epoch): host=sandbox runs unsandboxed\n"));
+            out.push_str(&format!(
+                "    direct mode is ON until {} (another {}): host=sandbox runs unsandboxed\n",
+                when(until),
+                remaining(until)
+            ));
         }
         out.push_str(&line(
             store_status.is_ok(),
@@ -167,7 +187,9 @@ pub fn sandbox(command: SandboxCommand) -> i32 {
                 let ttl = if off { None } else { ttl };
                 Ok(match set_direct_mode(&facts, ttl)? {
                     Some(until) => format!(
-                        "direct mode ON: host=sandbox commands run WITHOUT an OS sandbox until {until} (ms since epoch); `warden sandbox direct --off` ends it now\n"
+                        "direct mode ON: host=sandbox commands run WITHOUT an OS sandbox until {} (in {}); they can read everything you can, Warden's state included. `warden sandbox direct --off` ends it now\n",
+                        when(until),
+                        remaining(until)
                     ),
                     None => "direct mode off: host=sandbox commands run in the OS sandbox\n".into(),
                 })
@@ -176,9 +198,11 @@ pub fn sandbox(command: SandboxCommand) -> i32 {
                 let now = approvals::SystemClock.now_ms();
                 Ok(
                     match direct_until(facts.fs().as_ref(), &direct_mode_path(&facts)) {
-                        Some(until) if until > now => {
-                            format!("direct mode ON for another {} s\n", (until - now) / 1000)
-                        }
+                        Some(until) if until > now => format!(
+                            "direct mode ON until {} (another {}): host=sandbox commands run WITHOUT an OS sandbox\n",
+                            when(until),
+                            remaining(until)
+                        ),
                         _ => {
                             "direct mode off: host=sandbox commands run in the OS sandbox\n".into()
                         }

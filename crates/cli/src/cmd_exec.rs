@@ -124,6 +124,46 @@ pub fn run(args: ExecArgs) -> i32 {
     }
 }
 
+/// Resolves when standard output is a pipe or socket whose reader has gone away; never
+/// otherwise (a terminal or a file has no reader to lose).
+async fn stdout_reader_gone() {
+    use std::os::fd::{AsFd, AsRawFd};
+    let stdout = std::io::stdout();
+    let is_pipe = nix::sys::stat::fstat(stdout.as_fd()).is_ok_and(|st| {
+        let kind = st.st_mode & nix::libc::S_IFMT;
+        kind == nix::libc::S_IFIFO || kind == nix::libc::S_IFSOCK
+    });
+    if !is_pipe {
+        return std::future::pending().await;
+    }
+    let fd = stdout.as_raw_fd();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    // A plain detached thread, not spawn_blocking: an endless poll(2) must not hold
+    // up runtime shutdown; the thread dies with the process.
+    std::thread::spawn(move || {
+        let mut fds = [nix::libc::pollfd {
+            fd,
+            events: 0,
+            revents: 0,
+        }];
+        loop {
+            // poll(2) with no requested events still reports POLLERR/POLLHUP: the
+            // reader closed. SAFETY: polling one pollfd in a live array.
+            let n = unsafe { nix::libc::poll(fds.as_mut_ptr(), 1, -1) };
+            if n > 0 {
+                let _ = tx.send(());
+                return;
+            }
+            if n < 0 && std::io::Error::last_os_error().raw_os_error() != Some(nix::libc::EINTR) {
+                return;
+            }
+        }
+    });
+    if rx.await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
 async fn run_async(args: ExecArgs) -> anyhow::Result<i32> {
     let facts = HostFacts::read()?;
     let gateway = facts.gateway(None)?;
@@ -160,6 +200,13 @@ async fn run_async(args: ExecArgs) -> anyhow::Result<i32> {
             let _ = run.await;
             eprintln!("warden: interrupted; the command was killed");
             return Ok(exit::INTERRUPTED);
+        }
+        _ = stdout_reader_gone() => {
+            // `warden exec -- yes | head`: nobody will read the result; stop like a
+            // command killed by SIGPIPE would.
+            cancel.cancel();
+            let _ = run.await;
+            return Ok(exit::STDOUT_CLOSED);
         }
     };
     let code = exit_code(&report);

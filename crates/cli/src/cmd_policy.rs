@@ -23,9 +23,9 @@ pub enum PolicyCommand {
 /// Arguments of `warden policy explain`.
 #[derive(Debug, clap::Args)]
 pub struct ExplainArgs {
-    /// The requesting agent.
-    #[arg(long)]
-    agent: Option<String>,
+    /// The requesting agent (the same default as `warden exec`).
+    #[arg(long, default_value = "main")]
+    agent: String,
     /// The requesting session (for display; session overrides live in the gateway).
     #[arg(long)]
     session: Option<String>,
@@ -85,7 +85,7 @@ fn explain_command(args: &ExplainArgs) -> anyhow::Result<i32> {
     let facts = HostFacts::read()?;
     let config = facts.config()?;
     let store = facts.store();
-    let agent = args.agent.as_deref();
+    let agent = Some(args.agent.as_str());
     let view = store.host_view(agent);
     let cwd = facts.absolute(args.cwd.as_deref().unwrap_or(&facts.cwd));
     let fs = facts.fs();

@@ -112,11 +112,12 @@ fn runner_host(
 
 /// One shell for every profile: a backend whose profiles do not differ (container, off)
 /// or that cannot watch writes (macOS, for the watched one).
-fn same_shell(shell: Arc<dyn Shell>) -> SandboxShells {
+fn same_shell(shell: Arc<dyn Shell>, unconfined: Option<&str>) -> SandboxShells {
     SandboxShells {
         readonly: Arc::clone(&shell),
         watched: Arc::clone(&shell),
         writable: shell,
+        unconfined: unconfined.map(str::to_owned),
     }
 }
 
@@ -187,6 +188,7 @@ fn sandbox_route(
                         readonly: Arc::clone(&ro),
                         watched: ro,
                         writable: Arc::new(rw),
+                        unconfined: None,
                     }
                 })
                 .map_err(|e| e.0)
@@ -201,12 +203,15 @@ fn sandbox_route(
                     .collect(),
             };
             sandbox::container::ContainerShell::new(container)
-                .map(|c| same_shell(Arc::new(c)))
+                .map(|c| same_shell(Arc::new(c), None))
                 .map_err(|e| e.0)
         }
         SandboxBackend::Off => {
             // An explicit operator choice: commands run directly on this machine.
-            Ok(same_shell(Arc::new(LocalShell::new())))
+            Ok(same_shell(
+                Arc::new(LocalShell::new()),
+                Some("sandbox.backend = \"off\""),
+            ))
         }
     };
     match shells {
@@ -243,6 +248,7 @@ fn sandbox_bwrap(policy: SandboxPolicy) -> Result<SandboxShells, String> {
         readonly: Arc::new(bwrap.shell(Profile::ReadOnly)),
         watched: Arc::new(bwrap.watched_shell()),
         writable: Arc::new(bwrap.shell(Profile::Writable)),
+        unconfined: None,
     })
 }
 
@@ -277,7 +283,10 @@ impl HostFacts {
             &workspace,
             "direct",
             Arc::clone(&local),
-            Gate::Sandbox(same_shell(local)),
+            Gate::Sandbox(same_shell(
+                local,
+                Some("direct mode, switched on by the operator"),
+            )),
         ));
         let fs = self.fs();
         let switch = direct_mode_path(self);

@@ -19,6 +19,9 @@ pub const DENIED: i32 = 77;
 pub const NO_APPROVER: i32 = 75;
 /// Interrupted by SIGINT (128 + 2), after the command's process tree was killed.
 pub const INTERRUPTED: i32 = 130;
+/// Standard output's reader went away (128 + SIGPIPE), after the command's process tree
+/// was killed.
+pub const STDOUT_CLOSED: i32 = 141;
 
 /// The exit code for a failure of the capability layer.
 pub fn for_caps_error(err: &caps::CapsError) -> i32 {

@@ -200,7 +200,15 @@ impl FileTools {
             .unwrap_or(Path::new(""))
             .to_path_buf();
         self.check_state_dir(root, &rel, path)?;
+        if write {
+            refuse_git_internals(root, &rel, path)?;
+        }
         Ok((root, rel))
+    }
+
+    /// Would a write to `path` be refused? Checked before anyone is asked to approve it.
+    pub fn check_writable(&self, path: &str) -> Result<(), FileError> {
+        self.locate(path, true).map(|_| ())
     }
 
     /// Refuse a path whose real location (symlinks resolved, through the root handle) is
@@ -472,4 +480,38 @@ fn cap(text: String) -> String {
         return text;
     }
     caps::truncate_utf8_head(&text.as_bytes()[..DEFAULT_MAX_OUTPUT_BYTES], true)
+}
+
+/// The file tools never write inside a repository's `.git` (directory or pointer file),
+/// also not through a symlink: git runs hooks and takes commands from its configuration
+/// there, outside any sandbox. Commands change repositories through git itself.
+fn refuse_git_internals(root: &Root, rel: &Path, shown: &str) -> Result<(), FileError> {
+    let is_git = |p: &Path| p.components().any(|c| c.as_os_str() == ".git");
+    let refusal = || {
+        FileError::Denied(format!(
+            "{shown} is inside a repository's .git: the file tools do not change git's own files (hooks and configuration there run outside the sandbox)"
+        ))
+    };
+    if is_git(rel) {
+        return Err(refusal());
+    }
+    // Where it really lands: the deepest existing ancestor, symlinks resolved.
+    let mut probe = rel.to_path_buf();
+    loop {
+        match root.fs.canonicalize(&probe) {
+            Ok(real) => {
+                return if is_git(&real) {
+                    Err(refusal())
+                } else {
+                    Ok(())
+                };
+            }
+            Err(e) if e.is_denied() => return Err(e.into()),
+            Err(_) => {
+                if !probe.pop() {
+                    return Ok(());
+                }
+            }
+        }
+    }
 }

@@ -83,13 +83,63 @@ impl Gateway {
         }
     }
 
-    /// Whether `agent` may use the write tools (not in `readonly` permission mode).
-    pub fn writes_allowed(&self, agent: &str) -> Result<(), String> {
-        match self.config().permission_mode(Some(agent)) {
-            policy::PermissionMode::Readonly => Err(format!(
-                "agent {agent} is in readonly permission mode: write tools are refused"
+    /// May `key`'s agent change `path` with the file tool `tool`? The permission mode
+    /// decides, as it does for sandboxed commands: `readonly` refuses, `unrestricted`
+    /// allows, `approval` asks the human — showing `detail`, what would be written — and
+    /// refuses when nobody approves.
+    pub async fn authorize_write(
+        &self,
+        key: &SessionKey,
+        tool: &str,
+        path: &str,
+        detail: &str,
+    ) -> Result<(), String> {
+        use approvals::ipc::protocol::{Answer, Prompt, Request, WRITE_PERMISSION};
+        let mode = self.config().permission_mode(Some(&key.agent));
+        match mode {
+            policy::PermissionMode::Readonly => {
+                return Err(format!(
+                    "agent {} is in readonly permission mode: write tools are refused",
+                    key.agent
+                ));
+            }
+            policy::PermissionMode::Unrestricted => return Ok(()),
+            policy::PermissionMode::Approval => {}
+        }
+        let host = self.runner.host();
+        let plan = approvals::RunPlan {
+            program: String::new(),
+            argv: vec![tool.to_owned(), path.to_owned()],
+            cwd: host.default_cwd.to_string_lossy().into_owned(),
+            env: Default::default(),
+            agent: key.agent.clone(),
+            session: key.session.clone(),
+            host: "files".into(),
+        };
+        let prompt = Request::Prompt(Prompt {
+            id: runner::new_run_id(),
+            command: format!("{tool} {path}: {detail}"),
+            plan_digest: plan.digest(),
+            plan,
+            security: "files".into(),
+            ask: mode.to_string(),
+            reason: format!("{WRITE_PERMISSION}: the {tool} tool would change {path}"),
+        });
+        let outcome = tokio::select! {
+            o = host.approvals.ask(&prompt) => o,
+            _ = self.shutdown.cancelled() => approvals::ipc::AskOutcome::NoApprover("shutting down".into()),
+        };
+        match outcome {
+            approvals::ipc::AskOutcome::Answered(r) if r.answer != Answer::Deny => Ok(()),
+            approvals::ipc::AskOutcome::Answered(_) => Err(format!(
+                "rejected: the {tool} of {path} was denied by the approver"
             )),
-            _ => Ok(()),
+            approvals::ipc::AskOutcome::TimedOut => Err(format!(
+                "rejected: the {tool} of {path} was not approved in time (permission_mode = approval)"
+            )),
+            approvals::ipc::AskOutcome::NoApprover(why) => Err(format!(
+                "rejected: the {tool} of {path} needs approval (permission_mode = approval) and no approver answered: {why}"
+            )),
         }
     }
 

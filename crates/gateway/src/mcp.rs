@@ -345,6 +345,33 @@ fn result(mut value: Value, text: String, events: Vec<String>, is_error: bool) -
     r
 }
 
+/// At most this much of written text is shown in an approval prompt.
+const PREVIEW_CHARS: usize = 400;
+
+/// Text as the approver sees it in a prompt: quoted, cut at [`PREVIEW_CHARS`] characters.
+fn preview(text: &str) -> String {
+    let cut: String = text.chars().take(PREVIEW_CHARS).collect();
+    if cut.len() < text.len() {
+        format!("{cut:?}… ({} more bytes)", text.len() - cut.len())
+    } else {
+        format!("{cut:?}")
+    }
+}
+
+/// A file-tool write: refused paths are refused before anyone is asked; then the
+/// permission mode decides.
+async fn authorize(
+    gateway: &Gateway,
+    key: &SessionKey,
+    files: &crate::files::FileTools,
+    tool: &str,
+    path: &str,
+    detail: &str,
+) -> Result<(), String> {
+    files.check_writable(path).map_err(|e| e.to_string())?;
+    gateway.authorize_write(key, tool, path, detail).await
+}
+
 impl WardenMcp {
     async fn dispatch(
         &self,
@@ -389,12 +416,12 @@ impl WardenMcp {
                     .map(|t| json!({"path": a.path, "text": t}));
                 Ok(file_result(r, events))
             }
-            "write" | "edit" if gateway.writes_allowed(&key.agent).is_err() => {
-                let why = gateway.writes_allowed(&key.agent).err().unwrap_or_default();
-                Ok(result(json!({"error": why.clone()}), why, events, true))
-            }
             "write" => {
                 let a: WriteArgs = parse(args)?;
+                let detail = format!("{} bytes: {}", a.content.len(), preview(&a.content));
+                if let Err(e) = authorize(gateway, key, files()?, "write", &a.path, &detail).await {
+                    return Ok(result(json!({"error": e.clone()}), e, events, true));
+                }
                 let r = files()?
                     .write(&a.path, &a.content)
                     .map(|n| json!({"path": a.path, "bytes": n, "text": format!("wrote {n} bytes to {}", a.path)}));
@@ -402,6 +429,14 @@ impl WardenMcp {
             }
             "edit" => {
                 let a: EditArgs = parse(args)?;
+                let detail = format!(
+                    "replace {} with {}",
+                    preview(&a.old_string),
+                    preview(&a.new_string)
+                );
+                if let Err(e) = authorize(gateway, key, files()?, "edit", &a.path, &detail).await {
+                    return Ok(result(json!({"error": e.clone()}), e, events, true));
+                }
                 let r = files()?
                     .edit(&a.path, &a.old_string, &a.new_string, a.replace_all)
                     .map(|n| json!({"path": a.path, "replacements": if a.replace_all { n } else { 1 }, "text": format!("edited {}", a.path)}));

@@ -25,6 +25,9 @@ pub enum AllowReason {
     FallbackAllowlist,
     /// `host=sandbox`: the OS sandbox confines it and the permission mode gates writes.
     Sandboxed,
+    /// `host=sandbox` served without an OS sandbox by the operator's explicit choice
+    /// (`sandbox.backend = "off"`, or time-limited direct mode).
+    Unconfined,
 }
 
 /// Why a human must be asked.

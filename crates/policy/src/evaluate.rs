@@ -119,6 +119,8 @@ pub enum Rebuilt {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Evaluation {
     /// The analysed command, or why it is not a plain list of literal simple commands.
+    /// In JSON: `{"chain": ...}` or `{"miss": ...}`.
+    #[serde(serialize_with = "serialize_analysis")]
     pub analysis: Result<Chain, Miss>,
     /// Every segment that must match, with its resolution and matching pattern.
     pub leaves: Vec<LeafMatch>,
@@ -126,6 +128,19 @@ pub struct Evaluation {
     pub satisfied: bool,
     /// What runs if the command runs because the allowlist is satisfied.
     pub rebuilt: Option<Rebuilt>,
+}
+
+fn serialize_analysis<S: serde::Serializer>(
+    analysis: &Result<Chain, Miss>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = serializer.serialize_map(Some(1))?;
+    match analysis {
+        Ok(chain) => map.serialize_entry("chain", chain)?,
+        Err(miss) => map.serialize_entry("miss", miss)?,
+    }
+    map.end()
 }
 
 /// Analyse `input` and match it against `ctx.allowlist`.

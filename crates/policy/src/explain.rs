@@ -27,6 +27,7 @@ pub struct Requester<'a> {
 
 /// Everything the policy concluded about one command.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Explanation {
     /// The resolved host, security, ask, askFallback and node, each with its source.
     pub policy: ResolvedPolicy,
@@ -59,7 +60,19 @@ pub fn explain(
         .iter()
         .filter_map(|l| l.matched.as_deref())
         .collect();
-    let decision = decide(&policy, evaluation.satisfied, &matched.join(", "));
+    // On the sandbox host the OS sandbox confines every command and the permission mode
+    // decides about writes; security, ask and the allowlist govern gateway and node hosts.
+    let decision = if policy.host.value == Host::Sandbox {
+        Decision::Allow {
+            reason: crate::AllowReason::Sandboxed,
+            rule: format!(
+                "host=sandbox, permission_mode={}",
+                config.permission_mode(requester.agent)
+            ),
+        }
+    } else {
+        decide(&policy, evaluation.satisfied, &matched.join(", "))
+    };
     let allow_always =
         matches!(decision, Decision::Ask { .. }).then(|| derive_allow_always(&evaluation));
     Explanation {

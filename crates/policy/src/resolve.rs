@@ -71,6 +71,7 @@ pub struct ExecParams {
 
 /// Per-agent, per-session overrides set by slash commands; never persisted.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct SessionOverrides {
     /// `/exec host=`.
     pub host: Option<Host>,
@@ -94,6 +95,7 @@ impl SessionOverrides {
 /// What the executing host's approvals file says for this agent (its agent entry over
 /// its defaults). It is a ceiling: nothing above it may loosen it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct HostCeiling {
     /// The most permissive security this host allows.
     pub security: Security,
@@ -115,6 +117,7 @@ impl HostCeiling {
 
 /// The resolved policy for one exec.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ResolvedPolicy {
     /// Where it runs.
     pub host: Sourced<Host>,

@@ -10,7 +10,7 @@ use std::path::Path;
 use caps::{Fs, MemoryFs, WriteOptions};
 use policy::{
     Allowlist, ApproverAnswer, Ask, AskFallback, CaseMode, CommandInput, Config, Decision,
-    DenyReason, EvalContext, ExecParams, HostCeiling, Requester, Security, SessionOverrides,
+    DenyReason, EvalContext, ExecParams, Host, HostCeiling, Requester, Security, SessionOverrides,
     TrustedPath, after_ask, decide, explain,
 };
 
@@ -106,7 +106,9 @@ fn every_combination_matches_the_table() {
                             ask: Ask::Off,
                             ask_fallback: fallback,
                         };
+                        // The table governs the gateway (and node) hosts.
                         let params = ExecParams {
+                            host: Some(Host::Gateway),
                             security: Some(sec),
                             ask: Some(ask),
                             ..Default::default()
@@ -166,6 +168,7 @@ fn denials_name_the_rule_and_its_source() {
     };
     let session = SessionOverrides::default();
     let params = ExecParams {
+        host: Some(Host::Gateway),
         security: Some(Security::Full),
         ..Default::default()
     };
@@ -188,4 +191,45 @@ fn denials_name_the_rule_and_its_source() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn on_the_sandbox_host_the_sandbox_decides_not_the_allowlist() {
+    let fs = world();
+    let allowlist = Allowlist::default();
+    let trusted = TrustedPath::parse("/usr/bin");
+    let ctx = EvalContext {
+        fs: &fs,
+        cwd: Path::new("/"),
+        trusted_path: &trusted,
+        allowlist: &allowlist,
+        cache: None,
+    };
+    let session = SessionOverrides::default();
+    let params = ExecParams::default();
+    let who = Requester {
+        agent: None,
+        session: &session,
+        params: &params,
+    };
+    let config = Config::parse(
+        "[sandbox]\npermission_mode = \"readonly\"\n",
+        Path::new("config.toml"),
+    )
+    .unwrap();
+    let e = explain(
+        CommandInput::Shell("miss --flag"),
+        &who,
+        &config,
+        &HostCeiling::DENY_ALL,
+        &ctx,
+    );
+    match e.decision {
+        Decision::Allow { reason, rule } => {
+            assert_eq!(reason, policy::AllowReason::Sandboxed);
+            assert_eq!(rule, "host=sandbox, permission_mode=readonly");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(e.allow_always.is_none());
 }

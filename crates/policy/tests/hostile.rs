@@ -9,7 +9,7 @@ use std::path::Path;
 use caps::{Fs, MemoryFs, WriteOptions};
 use policy::{
     Allowlist, Ask, AskFallback, CaseMode, CommandInput, Config, Decision, EvalContext, ExecParams,
-    HostCeiling, Requester, Security, SessionOverrides, TrustedPath, explain,
+    Host, HostCeiling, Requester, Security, SessionOverrides, TrustedPath, explain,
 };
 
 fn world() -> MemoryFs {
@@ -62,7 +62,9 @@ fn decision(fs: &MemoryFs, patterns: &[&str], input: CommandInput<'_>) -> Decisi
         ask_fallback: AskFallback::Deny,
     };
     let session = SessionOverrides::default();
+    // The allowlist governs the gateway (and node) hosts.
     let params = ExecParams {
+        host: Some(Host::Gateway),
         security: Some(Security::Full),
         ask: Some(Ask::Off),
         ..Default::default()

@@ -147,6 +147,9 @@ pub struct SandboxShells {
     pub watched: Arc<dyn Shell>,
     /// Authorized writable paths writable.
     pub writable: Arc<dyn Shell>,
+    /// Why these shells do not confine at all (`sandbox.backend = "off"`, direct mode),
+    /// said in every decision; `None` for a real sandbox.
+    pub unconfined: Option<String>,
 }
 
 /// The fallback signal that a write was refused, for backends (or kernels) that cannot
@@ -311,6 +314,23 @@ impl Runner {
                 return report;
             }
         };
+        match host.fs.metadata(&cwd) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => {
+                report.outcome = error(
+                    format!("working directory {} is not a directory", cwd.display()),
+                    125,
+                );
+                return report;
+            }
+            Err(e) => {
+                report.outcome = error(
+                    format!("working directory {} is not usable: {e}", cwd.display()),
+                    125,
+                );
+                return report;
+            }
+        }
         let extras = self.env_extras(agent);
         let env = match build_child_env(
             &host.host_env,
@@ -513,9 +533,15 @@ impl Runner {
     ) -> RunReport {
         let host = &self.host;
         let mode = host.config.permission_mode(request.agent.as_deref());
-        report.decision = Decision::Allow {
-            reason: AllowReason::Sandboxed,
-            rule: format!("host=sandbox, permission_mode={mode}"),
+        report.decision = match &shells.unconfined {
+            None => Decision::Allow {
+                reason: AllowReason::Sandboxed,
+                rule: format!("host=sandbox, permission_mode={mode}"),
+            },
+            Some(why) => Decision::Allow {
+                reason: AllowReason::Unconfined,
+                rule: format!("host=sandbox WITHOUT an OS sandbox ({why}), permission_mode={mode}"),
+            },
         };
         let (argv, arg0) = match command {
             CommandSpec::Shell(text) => (shell_argv(text), None),
@@ -569,12 +595,16 @@ impl Runner {
                 security: "sandbox".into(),
                 ask: mode.to_string(),
                 reason: if paths.is_empty() {
-                    "write-permission: the read-only run was refused a write".into()
+                    format!(
+                        "{}: the read-only run was refused a write",
+                        approvals::ipc::protocol::WRITE_PERMISSION
+                    )
                 } else {
                     let shown: Vec<String> =
                         paths.iter().map(|p| p.display().to_string()).collect();
                     format!(
-                        "write-permission: the read-only run was refused a write to {}",
+                        "{}: the read-only run was refused a write to {}",
+                        approvals::ipc::protocol::WRITE_PERMISSION,
                         shown.join(", ")
                     )
                 },

@@ -428,6 +428,7 @@ fn sandbox_world(mode: &str, answer: Option<Answer>, first: caps::ExecOutput) ->
             readonly: Arc::new(readonly.clone()),
             watched: Arc::new(watched.clone()),
             writable: Arc::new(writable.clone()),
+            unconfined: None,
         }),
     };
     SandboxWorld {

@@ -419,6 +419,36 @@ impl Bwrap {
         })
     }
 
+    /// A working directory the sandbox hides cannot be entered inside: say so plainly
+    /// instead of letting bubblewrap fail with "Can't chdir".
+    fn check_cwd_visible(&self, cwd: &Path) -> Result<(), CapsError> {
+        let bound: Vec<&PathBuf> = self
+            .policy
+            .writable_paths
+            .iter()
+            .chain(&self.policy.readable_extra_paths)
+            .collect();
+        let hidden = &self.policy.hidden_paths;
+        let visible = if bound.iter().any(|b| cwd.starts_with(b)) {
+            // Inside an authorized path, only hidden paths within it are gone (a hidden
+            // directory that contains the authorized path lets it show through).
+            !hidden
+                .iter()
+                .any(|h| cwd.starts_with(h) && !bound.iter().any(|b| b.starts_with(h)))
+        } else {
+            !hidden_by_layout(cwd) && !hidden.iter().any(|h| cwd.starts_with(h))
+        };
+        if visible {
+            return Ok(());
+        }
+        let authorized: Vec<String> = bound.iter().map(|p| p.display().to_string()).collect();
+        Err(CapsError::invalid(format!(
+            "working directory {} is hidden inside the sandbox; run from an authorized path ({}) or add it to sandbox.writable_paths or sandbox.readable_extra_paths",
+            cwd.display(),
+            authorized.join(", ")
+        )))
+    }
+
     async fn run_argv(
         &self,
         profile: Profile,
@@ -435,6 +465,7 @@ impl Bwrap {
                 options.cwd.display()
             )));
         }
+        self.check_cwd_visible(&options.cwd)?;
         let (report_read, report_write) = if watch_writes {
             let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
                 .map_err(|e| CapsError::from_io("pipe", "write watch", e.into()))?;

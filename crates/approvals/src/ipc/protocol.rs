@@ -270,6 +270,18 @@ pub struct Prompt {
     pub reason: String,
 }
 
+/// The reason prefix of prompts about a write (a sandboxed command's writable retry, a
+/// file tool's write) rather than about a command's policy: "allow always" stores no
+/// allowlist pattern for them.
+pub const WRITE_PERMISSION: &str = "write-permission";
+
+impl Prompt {
+    /// True for a write-permission prompt (see [`WRITE_PERMISSION`]).
+    pub fn is_write_permission(&self) -> bool {
+        self.reason.starts_with(WRITE_PERMISSION)
+    }
+}
+
 /// A request for the approver to run the command itself, in its own context, if the
 /// human allows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
