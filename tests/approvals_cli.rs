@@ -568,3 +568,56 @@ fn defaults_show_and_set_the_host_ceilings() {
         before
     );
 }
+
+#[test]
+fn doctor_says_whether_an_approver_is_listening_and_closing_stdin_stops_it() {
+    let home = home();
+    let approver_json = |home: &Path| {
+        let out = w(home).args(["doctor", "--json"]).output().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["approver"].clone()
+    };
+    let absent = approver_json(home.path());
+    assert_eq!(absent["listening"], false, "{absent}");
+    assert_eq!(absent["usable"], true, "{absent}");
+    assert!(
+        absent["detail"]
+            .as_str()
+            .unwrap()
+            .contains("warden approvals ui"),
+        "says how to start one: {absent}"
+    );
+
+    let mut ui = Approver::start(home.path());
+    let listening = approver_json(home.path());
+    assert_eq!(listening["listening"], true, "{listening}");
+    // The doctor's probe connection does not disturb the approver.
+    drop(ui.child.stdin.take());
+    ui.read_until("stdin closed");
+    assert!(ui.child.wait().unwrap().success());
+
+    // A socket directory others can enter is what `approvals ui` refuses; doctor says so
+    // before anyone tries.
+    std::fs::set_permissions(
+        home.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let unsafe_dir = approver_json(home.path());
+    assert_eq!(unsafe_dir["usable"], false, "{unsafe_dir}");
+    assert!(
+        unsafe_dir["detail"].as_str().unwrap().contains("0700"),
+        "{unsafe_dir}"
+    );
+    let out = w(home.path())
+        .args(["approvals", "ui"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("it is a directory") && err.contains("chmod 700"),
+        "{err}"
+    );
+}

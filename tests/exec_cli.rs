@@ -222,6 +222,27 @@ fn sigint_kills_the_command_tree_and_exits_130() {
 }
 
 #[test]
+fn a_vanished_stdout_reader_kills_the_command_tree_and_exits_141() {
+    // `warden exec -- long-running | head` after head has exited: nobody will read the
+    // result, so the run stops as a SIGPIPE'd command would instead of running on.
+    let home = open_gateway_home();
+    let tmp = tempfile::tempdir().unwrap();
+    let pidfile = tmp.path().join("pid");
+    let script = format!("echo $$ > {}; sleep 300", pidfile.display());
+    let mut child = warden_in(home.path())
+        .args(["exec", "--shell", &script])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = support::read_pid(&pidfile);
+    assert!(process_alive(pid));
+    drop(child.stdout.take());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(141));
+    assert!(wait_gone(pid), "the command survived its reader");
+}
+
+#[test]
 fn version_and_help_work() {
     let out = Command::new(env!("CARGO_BIN_EXE_warden"))
         .arg("--version")

@@ -24,6 +24,19 @@ pub enum FileKind {
     Other,
 }
 
+impl std::fmt::Display for FileKind {
+    /// Words for error messages: "it is a symbolic link".
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FileKind::File => "a regular file",
+            FileKind::Dir => "a directory",
+            FileKind::Symlink => "a symbolic link",
+            FileKind::Socket => "a socket",
+            FileKind::Other => "a FIFO or device",
+        })
+    }
+}
+
 /// The facts about a file that Warden needs: kind, size, permission bits and owner.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Metadata {

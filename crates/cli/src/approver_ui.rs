@@ -172,7 +172,10 @@ async fn terminal_loop(
                     out.write_all(b"(no request is pending; input ignored)\n").await?;
                     continue;
                 }
-                None => return Ok(()),
+                None => {
+                    out.write_all(b"stdin closed: nobody can answer prompts here; the approver stops\n").await?;
+                    return Ok(());
+                }
             },
         };
         let prompt = match &item.kind {
@@ -199,7 +202,9 @@ async fn terminal_loop(
                 }
             };
             let Some(line) = line else {
-                // stdin closed: nobody can answer any more.
+                // stdin closed: nobody can answer any more. Dropping the reply tells the
+                // requester at once, so it applies askFallback without waiting.
+                out.write_all(b"\nstdin closed: this prompt goes unanswered (the requester applies askFallback); the approver stops\n").await?;
                 return Ok(());
             };
             if let Some(a) = parse_answer(&line) {

@@ -41,6 +41,53 @@ pub enum SandboxCommand {
     Status,
 }
 
+/// What `doctor` found at the approver socket.
+enum Approver {
+    /// Something accepted a connection there.
+    Listening(PathBuf),
+    /// Nobody listens; asks fall back to askFallback.
+    Absent(PathBuf),
+    /// The socket's directory would make `warden approvals ui` refuse to start.
+    Unsafe(String),
+}
+
+impl Approver {
+    fn detail(&self) -> String {
+        match self {
+            Approver::Listening(p) => format!("listening at {}", p.display()),
+            Approver::Absent(p) => format!(
+                "none running (asks get askFallback); start `warden approvals ui` to host {}",
+                p.display()
+            ),
+            Approver::Unsafe(why) => why.clone(),
+        }
+    }
+}
+
+/// Probe the approver socket without speaking the protocol: the directory's owner and
+/// mode (what `approvals ui` insists on), then whether anything accepts a connection.
+fn approver(socket: &std::path::Path, uid: u32) -> Approver {
+    use std::os::unix::fs::MetadataExt;
+    let Some(dir) = socket.parent() else {
+        return Approver::Unsafe(format!("{} has no parent directory", socket.display()));
+    };
+    if let Ok(meta) = std::fs::symlink_metadata(dir)
+        && (!meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0)
+    {
+        return Approver::Unsafe(format!(
+            "the socket directory {} must be a directory owned by uid {uid} with mode 0700 \
+                 (it has uid {}, mode {:04o}); `warden approvals ui` will refuse to start",
+            dir.display(),
+            meta.uid(),
+            meta.mode() & 0o7777
+        ));
+    }
+    match std::os::unix::net::UnixStream::connect(socket) {
+        Ok(_) => Approver::Listening(socket.to_path_buf()),
+        Err(_) => Approver::Absent(socket.to_path_buf()),
+    }
+}
+
 /// A moment (ms since the epoch) as UTC RFC 3339.
 fn when(until_ms: u64) -> String {
     humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + Duration::from_millis(until_ms))
@@ -121,6 +168,12 @@ pub fn run(args: DoctorArgs) -> i32 {
     };
     let store = facts.store();
     let store_status = store.load().map(|_| ()).map_err(|e| e.to_string());
+    let approver_status = store
+        .load()
+        .map(|snapshot| approver(&store.socket_path(&snapshot.file), facts.uid))
+        .unwrap_or_else(|_| {
+            Approver::Unsafe("the approvals file is unusable (see gateway)".into())
+        });
     let direct = direct_until(facts.fs().as_ref(), &direct_mode_path(&facts))
         .filter(|u| *u > approvals::SystemClock.now_ms());
     if args.json {
@@ -132,7 +185,8 @@ pub fn run(args: DoctorArgs) -> i32 {
                 "sandbox": { "backend": format!("{backend:?}").to_lowercase(), "available": sandbox_status.is_ok(), "detail": sandbox_status.clone().unwrap_or_else(|e| e) , "directModeUntil": direct },
                 "gateway": { "approvalsFile": store.config().path, "usable": store_status.is_ok(), "detail": store_status.clone().err() },
                 "node": { "available": false, "detail": "no node is paired (the Bridge is not part of this version)" },
-            }
+            },
+            "approver": { "listening": matches!(approver_status, Approver::Listening(_)), "usable": !matches!(approver_status, Approver::Unsafe(_)), "detail": approver_status.detail() },
         });
         outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {
@@ -172,6 +226,11 @@ pub fn run(args: DoctorArgs) -> i32 {
             false,
             "node",
             "no node is paired (the Bridge is not part of this version)",
+        ));
+        out.push_str(&line(
+            matches!(approver_status, Approver::Listening(_)),
+            "approver",
+            &approver_status.detail(),
         ));
         out!("{out}");
     }

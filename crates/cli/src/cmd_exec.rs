@@ -127,35 +127,31 @@ pub fn run(args: ExecArgs) -> i32 {
 /// Resolves when standard output is a pipe or socket whose reader has gone away; never
 /// otherwise (a terminal or a file has no reader to lose).
 async fn stdout_reader_gone() {
-    use std::os::fd::{AsFd, AsRawFd};
-    let stdout = std::io::stdout();
-    let is_pipe = nix::sys::stat::fstat(stdout.as_fd()).is_ok_and(|st| {
+    use std::os::fd::AsFd;
+    let is_pipe = nix::sys::stat::fstat(std::io::stdout().as_fd()).is_ok_and(|st| {
         let kind = st.st_mode & nix::libc::S_IFMT;
         kind == nix::libc::S_IFIFO || kind == nix::libc::S_IFSOCK
     });
     if !is_pipe {
         return std::future::pending().await;
     }
-    let fd = stdout.as_raw_fd();
     let (tx, rx) = tokio::sync::oneshot::channel();
     // A plain detached thread, not spawn_blocking: an endless poll(2) must not hold
     // up runtime shutdown; the thread dies with the process.
     std::thread::spawn(move || {
-        let mut fds = [nix::libc::pollfd {
-            fd,
-            events: 0,
-            revents: 0,
-        }];
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        let stdout = std::io::stdout();
+        // poll(2) with no requested events still reports POLLERR/POLLHUP: the reader
+        // closed.
+        let mut fds = [PollFd::new(stdout.as_fd(), PollFlags::empty())];
         loop {
-            // poll(2) with no requested events still reports POLLERR/POLLHUP: the
-            // reader closed. SAFETY: polling one pollfd in a live array.
-            let n = unsafe { nix::libc::poll(fds.as_mut_ptr(), 1, -1) };
-            if n > 0 {
-                let _ = tx.send(());
-                return;
-            }
-            if n < 0 && std::io::Error::last_os_error().raw_os_error() != Some(nix::libc::EINTR) {
-                return;
+            match poll(&mut fds, PollTimeout::NONE) {
+                Ok(n) if n > 0 => {
+                    let _ = tx.send(());
+                    return;
+                }
+                Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+                Err(_) => return,
             }
         }
     });

@@ -45,7 +45,12 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Warden: an execution host for AI agents.
 #[derive(Debug, Parser)]
-#[command(name = "warden", version, about, long_about = None)]
+#[command(
+    name = "warden",
+    version,
+    about = "Warden: decides where and whether an AI agent's shell commands run, and runs them \
+             with hard limits (sandbox by default; see docs/configuration.md)"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

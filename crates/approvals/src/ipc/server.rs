@@ -90,11 +90,12 @@ pub async fn bind_socket(
         .map_err(|e| ServeError::Io(e.to_string()))?;
     if meta.kind != FileKind::Dir || meta.uid != owner_uid || meta.mode & 0o077 != 0 {
         return Err(ServeError::Unsafe(format!(
-            "the socket directory {} must be a real directory owned by uid {owner_uid} with mode 0700 (it is {:?}, uid {}, mode {:04o})",
+            "the socket directory {} must be a real directory owned by uid {owner_uid} with mode 0700 (it is {}, uid {}, mode {:04o}); fix it with `chmod 700 {}` if it is yours",
             dir.display(),
             meta.kind,
             meta.uid,
-            meta.mode
+            meta.mode & 0o7777,
+            dir.display()
         )));
     }
     match fs.symlink_metadata(path) {
@@ -107,7 +108,7 @@ pub async fn bind_socket(
         }
         Ok(m) => {
             return Err(ServeError::Unsafe(format!(
-                "{} exists and is not a socket of ours ({:?}, uid {}); not touching it",
+                "{} exists and is not a socket of ours ({}, uid {}); not touching it",
                 path.display(),
                 m.kind,
                 m.uid
