@@ -46,13 +46,14 @@ pub struct SocketSettings {
     pub extra: Map<String, Value>,
 }
 
-/// `defaults`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Defaults {
-    /// Host-wide security ceiling.
+/// The settings a host file holds both host-wide (`defaults`) and per agent. `None` is
+/// unset: an agent inherits `defaults`, and `defaults` falls back to the strict value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ceilings {
+    /// Security ceiling.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub security: Option<Security>,
-    /// Host-wide ask floor.
+    /// Ask floor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ask: Option<Ask>,
     /// What happens when no approver answers.
@@ -62,6 +63,57 @@ pub struct Defaults {
         skip_serializing_if = "Option::is_none"
     )]
     pub ask_fallback: Option<AskFallback>,
+}
+
+impl Ceilings {
+    /// Each value of `self`, else `under`'s.
+    pub fn over(self, under: Ceilings) -> Ceilings {
+        Ceilings {
+            security: self.security.or(under.security),
+            ask: self.ask.or(under.ask),
+            ask_fallback: self.ask_fallback.or(under.ask_fallback),
+        }
+    }
+
+    /// Set every value `change` names; the others stay as they are.
+    pub fn apply(&mut self, change: Ceilings) {
+        *self = change.over(*self);
+    }
+
+    /// Take `theirs` where a value is unset, and record each as `prefix.key = value`:
+    /// an unset value means the strict default, so filling it can loosen the host.
+    pub fn fill_from(&mut self, theirs: Ceilings, prefix: &str, set: &mut Vec<String>) {
+        fn fill<T: Copy + std::fmt::Display>(
+            ours: &mut Option<T>,
+            theirs: Option<T>,
+            name: String,
+            set: &mut Vec<String>,
+        ) {
+            if ours.is_none()
+                && let Some(value) = theirs
+            {
+                set.push(format!("{name} = {value}"));
+                *ours = Some(value);
+            }
+        }
+        fill(
+            &mut self.security,
+            theirs.security,
+            format!("{prefix}.security"),
+            set,
+        );
+        fill(&mut self.ask, theirs.ask, format!("{prefix}.ask"), set);
+        let name = format!("{prefix}.askFallback");
+        fill(&mut self.ask_fallback, theirs.ask_fallback, name, set);
+    }
+}
+
+/// `defaults`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Defaults {
+    /// Host-wide settings.
+    #[serde(flatten)]
+    pub ceilings: Ceilings,
     /// Fields this version does not know.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -70,19 +122,9 @@ pub struct Defaults {
 /// `agents.<id>`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct AgentEntry {
-    /// This agent's security ceiling (over `defaults`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub security: Option<Security>,
-    /// This agent's ask floor (over `defaults`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ask: Option<Ask>,
-    /// This agent's fallback (over `defaults`).
-    #[serde(
-        default,
-        rename = "askFallback",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub ask_fallback: Option<AskFallback>,
+    /// This agent's settings (over `defaults`).
+    #[serde(flatten)]
+    pub ceilings: Ceilings,
     /// Allowlist entries, in order.
     #[serde(default)]
     pub allowlist: Vec<AllowlistEntry>,
@@ -148,20 +190,15 @@ impl ApprovalsFile {
     /// The ceiling this host imposes on `agent`: its agent entry over `defaults`, each
     /// missing value at its secure default (deny / on-miss / deny).
     pub fn ceiling_for(&self, agent: Option<&str>) -> HostCeiling {
-        let entry = agent.and_then(|a| self.agents.get(a));
+        let set = agent
+            .and_then(|a| self.agents.get(a))
+            .map_or(self.defaults.ceilings, |e| {
+                e.ceilings.over(self.defaults.ceilings)
+            });
         HostCeiling {
-            security: entry
-                .and_then(|e| e.security)
-                .or(self.defaults.security)
-                .unwrap_or(Security::Deny),
-            ask: entry
-                .and_then(|e| e.ask)
-                .or(self.defaults.ask)
-                .unwrap_or(Ask::OnMiss),
-            ask_fallback: entry
-                .and_then(|e| e.ask_fallback)
-                .or(self.defaults.ask_fallback)
-                .unwrap_or(AskFallback::Deny),
+            security: set.security.unwrap_or(Security::Deny),
+            ask: set.ask.unwrap_or(Ask::OnMiss),
+            ask_fallback: set.ask_fallback.unwrap_or(AskFallback::Deny),
         }
     }
 

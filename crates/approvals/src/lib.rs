@@ -17,10 +17,11 @@ pub mod store;
 
 pub use clock::{Clock, SystemClock};
 pub use file::{
-    AgentEntry, AllowlistEntry, ApprovalsFile, Defaults, REDACTED, SCHEMA_VERSION, SocketSettings,
+    AgentEntry, AllowlistEntry, ApprovalsFile, Ceilings, Defaults, REDACTED, SCHEMA_VERSION,
+    SocketSettings,
 };
 pub use plan::RunPlan;
 pub use store::{
-    ABSENT_HASH, HostView, ImportSummary, OsRandom, Randomness, SettingsChange, Snapshot, Store,
-    StoreConfig, StoreError, USAGE_TIME_GRANULARITY_MS, Updated,
+    ABSENT_HASH, HostView, ImportSummary, OsRandom, Randomness, Snapshot, Store, StoreConfig,
+    StoreError, USAGE_TIME_GRANULARITY_MS, Updated,
 };

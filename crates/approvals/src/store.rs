@@ -14,7 +14,7 @@ use caps::{CapsError, FileKind, Fs, WriteOptions};
 use policy::{Allowlist, CaseMode, HostCeiling};
 use sha2::{Digest, Sha256};
 
-use crate::file::{AgentEntry, AllowlistEntry, ApprovalsFile, REDACTED, SocketSettings};
+use crate::file::{AgentEntry, AllowlistEntry, ApprovalsFile, Ceilings, REDACTED, SocketSettings};
 
 /// Repeated uses of an entry within this window, with the same command and resolved
 /// path, do not rewrite the file (usage bookkeeping must not churn the disk).
@@ -671,16 +671,13 @@ impl Store {
     pub fn set_settings(
         &self,
         agent: Option<&str>,
-        change: SettingsChange,
+        change: Ceilings,
         known_agents: &[String],
         create_agent: bool,
     ) -> Result<Updated<()>, StoreError> {
         self.update(None, |file| {
-            let (security, ask, fallback) = match agent {
-                None => {
-                    let d = &mut file.defaults;
-                    (&mut d.security, &mut d.ask, &mut d.ask_fallback)
-                }
+            let ceilings = match agent {
+                None => &mut file.defaults.ceilings,
                 Some(id) => {
                     if id.trim().is_empty() || id.chars().any(char::is_control) {
                         return Err(StoreError::Invalid {
@@ -696,19 +693,10 @@ impl Store {
                             suggestion: None,
                         });
                     }
-                    let a = file.agents.entry(id.to_owned()).or_default();
-                    (&mut a.security, &mut a.ask, &mut a.ask_fallback)
+                    &mut file.agents.entry(id.to_owned()).or_default().ceilings
                 }
             };
-            if change.security.is_some() {
-                *security = change.security;
-            }
-            if change.ask.is_some() {
-                *ask = change.ask;
-            }
-            if change.ask_fallback.is_some() {
-                *fallback = change.ask_fallback;
-            }
+            ceilings.apply(change);
             Ok(())
         })
     }
@@ -728,24 +716,9 @@ impl Store {
         self.update(None, |file| {
             let mut summary = ImportSummary::default();
             let set = &mut summary.settings_set;
-            fill(
-                &mut file.defaults.security,
-                incoming.defaults.security,
-                "defaults.security",
-                set,
-            );
-            fill(
-                &mut file.defaults.ask,
-                incoming.defaults.ask,
-                "defaults.ask",
-                set,
-            );
-            fill(
-                &mut file.defaults.ask_fallback,
-                incoming.defaults.ask_fallback,
-                "defaults.askFallback",
-                set,
-            );
+            file.defaults
+                .ceilings
+                .fill_from(incoming.defaults.ceilings, "defaults", set);
             for (id, theirs) in incoming.agents {
                 match file.agents.get_mut(&id) {
                     None => {
@@ -755,15 +728,8 @@ impl Store {
                     }
                     Some(ours) => {
                         let set = &mut summary.settings_set;
-                        let at = |k: &str| format!("agents.{id}.{k}");
-                        fill(&mut ours.security, theirs.security, &at("security"), set);
-                        fill(&mut ours.ask, theirs.ask, &at("ask"), set);
-                        fill(
-                            &mut ours.ask_fallback,
-                            theirs.ask_fallback,
-                            &at("askFallback"),
-                            set,
-                        );
+                        ours.ceilings
+                            .fill_from(theirs.ceilings, &format!("agents.{id}"), set);
                         for e in theirs.allowlist {
                             if !ours.allowlist.iter().any(|o| o.pattern == e.pattern) {
                                 ours.allowlist.push(e);
@@ -778,22 +744,6 @@ impl Store {
     }
 }
 
-/// Take `theirs` where ours is unset, and say so in `set` (as `name = value`): an
-/// unset value means the strict default, so filling it can loosen the host.
-fn fill<T: std::fmt::Display>(
-    ours: &mut Option<T>,
-    theirs: Option<T>,
-    name: &str,
-    set: &mut Vec<String>,
-) {
-    if ours.is_none()
-        && let Some(value) = theirs
-    {
-        set.push(format!("{name} = {value}"));
-        *ours = Some(value);
-    }
-}
-
 /// What an import added.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -804,16 +754,4 @@ pub struct ImportSummary {
     pub patterns_added: usize,
     /// Settings that were unset and now have the imported value (`name = value`).
     pub settings_set: Vec<String>,
-}
-
-/// A change to the host-wide defaults or to one agent's settings; `None` leaves a value
-/// as it is.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SettingsChange {
-    /// Security ceiling.
-    pub security: Option<policy::Security>,
-    /// Ask floor.
-    pub ask: Option<policy::Ask>,
-    /// Fallback when no approver answers.
-    pub ask_fallback: Option<policy::AskFallback>,
 }

@@ -112,6 +112,23 @@ fn fields_this_version_does_not_know_survive_a_rewrite() {
     assert_eq!(v["socket"]["token"], "tok");
     assert_eq!(v["defaults"]["defaultsExtra"], "x");
     assert_eq!(v["agents"]["zeta"]["agentExtra"], 7);
+    // Known settings are parsed as settings, not carried along as unknown extras.
+    assert_eq!(v["defaults"]["askFallback"], "deny");
+    assert_eq!(v["agents"]["zeta"]["security"], "allowlist");
+    let file = store.load().unwrap().file;
+    assert_eq!(file.defaults.ceilings.security, Some(Security::Allowlist));
+    assert_eq!(
+        file.defaults.extra.keys().collect::<Vec<_>>(),
+        ["defaultsExtra"]
+    );
+    assert_eq!(
+        file.agents["zeta"].ceilings.security,
+        Some(Security::Allowlist)
+    );
+    assert_eq!(
+        file.agents["zeta"].extra.keys().collect::<Vec<_>>(),
+        ["agentExtra"]
+    );
     assert_eq!(v["agents"]["zeta"]["allowlist"][0]["entryExtra"]["a"], 1);
     assert_eq!(
         v["agents"]["alpha"]["allowlist"][0]["pattern"],
@@ -229,7 +246,7 @@ fn set_is_compare_and_swap_and_keeps_a_redacted_token() {
     let edited = serde_json::to_string_pretty(&value).unwrap();
     store.set_from_text(&edited, &snap.hash).unwrap();
     let after = store.load().unwrap();
-    assert_eq!(after.file.defaults.security, Some(Security::Full));
+    assert_eq!(after.file.defaults.ceilings.security, Some(Security::Full));
     assert_eq!(
         after.file.token(),
         Some(token.as_str()),
@@ -370,7 +387,7 @@ fn import_merges_an_openclaw_file_without_losing_anything() {
         file.patterns_for(Some("coder")),
         vec!["/usr/bin/rg", "~/bin/*"]
     );
-    assert_eq!(file.agents["coder"].security, Some(Security::Full));
+    assert_eq!(file.agents["coder"].ceilings.security, Some(Security::Full));
     assert_eq!(file.token(), None, "tokens are never imported");
     assert!(
         store
@@ -517,13 +534,13 @@ fn kill_9_at_random_points_leaves_the_old_or_the_new_file() {
 #[test]
 fn settings_change_defaults_or_one_agent_and_refuse_unknown_agents() {
     let (_fs, store) = memory_store();
-    let change = approvals::SettingsChange {
+    let change = approvals::Ceilings {
         security: Some(Security::Allowlist),
         ..Default::default()
     };
     store.set_settings(None, change, &[], false).unwrap();
     assert_eq!(
-        store.load().unwrap().file.defaults.security,
+        store.load().unwrap().file.defaults.ceilings.security,
         Some(Security::Allowlist)
     );
     let err = store
@@ -534,8 +551,14 @@ fn settings_change_defaults_or_one_agent_and_refuse_unknown_agents() {
         .set_settings(Some("main"), change, &["main".into()], false)
         .unwrap();
     let file = store.load().unwrap().file;
-    assert_eq!(file.agents["main"].security, Some(Security::Allowlist));
-    assert_eq!(file.agents["main"].ask, None, "untouched values stay unset");
+    assert_eq!(
+        file.agents["main"].ceilings.security,
+        Some(Security::Allowlist)
+    );
+    assert_eq!(
+        file.agents["main"].ceilings.ask, None,
+        "untouched values stay unset"
+    );
     assert!(
         store
             .set_settings(Some("bad\nid"), change, &[], true)

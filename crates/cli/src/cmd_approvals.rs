@@ -181,13 +181,13 @@ fn execute(command: ApprovalsCommand) -> anyhow::Result<Output> {
             ask_fallback,
             ..
         } => {
-            let change = approvals::SettingsChange {
+            let change = approvals::Ceilings {
                 security,
                 ask,
                 ask_fallback,
             };
             let mut note = String::new();
-            if change != approvals::SettingsChange::default() {
+            if change != approvals::Ceilings::default() {
                 let known: Vec<String> = facts.config()?.agents.into_iter().map(|a| a.id).collect();
                 let u = match store.set_settings(agent.as_deref(), change, &known, create_agent) {
                     Err(StoreError::UnknownAgent { agent, .. }) => anyhow::bail!(
@@ -198,18 +198,14 @@ fn execute(command: ApprovalsCommand) -> anyhow::Result<Output> {
                 note = written(&u, "updated");
             }
             let file = store.load()?.file;
-            let (scope, security, ask, fallback) = match agent.as_deref() {
-                None => (
-                    "defaults".to_owned(),
-                    file.defaults.security,
-                    file.defaults.ask,
-                    file.defaults.ask_fallback,
+            let (scope, set) = match agent.as_deref() {
+                None => ("defaults".to_owned(), file.defaults.ceilings),
+                Some(id) => (
+                    format!("agents.{id}"),
+                    file.agents.get(id).map(|a| a.ceilings).unwrap_or_default(),
                 ),
-                Some(id) => {
-                    let a = file.agents.get(id).cloned().unwrap_or_default();
-                    (format!("agents.{id}"), a.security, a.ask, a.ask_fallback)
-                }
             };
+            let (security, ask, fallback) = (set.security, set.ask, set.ask_fallback);
             let show =
                 |v: Option<String>, strict: &str| v.unwrap_or_else(|| format!("unset ({strict})"));
             let inherit = if agent.is_some() { "from defaults" } else { "" };
