@@ -9,33 +9,22 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::sync::mpsc;
+use std::path::Path;
+use std::process::Stdio;
 use std::time::Duration;
 
 use approvals::ipc::protocol::{Answer, Prompt, Request};
 use approvals::ipc::{AskOutcome, ClientConfig, ask};
 use approvals::{RunPlan, SystemClock};
-use support::warden;
+use support::TerminalApprover;
 
-/// A fresh WARDEN_HOME; private, as Warden creates its own (the socket needs a 0700
-/// directory).
+/// A fresh, private WARDEN_HOME.
 fn home() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o700),
-    )
-    .unwrap();
-    dir
+    support::warden_home()
 }
 
 fn w(home: &Path) -> std::process::Command {
-    let mut cmd = warden();
-    cmd.env("WARDEN_HOME", home);
-    cmd
+    support::warden_in(home)
 }
 
 fn file(home: &Path) -> serde_json::Value {
@@ -241,7 +230,7 @@ fn get_never_prints_the_token_and_corrupt_files_are_reported_and_kept() {
     let tmp = home();
     let h = tmp.path();
     // Running the approver creates the token.
-    let mut ui = Approver::start(h);
+    let mut ui = TerminalApprover::start(h);
     ui.stop();
     let token = file(h)["socket"]["token"].as_str().unwrap().to_owned();
     assert!(token.len() >= 43);
@@ -300,68 +289,21 @@ fn get_never_prints_the_token_and_corrupt_files_are_reported_and_kept() {
     assert_eq!(out.status.code(), Some(77));
 }
 
-/// A running `warden approvals ui` with its stdin and a line reader on its stdout.
-struct Approver {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    socket: PathBuf,
-}
-
-impl Approver {
-    fn start(home: &Path) -> Approver {
-        let mut child = w(home)
-            .args(["approvals", "ui"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                if tx.send(line.unwrap_or_default()).is_err() {
-                    break;
-                }
-            }
-        });
-        let first = lines.recv_timeout(Duration::from_secs(20)).unwrap();
-        assert!(first.starts_with("warden approver listening on"), "{first}");
-        let socket = PathBuf::from(first.rsplit(' ').next().unwrap());
-        Approver {
-            child,
-            lines,
-            socket,
-        }
-    }
-
-    /// Lines until (and including) one containing `marker`.
-    fn read_until(&self, marker: &str) -> Vec<String> {
-        let mut got = Vec::new();
-        loop {
-            let line = self
-                .lines
-                .recv_timeout(Duration::from_secs(20))
-                .unwrap_or_else(|_| panic!("no {marker:?} in {got:#?}"));
-            let done = line.contains(marker);
-            got.push(line);
-            if done {
-                return got;
-            }
-        }
-    }
-
-    fn answer(&mut self, text: &str) {
-        let stdin = self.child.stdin.as_mut().unwrap();
-        stdin.write_all(text.as_bytes()).unwrap();
-        stdin.flush().unwrap();
-    }
-
-    fn stop(&mut self) {
-        drop(self.child.stdin.take());
-        let status = self.child.wait().unwrap();
-        assert!(status.success(), "{status:?}");
-    }
+/// A requester's view of the approver `ui` hosts for `home`, and a runtime to ask from.
+fn client_of(home: &Path, ui: &TerminalApprover) -> (ClientConfig, tokio::runtime::Runtime) {
+    let token = file(home)["socket"]["token"].as_str().unwrap().to_owned();
+    let config = ClientConfig {
+        socket_path: ui.socket.clone(),
+        token,
+        connect_timeout: Duration::from_secs(5),
+        approval_timeout: Duration::from_secs(60),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    (config, rt)
 }
 
 fn prompt(id: &str, argv: &[&str], agent: &str) -> Request {
@@ -389,19 +331,8 @@ fn prompt(id: &str, argv: &[&str], agent: &str) -> Request {
 fn terminal_approver_queues_prompts_escapes_them_and_persists_allow_always() {
     let tmp = home();
     let h = tmp.path().to_path_buf();
-    let mut ui = Approver::start(&h);
-    let token = file(&h)["socket"]["token"].as_str().unwrap().to_owned();
-    let config = ClientConfig {
-        socket_path: ui.socket.clone(),
-        token,
-        connect_timeout: Duration::from_secs(5),
-        approval_timeout: Duration::from_secs(60),
-    };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let mut ui = TerminalApprover::start(&h);
+    let (config, rt) = client_of(&h, &ui);
     // Three prompts at once: the approver must queue them, not lose any.
     let requests = [
         prompt("p1", &["rm", "-rf", "/tmp/x\u{202e}fdp.exe"], "coder"),
@@ -435,7 +366,7 @@ fn terminal_approver_queues_prompts_escapes_them_and_persists_allow_always() {
         };
         answers.insert(id, reply);
         shown.push(text);
-        ui.answer(reply);
+        ui.type_text(reply);
         ui.read_until("→");
     }
     let all = shown.join("\n");
@@ -483,24 +414,13 @@ fn terminal_approver_queues_prompts_escapes_them_and_persists_allow_always() {
 fn allow_always_never_stores_a_shell_or_interpreter() {
     let tmp = home();
     let h = tmp.path().to_path_buf();
-    let mut ui = Approver::start(&h);
-    let token = file(&h)["socket"]["token"].as_str().unwrap().to_owned();
-    let config = ClientConfig {
-        socket_path: ui.socket.clone(),
-        token,
-        connect_timeout: Duration::from_secs(5),
-        approval_timeout: Duration::from_secs(60),
-    };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let mut ui = TerminalApprover::start(&h);
+    let (config, rt) = client_of(&h, &ui);
     let request = prompt("s1", &["sh", "-c", "python3 -c 'print(1)'"], "coder");
     let handle = rt.spawn(async move { ask(&config, &SystemClock, &request).await });
     let block = ui.read_until("digest:").join("\n");
     assert!(block.contains("stores nothing"), "{block}");
-    ui.answer("a\n");
+    ui.type_text("a\n");
     let AskOutcome::Answered(response) = rt.block_on(handle).unwrap() else {
         panic!()
     };
@@ -588,7 +508,7 @@ fn doctor_says_whether_an_approver_is_listening_and_closing_stdin_stops_it() {
         "says how to start one: {absent}"
     );
 
-    let mut ui = Approver::start(home.path());
+    let mut ui = TerminalApprover::start(home.path());
     let listening = approver_json(home.path());
     assert_eq!(listening["listening"], true, "{listening}");
     // The doctor's probe connection does not disturb the approver.

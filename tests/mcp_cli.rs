@@ -13,7 +13,6 @@ mod support;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use rmcp::model::{CallToolRequestParams, CallToolResult};
@@ -21,7 +20,7 @@ use rmcp::service::RunningService;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
-use support::{configure, wait_gone, warden_in};
+use support::{TerminalApprover, configure, wait_gone, warden_in};
 
 const TOKEN: &str = "mcp-test-token-0123456789";
 
@@ -100,63 +99,6 @@ fn structured(r: &CallToolResult) -> Value {
     r.structured_content.clone().unwrap_or(Value::Null)
 }
 
-/// The real terminal approver, answering from the test.
-struct Approver {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Approver {
-    fn start(home: &Path) -> Approver {
-        let mut child = warden_in(home)
-            .args(["approvals", "ui"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                if tx.send(line.unwrap_or_default()).is_err() {
-                    break;
-                }
-            }
-        });
-        let first = lines.recv_timeout(Duration::from_secs(20)).unwrap();
-        assert!(first.contains("listening"), "{first}");
-        Approver { child, lines }
-    }
-
-    /// Wait for a prompt, check it, and answer.
-    fn answer(&mut self, expect_in_prompt: &str, reply: &str) {
-        let mut seen = Vec::new();
-        loop {
-            let line = self
-                .lines
-                .recv_timeout(Duration::from_secs(30))
-                .unwrap_or_else(|_| panic!("no prompt: {seen:#?}"));
-            let done = line.starts_with("digest:");
-            seen.push(line);
-            if done {
-                break;
-            }
-        }
-        let text = seen.join("\n");
-        assert!(text.contains(expect_in_prompt), "{text}");
-        let stdin = self.child.stdin.as_mut().unwrap();
-        stdin.write_all(reply.as_bytes()).unwrap();
-        stdin.flush().unwrap();
-    }
-}
-
-impl Drop for Approver {
-    fn drop(&mut self) {
-        drop(self.child.stdin.take());
-        let _ = self.child.wait();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdio_exec_allowed_denied_asked_and_events() {
     let s = setup();
@@ -217,7 +159,7 @@ async fn stdio_exec_allowed_denied_asked_and_events() {
 
     // With the real approver: deny, allow once (a non-zero exit is a normal result),
     // allow always (which stores the pattern).
-    let mut approver = Approver::start(&s.home);
+    let mut approver = TerminalApprover::start(&s.home);
     let asked = {
         let c = &client;
         async move { call(c, "exec", json!({"argv": ["sh", "-c", "exit 3"]})).await }
@@ -480,7 +422,7 @@ async fn in_approval_mode_file_writes_wait_for_the_human() {
     assert!(!s.ws().join("a.txt").exists());
 
     // The human sees what would be written; allow once writes, deny does not.
-    let mut approver = Approver::start(&s.home);
+    let mut approver = TerminalApprover::start(&s.home);
     let asked = call(
         &client,
         "write",

@@ -12,17 +12,6 @@ use std::path::Path;
 
 use support::warden;
 
-fn setup(home: &Path, config: &str, approvals: &str) {
-    std::fs::write(home.join("config.toml"), config).unwrap();
-    std::fs::write(home.join("exec-approvals.json"), approvals).unwrap();
-    std::fs::set_permissions(
-        home.join("exec-approvals.json"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o600),
-    )
-    .unwrap();
-    std::fs::set_permissions(home, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
-}
-
 fn explain(home: &Path, args: &[&str]) -> (i32, serde_json::Value) {
     let out = warden()
         .env("WARDEN_HOME", home)
@@ -37,9 +26,9 @@ fn explain(home: &Path, args: &[&str]) -> (i32, serde_json::Value) {
 
 #[test]
 fn exit_code_agrees_with_the_decision_and_sources_are_reported() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = support::warden_home();
     let h = tmp.path();
-    setup(
+    support::configure(
         h,
         "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\n[[agents.list]]\nid = \"coder\"\ntools.exec.ask = \"off\"\n",
         r#"{"version":1,"defaults":{"security":"allowlist","ask":"off","askFallback":"deny"},"agents":{"coder":{"allowlist":[{"pattern":"/usr/bin/*"},{"pattern":"/bin/*"}]}}}"#,
@@ -96,9 +85,9 @@ fn exit_code_agrees_with_the_decision_and_sources_are_reported() {
 
 #[test]
 fn bad_config_is_a_clear_error() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = support::warden_home();
     let h = tmp.path();
-    setup(
+    support::configure(
         h,
         "[tools.exec]\nsecurity = \"maybe\"\n",
         r#"{"version":1}"#,

@@ -5,8 +5,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(dead_code)]
 
-use std::path::Path;
-use std::process::Command;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
 use std::time::Duration;
 
 /// The `warden` binary under test, with a clean, predictable environment.
@@ -94,4 +96,88 @@ pub fn read_pid(path: &Path) -> i32 {
         std::thread::sleep(Duration::from_millis(20));
     }
     panic!("pid file {} never written", path.display());
+}
+
+/// A running `warden approvals ui` (the real terminal approver), driven through its
+/// stdin, with a line reader on its stdout. Dropping it closes stdin, which stops it.
+pub struct TerminalApprover {
+    pub child: Child,
+    lines: mpsc::Receiver<String>,
+    /// The socket it announced.
+    pub socket: PathBuf,
+}
+
+impl TerminalApprover {
+    /// Start it in `home` and wait until it listens.
+    pub fn start(home: &Path) -> TerminalApprover {
+        let mut child = warden_in(home)
+            .args(["approvals", "ui"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                if tx.send(line.unwrap_or_default()).is_err() {
+                    break;
+                }
+            }
+        });
+        let first = lines.recv_timeout(Duration::from_secs(20)).unwrap();
+        assert!(first.starts_with("warden approver listening on"), "{first}");
+        let socket = PathBuf::from(first.rsplit(' ').next().unwrap());
+        TerminalApprover {
+            child,
+            lines,
+            socket,
+        }
+    }
+
+    /// Lines until (and including) one containing `marker`.
+    pub fn read_until(&self, marker: &str) -> Vec<String> {
+        let mut got = Vec::new();
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(30))
+                .unwrap_or_else(|_| panic!("no {marker:?} in {got:#?}"));
+            let done = line.contains(marker);
+            got.push(line);
+            if done {
+                return got;
+            }
+        }
+    }
+
+    /// Type `text` into its terminal.
+    pub fn type_text(&mut self, text: &str) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        stdin.write_all(text.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Wait for the next prompt (it ends with its `digest:` line), check that it shows
+    /// `expect_in_prompt`, and answer `reply`.
+    pub fn answer(&mut self, expect_in_prompt: &str, reply: &str) {
+        let text = self.read_until("digest:").join("\n");
+        assert!(text.contains(expect_in_prompt), "{text}");
+        self.type_text(reply);
+    }
+
+    /// Close its stdin and check it exits cleanly.
+    pub fn stop(&mut self) {
+        drop(self.child.stdin.take());
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "{status:?}");
+    }
+}
+
+impl Drop for TerminalApprover {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
 }

@@ -6,7 +6,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::Result;
+use crate::{CapsError, Result};
 
 /// Combined stdout+stderr kept per run (product spec §9). Large enough for real tool
 /// output, small enough that an agent's context and our memory stay bounded.
@@ -83,6 +83,37 @@ impl ExecOptions {
         self.env.insert(key.into(), value.into());
         self
     }
+
+    /// The checks every [`Shell`] provider applies to an `exec` request before spawning
+    /// anything: a non-empty program, no NUL bytes in argv or the environment, valid
+    /// variable names, a non-zero timeout.
+    pub fn validate_request(&self, argv: &[String]) -> Result<()> {
+        let Some(program) = argv.first() else {
+            return Err(CapsError::invalid("argv must not be empty"));
+        };
+        if program.is_empty() {
+            return Err(CapsError::invalid("the program name must not be empty"));
+        }
+        if let Some(i) = argv.iter().position(|a| a.contains('\0')) {
+            return Err(CapsError::invalid(format!("argv[{i}] contains a NUL byte")));
+        }
+        for (key, value) in &self.env {
+            if key.is_empty() || key.contains('=') || key.contains('\0') {
+                return Err(CapsError::invalid(format!(
+                    "invalid environment variable name {key:?}"
+                )));
+            }
+            if value.contains('\0') {
+                return Err(CapsError::invalid(format!(
+                    "environment variable {key} contains a NUL byte"
+                )));
+            }
+        }
+        if self.timeout.is_zero() {
+            return Err(CapsError::invalid("timeout must be greater than zero"));
+        }
+        Ok(())
+    }
 }
 
 /// A script for [`Shell::run`]: source text and the shell that interprets it.
@@ -101,6 +132,22 @@ impl Script {
             shell: PathBuf::from("/bin/sh"),
             source: source.into(),
         }
+    }
+
+    /// The argv every provider runs a script as: `[shell, "-c", source]`. The shell must
+    /// be named by an absolute UTF-8 path (a script never picks its interpreter by PATH).
+    pub fn argv(&self) -> Result<Vec<String>> {
+        if !self.shell.is_absolute() {
+            return Err(CapsError::invalid(format!(
+                "the shell must be an absolute path, got {}",
+                self.shell.display()
+            )));
+        }
+        let shell = self
+            .shell
+            .to_str()
+            .ok_or_else(|| CapsError::invalid("the shell path is not UTF-8"))?;
+        Ok(vec![shell.to_owned(), "-c".to_owned(), self.source.clone()])
     }
 }
 

@@ -64,24 +64,7 @@ impl Approver for TerminalApprover {
 
 /// Run the terminal approver until stdin closes or SIGINT/SIGTERM.
 pub fn run(_args: UiArgs) -> i32 {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("warden: cannot start the runtime: {e}");
-            return exit::WARDEN_ERROR;
-        }
-    };
-    match runtime.block_on(run_async()) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("warden: {e:#}");
-            exit::WARDEN_ERROR
-        }
-    }
+    exit::block_on(true, async { run_async().await.map(|()| 0) })
 }
 
 async fn run_async() -> anyhow::Result<()> {

@@ -270,14 +270,8 @@ pub fn sandbox(command: SandboxCommand) -> i32 {
             }
         }
     })();
-    match result {
-        Ok(text) => {
-            out!("{text}");
-            0
-        }
-        Err(e) => {
-            eprintln!("warden: {e:#}");
-            exit::WARDEN_ERROR
-        }
-    }
+    exit::or_report(result.map(|text| {
+        out!("{text}");
+        0
+    }))
 }

@@ -7,9 +7,9 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use policy::{Ask, Host, Security};
 use runner::{CommandSpec, ExecRequest, Outcome, RunReport};
 
+use crate::args::{CommandArgs, PolicyArgs};
 use crate::exit;
 use crate::host::HostFacts;
 
@@ -19,21 +19,11 @@ use crate::host::HostFacts;
     after_help = "Exit status: the command's own; 124 timed out; 125 Warden failed; \
                   126 not executable; 127 not found; 128+N killed by signal N; \
                   77 denied by policy or by the approver; 75 no approver answered and the \
-                  fallback denied; 130 interrupted."
+                  fallback denied; 130 interrupted; 141 stdout's reader went away."
 )]
 pub struct ExecArgs {
-    /// Where to run: sandbox, gateway or node (default from config: sandbox).
-    #[arg(long, value_parser = parse::<Host>)]
-    host: Option<Host>,
-    /// Tool-parameter security (can only tighten the host's approvals file).
-    #[arg(long, value_parser = parse::<Security>)]
-    security: Option<Security>,
-    /// Tool-parameter ask mode (can only ask more than the host's approvals file).
-    #[arg(long, value_parser = parse::<Ask>)]
-    ask: Option<Ask>,
-    /// Target node for host=node.
-    #[arg(long)]
-    node: Option<String>,
+    #[command(flatten)]
+    policy: PolicyArgs,
     /// The agent on whose behalf the command runs.
     #[arg(long, default_value = "main")]
     agent: String,
@@ -53,16 +43,8 @@ pub struct ExecArgs {
     /// Print the typed result as JSON instead of the command's output.
     #[arg(long)]
     json: bool,
-    /// Run this string as a shell command instead of an argv.
-    #[arg(long, conflicts_with = "argv")]
-    shell: Option<String>,
-    /// The program and its arguments (after `--`).
-    #[arg(last = true, required_unless_present = "shell")]
-    argv: Vec<String>,
-}
-
-fn parse<T: std::str::FromStr<Err = String>>(s: &str) -> Result<T, String> {
-    s.parse()
+    #[command(flatten)]
+    command: CommandArgs,
 }
 
 fn parse_env(s: &str) -> Result<(String, String), String> {
@@ -105,23 +87,7 @@ pub fn exit_code(report: &RunReport) -> i32 {
 
 /// Run `warden exec` and return the process exit code.
 pub fn run(args: ExecArgs) -> i32 {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("warden: cannot start the runtime: {e}");
-            return exit::WARDEN_ERROR;
-        }
-    };
-    match runtime.block_on(run_async(args)) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("warden: {e:#}");
-            exit::WARDEN_ERROR
-        }
-    }
+    exit::block_on(false, run_async(args))
 }
 
 /// Resolves when standard output is a pipe or socket whose reader has gone away; never
@@ -164,21 +130,17 @@ async fn run_async(args: ExecArgs) -> anyhow::Result<i32> {
     let facts = HostFacts::read()?;
     let gateway = facts.gateway(None)?;
     let cwd = args.cwd.as_ref().map(|c| facts.absolute(c));
-    let command = match args.shell {
+    let params = args.policy.params();
+    let command = match args.command.shell {
         Some(s) => CommandSpec::Shell(s),
-        None => CommandSpec::Argv(args.argv),
+        None => CommandSpec::Argv(args.command.argv),
     };
     let request = ExecRequest {
         command: Some(command),
         cwd,
         env: args.env.into_iter().collect::<BTreeMap<_, _>>(),
         timeout: args.timeout,
-        params: policy::ExecParams {
-            host: args.host,
-            security: args.security,
-            ask: args.ask,
-            node: args.node,
-        },
+        params,
         ..Default::default()
     };
     let key = gateway::SessionKey {

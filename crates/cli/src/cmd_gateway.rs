@@ -50,36 +50,24 @@ pub struct McpArgs {
     workspace: Option<PathBuf>,
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?)
-}
-
-fn report(result: anyhow::Result<()>) -> i32 {
-    match result {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("warden: {e:#}");
-            exit::WARDEN_ERROR
+/// Run `warden gateway ...`.
+pub fn run(command: GatewayCommand) -> i32 {
+    match command {
+        GatewayCommand::Run(args) => {
+            exit::block_on(true, async { gateway_run(args).await.map(|()| 0) })
+        }
+        GatewayCommand::Token => {
+            exit::or_report(HostFacts::read().and_then(|f| gateway_token(&f)).map(|t| {
+                outln!("{t}");
+                0
+            }))
         }
     }
 }
 
-/// Run `warden gateway ...`.
-pub fn run(command: GatewayCommand) -> i32 {
-    report(match command {
-        GatewayCommand::Run(args) => runtime().and_then(|rt| rt.block_on(gateway_run(args))),
-        GatewayCommand::Token => HostFacts::read()
-            .and_then(|f| gateway_token(&f))
-            .map(|t| outln!("{t}")),
-    })
-}
-
 /// Run `warden mcp`.
 pub fn mcp(args: McpArgs) -> i32 {
-    report(runtime().and_then(|rt| rt.block_on(mcp_stdio(args))))
+    exit::block_on(true, async { mcp_stdio(args).await.map(|()| 0) })
 }
 
 /// The gateway's bearer token from `$WARDEN_HOME/gateway-token`, created (0600, from the

@@ -4,11 +4,9 @@
 
 use std::path::PathBuf;
 
-use policy::{
-    Ask, CommandInput, Decision, EvalContext, ExecParams, Host, Requester, Security,
-    SessionOverrides, explain,
-};
+use policy::{CommandInput, Decision, EvalContext, Requester, SessionOverrides, explain};
 
+use crate::args::{CommandArgs, PolicyArgs};
 use crate::exit;
 use crate::host::HostFacts;
 
@@ -29,34 +27,16 @@ pub struct ExplainArgs {
     /// The requesting session (for display; session overrides live in the gateway).
     #[arg(long)]
     session: Option<String>,
-    /// Tool parameter: host.
-    #[arg(long, value_parser = parse::<Host>)]
-    host: Option<Host>,
-    /// Tool parameter: security.
-    #[arg(long, value_parser = parse::<Security>)]
-    security: Option<Security>,
-    /// Tool parameter: ask.
-    #[arg(long, value_parser = parse::<Ask>)]
-    ask: Option<Ask>,
-    /// Tool parameter: node.
-    #[arg(long)]
-    node: Option<String>,
+    #[command(flatten)]
+    policy: PolicyArgs,
     /// Working directory the command would run in.
     #[arg(long)]
     cwd: Option<PathBuf>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
-    /// Explain this shell string instead of an argv.
-    #[arg(long, conflicts_with = "argv")]
-    shell: Option<String>,
-    /// The command (after `--`).
-    #[arg(last = true, required_unless_present = "shell")]
-    argv: Vec<String>,
-}
-
-fn parse<T: std::str::FromStr<Err = String>>(s: &str) -> Result<T, String> {
-    s.parse()
+    #[command(flatten)]
+    command: CommandArgs,
 }
 
 /// The exit code `explain` uses for a decision.
@@ -71,13 +51,7 @@ pub fn decision_exit_code(decision: &Decision) -> i32 {
 /// Run `warden policy ...`.
 pub fn run(command: PolicyCommand) -> i32 {
     match command {
-        PolicyCommand::Explain(args) => match explain_command(&args) {
-            Ok(code) => code,
-            Err(e) => {
-                eprintln!("warden: {e:#}");
-                exit::WARDEN_ERROR
-            }
-        },
+        PolicyCommand::Explain(args) => exit::or_report(explain_command(&args)),
     }
 }
 
@@ -96,21 +70,16 @@ fn explain_command(args: &ExplainArgs) -> anyhow::Result<i32> {
         allowlist: view.allowlist.as_ref(),
         cache: None,
     };
-    let params = ExecParams {
-        host: args.host,
-        security: args.security,
-        ask: args.ask,
-        node: args.node.clone(),
-    };
+    let params = args.policy.params();
     let session = SessionOverrides::default();
     let requester = Requester {
         agent,
         session: &session,
         params: &params,
     };
-    let input = match &args.shell {
+    let input = match &args.command.shell {
         Some(s) => CommandInput::Shell(s),
-        None => CommandInput::Argv(&args.argv),
+        None => CommandInput::Argv(&args.command.argv),
     };
     let explanation = explain(input, &requester, &config, &view.ceiling, &ctx);
     let code = decision_exit_code(&explanation.decision);

@@ -1,6 +1,6 @@
 //! Exit codes of the `warden` binary. A child's own exit code is passed through; these
 //! are the codes Warden itself uses, chosen to match shell conventions (`timeout(1)`
-//! uses 124; shells use 126/127).
+//! uses 124; shells use 126/127), and the one way a subcommand's error becomes one.
 
 /// The command ran past its timeout and was killed.
 pub const TIMED_OUT: i32 = 124;
@@ -22,6 +22,34 @@ pub const INTERRUPTED: i32 = 130;
 /// Standard output's reader went away (128 + SIGPIPE), after the command's process tree
 /// was killed.
 pub const STDOUT_CLOSED: i32 = 141;
+
+/// The exit code of a subcommand's result: its own code, or — after printing the error
+/// as `warden: …` — [`WARDEN_ERROR`].
+pub fn or_report(result: anyhow::Result<i32>) -> i32 {
+    result.unwrap_or_else(|e| {
+        eprintln!("warden: {e:#}");
+        WARDEN_ERROR
+    })
+}
+
+/// Run `future` on a fresh tokio runtime — one thread for a single command, two workers
+/// for servers — and turn its result into an exit code with [`or_report`].
+pub fn block_on(
+    server: bool,
+    future: impl std::future::Future<Output = anyhow::Result<i32>>,
+) -> i32 {
+    let mut builder = if server {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(2);
+        b
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    match builder.enable_all().build() {
+        Ok(runtime) => or_report(runtime.block_on(future)),
+        Err(e) => or_report(Err(anyhow::anyhow!("cannot start the runtime: {e}"))),
+    }
+}
 
 /// The exit code for a failure of the capability layer.
 pub fn for_caps_error(err: &caps::CapsError) -> i32 {

@@ -27,6 +27,7 @@ macro_rules! out {
 }
 
 mod approver_ui;
+mod args;
 mod cmd_approvals;
 mod cmd_doctor;
 mod cmd_exec;

@@ -89,30 +89,19 @@ impl Explanation {
         let mut out = String::new();
         let p = &self.policy;
         let _ = writeln!(out, "policy:");
-        let _ = writeln!(
-            out,
-            "  host         {:<10} ({})",
-            p.host.value.as_str(),
-            p.host.source
-        );
-        let _ = writeln!(
-            out,
-            "  security     {:<10} ({})",
-            p.security.value.as_str(),
-            p.security.source
-        );
-        let _ = writeln!(
-            out,
-            "  ask          {:<10} ({})",
-            p.ask.value.as_str(),
-            p.ask.source
-        );
-        let _ = writeln!(
-            out,
-            "  askFallback  {:<10} ({})",
-            p.ask_fallback.value.as_str(),
-            p.ask_fallback.source
-        );
+        let rows = [
+            ("host", p.host.value.as_str(), &p.host.source),
+            ("security", p.security.value.as_str(), &p.security.source),
+            ("ask", p.ask.value.as_str(), &p.ask.source),
+            (
+                "askFallback",
+                p.ask_fallback.value.as_str(),
+                &p.ask_fallback.source,
+            ),
+        ];
+        for (name, value, source) in rows {
+            let _ = writeln!(out, "  {name:<12} {value:<10} ({source})");
+        }
         match &p.node {
             Some(n) => {
                 let _ = writeln!(out, "  node         {:<10} ({})", n.value, n.source);

@@ -5,14 +5,16 @@
 // Test helpers panic on failure by design.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::path::Path;
 
 use caps::{Fs, MemoryFs, WriteOptions};
 use policy::{
     Allowlist, ApproverAnswer, Ask, AskFallback, CaseMode, CommandInput, Config, Decision,
-    DenyReason, EvalContext, ExecParams, Host, HostCeiling, Requester, Security, SessionOverrides,
-    TrustedPath, after_ask, decide, explain,
+    DenyReason, ExecParams, Host, HostCeiling, Security, after_ask, decide,
 };
+use support::{Setup, explain_request};
 
 #[derive(Debug, PartialEq, Eq)]
 enum Outcome {
@@ -78,16 +80,7 @@ fn every_combination_matches_the_table() {
         Path::new("/home/u"),
         CaseMode::Sensitive,
     );
-    let trusted = TrustedPath::parse("/usr/bin");
-    let ctx = EvalContext {
-        fs: &fs,
-        cwd: Path::new("/"),
-        trusted_path: &trusted,
-        allowlist: &allowlist,
-        cache: None,
-    };
     let config = Config::default();
-    let session = SessionOverrides::default();
     let mut checked = 0;
     for sec in [Security::Deny, Security::Allowlist, Security::Full] {
         for ask in [Ask::Off, Ask::OnMiss, Ask::Always] {
@@ -113,14 +106,15 @@ fn every_combination_matches_the_table() {
                             ask: Some(ask),
                             ..Default::default()
                         };
-                        let who = Requester {
-                            agent: None,
-                            session: &session,
-                            params: &params,
+                        let setup = Setup {
+                            fs: &fs,
+                            allowlist: &allowlist,
+                            cwd: "/",
+                            config: &config,
+                            ceiling: &ceiling,
                         };
                         let cmd = if hit { "hit --flag" } else { "miss --flag" };
-                        let explained =
-                            explain(CommandInput::Shell(cmd), &who, &config, &ceiling, &ctx);
+                        let explained = explain_request(&setup, &params, CommandInput::Shell(cmd));
                         assert_eq!(explained.evaluation.satisfied, hit);
                         let first = decide(&explained.policy, hit, "");
                         assert_eq!(
@@ -157,33 +151,19 @@ fn every_combination_matches_the_table() {
 #[test]
 fn denials_name_the_rule_and_its_source() {
     let fs = world();
-    let allowlist = Allowlist::default();
-    let trusted = TrustedPath::parse("/usr/bin");
-    let ctx = EvalContext {
+    let setup = Setup {
         fs: &fs,
-        cwd: Path::new("/"),
-        trusted_path: &trusted,
-        allowlist: &allowlist,
-        cache: None,
+        allowlist: &Allowlist::default(),
+        cwd: "/",
+        config: &Config::default(),
+        ceiling: &HostCeiling::DENY_ALL,
     };
-    let session = SessionOverrides::default();
     let params = ExecParams {
         host: Some(Host::Gateway),
         security: Some(Security::Full),
         ..Default::default()
     };
-    let who = Requester {
-        agent: None,
-        session: &session,
-        params: &params,
-    };
-    let e = explain(
-        CommandInput::Shell("hit"),
-        &who,
-        &Config::default(),
-        &HostCeiling::DENY_ALL,
-        &ctx,
-    );
+    let e = explain_request(&setup, &params, CommandInput::Shell("hit"));
     match e.decision {
         Decision::Deny { reason, rule } => {
             assert_eq!(reason, DenyReason::SecurityDeny);
@@ -196,33 +176,22 @@ fn denials_name_the_rule_and_its_source() {
 #[test]
 fn on_the_sandbox_host_the_sandbox_decides_not_the_allowlist() {
     let fs = world();
-    let allowlist = Allowlist::default();
-    let trusted = TrustedPath::parse("/usr/bin");
-    let ctx = EvalContext {
-        fs: &fs,
-        cwd: Path::new("/"),
-        trusted_path: &trusted,
-        allowlist: &allowlist,
-        cache: None,
-    };
-    let session = SessionOverrides::default();
-    let params = ExecParams::default();
-    let who = Requester {
-        agent: None,
-        session: &session,
-        params: &params,
-    };
     let config = Config::parse(
         "[sandbox]\npermission_mode = \"readonly\"\n",
         Path::new("config.toml"),
     )
     .unwrap();
-    let e = explain(
+    let setup = Setup {
+        fs: &fs,
+        allowlist: &Allowlist::default(),
+        cwd: "/",
+        config: &config,
+        ceiling: &HostCeiling::DENY_ALL,
+    };
+    let e = explain_request(
+        &setup,
+        &ExecParams::default(),
         CommandInput::Shell("miss --flag"),
-        &who,
-        &config,
-        &HostCeiling::DENY_ALL,
-        &ctx,
     );
     match e.decision {
         Decision::Allow { reason, rule } => {

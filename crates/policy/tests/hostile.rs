@@ -4,13 +4,16 @@
 // Test helpers panic on failure by design.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::path::Path;
 
 use caps::{Fs, MemoryFs, WriteOptions};
 use policy::{
     Allowlist, Ask, AskFallback, CaseMode, CommandInput, Config, Decision, EvalContext, ExecParams,
-    Host, HostCeiling, Requester, Security, SessionOverrides, TrustedPath, explain,
+    Host, HostCeiling, Security, TrustedPath,
 };
+use support::{Setup, explain_request};
 
 fn world() -> MemoryFs {
     let fs = MemoryFs::new();
@@ -48,20 +51,18 @@ fn world() -> MemoryFs {
 fn decision(fs: &MemoryFs, patterns: &[&str], input: CommandInput<'_>) -> Decision {
     let patterns: Vec<String> = patterns.iter().map(|s| s.to_string()).collect();
     let allowlist = Allowlist::compile(&patterns, Path::new("/home/u"), CaseMode::Sensitive);
-    let trusted = TrustedPath::parse("/usr/bin");
-    let ctx = EvalContext {
-        fs,
-        cwd: Path::new("/work"),
-        trusted_path: &trusted,
-        allowlist: &allowlist,
-        cache: None,
-    };
     let ceiling = HostCeiling {
         security: Security::Allowlist,
         ask: Ask::Off,
         ask_fallback: AskFallback::Deny,
     };
-    let session = SessionOverrides::default();
+    let setup = Setup {
+        fs,
+        allowlist: &allowlist,
+        cwd: "/work",
+        config: &Config::default(),
+        ceiling: &ceiling,
+    };
     // The allowlist governs the gateway (and node) hosts.
     let params = ExecParams {
         host: Some(Host::Gateway),
@@ -69,12 +70,7 @@ fn decision(fs: &MemoryFs, patterns: &[&str], input: CommandInput<'_>) -> Decisi
         ask: Some(Ask::Off),
         ..Default::default()
     };
-    let who = Requester {
-        agent: None,
-        session: &session,
-        params: &params,
-    };
-    explain(input, &who, &Config::default(), &ceiling, &ctx).decision
+    explain_request(&setup, &params, input).decision
 }
 
 #[test]
@@ -151,41 +147,21 @@ fn hostile_argvs_are_never_allowed() {
 #[test]
 fn allow_always_never_stores_shells_interpreters_or_wrappers() {
     let fs = world();
-    let allowlist = Allowlist::default();
-    let trusted = TrustedPath::parse("/usr/bin");
-    let ctx = EvalContext {
+    let setup = Setup {
         fs: &fs,
-        cwd: Path::new("/work"),
-        trusted_path: &trusted,
-        allowlist: &allowlist,
-        cache: None,
+        allowlist: &Allowlist::default(),
+        cwd: "/work",
+        config: &Config::default(),
+        ceiling: &HostCeiling::DENY_ALL,
     };
-    let session = SessionOverrides::default();
-    let params = ExecParams::default();
-    let who = Requester {
-        agent: None,
-        session: &session,
-        params: &params,
-    };
-    let e = explain(
-        CommandInput::Shell("bash -c 'ls -l && python3 x.py' | cat"),
-        &who,
-        &Config::default(),
-        &HostCeiling::DENY_ALL,
-        &ctx,
-    );
+    let explain = |text| explain_request(&setup, &ExecParams::default(), CommandInput::Shell(text));
+    let e = explain("bash -c 'ls -l && python3 x.py' | cat");
     assert_eq!(
         policy::derive_allow_always(&e.evaluation).patterns,
         vec!["/usr/bin/ls", "/usr/bin/cat"]
     );
     assert_eq!(policy::derive_allow_always(&e.evaluation).skipped.len(), 1);
-    let e = explain(
-        CommandInput::Shell("python3 x.py"),
-        &who,
-        &Config::default(),
-        &HostCeiling::DENY_ALL,
-        &ctx,
-    );
+    let e = explain("python3 x.py");
     assert!(
         policy::derive_allow_always(&e.evaluation)
             .patterns
@@ -197,13 +173,7 @@ fn allow_always_never_stores_shells_interpreters_or_wrappers() {
             .is_empty(),
         "an empty result says why"
     );
-    let e = explain(
-        CommandInput::Shell("env nice ls"),
-        &who,
-        &Config::default(),
-        &HostCeiling::DENY_ALL,
-        &ctx,
-    );
+    let e = explain("env nice ls");
     assert_eq!(
         policy::derive_allow_always(&e.evaluation).patterns,
         vec!["/usr/bin/ls"],

@@ -229,6 +229,61 @@ fn error(message: impl Into<String>, exit_code: i32) -> Outcome {
     }
 }
 
+/// A run stopped by cancellation (its process tree was killed): 130, like SIGINT.
+fn cancelled(mut report: RunReport, events: &dyn EventSink, host: &str) -> RunReport {
+    events.emit(ExecEvent::Finished {
+        run_id: report.run_id.clone(),
+        host: host.to_owned(),
+        code: 130,
+        signal: Some(9),
+        timed_out: false,
+        tail: String::new(),
+    });
+    report.outcome = error(
+        "cancelled: the run was stopped and its process tree killed",
+        130,
+    );
+    report
+}
+
+/// A run's result as the `exec.finished` event and the report's outcome.
+fn conclude(
+    mut report: RunReport,
+    events: &dyn EventSink,
+    host: &str,
+    result: caps::Result<caps::ExecOutput>,
+) -> RunReport {
+    let (code, signal, timed_out, tail) = match &result {
+        Ok(output) => (
+            if output.timed_out {
+                124
+            } else {
+                output.status.shell_code()
+            },
+            match output.status {
+                caps::ExitStatus::Signal(s) => Some(s),
+                caps::ExitStatus::Code(_) => None,
+            },
+            output.timed_out,
+            output.tail.clone(),
+        ),
+        Err(e) => (caps_exit_code(e), None, false, e.to_string()),
+    };
+    events.emit(ExecEvent::Finished {
+        run_id: report.run_id.clone(),
+        host: host.to_owned(),
+        code,
+        signal,
+        timed_out,
+        tail,
+    });
+    report.outcome = match result {
+        Ok(output) => Outcome::Finished { output },
+        Err(e) => error(e.to_string(), caps_exit_code(&e)),
+    };
+    report
+}
+
 /// Exit code for a capability failure (127 not found, 126 not executable, 125 other).
 pub fn caps_exit_code(e: &CapsError) -> i32 {
     match e {
@@ -470,51 +525,13 @@ impl Runner {
         let run = host.shell.exec(&argv, &options);
         let result = tokio::select! {
             result = run => result,
-            _ = cancel.cancelled() => {
-                report.outcome = error("cancelled: the run was stopped and its process tree killed", 130);
-                events.emit(ExecEvent::Finished {
-                    run_id, host: host.label.clone(), code: 130, signal: Some(9), timed_out: false, tail: String::new(),
-                });
-                return report;
-            }
+            _ = cancel.cancelled() => return cancelled(report, events, &host.label),
         };
-        match result {
-            Ok(output) => {
-                let signal = match output.status {
-                    caps::ExitStatus::Signal(s) => Some(s),
-                    caps::ExitStatus::Code(_) => None,
-                };
-                events.emit(ExecEvent::Finished {
-                    run_id: run_id.clone(),
-                    host: host.label.clone(),
-                    code: if output.timed_out {
-                        124
-                    } else {
-                        output.status.shell_code()
-                    },
-                    signal,
-                    timed_out: output.timed_out,
-                    tail: output.tail.clone(),
-                });
-                if via_allowlist {
-                    self.record_usage(agent, &explanation, command, view.file.as_deref())
-                        .await;
-                }
-                report.outcome = Outcome::Finished { output };
-            }
-            Err(e) => {
-                events.emit(ExecEvent::Finished {
-                    run_id,
-                    host: host.label.clone(),
-                    code: caps_exit_code(&e),
-                    signal: None,
-                    timed_out: false,
-                    tail: e.to_string(),
-                });
-                report.outcome = error(e.to_string(), caps_exit_code(&e));
-            }
+        if via_allowlist && result.is_ok() {
+            self.record_usage(agent, &explanation, command, view.file.as_deref())
+                .await;
         }
-        report
+        conclude(report, events, &host.label, result)
     }
 
     /// `host=sandbox`: run confined; the permission mode decides about writes.
@@ -571,7 +588,7 @@ impl Runner {
         };
         let mut result = tokio::select! {
             r = first.exec(&argv, &options) => r,
-            _ = cancel.cancelled() => Err(CapsError::invalid("cancelled")),
+            _ = cancel.cancelled() => return cancelled(report, events, &host.label),
         };
         let refused = match &result {
             Ok(out) if mode == policy::PermissionMode::Approval => refused_write(out),
@@ -640,41 +657,10 @@ impl Runner {
             }
             result = tokio::select! {
                 r = shells.writable.exec(&argv, &options) => r,
-                _ = cancel.cancelled() => Err(CapsError::invalid("cancelled")),
+                _ = cancel.cancelled() => return cancelled(report, events, &host.label),
             };
         }
-        match result {
-            Ok(output) => {
-                events.emit(ExecEvent::Finished {
-                    run_id: report.run_id.clone(),
-                    host: host.label.clone(),
-                    code: if output.timed_out {
-                        124
-                    } else {
-                        output.status.shell_code()
-                    },
-                    signal: match output.status {
-                        caps::ExitStatus::Signal(s) => Some(s),
-                        _ => None,
-                    },
-                    timed_out: output.timed_out,
-                    tail: output.tail.clone(),
-                });
-                report.outcome = Outcome::Finished { output };
-            }
-            Err(e) => {
-                events.emit(ExecEvent::Finished {
-                    run_id: report.run_id.clone(),
-                    host: host.label.clone(),
-                    code: caps_exit_code(&e),
-                    signal: None,
-                    timed_out: false,
-                    tail: e.to_string(),
-                });
-                report.outcome = error(e.to_string(), caps_exit_code(&e));
-            }
-        }
-        report
+        conclude(report, events, &host.label, result)
     }
 
     fn env_extras(&self, agent: Option<&str>) -> Vec<String> {

@@ -539,3 +539,67 @@ async fn readonly_never_asks_and_unrestricted_writes_directly() {
     assert_eq!(stdout_of(&sandbox_run(&w).await), "written\n");
     assert!(w.readonly.calls().is_empty() && w.watched.calls().is_empty());
 }
+
+/// A shell whose commands never finish: the run can only end by cancellation.
+#[derive(Debug)]
+struct NeverFinishes;
+
+#[async_trait::async_trait]
+impl caps::Shell for NeverFinishes {
+    async fn exec(&self, _: &[String], _: &caps::ExecOptions) -> caps::Result<caps::ExecOutput> {
+        std::future::pending().await
+    }
+    async fn run(&self, _: &caps::Script, _: &caps::ExecOptions) -> caps::Result<caps::ExecOutput> {
+        std::future::pending().await
+    }
+}
+
+#[tokio::test]
+async fn a_cancelled_run_ends_with_130_on_the_gateway_and_in_the_sandbox() {
+    let gateway = world(
+        r#"{"version":1,"defaults":{"security":"full","ask":"off"}}"#,
+        "[tools.exec]\nhost = \"gateway\"\nsecurity = \"full\"\nask = \"off\"\n",
+        None,
+    );
+    let sandbox = sandbox_world("readonly", None, ok_output("unused\n"));
+    let never: Arc<dyn caps::Shell> = Arc::new(NeverFinishes);
+    let mut gateway_host = gateway.runner.host().clone();
+    gateway_host.shell = Arc::clone(&never);
+    let mut sandbox_host = sandbox.runner.host().clone();
+    sandbox_host.gate = runner::Gate::Sandbox(runner::SandboxShells {
+        readonly: Arc::clone(&never),
+        watched: Arc::clone(&never),
+        writable: Arc::clone(&never),
+        unconfined: None,
+    });
+    for host in [gateway_host, sandbox_host] {
+        let label = host.label.clone();
+        let runner = Runner::new(host);
+        let events = CollectEvents::default();
+        let cancel = CancellationToken::new();
+        let stop = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            stop.cancel();
+        });
+        let report = runner
+            .run(
+                request(CommandSpec::Argv(vec!["ls".into()])),
+                &events,
+                &cancel,
+            )
+            .await;
+        match &report.outcome {
+            Outcome::Error { exit_code, message } => {
+                assert_eq!(*exit_code, 130, "{label}: {message}");
+                assert!(message.contains("cancelled"), "{label}: {message}");
+            }
+            other => panic!("{label}: {other:?}"),
+        }
+        let finished = events.events().into_iter().find_map(|e| match e {
+            ExecEvent::Finished { code, .. } => Some(code),
+            _ => None,
+        });
+        assert_eq!(finished, Some(130), "{label}");
+    }
+}

@@ -456,9 +456,7 @@ impl Bwrap {
         argv: &[String],
         options: &ExecOptions,
     ) -> caps::Result<ExecOutput> {
-        if argv.is_empty() || argv[0].is_empty() {
-            return Err(CapsError::invalid("argv must not be empty"));
-        }
+        options.validate_request(argv)?;
         if !options.cwd.is_absolute() {
             return Err(CapsError::invalid(format!(
                 "working directory must be absolute, got {}",
@@ -477,17 +475,14 @@ impl Bwrap {
         let mut full = vec![self.bwrap.to_string_lossy().into_owned()];
         full.extend(launch.args);
         let spec = ProcessSpec {
-            program: self.bwrap.clone(),
-            argv: full.into_iter().map(Into::into).collect(),
-            env: options
-                .env
-                .iter()
-                .map(|(k, v)| (k.into(), v.into()))
-                .collect(),
-            cwd: WorkingDir::Path(PathBuf::from("/")),
-            stdin: options.stdin.clone(),
             keep_fds: launch.fds,
-            display_name: argv[0].clone(),
+            ..ProcessSpec::for_request(
+                self.bwrap.clone(),
+                full.into_iter().map(Into::into).collect(),
+                WorkingDir::Path(PathBuf::from("/")),
+                options,
+                &argv[0],
+            )
         };
         let mut post_run = PostRun {
             guards: launch.git_guards,
@@ -594,14 +589,8 @@ impl Shell for SandboxShell {
     }
 
     async fn run(&self, script: &Script, options: &ExecOptions) -> caps::Result<ExecOutput> {
-        let shell = script.shell.to_string_lossy().into_owned();
         self.sandbox
-            .run_argv(
-                self.profile,
-                self.watch_writes,
-                &[shell, "-c".into(), script.source.clone()],
-                options,
-            )
+            .run_argv(self.profile, self.watch_writes, &script.argv()?, options)
             .await
     }
 }

@@ -295,18 +295,7 @@ impl Shell for ContainerShell {
     }
 
     async fn run(&self, script: &Script, options: &ExecOptions) -> caps::Result<ExecOutput> {
-        if !script.shell.is_absolute() {
-            return Err(CapsError::invalid(format!(
-                "the shell must be an absolute path, got {}",
-                script.shell.display()
-            )));
-        }
-        let shell = script
-            .shell
-            .to_str()
-            .ok_or_else(|| CapsError::invalid("the shell path is not UTF-8"))?;
-        let argv = [shell.to_owned(), "-c".to_owned(), script.source.clone()];
-        self.run_argv(&argv, options).await
+        self.run_argv(&script.argv()?, options).await
     }
 }
 
@@ -727,44 +716,22 @@ fn run_blocking(spec: ProcessSpec, timeout: Duration) -> caps::Result<ExecOutput
     })
 }
 
-/// Checks before anything is spawned, matching the local shell's, plus what the
-/// container's `env` needs.
+/// Checks before anything is spawned: the shared request checks, plus what the
+/// container's `env` and `--workdir` need.
 fn validate(argv: &[String], options: &ExecOptions) -> caps::Result<()> {
-    let Some(program) = argv.first() else {
-        return Err(CapsError::invalid("argv must not be empty"));
-    };
-    if program.is_empty() {
-        return Err(CapsError::invalid("the program name must not be empty"));
-    }
+    options.validate_request(argv)?;
+    let program = &argv[0];
     // `env` would take `NAME=VALUE` as one more variable, not as the program.
     if program.contains('=') {
         return Err(CapsError::invalid(format!(
             "the program name {program:?} contains '=', which the container backend cannot run"
         )));
     }
-    if let Some(i) = argv.iter().position(|a| a.contains('\0')) {
-        return Err(CapsError::invalid(format!("argv[{i}] contains a NUL byte")));
-    }
-    for (key, value) in &options.env {
-        if key.is_empty() || key.contains('=') || key.contains('\0') {
-            return Err(CapsError::invalid(format!(
-                "invalid environment variable name {key:?}"
-            )));
-        }
-        if value.contains('\0') {
-            return Err(CapsError::invalid(format!(
-                "environment variable {key} contains a NUL byte"
-            )));
-        }
-    }
     if !options.cwd.is_absolute() {
         return Err(CapsError::invalid(format!(
             "working directory must be absolute, got {}",
             options.cwd.display()
         )));
-    }
-    if options.timeout.is_zero() {
-        return Err(CapsError::invalid("timeout must be greater than zero"));
     }
     // The contract: a bare name is looked up in `env["PATH"]`. Without one, `env` inside
     // would fall back to the C library's default path instead.

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use caps::process::{ProcessSpec, WorkingDir, supervise};
-use caps::{CapsError, ExecOptions, ExecOutput, Script, Shell};
+use caps::{ExecOptions, ExecOutput, Script, Shell};
 
 use crate::{Profile, SandboxPolicy, Unavailable};
 
@@ -107,25 +107,17 @@ impl SeatbeltShell {
     }
 
     async fn run_argv(&self, argv: &[String], options: &ExecOptions) -> caps::Result<ExecOutput> {
-        if argv.is_empty() {
-            return Err(CapsError::invalid("argv must not be empty"));
-        }
+        options.validate_request(argv)?;
         let generated = profile(&self.policy, self.profile);
         let mut full = vec![SANDBOX_EXEC.to_owned()];
         full.extend(generated.command_line(argv));
-        let spec = ProcessSpec {
-            program: PathBuf::from(SANDBOX_EXEC),
-            argv: full.into_iter().map(Into::into).collect(),
-            env: options
-                .env
-                .iter()
-                .map(|(k, v)| (k.into(), v.into()))
-                .collect(),
-            cwd: WorkingDir::Path(options.cwd.clone()),
-            stdin: options.stdin.clone(),
-            keep_fds: Vec::new(),
-            display_name: argv[0].clone(),
-        };
+        let spec = ProcessSpec::for_request(
+            PathBuf::from(SANDBOX_EXEC),
+            full.into_iter().map(Into::into).collect(),
+            WorkingDir::Path(options.cwd.clone()),
+            options,
+            &argv[0],
+        );
         supervise(spec, options.timeout, options.limits).await
     }
 }
@@ -137,9 +129,7 @@ impl Shell for SeatbeltShell {
     }
 
     async fn run(&self, script: &Script, options: &ExecOptions) -> caps::Result<ExecOutput> {
-        let shell = script.shell.to_string_lossy().into_owned();
-        self.run_argv(&[shell, "-c".into(), script.source.clone()], options)
-            .await
+        self.run_argv(&script.argv()?, options).await
     }
 }
 

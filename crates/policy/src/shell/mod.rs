@@ -16,7 +16,7 @@ use serde::Serialize;
 
 pub use words::{literal_value, quote};
 pub use wrappers::{
-    NEVER_STORED, PRIVILEGE_WRAPPERS, SHELLS, TRANSPARENT_WRAPPERS, UNSAFE_BUILTINS, base_name,
+    CODE_RUNNERS, PRIVILEGE_WRAPPERS, SHELLS, TRANSPARENT_WRAPPERS, UNSAFE_BUILTINS, base_name,
     is_never_stored,
 };
 

@@ -22,14 +22,11 @@ pub const PRIVILEGE_WRAPPERS: &[&str] = &[
 /// Shells whose `-c PAYLOAD` is analysed like the top-level command.
 pub const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh"];
 
-/// Programs that run other programs or code: never stored by "allow always", because
-/// allowing them allows everything they can start.
-pub const NEVER_STORED: &[&str] = &[
-    // shells
-    "sh",
-    "bash",
-    "dash",
-    "zsh",
+/// Interpreters and program runners besides [`SHELLS`], [`TRANSPARENT_WRAPPERS`] and
+/// [`PRIVILEGE_WRAPPERS`]. None of these is ever stored by "allow always" (see
+/// [`is_never_stored`]): allowing them allows everything they can start.
+pub const CODE_RUNNERS: &[&str] = &[
+    // more shells
     "ksh",
     "mksh",
     "ash",
@@ -74,11 +71,6 @@ pub const NEVER_STORED: &[&str] = &[
     "sed",
     "expect",
     // wrappers and program runners
-    "env",
-    "nice",
-    "nohup",
-    "stdbuf",
-    "timeout",
     "xargs",
     "ionice",
     "chrt",
@@ -92,16 +84,6 @@ pub const NEVER_STORED: &[&str] = &[
     "setsid",
     "script",
     "parallel",
-    "sudo",
-    "doas",
-    "su",
-    "pkexec",
-    "runuser",
-    "setpriv",
-    "chroot",
-    "nsenter",
-    "unshare",
-    "capsh",
     "make",
     "npx",
     "uvx",
@@ -148,10 +130,22 @@ pub fn base_name(word: &str) -> &str {
     word.rsplit('/').next().unwrap_or(word)
 }
 
-/// Python-style versioned interpreter names (`python3.11`, `ruby3.2`) count as their base.
+/// Whether "allow always" must never store a program of this name: a shell, a wrapper
+/// or another code runner. Python-style versioned names (`python3.11`, `ruby3.2`) count
+/// as their base.
 pub fn is_never_stored(name: &str) -> bool {
+    let listed = |n: &str| {
+        [
+            SHELLS,
+            TRANSPARENT_WRAPPERS,
+            PRIVILEGE_WRAPPERS,
+            CODE_RUNNERS,
+        ]
+        .iter()
+        .any(|list| list.contains(&n))
+    };
     let trimmed = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
-    NEVER_STORED.contains(&name) || (!trimmed.is_empty() && NEVER_STORED.contains(&trimmed))
+    listed(name) || (!trimmed.is_empty() && listed(trimmed))
 }
 
 /// Where a wrapper's wrapped program starts, or why the wrapper is refused.
@@ -268,5 +262,30 @@ pub fn look_through(argv: &[String], i: usize) -> Through {
         Ok(()) if j < argv.len() => Through::Program(j),
         Ok(()) if name == "env" || name == "nice" => Through::Itself,
         Ok(()) => Through::Miss(format!("{name} without a program to run")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_shell_wrapper_and_runner_is_never_stored() {
+        for list in [
+            SHELLS,
+            TRANSPARENT_WRAPPERS,
+            PRIVILEGE_WRAPPERS,
+            CODE_RUNNERS,
+        ] {
+            for name in list {
+                assert!(is_never_stored(name), "{name}");
+            }
+        }
+        for versioned in ["python3.11", "ruby3.2", "bash5", "node18"] {
+            assert!(is_never_stored(versioned), "{versioned}");
+        }
+        for plain in ["ls", "git", "rg", "cargo", "3"] {
+            assert!(!is_never_stored(plain), "{plain}");
+        }
     }
 }

@@ -10,10 +10,8 @@ use std::path::PathBuf;
 use cap_std::fs::Dir;
 
 use super::map_err;
-use crate::providers::local::process::{WorkingDir, supervise};
-use crate::providers::local::shell_support::{
-    build_spec, resolve_program, script_argv, validate_request, with_arg0,
-};
+use crate::providers::local::process::{ProcessSpec, WorkingDir, supervise};
+use crate::providers::local::shell_support::{resolve_program, with_arg0};
 use crate::providers::paths::normalize_beneath;
 use crate::shell::{ExecOptions, ExecOutput, Script, Shell};
 use crate::{BoundedFs, Result};
@@ -54,7 +52,7 @@ impl BoundedShell {
 #[async_trait::async_trait]
 impl Shell for BoundedShell {
     async fn exec(&self, argv: &[String], options: &ExecOptions) -> Result<ExecOutput> {
-        validate_request(argv, options)?;
+        options.validate_request(argv)?;
         let cwd = self.open_cwd(options)?;
         // A relative program path is resolved by the kernel against the confined cwd.
         let program = if argv[0].contains('/') {
@@ -62,7 +60,7 @@ impl Shell for BoundedShell {
         } else {
             resolve_program(&argv[0], &self.root_path, options.env.get("PATH"))?
         };
-        let spec = build_spec(
+        let spec = ProcessSpec::for_request(
             program,
             with_arg0(argv, options),
             WorkingDir::Handle(cwd),
@@ -73,7 +71,7 @@ impl Shell for BoundedShell {
     }
 
     async fn run(&self, script: &Script, options: &ExecOptions) -> Result<ExecOutput> {
-        let argv = script_argv(script)?;
+        let argv = script.argv()?;
         self.exec(&argv, options).await
     }
 }

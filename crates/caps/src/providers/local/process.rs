@@ -24,7 +24,7 @@ use tokio::io::unix::AsyncFd;
 
 use super::spawn::{SpawnCwd, StdinKind, spawn};
 use crate::output::{OutputCollector, Stream};
-use crate::shell::{ExecOutput, ExitStatus, OutputLimits, Stdin};
+use crate::shell::{ExecOptions, ExecOutput, ExitStatus, OutputLimits, Stdin};
 use crate::{CapsError, Result};
 
 /// Time a process tree gets between SIGTERM and SIGKILL after a timeout: enough for a
@@ -67,6 +67,33 @@ pub struct ProcessSpec {
     pub keep_fds: Vec<OwnedFd>,
     /// The name used in error messages.
     pub display_name: String,
+}
+
+impl ProcessSpec {
+    /// The spec for running `argv` (`argv[0]` included) of `program` with a request's
+    /// environment and stdin; no descriptors kept. Wrapping providers (the OS sandbox)
+    /// add theirs with struct update syntax.
+    pub fn for_request(
+        program: PathBuf,
+        argv: Vec<OsString>,
+        cwd: WorkingDir,
+        options: &ExecOptions,
+        display_name: &str,
+    ) -> ProcessSpec {
+        ProcessSpec {
+            program,
+            argv,
+            env: options
+                .env
+                .iter()
+                .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+                .collect(),
+            cwd,
+            stdin: options.stdin.clone(),
+            keep_fds: Vec::new(),
+            display_name: display_name.to_owned(),
+        }
+    }
 }
 
 /// Spawn `spec` and supervise it to completion under `timeout` and `limits`.

@@ -1,9 +1,7 @@
 //! `LocalShell`: real processes on this machine, supervised by [`super::process`].
 
-use super::process::{WorkingDir, supervise};
-use super::shell_support::{
-    build_spec, check_dir, resolve_program, script_argv, validate_request, with_arg0,
-};
+use super::process::{ProcessSpec, WorkingDir, supervise};
+use super::shell_support::{check_dir, resolve_program, with_arg0};
 use crate::shell::{ExecOptions, ExecOutput, Script, Shell};
 use crate::{CapsError, Result};
 
@@ -25,7 +23,7 @@ impl LocalShell {
 #[async_trait::async_trait]
 impl Shell for LocalShell {
     async fn exec(&self, argv: &[String], options: &ExecOptions) -> Result<ExecOutput> {
-        validate_request(argv, options)?;
+        options.validate_request(argv)?;
         if !options.cwd.is_absolute() {
             return Err(CapsError::invalid(format!(
                 "working directory must be absolute, got {}",
@@ -34,7 +32,7 @@ impl Shell for LocalShell {
         }
         check_dir(&options.cwd)?;
         let program = resolve_program(&argv[0], &options.cwd, options.env.get("PATH"))?;
-        let spec = build_spec(
+        let spec = ProcessSpec::for_request(
             program,
             with_arg0(argv, options),
             WorkingDir::Path(options.cwd.clone()),
@@ -45,7 +43,7 @@ impl Shell for LocalShell {
     }
 
     async fn run(&self, script: &Script, options: &ExecOptions) -> Result<ExecOutput> {
-        let argv = script_argv(script)?;
+        let argv = script.argv()?;
         self.exec(&argv, options).await
     }
 }

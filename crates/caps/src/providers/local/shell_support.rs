@@ -1,60 +1,11 @@
-//! Request validation, program lookup and process-spec building shared by the local and
+//! Program lookup, working-directory checks and argv[0] handling shared by the local and
 //! bounded shells.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::process::{ProcessSpec, WorkingDir};
-use crate::shell::{ExecOptions, Script};
+use crate::shell::ExecOptions;
 use crate::{CapsError, Result};
-
-/// `[shell, "-c", source]`, after checking the shell is named absolutely.
-pub(crate) fn script_argv(script: &Script) -> Result<Vec<String>> {
-    if !script.shell.is_absolute() {
-        return Err(CapsError::invalid(format!(
-            "the shell must be an absolute path, got {}",
-            script.shell.display()
-        )));
-    }
-    let shell = script
-        .shell
-        .to_str()
-        .ok_or_else(|| CapsError::invalid("the shell path is not UTF-8"))?;
-    Ok(vec![
-        shell.to_owned(),
-        "-c".to_owned(),
-        script.source.clone(),
-    ])
-}
-
-/// Checks every provider applies before spawning anything.
-pub(crate) fn validate_request(argv: &[String], options: &ExecOptions) -> Result<()> {
-    let Some(program) = argv.first() else {
-        return Err(CapsError::invalid("argv must not be empty"));
-    };
-    if program.is_empty() {
-        return Err(CapsError::invalid("the program name must not be empty"));
-    }
-    if let Some(i) = argv.iter().position(|a| a.contains('\0')) {
-        return Err(CapsError::invalid(format!("argv[{i}] contains a NUL byte")));
-    }
-    for (key, value) in &options.env {
-        if key.is_empty() || key.contains('=') || key.contains('\0') {
-            return Err(CapsError::invalid(format!(
-                "invalid environment variable name {key:?}"
-            )));
-        }
-        if value.contains('\0') {
-            return Err(CapsError::invalid(format!(
-                "environment variable {key} contains a NUL byte"
-            )));
-        }
-    }
-    if options.timeout.is_zero() {
-        return Err(CapsError::invalid("timeout must be greater than zero"));
-    }
-    Ok(())
-}
 
 /// The argv handed to the OS: `argv`, with `argv[0]` replaced by `options.arg0` if set.
 pub(crate) fn with_arg0(argv: &[String], options: &ExecOptions) -> Vec<OsString> {
@@ -63,28 +14,6 @@ pub(crate) fn with_arg0(argv: &[String], options: &ExecOptions) -> Vec<OsString>
         *first = OsString::from(arg0);
     }
     out
-}
-
-pub(crate) fn build_spec(
-    program: PathBuf,
-    argv: Vec<OsString>,
-    cwd: WorkingDir,
-    options: &ExecOptions,
-    display_name: &str,
-) -> ProcessSpec {
-    ProcessSpec {
-        program,
-        argv,
-        env: options
-            .env
-            .iter()
-            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
-            .collect(),
-        cwd,
-        stdin: options.stdin.clone(),
-        keep_fds: Vec::new(),
-        display_name: display_name.to_owned(),
-    }
 }
 
 pub(crate) fn check_dir(cwd: &Path) -> Result<()> {
