@@ -529,6 +529,61 @@ async fn secrets_state_and_homes_are_invisible_even_through_symlinks() {
     assert!(!out.combined.contains("PRIVATE KEY"), "{out:?}");
 }
 
+#[tokio::test]
+async fn nested_paths_cannot_reexpose_what_is_hidden() {
+    // A readable parent, a hidden directory inside it, a writable workspace inside that,
+    // a read-only path inside the workspace, and /etc readable: each later bind must not
+    // uncover what an earlier mount hid, and the read-only path must stay read-only.
+    if !bwrap_usable() {
+        return;
+    }
+    let top = tempfile::tempdir().unwrap();
+    let top = std::fs::canonicalize(top.path()).unwrap();
+    let home = top.join("u");
+    let proj = home.join("proj");
+    let reference = proj.join("ref");
+    std::fs::create_dir_all(&reference).unwrap();
+    std::fs::write(home.join("secret"), "HOME-SECRET").unwrap();
+    std::fs::write(reference.join("data"), "ref").unwrap();
+    let policy = SandboxPolicy {
+        writable_paths: vec![proj.clone()],
+        readable_extra_paths: vec![top.clone(), reference.clone(), PathBuf::from("/etc")],
+        hidden_paths: vec![home.clone()],
+        network: false,
+        landlock: LandlockMode::Auto,
+    };
+    let sb = Arc::new(
+        Bwrap::new(
+            policy,
+            PathBuf::from(env!("CARGO_BIN_EXE_warden")),
+            &trusted_dirs(),
+        )
+        .unwrap(),
+    );
+    let script = format!(
+        "cat {home}/secret; cat /etc/shadow; echo w > {proj}/made && echo made-ok; \
+         echo x > {reference}/data || echo ref-refused; cat {reference}/data",
+        home = home.display(),
+        proj = proj.display(),
+        reference = reference.display(),
+    );
+    let opts = ExecOptions::new(&proj, Duration::from_secs(60))
+        .with_env("PATH", "/usr/local/bin:/usr/bin:/bin");
+    let out = sb
+        .shell(Profile::Writable)
+        .exec(&["/bin/sh".into(), "-c".into(), script], &opts)
+        .await
+        .unwrap();
+    assert!(!out.combined.contains("HOME-SECRET"), "{out:?}");
+    assert!(!out.combined.contains("root:"), "{out:?}");
+    assert!(out.stdout.contains("made-ok"), "{out:?}");
+    assert!(out.stdout.contains("ref-refused"), "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(reference.join("data")).unwrap(),
+        "ref"
+    );
+}
+
 #[test]
 fn a_home_outside_home_is_hidden_while_a_workspace_inside_it_works() {
     if !bwrap_usable() {

@@ -1,14 +1,14 @@
 //! The Linux backend: every command runs under bubblewrap.
 //!
-//! Layout inside: the host root read-only; `/home`, `/root` and `/run` replaced by empty
-//! tmpfs (user data, keys and runtime sockets are not there); credential files masked;
-//! a private `/tmp`, fresh `/proc` and a minimal `/dev`; authorized paths bound back in
-//! (read-only, or writable in the writable profile) from descriptors opened and checked
-//! before launch (`--bind-fd`, so no path is looked up again); repositories in a writable
-//! path kept from becoming a way out (`git.rs`: hooks and config read-only); Warden's
-//! state hidden. New user, pid, ipc, uts and (unless allowed) net namespaces, a new
-//! session, death with the parent, every capability dropped — also when Warden runs as
-//! root — and two seccomp programs. The helper then applies Landlock and executes the
+//! Layout inside: the host root read-only, fresh `/proc` and a minimal `/dev`, then the
+//! mount plan of `mounts.rs` (homes, `/run` and `/tmp` emptied; authorized paths bound
+//! back in — read-only, or writable in the writable profile — from descriptors opened and
+//! checked before launch, so no path is looked up again; Warden's state and, as root,
+//! credential stores hidden; all ordered parents first); repositories in a writable
+//! path kept from becoming a way out (`git.rs`: hooks and config read-only). New user,
+//! pid, ipc, uts and (unless allowed) net namespaces, a new session, death with the
+//! parent, every capability dropped — also when Warden runs as root — and two seccomp
+//! programs. The helper then applies Landlock and executes the
 //! command.
 
 use std::os::fd::OwnedFd;
@@ -18,48 +18,11 @@ use std::sync::Arc;
 use caps::process::{ProcessSpec, WorkingDir, supervise};
 use caps::{CapsError, ExecOptions, ExecOutput, Script, Shell};
 
+use crate::mounts::{Mount, MountPlan};
 use crate::{LandlockMode, Profile, SandboxPolicy, Unavailable, git, helper, seccomp};
 
 /// Where bubblewrap may come from: system directories only, never a workspace or PATH.
 pub const TRUSTED_BWRAP_DIRS: &[&str] = &["/usr/bin", "/bin"];
-
-/// Host files masked with an empty file inside: credential stores only root should read,
-/// and which a root-mapped sandbox user could otherwise still open as their owner.
-const MASKED_FILES: &[&str] = &[
-    "/etc/shadow",
-    "/etc/gshadow",
-    "/etc/shadow-",
-    "/etc/gshadow-",
-    "/etc/sudoers",
-];
-
-/// Host directories of keys only root should read, emptied inside when Warden runs as
-/// root (same reason as [`MASKED_FILES`]).
-const MASKED_DIRS: &[&str] = &["/etc/ssl/private", "/etc/wireguard"];
-
-/// sshd's private host keys (`/etc/ssh/ssh_host_*_key`), masked as root.
-fn ssh_host_keys() -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir("/etc/ssh") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter(|e| {
-            let name = e.file_name();
-            let name = name.to_string_lossy();
-            name.starts_with("ssh_host_") && name.ends_with("_key")
-        })
-        .map(|e| e.path())
-        .collect()
-}
-
-/// Host directories replaced by empty tmpfs inside.
-const HIDDEN_DIRS: &[&str] = &["/home", "/root", "/run"];
-
-/// Whether `path` is out of sight anyway: under a directory the layout empties.
-fn hidden_by_layout(path: &Path) -> bool {
-    HIDDEN_DIRS.iter().any(|d| path.starts_with(d)) || path.starts_with("/tmp")
-}
 
 /// Find a trustworthy `bwrap`: a regular, executable file in one of `dirs`, owned by root
 /// and not writable by anyone else.
@@ -267,59 +230,8 @@ impl Bwrap {
         }
         push(
             &mut args,
-            &[
-                "--ro-bind",
-                "/",
-                "/",
-                "--dev",
-                "/dev",
-                "--proc",
-                "/proc",
-                "--tmpfs",
-                "/tmp",
-            ],
+            &["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"],
         );
-        for dir in HIDDEN_DIRS {
-            if Path::new(dir).is_dir() {
-                push(&mut args, &["--tmpfs", dir]);
-            }
-        }
-        // Hidden directories that contain an authorized path are emptied before the binds,
-        // so that the authorized path shows through; the rest are hidden after them.
-        let bound: Vec<PathBuf> = self
-            .policy
-            .writable_paths
-            .iter()
-            .chain(&self.policy.readable_extra_paths)
-            .cloned()
-            .collect();
-        let (covering, inner): (Vec<&PathBuf>, Vec<&PathBuf>) = self
-            .policy
-            .hidden_paths
-            .iter()
-            .filter(|h| !hidden_by_layout(h) || bound.iter().any(|b| h.starts_with(b)))
-            .partition(|h| bound.iter().any(|b| b.starts_with(h)));
-        for dir in covering {
-            if dir.is_dir() {
-                args.extend(["--tmpfs".to_owned(), dir.to_string_lossy().into_owned()]);
-            }
-        }
-        if as_root {
-            for file in MASKED_FILES {
-                if Path::new(file).exists() {
-                    push(&mut args, &["--ro-bind", "/dev/null", file]);
-                }
-            }
-            for key in ssh_host_keys() {
-                let key = key.to_string_lossy().into_owned();
-                args.extend(["--ro-bind".to_owned(), "/dev/null".to_owned(), key]);
-            }
-            for dir in MASKED_DIRS {
-                if Path::new(dir).is_dir() {
-                    push(&mut args, &["--tmpfs", dir, "--remount-ro", dir]);
-                }
-            }
-        }
         // seccomp programs first: descriptors 3 and 4 in bubblewrap.
         keep.push(memfd_with("warden-seccomp-eperm", &self.seccomp_eperm)?);
         keep.push(memfd_with("warden-seccomp-enosys", &self.seccomp_enosys)?);
@@ -327,32 +239,38 @@ impl Bwrap {
             &mut args,
             &["--add-seccomp-fd", "3", "--add-seccomp-fd", "4"],
         );
-        let bind = |args: &mut Vec<String>,
-                    keep: &mut Vec<OwnedFd>,
-                    path: &Path,
-                    writable: bool|
-         -> Result<(), CapsError> {
-            let fd = open_dir(path)?;
-            let n = 3 + keep.len();
-            keep.push(fd);
-            let dest = path.to_string_lossy().into_owned();
-            args.extend([
-                if writable {
-                    "--bind-fd"
-                } else {
-                    "--ro-bind-fd"
+        let plan = MountPlan::new(&self.policy, profile == Profile::Writable, as_root);
+        for mount in plan.mounts() {
+            let path = mount.path().to_string_lossy().into_owned();
+            match mount {
+                Mount::Empty(_) => args.extend(["--tmpfs".to_owned(), path]),
+                Mount::Bind {
+                    path: dir,
+                    writable,
+                } => {
+                    // Bound from a descriptor opened and checked now: no path is looked
+                    // up again by bubblewrap.
+                    let fd = open_dir(dir)?;
+                    let n = 3 + keep.len();
+                    keep.push(fd);
+                    let flag = if *writable {
+                        "--bind-fd"
+                    } else {
+                        "--ro-bind-fd"
+                    };
+                    args.extend([flag.to_owned(), n.to_string(), path]);
                 }
-                .to_owned(),
-                n.to_string(),
-                dest,
-            ]);
-            Ok(())
-        };
-        for path in &self.policy.readable_extra_paths {
-            bind(&mut args, &mut keep, path, false)?;
-        }
-        for path in &self.policy.writable_paths {
-            bind(&mut args, &mut keep, path, profile == Profile::Writable)?;
+                Mount::Hide(hidden) => match std::fs::symlink_metadata(hidden) {
+                    Ok(m) if m.is_dir() => args.extend([
+                        "--tmpfs".to_owned(),
+                        path.clone(),
+                        "--remount-ro".to_owned(),
+                        path,
+                    ]),
+                    Ok(_) => args.extend(["--ro-bind".to_owned(), "/dev/null".to_owned(), path]),
+                    Err(_) => {}
+                },
+            }
         }
         // Even in a writable workspace, git must not become a way to plant code that runs
         // later outside the sandbox (see `git.rs`).
@@ -364,34 +282,13 @@ impl Bwrap {
                 git_guards.push(guard);
             }
         }
-        // Hide the rest (Warden's state, ...) where it would be visible: outside the emptied
-        // directories, or inside a path bound back in.
-        for hidden in inner {
-            let h = hidden.to_string_lossy().into_owned();
-            match std::fs::symlink_metadata(hidden) {
-                Ok(m) if m.is_dir() => args.extend([
-                    "--tmpfs".to_owned(),
-                    h.clone(),
-                    "--remount-ro".to_owned(),
-                    h,
-                ]),
-                Ok(_) => args.extend(["--ro-bind".to_owned(), "/dev/null".to_owned(), h]),
-                Err(_) => {}
-            }
-        }
         let watch_fd = report.map(|fd| {
             keep.push(fd);
             (2 + keep.len()) as i32
         });
         // The helper must be reachable inside; bind it only where the layout hides it.
         let helper = self.helper.to_string_lossy().into_owned();
-        let helper_hidden = hidden_by_layout(&self.helper)
-            || self
-                .policy
-                .hidden_paths
-                .iter()
-                .any(|h| self.helper.starts_with(h));
-        if helper_hidden {
+        if !plan.visible(&self.helper) {
             args.extend(["--ro-bind".to_owned(), helper.clone(), helper.clone()]);
         }
         args.extend([
@@ -428,16 +325,8 @@ impl Bwrap {
             .iter()
             .chain(&self.policy.readable_extra_paths)
             .collect();
-        let hidden = &self.policy.hidden_paths;
-        let visible = if bound.iter().any(|b| cwd.starts_with(b)) {
-            // Inside an authorized path, only hidden paths within it are gone (a hidden
-            // directory that contains the authorized path lets it show through).
-            !hidden
-                .iter()
-                .any(|h| cwd.starts_with(h) && !bound.iter().any(|b| b.starts_with(h)))
-        } else {
-            !hidden_by_layout(cwd) && !hidden.iter().any(|h| cwd.starts_with(h))
-        };
+        let as_root = nix::unistd::geteuid().is_root();
+        let visible = MountPlan::new(&self.policy, false, as_root).visible(cwd);
         if visible {
             return Ok(());
         }

@@ -21,6 +21,7 @@ pub mod bwrap;
 pub mod container;
 pub mod git;
 pub mod helper;
+pub mod mounts;
 pub mod probe;
 pub mod seatbelt;
 pub mod seccomp;

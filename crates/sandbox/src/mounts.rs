@@ -1,0 +1,253 @@
+//! The mount plan of the Linux sandbox: what is emptied, bound back in and hidden on top
+//! of the read-only root, in one list ordered parents first.
+//!
+//! Order is what makes hiding hold. A later mount covers an earlier one beneath it, so
+//! every operation must come after the operations on its ancestors: an authorized path
+//! bound back inside an emptied home, a hidden directory inside an authorized path, a
+//! masked credential file inside a readable extra path, a read-only extra path inside a
+//! writable one. Sorting by depth (and, at equal paths, empty → bind → hide) gives that
+//! for any combination of paths instead of a fixed sequence of special cases. The same
+//! plan answers "is this path visible inside?" for the working-directory check and the
+//! helper binary.
+
+use std::path::{Path, PathBuf};
+
+use crate::SandboxPolicy;
+
+/// Host directories replaced by empty tmpfs inside: user data, keys, runtime sockets,
+/// and the host's `/tmp` (the sandbox gets a private one).
+pub const EMPTIED_DIRS: &[&str] = &["/home", "/root", "/run", "/tmp"];
+
+/// Host files masked with an empty file when Warden runs as root: credential stores
+/// only root should read, which a root-mapped sandbox user could otherwise still open as
+/// their owner.
+const MASKED_FILES: &[&str] = &[
+    "/etc/shadow",
+    "/etc/gshadow",
+    "/etc/shadow-",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+];
+
+/// Host directories of keys only root should read, hidden when Warden runs as root
+/// (same reason as [`MASKED_FILES`]).
+const MASKED_DIRS: &[&str] = &["/etc/ssl/private", "/etc/wireguard"];
+
+/// One mount operation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mount {
+    /// An empty, writable tmpfs (paths bound beneath it show through).
+    Empty(PathBuf),
+    /// A host directory bound back in.
+    Bind {
+        /// The directory (same path inside and out).
+        path: PathBuf,
+        /// Writable, or read-only.
+        writable: bool,
+    },
+    /// Out of sight: a directory becomes an empty read-only tmpfs, a file an empty file.
+    Hide(PathBuf),
+}
+
+impl Mount {
+    /// The path this operation mounts on.
+    pub fn path(&self) -> &Path {
+        match self {
+            Mount::Empty(p) | Mount::Hide(p) | Mount::Bind { path: p, .. } => p,
+        }
+    }
+
+    fn order(&self) -> (usize, u8) {
+        let rank = match self {
+            Mount::Empty(_) => 0,
+            Mount::Bind { .. } => 1,
+            // At the same path, hiding wins: fail closed.
+            Mount::Hide(_) => 2,
+        };
+        (self.path().components().count(), rank)
+    }
+}
+
+/// The ordered mount operations for one launch.
+#[derive(Clone, Debug)]
+pub struct MountPlan {
+    mounts: Vec<Mount>,
+}
+
+impl MountPlan {
+    /// The plan for `policy`: authorized paths writable when `writable`, credential
+    /// stores masked when `as_root`. Hidden paths that do not exist are skipped (there is
+    /// nothing to hide); whether each is a file or a directory is decided when emitted.
+    pub fn new(policy: &SandboxPolicy, writable: bool, as_root: bool) -> MountPlan {
+        let mut mounts: Vec<Mount> = EMPTIED_DIRS
+            .iter()
+            .map(PathBuf::from)
+            .filter(|d| d.is_dir())
+            .map(Mount::Empty)
+            .collect();
+        let bound: Vec<&PathBuf> = policy
+            .writable_paths
+            .iter()
+            .chain(&policy.readable_extra_paths)
+            .collect();
+        for hidden in &policy.hidden_paths {
+            let inside_bound = bound.iter().any(|b| hidden.starts_with(b));
+            if !inside_bound && emptied_by_layout(hidden) {
+                continue; // already out of sight
+            }
+            let covers_bound = bound.iter().any(|b| b.starts_with(hidden));
+            mounts.push(if covers_bound && hidden.is_dir() {
+                Mount::Empty(hidden.clone())
+            } else {
+                Mount::Hide(hidden.clone())
+            });
+        }
+        mounts.extend(policy.readable_extra_paths.iter().map(|p| Mount::Bind {
+            path: p.clone(),
+            writable: false,
+        }));
+        mounts.extend(policy.writable_paths.iter().map(|p| Mount::Bind {
+            path: p.clone(),
+            writable,
+        }));
+        if as_root {
+            let masked = MASKED_FILES
+                .iter()
+                .chain(MASKED_DIRS)
+                .map(PathBuf::from)
+                .chain(ssh_host_keys());
+            mounts.extend(masked.filter(|p| p.exists()).map(Mount::Hide));
+        }
+        // Stable: equal keys keep the order above (readable extras before writable paths).
+        mounts.sort_by_key(Mount::order);
+        MountPlan { mounts }
+    }
+
+    /// The operations, parents first.
+    pub fn mounts(&self) -> &[Mount] {
+        &self.mounts
+    }
+
+    /// Whether `path` can be reached inside: the deepest operation at or above it decides
+    /// (a bind shows it, an emptied or hidden directory does not); below none, the
+    /// read-only root shows it.
+    pub fn visible(&self, path: &Path) -> bool {
+        self.mounts
+            .iter()
+            .filter(|m| path.starts_with(m.path()))
+            .max_by_key(|m| m.order())
+            .is_none_or(|m| matches!(m, Mount::Bind { .. }))
+    }
+}
+
+/// Whether `path` lies in a directory the layout empties anyway.
+fn emptied_by_layout(path: &Path) -> bool {
+    EMPTIED_DIRS.iter().any(|d| path.starts_with(d))
+}
+
+/// sshd's private host keys (`/etc/ssh/ssh_host_*_key`).
+fn ssh_host_keys() -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir("/etc/ssh") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("ssh_host_") && name.ends_with("_key")
+        })
+        .map(|e| e.path())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::LandlockMode;
+
+    fn policy(writable: &[&str], readable: &[&str], hidden: &[&str]) -> SandboxPolicy {
+        let paths = |v: &[&str]| v.iter().map(PathBuf::from).collect();
+        SandboxPolicy {
+            writable_paths: paths(writable),
+            readable_extra_paths: paths(readable),
+            hidden_paths: paths(hidden),
+            network: false,
+            landlock: LandlockMode::Off,
+        }
+    }
+
+    fn position(plan: &MountPlan, m: &Mount) -> usize {
+        plan.mounts()
+            .iter()
+            .position(|x| x == m)
+            .unwrap_or_else(|| panic!("{m:?} not in {plan:?}"))
+    }
+
+    fn bind(path: &str, writable: bool) -> Mount {
+        Mount::Bind {
+            path: path.into(),
+            writable,
+        }
+    }
+
+    #[test]
+    fn every_operation_comes_after_its_ancestors() {
+        // A hidden home between a readable parent and a writable child: the parent's bind
+        // must not re-expose it, and the child must still show through.
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_str().unwrap().to_owned();
+        let home = format!("{root}/u");
+        let proj = format!("{home}/proj");
+        std::fs::create_dir_all(&proj).unwrap();
+        let plan = MountPlan::new(&policy(&[&proj], &[&root], &[&home]), true, false);
+        let outer = position(&plan, &bind(&root, false));
+        let hidden = position(&plan, &Mount::Empty(home.clone().into()));
+        let inner = position(&plan, &bind(&proj, true));
+        assert!(outer < hidden && hidden < inner, "{plan:?}");
+        assert!(!plan.visible(Path::new(&format!("{home}/.ssh"))));
+        assert!(plan.visible(Path::new(&format!("{proj}/src"))));
+        assert!(plan.visible(Path::new(&format!("{root}/other"))));
+    }
+
+    #[test]
+    fn a_readable_path_inside_a_writable_one_stays_read_only() {
+        let plan = MountPlan::new(&policy(&["/w"], &["/w/ref"], &[]), true, false);
+        assert!(position(&plan, &bind("/w", true)) < position(&plan, &bind("/w/ref", false)));
+    }
+
+    #[test]
+    fn hidden_paths_inside_authorized_paths_are_hidden_after_the_bind() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().to_str().unwrap().to_owned();
+        let state = format!("{ws}/.warden");
+        std::fs::create_dir(&state).unwrap();
+        let plan = MountPlan::new(&policy(&[&ws], &[], &[&state]), false, false);
+        assert!(
+            position(&plan, &bind(&ws, false))
+                < position(&plan, &Mount::Hide(state.clone().into()))
+        );
+        assert!(!plan.visible(Path::new(&format!("{state}/exec-approvals.json"))));
+        assert!(plan.visible(Path::new(&ws)));
+    }
+
+    #[test]
+    fn masks_apply_inside_a_readable_etc() {
+        let plan = MountPlan::new(&policy(&[], &["/etc"], &[]), false, true);
+        if Path::new("/etc/shadow").exists() {
+            let etc = position(&plan, &bind("/etc", false));
+            assert!(etc < position(&plan, &Mount::Hide("/etc/shadow".into())));
+            assert!(!plan.visible(Path::new("/etc/shadow")));
+        }
+        assert!(plan.visible(Path::new("/etc/hostname")));
+    }
+
+    #[test]
+    fn the_layout_hides_homes_and_tmp_but_not_the_root() {
+        let plan = MountPlan::new(&policy(&[], &[], &[]), false, false);
+        for dir in EMPTIED_DIRS.iter().filter(|d| Path::new(d).is_dir()) {
+            assert!(!plan.visible(&Path::new(dir).join("x")), "{dir}");
+        }
+        assert!(plan.visible(Path::new("/usr/bin")));
+    }
+}
