@@ -530,6 +530,34 @@ async fn secrets_state_and_homes_are_invisible_even_through_symlinks() {
 }
 
 #[tokio::test]
+async fn programs_run_under_the_name_they_were_called_by_and_path_lookup_follows_the_contract() {
+    // Multi-call programs (`unxz` → xz, busybox applets) choose what to do by argv[0]:
+    // the sandbox must execute the resolved file under the name the caller gave.
+    if !bwrap_usable() {
+        return;
+    }
+    let lab = lab();
+    let shell = lab.sandbox(false).shell(Profile::ReadOnly);
+    let mut opts = lab.options(&[]);
+    opts.arg0 = Some("called-as".into());
+    let out = shell
+        .exec(&["/bin/cat".into(), "/proc/self/cmdline".into()], &opts)
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, "called-as\0/proc/self/cmdline\0", "{out:?}");
+    // A bare name is looked up in the command's PATH; without one there is no lookup.
+    let out = shell
+        .exec(&["true".into()], &lab.options(&[]))
+        .await
+        .unwrap();
+    assert_eq!(out.status, caps::ExitStatus::Code(0), "{out:?}");
+    let mut no_path = lab.options(&[]);
+    no_path.env.remove("PATH");
+    let out = shell.exec(&["true".into()], &no_path).await.unwrap();
+    assert_eq!(out.status, caps::ExitStatus::Code(127), "{out:?}");
+}
+
+#[tokio::test]
 async fn nested_paths_cannot_reexpose_what_is_hidden() {
     // A readable parent, a hidden directory inside it, a writable workspace inside that,
     // a read-only path inside the workspace, and /etc readable: each later bind must not

@@ -200,6 +200,7 @@ impl Bwrap {
         profile: Profile,
         cwd: &Path,
         argv: &[String],
+        arg0: Option<&str>,
         report: Option<OwnedFd>,
     ) -> Result<Launch, CapsError> {
         let mut args: Vec<String> = Vec::new();
@@ -303,12 +304,21 @@ impl Bwrap {
         } else {
             self.policy.landlock
         };
-        args.extend(helper::encode(
+        // Landlock allows writes beneath the writable paths only when they are meant to
+        // be writable; in the read-only profiles it is a second wall behind the mounts.
+        let writable = profile == Profile::Writable;
+        args.extend(helper::encode(&helper::HelperArgs {
             landlock,
-            &self.policy.writable_paths,
+            writable: if writable {
+                self.policy.writable_paths.clone()
+            } else {
+                Vec::new()
+            },
             watch_fd,
-            argv,
-        ));
+            watch_roots: self.policy.writable_paths.clone(),
+            arg0: arg0.map(str::to_owned),
+            argv: argv.to_vec(),
+        }));
         Ok(Launch {
             args,
             fds: keep,
@@ -343,6 +353,7 @@ impl Bwrap {
         profile: Profile,
         watch_writes: bool,
         argv: &[String],
+        arg0: Option<&str>,
         options: &ExecOptions,
     ) -> caps::Result<ExecOutput> {
         options.validate_request(argv)?;
@@ -360,7 +371,7 @@ impl Bwrap {
         } else {
             (None, None)
         };
-        let launch = self.command_line(profile, &options.cwd, argv, report_write)?;
+        let launch = self.command_line(profile, &options.cwd, argv, arg0, report_write)?;
         let mut full = vec![self.bwrap.to_string_lossy().into_owned()];
         full.extend(launch.args);
         let spec = ProcessSpec {
@@ -471,15 +482,22 @@ impl SandboxShell {
 impl Shell for SandboxShell {
     async fn exec(&self, argv: &[String], options: &ExecOptions) -> caps::Result<ExecOutput> {
         // argv[0] may be a path resolved on the host; inside, the same path exists (the
-        // root is the host's, read-only). `arg0` is not supported through bubblewrap.
+        // root is the host's, read-only). The helper executes it under `options.arg0`.
+        let arg0 = options.arg0.as_deref();
         self.sandbox
-            .run_argv(self.profile, self.watch_writes, argv, options)
+            .run_argv(self.profile, self.watch_writes, argv, arg0, options)
             .await
     }
 
     async fn run(&self, script: &Script, options: &ExecOptions) -> caps::Result<ExecOutput> {
         self.sandbox
-            .run_argv(self.profile, self.watch_writes, &script.argv()?, options)
+            .run_argv(
+                self.profile,
+                self.watch_writes,
+                &script.argv()?,
+                None,
+                options,
+            )
             .await
     }
 }

@@ -1,8 +1,9 @@
 //! The in-sandbox helper (`warden __sandbox-helper`): runs inside bubblewrap as the last
 //! step before the command. It closes every inherited descriptor above 2 (bubblewrap's
 //! setup descriptors must not reach the command), applies Landlock (writes only beneath
-//! the writable paths, `/tmp` and `/dev`), and executes the command — or, in the watched
-//! read-only profile, forks it and observes its writes (see [`crate::watch`]).
+//! `/tmp`, `/dev` and — in the writable profile — the writable paths), and executes the
+//! command under the `argv[0]` it was called by — or, in the watched read-only profile,
+//! forks it and observes its writes (see [`crate::watch`]).
 //!
 //! It runs after bubblewrap finished its mounts because a Landlock-restricted process
 //! may no longer change its mount topology.
@@ -24,85 +25,95 @@ pub const SUBCOMMAND: &str = "__sandbox-helper";
 const SETUP_FAILED: i32 = 125;
 
 /// The helper's arguments:
-/// `[--landlock MODE] [--rw PATH]... [--watch-writes FD] -- ARGV...`.
-#[derive(Debug, PartialEq, Eq)]
+/// `[--landlock MODE] [--rw PATH]... [--watch-writes FD [--watch-root PATH]...]
+/// [--arg0 NAME] -- PROGRAM ARGS...`.
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct HelperArgs {
     /// Landlock mode.
     pub landlock: LandlockMode,
-    /// Paths writes are allowed beneath.
+    /// Paths Landlock allows writes beneath (besides `/tmp` and `/dev`): the writable
+    /// paths in the writable profile, none in the read-only ones.
     pub writable: Vec<PathBuf>,
     /// Watch for refused writes and report them to this descriptor.
     pub watch_fd: Option<i32>,
-    /// The command.
+    /// Refused writes beneath these paths are reported (the writable paths).
+    pub watch_roots: Vec<PathBuf>,
+    /// The `argv[0]` the program sees, when it differs from the file executed (a
+    /// program resolved to its canonical file, e.g. `unxz` → `/usr/bin/xz`).
+    pub arg0: Option<String>,
+    /// The program and its arguments.
     pub argv: Vec<String>,
 }
 
 /// Build the helper's argument list (after the program and subcommand).
-pub fn encode(
-    landlock: LandlockMode,
-    writable: &[PathBuf],
-    watch_fd: Option<i32>,
-    argv: &[String],
-) -> Vec<String> {
+pub fn encode(args: &HelperArgs) -> Vec<String> {
     let mut out = vec![
         "--landlock".to_owned(),
-        format!("{landlock:?}").to_lowercase(),
+        format!("{:?}", args.landlock).to_lowercase(),
     ];
-    for p in writable {
+    for p in &args.writable {
         out.push("--rw".into());
         out.push(p.to_string_lossy().into_owned());
     }
-    if let Some(fd) = watch_fd {
+    if let Some(fd) = args.watch_fd {
         out.push("--watch-writes".into());
         out.push(fd.to_string());
+        for p in &args.watch_roots {
+            out.push("--watch-root".into());
+            out.push(p.to_string_lossy().into_owned());
+        }
+    }
+    if let Some(arg0) = &args.arg0 {
+        out.push("--arg0".into());
+        out.push(arg0.clone());
     }
     out.push("--".into());
-    out.extend(argv.iter().cloned());
+    out.extend(args.argv.iter().cloned());
     out
 }
 
 /// Parse the helper's arguments.
 pub fn decode(args: &[String]) -> Result<HelperArgs, String> {
-    let mut landlock = LandlockMode::Auto;
-    let mut writable = Vec::new();
-    let mut watch_fd = None;
+    let mut parsed = HelperArgs::default();
     let mut i = 0;
     while i < args.len() {
+        let value = |what: &str| {
+            args.get(i + 1)
+                .cloned()
+                .ok_or_else(|| format!("{} needs {what}", args[i]))
+        };
         match args[i].as_str() {
-            "--landlock" => {
-                landlock = args.get(i + 1).ok_or("--landlock needs a value")?.parse()?;
-                i += 2;
-            }
-            "--rw" => {
-                writable.push(PathBuf::from(args.get(i + 1).ok_or("--rw needs a path")?));
-                i += 2;
-            }
+            "--landlock" => parsed.landlock = value("a value")?.parse()?,
+            "--rw" => parsed.writable.push(value("a path")?.into()),
+            "--watch-root" => parsed.watch_roots.push(value("a path")?.into()),
+            "--arg0" => parsed.arg0 = Some(value("a name")?),
             "--watch-writes" => {
-                let fd = args.get(i + 1).ok_or("--watch-writes needs a descriptor")?;
+                let fd = value("a descriptor")?;
                 let fd: i32 = fd
                     .parse()
                     .ok()
                     .filter(|n| *n > 2)
                     .ok_or_else(|| format!("invalid --watch-writes descriptor {fd:?}"))?;
-                watch_fd = Some(fd);
-                i += 2;
+                parsed.watch_fd = Some(fd);
             }
             "--" => {
-                let argv = args[i + 1..].to_vec();
-                if argv.is_empty() {
+                parsed.argv = args[i + 1..].to_vec();
+                if parsed.argv.is_empty() {
                     return Err("no command after --".into());
                 }
-                return Ok(HelperArgs {
-                    landlock,
-                    writable,
-                    watch_fd,
-                    argv,
-                });
+                return Ok(parsed);
             }
             other => return Err(format!("unexpected helper argument {other:?}")),
         }
+        i += 2;
     }
     Err("missing -- before the command".into())
+}
+
+/// What to execute: the file, and the argv it sees (its `argv[0]` may differ).
+pub struct Target {
+    program: CString,
+    argv: Vec<CString>,
 }
 
 /// Apply Landlock for `writable`. Returns the enforcement status.
@@ -172,18 +183,18 @@ pub fn main(args: &[String]) -> ! {
             )),
         }
     }
-    let argv: Vec<CString> = match parsed
-        .argv
-        .iter()
-        .map(|a| CString::new(a.as_bytes()))
-        .collect()
-    {
-        Ok(a) => a,
-        Err(_) => fail("argument contains a NUL byte"),
+    let to_c = |s: &str| {
+        CString::new(s.as_bytes()).unwrap_or_else(|_| fail("argument contains a NUL byte"))
     };
+    let mut argv: Vec<CString> = parsed.argv.iter().map(|a| to_c(a)).collect();
+    let program = argv[0].clone();
+    if let Some(arg0) = &parsed.arg0 {
+        argv[0] = to_c(arg0);
+    }
+    let target = Target { program, argv };
     match parsed.watch_fd {
-        Some(fd) => crate::watch::run(fd, &parsed.writable, &argv, exec_command),
-        None => exec_command(&argv),
+        Some(fd) => crate::watch::run(fd, &parsed.watch_roots, &target, exec_command),
+        None => exec_command(&target),
     }
 }
 
@@ -202,9 +213,28 @@ fn close_from_to(first: u32, last: u32) {
     }
 }
 
-/// Execute the command (PATH lookup as execvp does); on failure report and exit 126/127.
-fn exec_command(argv: &[CString]) -> ! {
-    let err = nix::unistd::execvp(&argv[0], argv).unwrap_err();
+/// Execute the command as the `caps::Shell` contract says: a name with a `/` as given, a
+/// bare name looked up in the command's `PATH`, absolute entries only (no `PATH`, no
+/// lookup); on failure report and exit 126/127.
+fn exec_command(target: &Target) -> ! {
+    let name = target.program.to_string_lossy().into_owned();
+    let program = if name.contains('/') {
+        Some(PathBuf::from(&name))
+    } else {
+        std::env::var_os("PATH").and_then(|path| {
+            std::env::split_paths(&path)
+                .filter(|dir| dir.is_absolute())
+                .map(|dir| dir.join(&name))
+                .find(|candidate| {
+                    candidate.is_file()
+                        && nix::unistd::access(candidate, nix::unistd::AccessFlags::X_OK).is_ok()
+                })
+        })
+    };
+    let err = match program.map(|p| CString::new(p.into_os_string().into_encoded_bytes())) {
+        Some(Ok(path)) => nix::unistd::execv(&path, &target.argv).unwrap_err(),
+        _ => nix::errno::Errno::ENOENT,
+    };
     let code = if err == nix::errno::Errno::ENOENT {
         127
     } else {
@@ -212,11 +242,7 @@ fn exec_command(argv: &[CString]) -> ! {
     };
     let _ = nix::unistd::write(
         std::io::stderr(),
-        format!(
-            "warden sandbox: cannot execute {}: {err}\n",
-            argv[0].to_string_lossy()
-        )
-        .as_bytes(),
+        format!("warden sandbox: cannot execute {name}: {err}\n").as_bytes(),
     );
     std::process::exit(code)
 }
@@ -227,25 +253,27 @@ mod tests {
 
     #[test]
     fn arguments_round_trip() {
-        let argv = vec!["sh".to_string(), "-c".into(), "echo -- --rw x".into()];
-        let encoded = encode(
-            LandlockMode::Required,
-            &[PathBuf::from("/w s")],
-            Some(7),
-            &argv,
-        );
-        let decoded = decode(&encoded).unwrap();
-        assert_eq!(
-            decoded,
-            HelperArgs {
-                landlock: LandlockMode::Required,
-                writable: vec![PathBuf::from("/w s")],
-                watch_fd: Some(7),
-                argv
-            }
-        );
+        let args = HelperArgs {
+            landlock: LandlockMode::Required,
+            writable: vec![PathBuf::from("/w s")],
+            watch_fd: Some(7),
+            watch_roots: vec![PathBuf::from("/w s"), PathBuf::from("/other")],
+            arg0: Some("unxz".into()),
+            argv: vec![
+                "/usr/bin/xz".to_string(),
+                "-c".into(),
+                "echo -- --rw x".into(),
+            ],
+        };
+        assert_eq!(decode(&encode(&args)).unwrap(), args);
+        let plain = HelperArgs {
+            argv: vec!["true".into()],
+            ..Default::default()
+        };
+        assert_eq!(decode(&encode(&plain)).unwrap(), plain);
         assert!(decode(&["--watch-writes".into(), "1".into(), "--".into(), "x".into()]).is_err());
         assert!(decode(&["--rw".into()]).is_err());
+        assert!(decode(&["--arg0".into()]).is_err());
         assert!(decode(&["--".into()]).is_err());
         assert!(decode(&["--bogus".into(), "--".into(), "x".into()]).is_err());
     }

@@ -23,7 +23,7 @@
 //! Where the kernel has no user notification (before Linux 5.5), or a path could not be
 //! read, the report says so and the runner falls back to the `EROFS` message text.
 
-use std::ffi::{CString, OsStr};
+use std::ffi::OsStr;
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
@@ -560,13 +560,13 @@ fn receive_listener(socket: RawFd) -> Result<OwnedFd, String> {
     fd.ok_or_else(|| String::from_utf8_lossy(&buf[..n]).into_owned())
 }
 
-/// Run `argv` watched, report to `report_fd`, and exit with its status. Never returns.
+/// Run `target` watched, report to `report_fd`, and exit with its status. Never returns.
 /// `exec` executes the command (in the child) and never returns.
 pub fn run(
     report_fd: RawFd,
     writable: &[PathBuf],
-    argv: &[CString],
-    exec: fn(&[CString]) -> !,
+    target: &crate::helper::Target,
+    exec: fn(&crate::helper::Target) -> !,
 ) -> ! {
     use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
     use nix::sys::wait::{WaitStatus, waitpid};
@@ -591,27 +591,27 @@ pub fn run(
     );
     if let Err(why) = available() {
         write_all(report_fd, &line(&Line::Unavailable(why)));
-        exec(argv)
+        exec(target)
     }
     let (Ok(program), Ok((parent_end, child_end))) = (program, pair) else {
         write_all(
             report_fd,
             &line(&Line::Unavailable("cannot set up the write watch".into())),
         );
-        exec(argv)
+        exec(target)
     };
     // SAFETY: the helper is single-threaded here (it has started no threads), so the
     // child may run arbitrary code before it executes the command.
     match unsafe { fork() } {
         Err(e) => {
             write_all(report_fd, &line(&Line::Unavailable(format!("fork: {e}"))));
-            exec(argv)
+            exec(target)
         }
         Ok(ForkResult::Child) => {
             drop(parent_end);
             send_listener(child_end.as_raw_fd(), install(&program));
             drop(child_end);
-            exec(argv)
+            exec(target)
         }
         Ok(ForkResult::Parent { child }) => {
             drop(child_end);
