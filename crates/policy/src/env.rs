@@ -12,7 +12,6 @@ use crate::PolicyError;
 /// Names a request may set (besides `LC_*` and per-agent extras). Chosen because they
 /// change presentation, locale or identity strings, not what code gets loaded.
 pub const REQUEST_ALLOWED: &[&str] = &[
-    "HOME",
     "USER",
     "LOGNAME",
     "LANG",
@@ -24,10 +23,6 @@ pub const REQUEST_ALLOWED: &[&str] = &[
     "NO_COLOR",
     "CLICOLOR",
     "FORCE_COLOR",
-    "PAGER",
-    "GIT_PAGER",
-    "EDITOR",
-    "VISUAL",
 ];
 
 /// Names forwarded from the host's own environment into every child.
@@ -59,6 +54,17 @@ const NEVER_PREFIXES: &[&str] = &[
     "RUSTDOC",
 ];
 const NEVER_NAMES: &[&str] = &[
+    // Where programs find their configuration (a gitconfig with `core.fsmonitor`, a
+    // cargo or npm config) and the command strings they run (`git commit` runs $EDITOR).
+    "HOME",
+    "EDITOR",
+    "VISUAL",
+    "PAGER",
+    "MANPAGER",
+    "BROWSER",
+    "LESSOPEN",
+    "LESSCLOSE",
+    "LESSKEY",
     "PATH",
     "IFS",
     "PS1",
@@ -214,6 +220,18 @@ mod tests {
         assert_eq!(env.get("RUST_LOG").unwrap(), "debug");
         assert_eq!(env.get("LC_ALL").unwrap(), "C");
         assert!(!env.contains_key("SECRET"));
+    }
+
+    #[test]
+    fn nothing_on_the_request_list_is_also_never_allowed() {
+        for name in REQUEST_ALLOWED {
+            assert!(!is_never_allowed(name), "{name}");
+        }
+        // Command strings and configuration homes: an allowlisted `git` would run them.
+        for name in ["HOME", "EDITOR", "VISUAL", "PAGER", "GIT_PAGER", "LESSOPEN"] {
+            assert!(!request_may_set(name, &[]), "{name}");
+            assert!(check_extra_env_name(name).is_err(), "{name}");
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::allowlist::Allowlist;
 use crate::exe::{ResolveFailure, ResolvedExe, TrustedPath, resolve_executable};
-use crate::shell::{Chain, CommandInput, Miss, Segment, analyze, quote};
+use crate::shell::{Chain, CommandInput, Miss, Segment, analyze, base_name, quote};
 
 /// Remembers executable resolutions (name and, for relative names, cwd → result) for
 /// callers that evaluate many commands against an unchanging filesystem. A stale entry
@@ -128,6 +128,12 @@ pub struct Evaluation {
     pub satisfied: bool,
     /// What runs if the command runs because the allowlist is satisfied.
     pub rebuilt: Option<Rebuilt>,
+    /// A word that was looked through as a wrapper or a shell but is not the file its bare
+    /// name resolves to on the trusted PATH (`./nice`, `/tmp/x/bash -c ...`): it is a
+    /// program in its own right, which no allowlist entry vouched for, so nothing is
+    /// satisfied.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub impostor: Option<String>,
 }
 
 fn serialize_analysis<S: serde::Serializer>(
@@ -152,6 +158,7 @@ pub fn evaluate(input: CommandInput<'_>, ctx: &EvalContext<'_>) -> Evaluation {
             leaves: Vec::new(),
             satisfied: false,
             rebuilt: None,
+            impostor: None,
         };
     };
     let leaves: Vec<LeafMatch> = chain
@@ -177,7 +184,9 @@ pub fn evaluate(input: CommandInput<'_>, ctx: &EvalContext<'_>) -> Evaluation {
             }
         })
         .collect();
-    let satisfied = !leaves.is_empty() && leaves.iter().all(|l| l.matched.is_some());
+    let impostor = impostor(chain, ctx);
+    let satisfied =
+        !leaves.is_empty() && leaves.iter().all(|l| l.matched.is_some()) && impostor.is_none();
     let rebuilt = if satisfied {
         rebuild(chain, input, ctx)
     } else {
@@ -190,7 +199,31 @@ pub fn evaluate(input: CommandInput<'_>, ctx: &EvalContext<'_>) -> Evaluation {
         analysis,
         leaves,
         rebuilt,
+        impostor,
     }
+}
+
+/// The first looked-through word (a wrapper, or a shell whose payload was analysed) that
+/// is not the trusted PATH's file of that name. Only the system's `nice` or `bash` may be
+/// looked through; any other file so named would run unmatched.
+fn impostor(chain: &Chain, ctx: &EvalContext<'_>) -> Option<String> {
+    chain.segments.iter().find_map(|segment| {
+        let shell = segment.nested.as_ref().map(|_| segment.program);
+        let own = segment.wrappers.iter().copied().chain(shell).find(|&i| {
+            let word = &segment.argv[i];
+            let genuine = match (ctx.resolve(word), ctx.resolve(base_name(word))) {
+                (Ok(as_written), Ok(system)) => as_written.path == system.path,
+                _ => false,
+            };
+            !genuine
+        });
+        own.map(|i| segment.argv[i].clone()).or_else(|| {
+            segment
+                .nested
+                .as_ref()
+                .and_then(|inner| impostor(inner, ctx))
+        })
+    })
 }
 
 fn resolve_path(word: &str, ctx: &EvalContext<'_>) -> Option<String> {

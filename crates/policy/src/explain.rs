@@ -150,6 +150,14 @@ impl Explanation {
                 }
             }
         }
+        if let Some(word) = &self.evaluation.impostor {
+            let _ = writeln!(
+                out,
+                "  {} is not the system's {}: it is not looked through, so nothing matches",
+                quote(word),
+                crate::shell::base_name(word)
+            );
+        }
         if let Some(rebuilt) = &self.evaluation.rebuilt {
             let text = match rebuilt {
                 Rebuilt::Argv(argv) => argv.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" "),

@@ -36,7 +36,12 @@ fn world() -> MemoryFs {
         "/usr/bin/bash",
         "/usr/bin/sudo",
         "/usr/bin/env",
+        "/usr/bin/nice",
         "/usr/bin/python3",
+        "/work/bin/nice",
+        "/work/bin/env",
+        "/work/bin/bash",
+        "/tmp/sh",
         "/tmp/evil",
         "/work/bin/ls",
         "/home/u/TOOLS/evil",
@@ -79,7 +84,16 @@ fn hostile_shell_strings_are_never_allowed() {
     let generous = ["/usr/bin/ls", "/usr/bin/cat", "ls", "cat", "~/tools/*"];
     // Sanity: the plain command is allowed.
     assert!(decision(&fs, &generous, CommandInput::Shell("ls -la && cat x")).is_allow());
+    // Wrappers and shells are looked through only when they are the system's own.
+    assert!(decision(&fs, &generous, CommandInput::Shell("nice env ls")).is_allow());
+    assert!(decision(&fs, &generous, CommandInput::Shell("/usr/bin/nice ls")).is_allow());
     let hostile = [
+        "./bin/nice ls",
+        "bin/env ls",
+        "/work/bin/bash -c ls",
+        "/tmp/sh -c 'ls'",
+        "nice ./bin/env ls",
+        "bash -c './bin/nice ls'",
         "ls; /tmp/evil",
         "ls && evil",
         "ls | sh",
