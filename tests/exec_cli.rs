@@ -53,6 +53,25 @@ fn by_default_commands_run_in_the_sandbox_and_nothing_runs_outside_it() {
 }
 
 #[test]
+fn a_switched_off_sandbox_refuses_instead_of_running_unconfined() {
+    let home = support::warden_home();
+    support::configure(
+        home.path(),
+        "[sandbox]\nbackend = \"off\"\npermission_mode = \"unrestricted\"\n",
+        r#"{"version":1}"#,
+    );
+    let marker = home.path().join("pwned");
+    let out = warden_in(home.path())
+        .args(["exec", "--shell", &format!("touch {}", marker.display())])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(77));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("sandbox.backend = \"off\""), "{stderr}");
+    assert!(!marker.exists(), "nothing may run");
+}
+
+#[test]
 fn runs_a_command_and_passes_its_output_and_exit_code_through() {
     let (_h, mut warden) = w();
     let out = warden

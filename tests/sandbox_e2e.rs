@@ -1009,11 +1009,12 @@ fn permission_modes_through_warden_exec() {
     let out = exec("readonly", "echo a > a.txt");
     assert_ne!(out.status.code(), Some(0));
     assert!(!ws_path.join("a.txt").exists());
-    // approval without an approver: the write is rejected, nothing retried.
+    // approval without an approver: the write is rejected, nothing retried; the exit code
+    // says nobody answered (75), as for any unanswered ask.
     let out = exec("approval", "echo b > b.txt");
     assert_eq!(
         out.status.code(),
-        Some(77),
+        Some(75),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -1091,6 +1092,28 @@ fn direct_mode_is_explicit_and_reverts_after_its_ttl() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(125), "TTLs are bounded");
+    // A switch file written by hand is believed only within the same bounds, and only
+    // when nobody but the user could have written it.
+    let switch = home.path().join("direct-mode.json");
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    std::fs::write(
+        &switch,
+        format!("{{\"until\": {}}}", now_ms + 30 * 24 * 3600 * 1000),
+    )
+    .unwrap();
+    assert_eq!(caps_inside()["host"], "sandbox", "beyond the longest TTL");
+    std::fs::write(&switch, format!("{{\"until\": {}}}", now_ms + 600_000)).unwrap();
+    std::fs::set_permissions(&switch, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    assert_eq!(caps_inside()["host"], "sandbox", "writable by others");
+    std::fs::set_permissions(&switch, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    assert_eq!(
+        caps_inside()["host"],
+        "direct",
+        "a private, bounded switch is honoured"
+    );
 }
 
 #[test]

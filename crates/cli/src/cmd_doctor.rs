@@ -9,7 +9,7 @@ use approvals::Clock;
 use policy::SandboxBackend;
 use serde_json::json;
 
-use crate::compose::{direct_mode_path, direct_until, set_direct_mode};
+use crate::compose::{active_direct_mode, direct_mode_path, set_direct_mode};
 use crate::exit;
 use crate::host::HostFacts;
 
@@ -143,9 +143,7 @@ pub fn run(args: DoctorArgs) -> i32 {
     let gateway = facts.gateway(None);
     let sandbox_status = match (&gateway, backend) {
         (Err(e), _) => Err(format!("{e:#}")),
-        (Ok(_), SandboxBackend::Off) => {
-            Ok("backend = off: commands run directly (an explicit operator choice)".to_string())
-        }
+        (Ok(_), SandboxBackend::Off) => Err(crate::compose::SANDBOX_OFF.to_owned()),
         (Ok(_), SandboxBackend::Bwrap) => match &report.bwrap_unavailable {
             Some(why) => Err(why.clone()),
             None => Ok(format!(
@@ -174,8 +172,7 @@ pub fn run(args: DoctorArgs) -> i32 {
         .unwrap_or_else(|_| {
             Approver::Unsafe("the approvals file is unusable (see gateway)".into())
         });
-    let direct = direct_until(facts.fs().as_ref(), &direct_mode_path(&facts))
-        .filter(|u| *u > approvals::SystemClock.now_ms());
+    let direct = active_direct_mode(facts.fs().as_ref(), &direct_mode_path(&facts), facts.uid);
     if args.json {
         let v = json!({
             "checks": report.checks,
@@ -253,21 +250,17 @@ pub fn sandbox(command: SandboxCommand) -> i32 {
                     None => "direct mode off: host=sandbox commands run in the OS sandbox\n".into(),
                 })
             }
-            SandboxCommand::Status => {
-                let now = approvals::SystemClock.now_ms();
-                Ok(
-                    match direct_until(facts.fs().as_ref(), &direct_mode_path(&facts)) {
-                        Some(until) if until > now => format!(
-                            "direct mode ON until {} (another {}): host=sandbox commands run WITHOUT an OS sandbox\n",
-                            when(until),
-                            remaining(until)
-                        ),
-                        _ => {
-                            "direct mode off: host=sandbox commands run in the OS sandbox\n".into()
-                        }
-                    },
-                )
-            }
+            SandboxCommand::Status => Ok(
+                match active_direct_mode(facts.fs().as_ref(), &direct_mode_path(&facts), facts.uid)
+                {
+                    Some(until) => format!(
+                        "direct mode ON until {} (another {}): host=sandbox commands run WITHOUT an OS sandbox\n",
+                        when(until),
+                        remaining(until)
+                    ),
+                    _ => "direct mode off: host=sandbox commands run in the OS sandbox\n".into(),
+                },
+            ),
         }
     })();
     exit::or_report(result.map(|text| {

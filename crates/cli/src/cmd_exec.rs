@@ -7,6 +7,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use policy::{Decision, DenyReason};
 use runner::{CommandSpec, ExecRequest, Outcome, RunReport};
 
 use crate::args::{CommandArgs, PolicyArgs};
@@ -75,12 +76,13 @@ pub fn exit_code(report: &RunReport) -> i32 {
     match &report.outcome {
         Outcome::Finished { output } if output.timed_out => exit::TIMED_OUT,
         Outcome::Finished { output } => output.status.shell_code(),
-        Outcome::Denied { reason, .. }
-            if reason == "no-approver" || reason == "approval-timeout" =>
-        {
-            exit::NO_APPROVER
-        }
-        Outcome::Denied { .. } => exit::DENIED,
+        Outcome::Denied { .. } => match report.decision {
+            Decision::Deny {
+                reason: DenyReason::NoApprover | DenyReason::ApprovalTimeout,
+                ..
+            } => exit::NO_APPROVER,
+            _ => exit::DENIED,
+        },
         Outcome::Error { exit_code, .. } => *exit_code,
     }
 }

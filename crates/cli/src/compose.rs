@@ -25,11 +25,23 @@ pub fn direct_mode_path(facts: &HostFacts) -> PathBuf {
     facts.warden_home.join("direct-mode.json")
 }
 
-/// Until when direct mode is on (ms since the epoch), if the switch file says so.
-pub fn direct_until(fs: &dyn Fs, path: &Path) -> Option<u64> {
+/// Until when direct mode is on (ms since the epoch), if it is on now. The switch file
+/// turns the sandbox off, so it is believed only when it is a regular file of ours that
+/// nobody else can write, naming a moment no further ahead than [`MAX_DIRECT_TTL`].
+pub fn active_direct_mode(fs: &dyn Fs, path: &Path, uid: u32) -> Option<u64> {
+    let meta = fs.symlink_metadata(path).ok()?;
+    if meta.kind != caps::FileKind::File || meta.uid != uid || meta.mode & 0o022 != 0 {
+        tracing::warn!(
+            "ignoring {}: not a private file of uid {uid}",
+            path.display()
+        );
+        return None;
+    }
     let text = fs.read_to_string(path).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-    v["until"].as_u64()
+    let until = v["until"].as_u64()?;
+    let now = SystemClock.now_ms();
+    (until > now && until - now <= MAX_DIRECT_TTL.as_millis() as u64).then_some(until)
 }
 
 /// Turn direct mode on for `ttl` (or off with `None`).
@@ -152,6 +164,9 @@ fn hideable(dir: &Path) -> bool {
     dir.components().count() > 2 && !SYSTEM.iter().any(|s| dir.starts_with(s))
 }
 
+/// Why host=sandbox commands are refused when the operator switched the backend off.
+pub const SANDBOX_OFF: &str = "sandbox.backend = \"off\": the sandbox host is switched off and its commands are refused (use host=gateway, or `warden sandbox direct --ttl 10m` to run them unconfined for a while)";
+
 /// The sandbox route for the configured backend, or its diagnosis.
 fn sandbox_route(
     facts: &HostFacts,
@@ -166,11 +181,13 @@ fn sandbox_route(
         readable_extra_paths: auth.readable_extra_paths.clone(),
         hidden_paths: hidden_paths(facts, store, state_dir),
         network: config.sandbox.network,
+        // config.toml accepts only auto|required|off; anything else would have been
+        // refused when it was loaded, and an unknown value must never weaken the sandbox.
         landlock: config
             .sandbox
             .landlock
             .parse()
-            .unwrap_or(LandlockMode::Auto),
+            .unwrap_or(LandlockMode::Required),
     };
     let shells: Result<SandboxShells, String> = match config.sandbox.backend {
         SandboxBackend::Bwrap => sandbox_bwrap(policy),
@@ -197,7 +214,7 @@ fn sandbox_route(
             let container = sandbox::container::ContainerConfig {
                 engine: config.sandbox.container_engine.clone(),
                 container: config.sandbox.container_name.clone().unwrap_or_default(),
-                engine_dirs: sandbox::bwrap::TRUSTED_BWRAP_DIRS
+                engine_dirs: sandbox::container::TRUSTED_ENGINE_DIRS
                     .iter()
                     .map(PathBuf::from)
                     .collect(),
@@ -206,22 +223,14 @@ fn sandbox_route(
                 .map(|c| same_shell(Arc::new(c), None))
                 .map_err(|e| e.0)
         }
-        SandboxBackend::Off => {
-            // An explicit operator choice: commands run directly on this machine.
-            Ok(same_shell(
-                Arc::new(LocalShell::new()),
-                Some("sandbox.backend = \"off\""),
-            ))
-        }
+        // The sandbox host is switched off: its commands are refused, never run unconfined
+        // (only a time-limited `warden sandbox direct` does that).
+        SandboxBackend::Off => Err(SANDBOX_OFF.to_owned()),
     };
     match shells {
         Err(why) => SandboxRoute::Unavailable(why),
         Ok(shells) => {
-            let label = if config.sandbox.backend == SandboxBackend::Off {
-                "sandbox(off)"
-            } else {
-                "sandbox"
-            };
+            let label = "sandbox";
             let writable = Arc::clone(&shells.writable);
             let gate = Gate::Sandbox(shells);
             SandboxRoute::Available(Box::new(Runner::new(runner_host(
@@ -290,11 +299,10 @@ impl HostFacts {
         ));
         let fs = self.fs();
         let switch = direct_mode_path(self);
+        let uid = self.uid;
         let direct = DirectMode {
             runner: Box::new(direct_runner),
-            active: Box::new(move || {
-                direct_until(fs.as_ref(), &switch).is_some_and(|until| SystemClock.now_ms() < until)
-            }),
+            active: Box::new(move || active_direct_mode(fs.as_ref(), &switch, uid).is_some()),
         };
         Ok(Gateway::new(gateway_runner, sandbox, Some(files)).with_direct_mode(direct))
     }

@@ -179,6 +179,11 @@ impl Gateway {
         self.sessions.take_events(key)
     }
 
+    /// Put back events taken for a call that failed before it could deliver them.
+    pub fn return_events(&self, key: &SessionKey, events: Vec<String>) {
+        self.sessions.return_events(key, events)
+    }
+
     /// Run one exec for `key`'s session, routed by its effective host.
     pub async fn exec(&self, key: &SessionKey, mut request: ExecRequest) -> RunReport {
         request.agent = Some(key.agent.clone());
@@ -267,7 +272,7 @@ fn refuse(
         host: host.into(),
         policy,
         decision: Decision::Deny {
-            reason: DenyReason::SecurityDeny,
+            reason: DenyReason::HostUnavailable,
             rule: rule.clone(),
         },
         executed: None,

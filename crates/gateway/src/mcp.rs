@@ -378,10 +378,9 @@ impl WardenMcp {
         name: &str,
         args: Option<JsonObject>,
         key: &SessionKey,
+        events: Vec<String>,
     ) -> Result<CallToolResult, ErrorData> {
         let gateway = &self.gateway;
-        // Events queued before this call ride along with its result.
-        let events = gateway.take_events(key);
         let files = || {
             gateway.files().ok_or_else(|| {
                 ErrorData::invalid_request("no workspace is configured for file tools", None)
@@ -518,8 +517,15 @@ impl ServerHandler for WardenMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let key = self.key(&context);
-        self.dispatch(&request.name, request.arguments, &key)
-            .await
-            .map(Into::into)
+        // Events queued before this call ride along with its result; a call rejected as
+        // a protocol error delivers nothing, so they wait for the next one.
+        let events = self.gateway.take_events(&key);
+        let result = self
+            .dispatch(&request.name, request.arguments, &key, events.clone())
+            .await;
+        if result.is_err() {
+            self.gateway.return_events(&key, events);
+        }
+        result.map(Into::into)
     }
 }

@@ -10,6 +10,11 @@ use runner::{EventSink, ExecEvent};
 /// Events kept per session; older ones are dropped (and counted) past this.
 pub const MAX_EVENTS_PER_SESSION: usize = 100;
 
+/// Sessions kept at once. A client that never ends its sessions (HTTP clients come and
+/// go) must not grow the gateway without bound: past this, the least recently used
+/// session is forgotten, with its overrides and undelivered events.
+pub const MAX_SESSIONS: usize = 1024;
+
 /// Which agent's which session.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SessionKey {
@@ -24,23 +29,52 @@ struct SessionState {
     overrides: SessionOverrides,
     events: VecDeque<String>,
     dropped: usize,
+    last_used: u64,
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    map: HashMap<SessionKey, SessionState>,
+    clock: u64,
 }
 
 /// All live sessions.
 #[derive(Debug, Default)]
 pub struct Sessions {
-    inner: Mutex<HashMap<SessionKey, SessionState>>,
+    inner: Mutex<Table>,
 }
 
 impl Sessions {
+    /// Run `f` on the session, creating it (and evicting the least recently used one
+    /// when full) if it does not exist.
     fn with<R>(&self, key: &SessionKey, f: impl FnOnce(&mut SessionState) -> R) -> R {
-        let mut map = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        f(map.entry(key.clone()).or_default())
+        let mut table = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        table.clock += 1;
+        let now = table.clock;
+        if !table.map.contains_key(key) && table.map.len() >= MAX_SESSIONS {
+            let oldest = table
+                .map
+                .iter()
+                .min_by_key(|(_, s)| s.last_used)
+                .map(|(k, _)| k.clone());
+            if let Some(oldest) = oldest {
+                table.map.remove(&oldest);
+            }
+        }
+        let state = table.map.entry(key.clone()).or_default();
+        state.last_used = now;
+        f(state)
+    }
+
+    /// Run `f` on the session if it exists (reads never create one).
+    fn read<R: Default>(&self, key: &SessionKey, f: impl FnOnce(&mut SessionState) -> R) -> R {
+        let mut table = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        table.map.get_mut(key).map(f).unwrap_or_default()
     }
 
     /// The session's overrides.
     pub fn overrides(&self, key: &SessionKey) -> SessionOverrides {
-        self.with(key, |s| s.overrides.clone())
+        self.read(key, |s| s.overrides.clone())
     }
 
     /// Replace the session's overrides.
@@ -61,7 +95,7 @@ impl Sessions {
 
     /// Take (and clear) the session's pending events.
     pub fn take_events(&self, key: &SessionKey) -> Vec<String> {
-        self.with(key, |s| {
+        self.read(key, |s| {
             let mut out = Vec::with_capacity(s.events.len() + 1);
             if s.dropped > 0 {
                 out.push(format!(
@@ -75,11 +109,29 @@ impl Sessions {
         })
     }
 
+    /// Put back events taken for a call that then failed, ahead of anything queued
+    /// since, so they are delivered with the next interaction instead of lost.
+    pub fn return_events(&self, key: &SessionKey, events: Vec<String>) {
+        if events.is_empty() {
+            return;
+        }
+        self.with(key, |s| {
+            for event in events.into_iter().rev() {
+                s.events.push_front(event);
+            }
+            while s.events.len() > MAX_EVENTS_PER_SESSION {
+                s.events.pop_front();
+                s.dropped += 1;
+            }
+        });
+    }
+
     /// End a session: its overrides and events are gone.
     pub fn end(&self, key: &SessionKey) {
         self.inner
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+            .map
             .remove(key);
     }
 }
@@ -108,6 +160,30 @@ mod tests {
             agent: "a".into(),
             session: s.into(),
         }
+    }
+
+    #[test]
+    fn reads_create_nothing_and_old_sessions_are_forgotten_past_the_cap() {
+        let s = Sessions::default();
+        assert!(s.take_events(&key("ghost")).is_empty());
+        assert_eq!(s.inner.lock().unwrap().map.len(), 0);
+        for i in 0..MAX_SESSIONS + 10 {
+            s.enqueue_system_event(&key(&i.to_string()), format!("e{i}"));
+        }
+        assert_eq!(s.inner.lock().unwrap().map.len(), MAX_SESSIONS);
+        assert!(s.take_events(&key("0")).is_empty(), "the oldest went first");
+        let last = (MAX_SESSIONS + 9).to_string();
+        assert_eq!(s.take_events(&key(&last)), vec![format!("e{last}")]);
+    }
+
+    #[test]
+    fn returned_events_come_first_next_time() {
+        let s = Sessions::default();
+        s.enqueue_system_event(&key("1"), "old".into());
+        let taken = s.take_events(&key("1"));
+        s.enqueue_system_event(&key("1"), "new".into());
+        s.return_events(&key("1"), taken);
+        assert_eq!(s.take_events(&key("1")), vec!["old", "new"]);
     }
 
     #[test]

@@ -25,8 +25,8 @@ pub enum AllowReason {
     FallbackAllowlist,
     /// `host=sandbox`: the OS sandbox confines it and the permission mode gates writes.
     Sandboxed,
-    /// `host=sandbox` served without an OS sandbox by the operator's explicit choice
-    /// (`sandbox.backend = "off"`, or time-limited direct mode).
+    /// `host=sandbox` served without an OS sandbox by the operator's explicit,
+    /// time-limited direct mode.
     Unconfined,
 }
 
@@ -54,6 +54,9 @@ pub enum DenyReason {
     NoApprover,
     /// The approver did not answer in time and the fallback denies.
     ApprovalTimeout,
+    /// The host the command was routed to cannot run it (no sandbox backend, no paired
+    /// node, a runner without the sandbox the decision requires).
+    HostUnavailable,
 }
 
 impl DenyReason {
@@ -65,6 +68,7 @@ impl DenyReason {
             DenyReason::ApprovalDenied => "approval-denied",
             DenyReason::NoApprover => "no-approver",
             DenyReason::ApprovalTimeout => "approval-timeout",
+            DenyReason::HostUnavailable => "host-unavailable",
         }
     }
 }

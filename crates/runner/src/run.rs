@@ -147,7 +147,7 @@ pub struct SandboxShells {
     pub watched: Arc<dyn Shell>,
     /// Authorized writable paths writable.
     pub writable: Arc<dyn Shell>,
-    /// Why these shells do not confine at all (`sandbox.backend = "off"`, direct mode),
+    /// Why these shells do not confine at all (the operator's direct mode),
     /// said in every decision; `None` for a real sandbox.
     pub unconfined: Option<String>,
 }
@@ -227,6 +227,13 @@ fn error(message: impl Into<String>, exit_code: i32) -> Outcome {
         message: message.into(),
         exit_code,
     }
+}
+
+/// A run cancelled before its command started (while a human was being asked): 130,
+/// like SIGINT, and nothing ran.
+fn cancelled_before_start(mut report: RunReport) -> RunReport {
+    report.outcome = error("cancelled before the command started; nothing was run", 130);
+    report
 }
 
 /// A run stopped by cancellation (its process tree was killed): 130, like SIGINT.
@@ -425,9 +432,11 @@ impl Runner {
                     .unwrap_or_default(),
             };
             let prompt = Request::Prompt(prompt);
+            // Cancelled while waiting for the human: stop here, never apply a fallback.
             let outcome = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return cancelled_before_start(report),
                 outcome = host.approvals.ask(&prompt) => outcome,
-                _ = cancel.cancelled() => AskOutcome::NoApprover("cancelled".into()),
             };
             let answer = match outcome {
                 AskOutcome::Answered(r) => match r.answer {
@@ -449,6 +458,28 @@ impl Runner {
         }
         report.decision = decision.clone();
         let reason = match &decision {
+            // The decision needs a sandbox this runner does not have: whoever routed the
+            // request here was wrong, and running it unconfined would fail open.
+            Decision::Allow {
+                reason: AllowReason::Sandboxed | AllowReason::Unconfined,
+                ..
+            } => {
+                let rule = "host=sandbox but this runner has no sandbox; nothing was run";
+                report.decision = Decision::Deny {
+                    reason: DenyReason::HostUnavailable,
+                    rule: rule.into(),
+                };
+                report.outcome = Outcome::Denied {
+                    reason: DenyReason::HostUnavailable.to_string(),
+                    rule: rule.into(),
+                };
+                events.emit(ExecEvent::Denied {
+                    run_id,
+                    host: host.label.clone(),
+                    reason: DenyReason::HostUnavailable.to_string(),
+                });
+                return report;
+            }
             Decision::Allow { reason, .. } => *reason,
             Decision::Deny { reason, rule } => {
                 report.outcome = Outcome::Denied {
@@ -524,8 +555,9 @@ impl Runner {
         }
         let run = host.shell.exec(&argv, &options);
         let result = tokio::select! {
-            result = run => result,
+            biased;
             _ = cancel.cancelled() => return cancelled(report, events, &host.label),
+            result = run => result,
         };
         if via_allowlist && result.is_ok() {
             self.record_usage(agent, &explanation, command, view.file.as_deref())
@@ -587,8 +619,9 @@ impl Runner {
             policy::PermissionMode::Readonly => &shells.readonly,
         };
         let mut result = tokio::select! {
-            r = first.exec(&argv, &options) => r,
+            biased;
             _ = cancel.cancelled() => return cancelled(report, events, &host.label),
+            r = first.exec(&argv, &options) => r,
         };
         let refused = match &result {
             Ok(out) if mode == policy::PermissionMode::Approval => refused_write(out),
@@ -627,19 +660,28 @@ impl Runner {
                 },
             });
             let outcome = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return cancelled(report, events, &host.label),
                 o = host.approvals.ask(&prompt) => o,
-                _ = cancel.cancelled() => AskOutcome::NoApprover("cancelled".into()),
             };
             let approved = matches!(&outcome, AskOutcome::Answered(r)
                 if r.answer != approvals::ipc::protocol::Answer::Deny);
             if !approved {
-                let why = match outcome {
-                    AskOutcome::Answered(_) => "denied by the approver".to_string(),
-                    AskOutcome::TimedOut => "the approver did not answer in time".to_string(),
-                    AskOutcome::NoApprover(w) => format!("no approver: {w}"),
+                let (deny, why) = match outcome {
+                    AskOutcome::Answered(_) => (
+                        DenyReason::ApprovalDenied,
+                        "denied by the approver".to_string(),
+                    ),
+                    AskOutcome::TimedOut => (
+                        DenyReason::ApprovalTimeout,
+                        "the approver did not answer in time".to_string(),
+                    ),
+                    AskOutcome::NoApprover(w) => {
+                        (DenyReason::NoApprover, format!("no approver: {w}"))
+                    }
                 };
                 report.decision = Decision::Deny {
-                    reason: DenyReason::ApprovalDenied,
+                    reason: deny,
                     rule: format!("write access was not approved ({why})"),
                 };
                 report.outcome = Outcome::Denied {
@@ -656,8 +698,9 @@ impl Runner {
                 return report;
             }
             result = tokio::select! {
-                r = shells.writable.exec(&argv, &options) => r,
+                biased;
                 _ = cancel.cancelled() => return cancelled(report, events, &host.label),
+                r = shells.writable.exec(&argv, &options) => r,
             };
         }
         conclude(report, events, &host.label, result)

@@ -603,3 +603,71 @@ async fn a_cancelled_run_ends_with_130_on_the_gateway_and_in_the_sandbox() {
         assert_eq!(finished, Some(130), "{label}");
     }
 }
+
+/// An approver that never answers: only cancellation ends the wait.
+struct NeverAnswers;
+
+#[async_trait::async_trait]
+impl Approvals for NeverAnswers {
+    async fn ask(&self, _: &Request) -> AskOutcome {
+        std::future::pending().await
+    }
+}
+
+#[tokio::test]
+async fn cancelling_while_a_human_is_asked_runs_nothing_even_with_a_permissive_fallback() {
+    // askFallback=full would run the command had nobody answered; a cancellation is not
+    // "nobody answered".
+    let w = world(
+        r#"{"version":1,"defaults":{"security":"full","ask":"always","askFallback":"full"}}"#,
+        "[tools.exec]\nhost = \"gateway\"\nsecurity = \"full\"\nask = \"always\"\n",
+        None,
+    );
+    let mut host = w.runner.host().clone();
+    host.approvals = Arc::new(NeverAnswers);
+    let runner = Runner::new(host);
+    for _ in 0..20 {
+        let cancel = CancellationToken::new();
+        let stop = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            stop.cancel();
+        });
+        let report = runner
+            .run(
+                request(CommandSpec::Argv(vec!["ls".into()])),
+                &CollectEvents::default(),
+                &cancel,
+            )
+            .await;
+        match &report.outcome {
+            Outcome::Error { exit_code, message } => {
+                assert_eq!(*exit_code, 130, "{message}");
+                assert!(message.contains("nothing was run"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(w.shell.calls().is_empty(), "the command ran");
+}
+
+#[tokio::test]
+async fn a_runner_without_a_sandbox_refuses_what_only_a_sandbox_may_run() {
+    // Routing is the gateway's job, but a misrouted host=sandbox request must not run
+    // unconfined on a policy runner.
+    let w = world(r#"{"version":1}"#, "", None);
+    let (report, events) = run(
+        &w,
+        request(CommandSpec::Argv(vec!["rm".into(), "x".into()])),
+    )
+    .await;
+    match &report.decision {
+        policy::Decision::Deny { reason, .. } => {
+            assert_eq!(*reason, policy::DenyReason::HostUnavailable)
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(report.outcome, Outcome::Denied { .. }));
+    assert!(events.iter().any(|e| matches!(e, ExecEvent::Denied { .. })));
+    assert!(w.shell.calls().is_empty());
+}
