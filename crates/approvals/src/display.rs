@@ -6,17 +6,42 @@ use std::fmt::Write as _;
 
 use crate::ipc::protocol::Prompt;
 
-/// True for characters that could hide or reorder text on a terminal.
+/// True for characters that could hide or reorder text on a terminal: every
+/// Default_Ignorable_Code_Point of Unicode (DerivedCoreProperties.txt — zero-width and
+/// joiner characters, bidi controls, Hangul fillers, variation selectors, tag
+/// characters...), the line and paragraph separators, and the remaining format
+/// characters that shape or annotate text.
 fn is_deceptive(c: char) -> bool {
     matches!(c,
-        '\u{200B}'..='\u{200F}'   // zero-width space/joiners, LRM, RLM
-        | '\u{202A}'..='\u{202E}' // bidi embeddings and overrides
-        | '\u{2060}'..='\u{2064}' // word joiner, invisible operators
-        | '\u{2066}'..='\u{2069}' // bidi isolates
-        | '\u{061C}'              // Arabic letter mark
-        | '\u{180E}'              // Mongolian vowel separator
-        | '\u{FEFF}'              // zero-width no-break space / BOM
-        | '\u{00AD}'              // soft hyphen
+        // Default_Ignorable_Code_Point
+        '\u{00AD}'                   // soft hyphen
+        | '\u{034F}'                 // combining grapheme joiner
+        | '\u{061C}'                 // Arabic letter mark
+        | '\u{115F}'..='\u{1160}'    // Hangul choseong/jungseong fillers
+        | '\u{17B4}'..='\u{17B5}'    // Khmer inherent vowels
+        | '\u{180B}'..='\u{180F}'    // Mongolian variation selectors, vowel separator
+        | '\u{200B}'..='\u{200F}'    // zero-width space/joiners, LRM, RLM
+        | '\u{202A}'..='\u{202E}'    // bidi embeddings and overrides
+        | '\u{2060}'..='\u{206F}'    // word joiner, invisible operators, bidi isolates
+        | '\u{3164}'                 // Hangul filler
+        | '\u{FE00}'..='\u{FE0F}'    // variation selectors
+        | '\u{FEFF}'                 // zero-width no-break space / BOM
+        | '\u{FFA0}'                 // halfwidth Hangul filler
+        | '\u{FFF0}'..='\u{FFF8}'    // unassigned specials
+        | '\u{1BCA0}'..='\u{1BCA3}'  // shorthand format controls
+        | '\u{1D173}'..='\u{1D17A}'  // musical format controls
+        | '\u{E0000}'..='\u{E0FFF}'  // tag characters, variation selectors supplement
+        // Line and paragraph separators (Zl, Zp): a line break the terminal may honour.
+        | '\u{2028}'..='\u{2029}'
+        // Other format characters (Cf) that prefix, annotate or number text.
+        | '\u{0600}'..='\u{0605}'
+        | '\u{06DD}'
+        | '\u{070F}'
+        | '\u{0890}'..='\u{0891}'
+        | '\u{08E2}'
+        | '\u{110BD}'
+        | '\u{110CD}'
+        | '\u{FFF9}'..='\u{FFFB}'    // interlinear annotation
     )
 }
 
@@ -43,12 +68,14 @@ pub fn escape(text: &str) -> String {
     out
 }
 
+/// One escaped word in double quotes, so spaces inside it cannot pass for separators.
+fn quoted(word: &str) -> String {
+    format!("\"{}\"", escape(word).replace('"', "\\\""))
+}
+
 /// An argv as a bracketed list of escaped, quoted words.
 pub fn argv_line(argv: &[String]) -> String {
-    let words: Vec<String> = argv
-        .iter()
-        .map(|a| format!("\"{}\"", escape(a).replace('"', "\\\"")))
-        .collect();
+    let words: Vec<String> = argv.iter().map(|a| quoted(a)).collect();
     format!("[{}]", words.join(", "))
 }
 
@@ -80,7 +107,7 @@ pub fn render_prompt(prompt: &Prompt, store_patterns: &[String]) -> String {
     let env: Vec<String> = p
         .env
         .iter()
-        .map(|(k, v)| format!("{}={}", escape(k), escape(v)))
+        .map(|(k, v)| format!("{}={}", escape(k), quoted(v)))
         .collect();
     let _ = writeln!(out, "env:      {}", env.join(" "));
     if prompt.is_write_permission() {
@@ -121,6 +148,36 @@ mod tests {
         assert_eq!(escape("x\u{7f}\u{85}"), "x\\x7f\\u{0085}");
         assert_eq!(escape("back\\slash"), "back\\\\slash");
         assert_eq!(escape("héllo 日本"), "héllo 日本");
+        // Fillers, tags, variation selectors and separators that render as nothing.
+        for hidden in [
+            '\u{2028}',
+            '\u{2029}',
+            '\u{115F}',
+            '\u{3164}',
+            '\u{FFA0}',
+            '\u{E0041}',
+            '\u{FE0F}',
+            '\u{034F}',
+            '\u{180B}',
+            '\u{FFF9}',
+        ] {
+            let shown = escape(&format!("rm{hidden}x"));
+            assert!(!shown.contains(hidden), "{hidden:?} shown raw: {shown}");
+            assert!(shown.contains("\\u{"), "{shown}");
+        }
+    }
+
+    #[test]
+    fn an_environment_value_cannot_pass_for_two_variables() {
+        let prompt: Prompt = serde_json::from_value(serde_json::json!({
+            "id": "p", "command": "ls", "planDigest": "d", "security": "full", "ask": "always",
+            "reason": "r",
+            "plan": {"program": "", "argv": ["ls"], "cwd": "/", "env": {"A": "1 B=2"},
+                     "agent": "a", "session": "s", "host": "gateway"}
+        }))
+        .unwrap();
+        let text = render_prompt(&prompt, &[]);
+        assert!(text.contains("A=\"1 B=2\""), "{text}");
     }
 
     #[test]

@@ -719,23 +719,23 @@ impl Store {
             file.defaults
                 .ceilings
                 .fill_from(incoming.defaults.ceilings, "defaults", set);
-            for (id, theirs) in incoming.agents {
-                match file.agents.get_mut(&id) {
-                    None => {
-                        summary.agents_added.push(id.clone());
-                        summary.patterns_added += theirs.allowlist.len();
-                        file.agents.insert(id, theirs);
-                    }
-                    Some(ours) => {
-                        let set = &mut summary.settings_set;
-                        ours.ceilings
-                            .fill_from(theirs.ceilings, &format!("agents.{id}"), set);
-                        for e in theirs.allowlist {
-                            if !ours.allowlist.iter().any(|o| o.pattern == e.pattern) {
-                                ours.allowlist.push(e);
-                                summary.patterns_added += 1;
-                            }
-                        }
+            for (id, mut theirs) in incoming.agents {
+                // A new agent goes through the same path as a known one, so settings it
+                // brings (which may loosen the host) are reported too.
+                if !file.agents.contains_key(&id) {
+                    summary.agents_added.push(id.clone());
+                }
+                let ours = file.agents.entry(id.clone()).or_insert_with(|| AgentEntry {
+                    extra: std::mem::take(&mut theirs.extra),
+                    ..AgentEntry::default()
+                });
+                let set = &mut summary.settings_set;
+                ours.ceilings
+                    .fill_from(theirs.ceilings, &format!("agents.{id}"), set);
+                for e in theirs.allowlist {
+                    if !ours.allowlist.iter().any(|o| o.pattern == e.pattern) {
+                        ours.allowlist.push(e);
+                        summary.patterns_added += 1;
                     }
                 }
             }

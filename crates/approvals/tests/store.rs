@@ -373,13 +373,14 @@ fn import_merges_an_openclaw_file_without_losing_anything() {
     let summary = store.import_openclaw(openclaw).unwrap().value;
     assert_eq!(summary.agents_added, vec!["main"]);
     assert_eq!(summary.patterns_added, 2);
-    // Every unset (strict) setting the import filled is named.
+    // Every unset (strict) setting the import filled is named, for new agents too.
     assert_eq!(
         summary.settings_set,
         vec![
             "defaults.security = allowlist",
             "defaults.askFallback = deny",
-            "agents.coder.security = full"
+            "agents.coder.security = full",
+            "agents.main.ask = always"
         ]
     );
     let file = store.load().unwrap().file;

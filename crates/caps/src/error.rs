@@ -73,6 +73,16 @@ pub enum CapsError {
 }
 
 impl CapsError {
+    /// The shell-convention exit code for a command that could not be started: 127 not
+    /// found, 126 not executable, 125 for any other failure of the capability layer.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CapsError::ProgramNotFound { .. } => 127,
+            CapsError::NotExecutable { .. } => 126,
+            _ => 125,
+        }
+    }
+
     /// Map an `io::Error` from operation `op` on `path` to the most specific variant.
     pub fn from_io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
         let path = path.into();

@@ -263,7 +263,7 @@ async fn run_here(request: &ExecPrompt) -> ExecReport {
             error: None,
         },
         Err(e) => ExecReport {
-            exit_code: exit::for_caps_error(&e),
+            exit_code: e.exit_code(),
             stdout: String::new(),
             stderr: String::new(),
             truncated: false,

@@ -6,10 +6,7 @@
 pub const TIMED_OUT: i32 = 124;
 /// Warden itself failed (bad arguments, unreadable configuration, I/O error).
 pub const WARDEN_ERROR: i32 = 125;
-/// The program exists but cannot be executed.
-pub const NOT_EXECUTABLE: i32 = 126;
-/// The program was not found.
-pub const NOT_FOUND: i32 = 127;
+// 126 (not executable) and 127 (not found) come from `caps::CapsError::exit_code`.
 /// `policy explain`: the command would need a human's approval.
 pub const ASK: i32 = 10;
 /// The command was denied by policy (sysexits' EX_NOPERM).
@@ -48,14 +45,5 @@ pub fn block_on(
     match builder.enable_all().build() {
         Ok(runtime) => or_report(runtime.block_on(future)),
         Err(e) => or_report(Err(anyhow::anyhow!("cannot start the runtime: {e}"))),
-    }
-}
-
-/// The exit code for a failure of the capability layer.
-pub fn for_caps_error(err: &caps::CapsError) -> i32 {
-    match err {
-        caps::CapsError::ProgramNotFound { .. } => NOT_FOUND,
-        caps::CapsError::NotExecutable { .. } => NOT_EXECUTABLE,
-        _ => WARDEN_ERROR,
     }
 }

@@ -15,5 +15,5 @@ pub use approver::{Approvals, NoApprover, SocketApprovals};
 pub use events::{CollectEvents, EventSink, ExecEvent, NoEvents};
 pub use run::{
     CommandSpec, ExecRequest, Executed, Gate, Outcome, READ_ONLY_FS, RunReport, Runner, RunnerHost,
-    SHELL, SandboxShells, caps_exit_code, new_run_id, shell_argv,
+    SHELL, SandboxShells, new_run_id, shell_argv,
 };

@@ -11,7 +11,7 @@ use std::time::Duration;
 use approvals::ipc::AskOutcome;
 use approvals::ipc::protocol::{Prompt, Request};
 use approvals::{Clock, RunPlan, Store};
-use caps::{CapsError, ExecOptions, ExecOutput, Fs, Shell};
+use caps::{ExecOptions, ExecOutput, Fs, Shell};
 use policy::{
     AllowReason, ApproverAnswer, CommandInput, Config, Decision, DenyReason, EvalContext,
     ExecParams, Explanation, Rebuilt, Requester, ResolvedPolicy, SessionOverrides, TrustedPath,
@@ -274,7 +274,7 @@ fn conclude(
             output.timed_out,
             output.tail.clone(),
         ),
-        Err(e) => (caps_exit_code(e), None, false, e.to_string()),
+        Err(e) => (e.exit_code(), None, false, e.to_string()),
     };
     events.emit(ExecEvent::Finished {
         run_id: report.run_id.clone(),
@@ -286,18 +286,9 @@ fn conclude(
     });
     report.outcome = match result {
         Ok(output) => Outcome::Finished { output },
-        Err(e) => error(e.to_string(), caps_exit_code(&e)),
+        Err(e) => error(e.to_string(), e.exit_code()),
     };
     report
-}
-
-/// Exit code for a capability failure (127 not found, 126 not executable, 125 other).
-pub fn caps_exit_code(e: &CapsError) -> i32 {
-    match e {
-        CapsError::ProgramNotFound { .. } => 127,
-        CapsError::NotExecutable { .. } => 126,
-        _ => 125,
-    }
 }
 
 impl Runner {

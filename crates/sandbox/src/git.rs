@@ -40,27 +40,81 @@ pub struct Guard {
     absent: Vec<(PathBuf, Vec<&'static str>)>,
 }
 
-/// The bubblewrap arguments protecting the repository at `root` (a writable path), and
-/// what to check after the run. `writable` is every writable path (a symlinked entry is
-/// protected where it points, when that is writable).
+/// What keeps the repository at `root` from becoming a way out, independent of how a
+/// backend enforces it.
+#[derive(Debug, Default)]
+pub struct Protection {
+    /// `.git` itself: a directory to pin in place (no rename or replacement), or a
+    /// gitfile (`gitdir: ...`) to keep read-only.
+    dot_git: Option<(PathBuf, bool)>,
+    /// Existing entries git executes from or is redirected by, where they resolve inside
+    /// a writable path: kept read-only.
+    read_only: Vec<PathBuf>,
+    /// What must not appear during the run.
+    guard: Guard,
+}
+
+impl Protection {
+    /// The repository at `root` (a writable path). `writable` is every writable path (a
+    /// symlinked entry is protected where it points, when that is writable).
+    pub fn of(root: &Path, writable: &[PathBuf]) -> Protection {
+        let mut protection = Protection::default();
+        let dot_git = root.join(".git");
+        let Ok(meta) = std::fs::symlink_metadata(&dot_git) else {
+            return protection;
+        };
+        if meta.is_file() {
+            protection.dot_git = Some((dot_git, false));
+        } else if meta.is_dir() {
+            protection.dot_git = Some((dot_git.clone(), true));
+            protect_gitdir(&dot_git, root, writable, 0, &mut protection);
+        }
+        protection
+    }
+
+    /// As bubblewrap arguments (after the workspace is bound).
+    pub fn bwrap_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        if let Some((path, is_dir)) = &self.dot_git {
+            let p = path.to_string_lossy().into_owned();
+            let flag = if *is_dir { "--bind" } else { "--ro-bind" };
+            args.extend([flag.to_owned(), p.clone(), p]);
+        }
+        for target in &self.read_only {
+            let t = target.to_string_lossy().into_owned();
+            args.extend(["--ro-bind".to_owned(), t.clone(), t]);
+        }
+        args
+    }
+
+    /// Paths no write may touch, for backends that deny by path (Seatbelt), each with
+    /// whether everything beneath it is covered too: `.git` itself (the directory entry
+    /// only — commits must still write inside it — or a whole gitfile), the read-only
+    /// entries, and the entries that must not appear.
+    pub fn write_denied(&self) -> Vec<(PathBuf, bool)> {
+        let mut out: Vec<(PathBuf, bool)> = self
+            .dot_git
+            .iter()
+            .map(|(p, is_dir)| (p.clone(), !is_dir))
+            .collect();
+        out.extend(self.read_only.iter().map(|p| (p.clone(), true)));
+        for (gitdir, names) in &self.guard.absent {
+            out.extend(names.iter().map(|n| (gitdir.join(n), true)));
+        }
+        out
+    }
+
+    /// What to check after the run.
+    pub fn into_guard(self) -> Guard {
+        self.guard
+    }
+}
+
+/// The bubblewrap arguments protecting the repository at `root`, and what to check after
+/// the run.
 pub fn protect(root: &Path, writable: &[PathBuf]) -> (Vec<String>, Guard) {
-    let mut args = Vec::new();
-    let mut guard = Guard::default();
-    let dot_git = root.join(".git");
-    let Ok(meta) = std::fs::symlink_metadata(&dot_git) else {
-        return (args, guard);
-    };
-    let path = dot_git.to_string_lossy().into_owned();
-    if meta.is_file() {
-        args.extend(["--ro-bind".to_owned(), path.clone(), path]);
-        return (args, guard);
-    }
-    if !meta.is_dir() {
-        return (args, guard);
-    }
-    args.extend(["--bind".to_owned(), path.clone(), path]);
-    protect_gitdir(&dot_git, root, writable, 0, &mut args, &mut guard);
-    (args, guard)
+    let protection = Protection::of(root, writable);
+    (protection.bwrap_args(), protection.into_guard())
 }
 
 fn protect_gitdir(
@@ -68,8 +122,7 @@ fn protect_gitdir(
     worktree: &Path,
     writable: &[PathBuf],
     depth: usize,
-    args: &mut Vec<String>,
-    guard: &mut Guard,
+    protection: &mut Protection,
 ) {
     let mut read_only: Vec<PathBuf> = PROTECTED.iter().map(|n| gitdir.join(n)).collect();
     if let Some(hooks) = hooks_path(gitdir, worktree) {
@@ -81,8 +134,7 @@ fn protect_gitdir(
             continue;
         };
         if writable.iter().any(|w| target.starts_with(w)) {
-            let t = target.to_string_lossy().into_owned();
-            args.extend(["--ro-bind".to_owned(), t.clone(), t]);
+            protection.read_only.push(target);
         }
     }
     let absent: Vec<&'static str> = MUST_NOT_APPEAR
@@ -90,7 +142,7 @@ fn protect_gitdir(
         .copied()
         .filter(|n| std::fs::symlink_metadata(gitdir.join(n)).is_err())
         .collect();
-    guard.absent.push((gitdir.to_path_buf(), absent));
+    protection.guard.absent.push((gitdir.to_path_buf(), absent));
     if depth >= MAX_DEPTH {
         return;
     }
@@ -102,7 +154,7 @@ fn protect_gitdir(
             let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
             if is_dir {
                 let sub = entry.path();
-                protect_gitdir(&sub, &sub, writable, depth + 1, args, guard);
+                protect_gitdir(&sub, &sub, writable, depth + 1, protection);
             }
         }
     }

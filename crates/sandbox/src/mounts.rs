@@ -79,7 +79,17 @@ impl MountPlan {
     /// stores masked when `as_root`. Hidden paths that do not exist are skipped (there is
     /// nothing to hide); whether each is a file or a directory is decided when emitted.
     pub fn new(policy: &SandboxPolicy, writable: bool, as_root: bool) -> MountPlan {
-        let mut mounts: Vec<Mount> = EMPTIED_DIRS
+        Self::build(policy, writable, EMPTIED_DIRS, as_root)
+    }
+
+    /// The plan of the policy's own paths only — no emptied system directories, no
+    /// masks — for backends whose base layout differs (Seatbelt on macOS).
+    pub fn without_layout(policy: &SandboxPolicy, writable: bool) -> MountPlan {
+        Self::build(policy, writable, &[], false)
+    }
+
+    fn build(policy: &SandboxPolicy, writable: bool, emptied: &[&str], as_root: bool) -> MountPlan {
+        let mut mounts: Vec<Mount> = emptied
             .iter()
             .map(PathBuf::from)
             .filter(|d| d.is_dir())
@@ -92,7 +102,7 @@ impl MountPlan {
             .collect();
         for hidden in &policy.hidden_paths {
             let inside_bound = bound.iter().any(|b| hidden.starts_with(b));
-            if !inside_bound && emptied_by_layout(hidden) {
+            if !inside_bound && emptied.iter().any(|d| hidden.starts_with(d)) {
                 continue; // already out of sight
             }
             let covers_bound = bound.iter().any(|b| b.starts_with(hidden));
@@ -138,11 +148,6 @@ impl MountPlan {
             .max_by_key(|m| m.order())
             .is_none_or(|m| matches!(m, Mount::Bind { .. }))
     }
-}
-
-/// Whether `path` lies in a directory the layout empties anyway.
-fn emptied_by_layout(path: &Path) -> bool {
-    EMPTIED_DIRS.iter().any(|d| path.starts_with(d))
 }
 
 /// sshd's private host keys (`/etc/ssh/ssh_host_*_key`).

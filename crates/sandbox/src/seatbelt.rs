@@ -1,6 +1,8 @@
 //! The macOS backend: a `sandbox-exec` (Seatbelt) profile. Deny by default; reads
 //! allowed; writes only beneath the authorized writable paths and temporary directories;
-//! network per policy; Warden's state hidden.
+//! network per policy; Warden's state hidden. Path rules follow the same plan as the
+//! Linux mounts (`mounts.rs`, parents first, since the last matching SBPL rule wins), and
+//! a writable repository gets the same git protection (`git.rs`) as deny rules.
 //!
 //! Paths never appear in the profile text: they are passed as parameters
 //! (`sandbox-exec -D NAME=VALUE`) and referenced with `(param "NAME")`, so a path with
@@ -11,7 +13,8 @@ use std::path::{Path, PathBuf};
 use caps::process::{ProcessSpec, WorkingDir, supervise};
 use caps::{ExecOptions, ExecOutput, Script, Shell};
 
-use crate::{Profile, SandboxPolicy, Unavailable};
+use crate::mounts::{Mount, MountPlan};
+use crate::{Profile, SandboxPolicy, Unavailable, git};
 
 /// Where `sandbox-exec` lives on macOS.
 pub const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
@@ -62,25 +65,40 @@ pub fn profile(policy: &SandboxPolicy, profile: Profile) -> SeatbeltProfile {
          (allow file-write* (subpath \"/private/tmp\") (subpath \"/private/var/folders\") \
          (literal \"/dev/null\") (literal \"/dev/tty\") (literal \"/dev/dtracehelper\"))\n",
     );
-    if profile == Profile::Writable {
-        for path in &policy.writable_paths {
-            let name = param(&mut params, "WRITABLE", path);
-            text.push_str(&format!(
-                "(allow file-write* (subpath (param \"{name}\")))\n"
-            ));
-            for sub in [".git/hooks", ".git/config"] {
-                let name = param(&mut params, "PROTECTED", &path.join(sub));
+    // Rules in mount-plan order (parents first): SBPL lets the last matching rule win,
+    // so a workspace inside a hidden home shows through and a state directory inside the
+    // workspace stays hidden, exactly as the Linux mounts do.
+    let writable = profile == Profile::Writable;
+    for mount in MountPlan::without_layout(policy, writable).mounts() {
+        match mount {
+            Mount::Empty(path) | Mount::Hide(path) => {
+                let name = param(&mut params, "HIDDEN", path);
                 text.push_str(&format!(
-                    "(deny file-write* (subpath (param \"{name}\")))\n"
+                    "(deny file-read* file-write* (subpath (param \"{name}\")))\n"
+                ));
+            }
+            Mount::Bind { path, writable } => {
+                let name = param(&mut params, "BOUND", path);
+                let write = if *writable { "allow" } else { "deny" };
+                text.push_str(&format!(
+                    "(allow file-read* (subpath (param \"{name}\")))\n\
+                     ({write} file-write* (subpath (param \"{name}\")))\n"
                 ));
             }
         }
     }
-    for path in &policy.hidden_paths {
-        let name = param(&mut params, "HIDDEN", path);
-        text.push_str(&format!(
-            "(deny file-read* file-write* (subpath (param \"{name}\")))\n"
-        ));
+    // What git would execute from stays read-only and cannot be planted (`git.rs`).
+    if writable {
+        for root in &policy.writable_paths {
+            for (path, subtree) in git::Protection::of(root, &policy.writable_paths).write_denied()
+            {
+                let name = param(&mut params, "PROTECTED", &path);
+                let filter = if subtree { "subpath" } else { "literal" };
+                text.push_str(&format!(
+                    "(deny file-write* ({filter} (param \"{name}\")))\n"
+                ));
+            }
+        }
     }
     if policy.network {
         text.push_str("(allow network*)\n");
@@ -158,6 +176,16 @@ mod tests {
         assert!(!p.text.contains("(allow default)"));
     }
 
+    /// The parameter name given to `path`.
+    fn name_of(p: &SeatbeltProfile, path: &Path) -> String {
+        let value = path.to_string_lossy();
+        p.params
+            .iter()
+            .find(|(_, v)| *v == value)
+            .map(|(n, _)| n.clone())
+            .unwrap_or_else(|| panic!("{} is not a parameter of {p:?}", path.display()))
+    }
+
     #[test]
     fn paths_are_parameters_never_profile_text() {
         let pol = policy();
@@ -168,44 +196,89 @@ mod tests {
             p.text
         );
         assert!(!p.text.contains("quoted"));
+        let ws = name_of(&p, &pol.writable_paths[0]);
         assert!(
             p.text
-                .contains("(allow file-write* (subpath (param \"WRITABLE_0\")))")
+                .contains(&format!("(allow file-write* (subpath (param \"{ws}\")))"))
         );
-        assert!(
-            p.text
-                .contains("(deny file-read* file-write* (subpath (param \"HIDDEN_0\")))")
-        );
-        assert_eq!(
-            p.params[0],
-            (
-                "WRITABLE_0".to_string(),
-                pol.writable_paths[0].to_string_lossy().into_owned()
-            )
-        );
+        let hidden = name_of(&p, &pol.hidden_paths[0]);
+        assert!(p.text.contains(&format!(
+            "(deny file-read* file-write* (subpath (param \"{hidden}\")))"
+        )));
         let argv = p.command_line(&["/bin/ls".into()]);
         assert_eq!(argv[0], "-p");
         assert!(
             argv.iter()
-                .any(|a| a.starts_with("WRITABLE_0=/Users/u/work"))
+                .any(|a| a.starts_with(&format!("{ws}=/Users/u/work")))
         );
         assert_eq!(argv[argv.len() - 2..], ["--".to_string(), "/bin/ls".into()]);
     }
 
     #[test]
+    fn a_workspace_inside_a_hidden_home_shows_through_and_state_inside_it_stays_hidden() {
+        // SBPL: the last matching rule wins, so rules must come parents first.
+        let pol = SandboxPolicy {
+            writable_paths: vec![PathBuf::from("/Users/u/work")],
+            readable_extra_paths: vec![PathBuf::from("/Users/u/work/ref")],
+            hidden_paths: vec![
+                PathBuf::from("/Users/u"),
+                PathBuf::from("/Users/u/work/.warden"),
+            ],
+            network: false,
+            landlock: crate::LandlockMode::Off,
+        };
+        let p = profile(&pol, Profile::Writable);
+        let at = |path: &str, rule: &str| {
+            let name = name_of(&p, Path::new(path));
+            p.text
+                .find(&format!("({rule} (subpath (param \"{name}\")))"))
+                .unwrap_or_else(|| panic!("no {rule} for {path} in\n{}", p.text))
+        };
+        let home = at("/Users/u", "deny file-read* file-write*");
+        let work = at("/Users/u/work", "allow file-write*");
+        let reference = at("/Users/u/work/ref", "deny file-write*");
+        let state = at("/Users/u/work/.warden", "deny file-read* file-write*");
+        assert!(
+            home < work && work < reference && work < state,
+            "{}",
+            p.text
+        );
+    }
+
+    #[test]
     fn read_only_profile_has_no_workspace_writes_and_git_is_protected_when_writable() {
-        let p = profile(&policy(), Profile::ReadOnly);
-        assert!(!p.text.contains("WRITABLE"));
-        let w = profile(&policy(), Profile::Writable);
+        let repo = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(repo.path()).unwrap();
+        std::fs::create_dir_all(root.join(".git/hooks")).unwrap();
+        std::fs::write(root.join(".git/config"), "[core]\n").unwrap();
+        let pol = SandboxPolicy {
+            writable_paths: vec![root.clone()],
+            ..policy()
+        };
+        let p = profile(&pol, Profile::ReadOnly);
         assert!(
-            w.text
-                .contains("(deny file-write* (subpath (param \"PROTECTED_0\")))")
+            !p.text
+                .contains("(allow file-write* (subpath (param \"BOUND")
         );
-        assert!(
-            w.params
-                .iter()
-                .any(|(n, v)| n == "PROTECTED_0" && v.ends_with(".git/hooks"))
-        );
+        assert!(!p.text.contains("PROTECTED"));
+        let w = profile(&pol, Profile::Writable);
+        for protected in [".git/hooks", ".git/config", ".git/commondir"] {
+            let name = name_of(&w, &root.join(protected));
+            assert!(
+                w.text
+                    .contains(&format!("(deny file-write* (subpath (param \"{name}\")))")),
+                "{protected}: {}",
+                w.text
+            );
+        }
+        // `.git` itself cannot be renamed or replaced, but commits still write inside it.
+        let dot_git = name_of(&w, &root.join(".git"));
+        assert!(w.text.contains(&format!(
+            "(deny file-write* (literal (param \"{dot_git}\")))"
+        )));
+        assert!(!w.text.contains(&format!(
+            "(deny file-write* (subpath (param \"{dot_git}\")))"
+        )));
     }
 
     #[test]
