@@ -472,6 +472,13 @@ async fn network_off_means_no_tcp_udp_or_abstract_socket_reaches_the_host() {
     // With the network allowed, the same probe connects (the test can tell the difference).
     let got = lab.probe(true, "net", &env).await;
     assert_eq!(got["tcp"], "connected");
+    // ...but host abstract sockets stay out of reach where Landlock can scope them (ABI 6).
+    if sandbox::bwrap::landlock_abi() >= 6 {
+        assert_ne!(got["abstract"], "connected", "{got:?}");
+        assert!(abstract_listener.accept().is_err());
+    } else {
+        eprintln!("SKIPPED: abstract-socket scoping needs Landlock ABI 6");
+    }
 }
 
 #[tokio::test]

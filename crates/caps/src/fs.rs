@@ -24,6 +24,20 @@ pub enum FileKind {
     Other,
 }
 
+impl FileKind {
+    /// The kind from a file type's predicates (std's and cap-std's file types answer the
+    /// same questions but are different types).
+    pub(crate) fn classify(symlink: bool, dir: bool, file: bool, socket: bool) -> FileKind {
+        match (symlink, dir, file, socket) {
+            (true, ..) => FileKind::Symlink,
+            (_, true, ..) => FileKind::Dir,
+            (_, _, true, _) => FileKind::File,
+            (.., true) => FileKind::Socket,
+            _ => FileKind::Other,
+        }
+    }
+}
+
 impl std::fmt::Display for FileKind {
     /// Words for error messages: "it is a symbolic link".
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

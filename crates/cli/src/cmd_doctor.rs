@@ -141,28 +141,17 @@ pub fn run(args: DoctorArgs) -> i32 {
             .collect(),
     });
     let gateway = facts.gateway(None);
+    // The gateway's own route decides, so doctor and every exec give the same answer.
     let sandbox_status = match (&gateway, backend) {
         (Err(e), _) => Err(format!("{e:#}")),
-        (Ok(_), SandboxBackend::Off) => Err(crate::compose::SANDBOX_OFF.to_owned()),
-        (Ok(_), SandboxBackend::Bwrap) => match &report.bwrap_unavailable {
-            Some(why) => Err(why.clone()),
-            None => Ok(format!(
-                "bubblewrap + seccomp{}",
-                if report.landlock_abi >= 1 {
-                    format!(" + Landlock ABI {}", report.landlock_abi)
-                } else {
-                    String::new()
-                }
-            )),
-        },
-        (Ok(_), other) => {
-            let probe = facts.gateway(None).map(|g| g.sandbox_available());
-            match probe {
-                Ok(Ok(())) => Ok(format!("{other:?} backend available")),
-                Ok(Err(why)) => Err(why),
-                Err(e) => Err(format!("{e:#}")),
-            }
-        }
+        (Ok(g), backend) => g.sandbox_available().map(|()| match backend {
+            SandboxBackend::Bwrap if report.landlock_abi >= 1 => format!(
+                "bubblewrap + seccomp + Landlock ABI {}",
+                report.landlock_abi
+            ),
+            SandboxBackend::Bwrap => "bubblewrap + seccomp".to_owned(),
+            other => format!("{other:?} backend available"),
+        }),
     };
     let store = facts.store();
     let store_status = store.load().map(|_| ()).map_err(|e| e.to_string());

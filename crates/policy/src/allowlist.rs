@@ -182,9 +182,14 @@ impl Default for Allowlist {
     }
 }
 
+/// `~` replaced by the home directory — escaped, so glob characters in the home's own
+/// name match only themselves.
 fn expand_home(pattern: &str, home: &Path) -> String {
     match pattern.strip_prefix('~') {
-        Some(rest) => format!("{}{rest}", home.to_string_lossy().trim_end_matches('/')),
+        Some(rest) => format!(
+            "{}{rest}",
+            crate::allow_always::escape_glob(home.to_string_lossy().trim_end_matches('/'))
+        ),
         None => pattern.to_owned(),
     }
 }
@@ -305,6 +310,20 @@ mod tests {
                 "/home/other/Projects/bin/rg"
             ))
             .is_none()
+        );
+    }
+
+    #[test]
+    fn glob_characters_in_the_home_match_only_themselves() {
+        let p = vec!["~/bin/tool".to_string()];
+        let a = Allowlist::compile(&p, Path::new("/home/a*b"), CaseMode::Sensitive);
+        assert!(
+            a.find_match(&exe("t", Invocation::Absolute, "/home/a*b/bin/tool"))
+                .is_some()
+        );
+        assert!(
+            a.find_match(&exe("t", Invocation::Absolute, "/home/aXYb/bin/tool"))
+                .is_none()
         );
     }
 

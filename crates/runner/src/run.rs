@@ -583,15 +583,12 @@ impl Runner {
                 rule: format!("host=sandbox WITHOUT an OS sandbox ({why}), permission_mode={mode}"),
             },
         };
-        let (argv, arg0) = match command {
-            CommandSpec::Shell(text) => (shell_argv(text), None),
-            CommandSpec::Argv(argv) => match self.resolve_argv(argv, cwd) {
-                Ok(resolved) => (resolved, argv.first().cloned()),
-                Err((message, code)) => {
-                    report.outcome = error(message, code);
-                    return report;
-                }
-            },
+        // The program is found inside the sandbox, by the sandbox's own view of the
+        // command's PATH: a container has its own filesystem, and resolving on the host
+        // would name a file that may not exist (or differ) in there.
+        let argv = match command {
+            CommandSpec::Shell(text) => shell_argv(text),
+            CommandSpec::Argv(argv) => argv.clone(),
         };
         report.executed = Some(Executed {
             argv: argv.clone(),
@@ -599,7 +596,6 @@ impl Runner {
         });
         let mut options = ExecOptions::new(cwd, timeout);
         options.env = env.clone();
-        options.arg0 = arg0;
         events.emit(ExecEvent::Started {
             run_id: report.run_id.clone(),
             host: host.label.clone(),

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use landlock::{
     ABI, Access, AccessFs, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, RulesetStatus,
+    RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
 use crate::LandlockMode;
@@ -118,20 +118,27 @@ pub struct Target {
 
 /// Apply Landlock for `writable`. Returns the enforcement status.
 fn apply_landlock(writable: &[PathBuf], mode: LandlockMode) -> Result<RulesetStatus, String> {
-    // Ask for the write rights this kernel knows (up to ABI 5, the newest this helper
-    // uses): asking for more would make a hard requirement fail on an older kernel.
-    let abi = ABI::from(crate::bwrap::landlock_abi().clamp(1, 5) as i32);
+    // Ask for the write rights this kernel knows (up to ABI 5, the newest file-system
+    // rights this helper uses): asking for more would make a hard requirement fail on an
+    // older kernel.
+    let kernel_abi = crate::bwrap::landlock_abi();
+    let abi = ABI::from(kernel_abi.clamp(1, 5) as i32);
     let write = AccessFs::from_write(abi);
     let mut ruleset = Ruleset::default();
     ruleset = ruleset.set_compatibility(match mode {
         LandlockMode::Required => CompatLevel::HardRequirement,
         _ => CompatLevel::BestEffort,
     });
-    let mut created = ruleset
-        .handle_access(write)
-        .map_err(|e| e.to_string())?
-        .create()
-        .map_err(|e| e.to_string())?;
+    let mut ruleset = ruleset.handle_access(write).map_err(|e| e.to_string())?;
+    // From ABI 6 the kernel also scopes IPC: no connecting to abstract Unix sockets and no
+    // signals beyond the sandbox. With the network on there is no new network namespace,
+    // so this is what keeps the host's abstract sockets (X11, D-Bus, ...) out of reach.
+    if kernel_abi >= 6 {
+        ruleset = ruleset
+            .scope(Scope::AbstractUnixSocket | Scope::Signal)
+            .map_err(|e| e.to_string())?;
+    }
+    let mut created = ruleset.create().map_err(|e| e.to_string())?;
     let mut targets: Vec<PathBuf> = writable.to_vec();
     targets.extend(["/tmp", "/dev"].map(PathBuf::from));
     for path in targets {

@@ -30,17 +30,7 @@ pub struct BoundedFs {
 
 fn to_metadata(m: &cap_std::fs::Metadata) -> Metadata {
     let ft = m.file_type();
-    let kind = if ft.is_symlink() {
-        FileKind::Symlink
-    } else if ft.is_dir() {
-        FileKind::Dir
-    } else if ft.is_file() {
-        FileKind::File
-    } else if ft.is_socket() {
-        FileKind::Socket
-    } else {
-        FileKind::Other
-    };
+    let kind = FileKind::classify(ft.is_symlink(), ft.is_dir(), ft.is_file(), ft.is_socket());
     Metadata {
         kind,
         len: m.len(),
@@ -188,17 +178,8 @@ impl Fs for BoundedFs {
         {
             let entry = entry.map_err(|e| map_err("list", path, e))?;
             let ft = entry.file_type().map_err(|e| map_err("list", path, e))?;
-            let kind = if ft.is_symlink() {
-                FileKind::Symlink
-            } else if ft.is_dir() {
-                FileKind::Dir
-            } else if ft.is_file() {
-                FileKind::File
-            } else if ft.is_socket() {
-                FileKind::Socket
-            } else {
-                FileKind::Other
-            };
+            let kind =
+                FileKind::classify(ft.is_symlink(), ft.is_dir(), ft.is_file(), ft.is_socket());
             entries.push(DirEntry {
                 name: entry.file_name(),
                 kind,

@@ -108,17 +108,8 @@ impl Fs for LocalFs {
         for entry in fs::read_dir(&p).map_err(io_err("list", path))? {
             let entry = entry.map_err(io_err("list", path))?;
             let ft = entry.file_type().map_err(io_err("list", path))?;
-            let kind = if ft.is_symlink() {
-                FileKind::Symlink
-            } else if ft.is_dir() {
-                FileKind::Dir
-            } else if ft.is_file() {
-                FileKind::File
-            } else if ft.is_socket() {
-                FileKind::Socket
-            } else {
-                FileKind::Other
-            };
+            let kind =
+                FileKind::classify(ft.is_symlink(), ft.is_dir(), ft.is_file(), ft.is_socket());
             entries.push(DirEntry {
                 name: entry.file_name(),
                 kind,

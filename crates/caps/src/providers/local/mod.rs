@@ -20,17 +20,7 @@ use crate::fs::{FileKind, Metadata};
 /// Convert std metadata (also what cap-std hands back) into the seam's value type.
 pub(crate) fn metadata_from_std(m: &StdMetadata) -> Metadata {
     let ft = m.file_type();
-    let kind = if ft.is_symlink() {
-        FileKind::Symlink
-    } else if ft.is_dir() {
-        FileKind::Dir
-    } else if ft.is_file() {
-        FileKind::File
-    } else if ft.is_socket() {
-        FileKind::Socket
-    } else {
-        FileKind::Other
-    };
+    let kind = FileKind::classify(ft.is_symlink(), ft.is_dir(), ft.is_file(), ft.is_socket());
     Metadata {
         kind,
         len: m.len(),
