@@ -884,7 +884,7 @@ fn fails_closed_when_bubblewrap_is_missing_or_cannot_build_namespaces() {
     .unwrap();
     let err = sandbox::bwrap::find_bwrap(&[fake.path().to_path_buf()]).unwrap_err();
     assert!(
-        err.0.contains("writable by others") || err.0.contains("not owned by root"),
+        err.0.contains("writable by group or others") || err.0.contains("not owned by root"),
         "{err}"
     );
     // Landlock required on a kernel without it is refused; with it, accepted.

@@ -22,32 +22,14 @@ use crate::mounts::{Mount, MountPlan};
 use crate::{LandlockMode, Profile, SandboxPolicy, Unavailable, git, helper, seccomp};
 
 /// Where bubblewrap may come from: system directories only, never a workspace or PATH.
-pub const TRUSTED_BWRAP_DIRS: &[&str] = &["/usr/bin", "/bin"];
+pub const TRUSTED_BWRAP_DIRS: &[&str] = crate::trusted::TRUSTED_SYSTEM_DIRS;
 
-/// Find a trustworthy `bwrap`: a regular, executable file in one of `dirs`, owned by root
-/// and not writable by anyone else.
+/// Find a trustworthy `bwrap` in `dirs` (see [`crate::trusted::system_binary`]).
 pub fn find_bwrap(dirs: &[PathBuf]) -> Result<PathBuf, Unavailable> {
-    use std::os::unix::fs::MetadataExt;
-    let mut problems = Vec::new();
-    for dir in dirs {
-        let candidate = dir.join("bwrap");
-        match std::fs::metadata(&candidate) {
-            Ok(m) if !m.is_file() => {
-                problems.push(format!("{} is not a file", candidate.display()))
-            }
-            Ok(m) if m.uid() != 0 => {
-                problems.push(format!("{} is not owned by root", candidate.display()))
-            }
-            Ok(m) if m.mode() & 0o022 != 0 => {
-                problems.push(format!("{} is writable by others", candidate.display()))
-            }
-            Ok(m) if m.mode() & 0o111 == 0 => {
-                problems.push(format!("{} is not executable", candidate.display()))
-            }
-            Ok(_) => return Ok(candidate),
-            Err(_) => {}
-        }
-    }
+    let problems = match crate::trusted::system_binary("bwrap", dirs) {
+        Ok(path) => return Ok(path),
+        Err(problems) => problems,
+    };
     let searched: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
     Err(Unavailable(if problems.is_empty() {
         format!(

@@ -69,7 +69,7 @@ use crate::Unavailable;
 
 /// Where the engine CLI may come from when the configuration names none: system
 /// directories only, never a workspace or `PATH`.
-pub const TRUSTED_ENGINE_DIRS: &[&str] = &["/usr/bin", "/bin"];
+pub const TRUSTED_ENGINE_DIRS: &[&str] = crate::trusted::TRUSTED_SYSTEM_DIRS;
 
 /// The engines this backend speaks to. Both share the `exec`/`inspect` command line it
 /// uses; restricting the name keeps a config typo from running an arbitrary system
@@ -334,22 +334,10 @@ pub fn find_engine(engine: &str, dirs: &[PathBuf]) -> Result<PathBuf, Unavailabl
             SUPPORTED_ENGINES.join(", ")
         )));
     }
-    let mut problems = Vec::new();
-    for dir in dirs {
-        if !dir.is_absolute() {
-            problems.push(format!(
-                "engine directory {} is not absolute",
-                dir.display()
-            ));
-            continue;
-        }
-        let candidate = dir.join(engine);
-        match check_engine_file(&candidate) {
-            Ok(Some(path)) => return Ok(path),
-            Ok(None) => {}
-            Err(problem) => problems.push(problem),
-        }
-    }
+    let problems = match crate::trusted::system_binary(engine, dirs) {
+        Ok(path) => return Ok(path),
+        Err(problems) => problems,
+    };
     let searched: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
     Err(Unavailable(if problems.is_empty() {
         format!(
@@ -369,48 +357,6 @@ pub fn find_engine(engine: &str, dirs: &[PathBuf]) -> Result<PathBuf, Unavailabl
             problems.join("; ")
         )
     }))
-}
-
-/// `Ok(None)`: no such file. `Err`: a file that exists but must not be run.
-// The engine is a host file vetted before any provider exists, exactly like bubblewrap;
-// there is no `caps::Fs` for Warden's own host in this crate.
-#[allow(clippy::disallowed_methods)]
-fn check_engine_file(candidate: &Path) -> Result<Option<PathBuf>, String> {
-    use std::os::unix::fs::MetadataExt;
-    if std::fs::symlink_metadata(candidate).is_err() {
-        return Ok(None);
-    }
-    let real = std::fs::canonicalize(candidate)
-        .map_err(|e| format!("{} cannot be resolved: {e}", candidate.display()))?;
-    let shown = if real == candidate {
-        candidate.display().to_string()
-    } else {
-        format!("{} (-> {})", candidate.display(), real.display())
-    };
-    let meta = std::fs::metadata(&real).map_err(|e| format!("{shown}: {e}"))?;
-    if !meta.is_file() {
-        return Err(format!("{shown} is not a regular file"));
-    }
-    if meta.uid() != 0 {
-        return Err(format!("{shown} is not owned by root"));
-    }
-    if meta.mode() & 0o022 != 0 {
-        return Err(format!("{shown} is writable by group or others"));
-    }
-    if meta.mode() & 0o111 == 0 {
-        return Err(format!("{shown} is not executable"));
-    }
-    // Whoever can write the directory can replace the file.
-    if let Some(parent) = real.parent() {
-        let dir = std::fs::metadata(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
-        if dir.uid() != 0 || dir.mode() & 0o022 != 0 {
-            return Err(format!(
-                "{shown} is in {}, which is not owned by root or is writable by group or others",
-                parent.display()
-            ));
-        }
-    }
-    Ok(Some(real))
 }
 
 /// Container names and ids as Docker and Podman accept them. Anything else is refused

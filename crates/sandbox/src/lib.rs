@@ -25,6 +25,7 @@ pub mod mounts;
 pub mod probe;
 pub mod seatbelt;
 pub mod seccomp;
+pub mod trusted;
 pub mod watch;
 
 use std::path::PathBuf;
