@@ -283,7 +283,14 @@ impl HostFacts {
             Arc::clone(&local),
             Gate::Policy,
         ));
-        let sandbox = sandbox_route(self, &config, &store, &workspace, &auth, &state_dir);
+        // Probing the sandbox backend starts processes: only when a command needs it.
+        let sandbox = {
+            let (facts, config, store) = (self.clone(), config.clone(), store.clone());
+            let (workspace, auth, state_dir) = (workspace.clone(), auth.clone(), state_dir.clone());
+            SandboxRoute::deferred(move || {
+                sandbox_route(&facts, &config, &store, &workspace, &auth, &state_dir)
+            })
+        };
         let files = FileTools::open(&auth, Some(state_dir))?;
         let direct_runner = Runner::new(runner_host(
             self,

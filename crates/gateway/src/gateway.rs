@@ -4,6 +4,7 @@
 //! Routing fails closed: `sandbox` without a sandbox backend and `node` without a paired
 //! node are denials that say so — never a silent run on the gateway itself.
 
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use approvals::Store;
@@ -20,6 +21,48 @@ pub enum SandboxRoute {
     Available(Box<Runner>),
     /// No sandbox backend: every sandboxed exec is refused with this diagnosis.
     Unavailable(String),
+    /// Worked out on first use (see [`SandboxRoute::deferred`]).
+    Deferred(Box<DeferredRoute>),
+}
+
+/// A sandbox route built the first time it is needed: probing a backend starts
+/// processes, which a gateway serving only `host = gateway` commands (or a single
+/// `warden exec` that is denied) should not pay for.
+pub struct DeferredRoute {
+    route: OnceLock<SandboxRoute>,
+    build: Mutex<Option<RouteBuilder>>,
+}
+
+type RouteBuilder = Box<dyn FnOnce() -> SandboxRoute + Send>;
+
+impl SandboxRoute {
+    /// A route that `build` works out on first use, once.
+    pub fn deferred(build: impl FnOnce() -> SandboxRoute + Send + 'static) -> SandboxRoute {
+        SandboxRoute::Deferred(Box::new(DeferredRoute {
+            route: OnceLock::new(),
+            build: Mutex::new(Some(Box::new(build))),
+        }))
+    }
+
+    /// The route itself, building a deferred one now if it has not been built.
+    fn resolved(&self) -> &SandboxRoute {
+        let SandboxRoute::Deferred(deferred) = self else {
+            return self;
+        };
+        deferred.route.get_or_init(|| {
+            let build = deferred
+                .build
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
+            match build.map(|b| b()) {
+                Some(SandboxRoute::Deferred(_)) | None => {
+                    SandboxRoute::Unavailable("the sandbox route could not be built".into())
+                }
+                Some(route) => route,
+            }
+        })
+    }
 }
 
 /// Direct execution: an operator may switch `host = sandbox` to run without an OS
@@ -77,9 +120,15 @@ impl Gateway {
 
     /// `Ok` if `host=sandbox` can run commands, else the diagnosis.
     pub fn sandbox_available(&self) -> Result<(), String> {
-        match &self.sandbox {
-            SandboxRoute::Available(_) => Ok(()),
+        self.sandbox_runner().map(|_| ())
+    }
+
+    /// The sandbox runner, or why there is none.
+    fn sandbox_runner(&self) -> Result<&Runner, String> {
+        match self.sandbox.resolved() {
+            SandboxRoute::Available(runner) => Ok(runner),
             SandboxRoute::Unavailable(why) => Err(why.clone()),
+            SandboxRoute::Deferred(_) => Err("the sandbox route could not be built".into()),
         }
     }
 
@@ -210,11 +259,9 @@ impl Gateway {
                     None => unreachable_direct(request, resolved, &events),
                 }
             }
-            Host::Sandbox => match &self.sandbox {
-                SandboxRoute::Available(sandboxed) => {
-                    sandboxed.run(request, &events, &self.shutdown).await
-                }
-                SandboxRoute::Unavailable(why) => refuse(
+            Host::Sandbox => match self.sandbox_runner() {
+                Ok(sandboxed) => sandboxed.run(request, &events, &self.shutdown).await,
+                Err(why) => refuse(
                     request,
                     resolved,
                     "sandbox",
@@ -286,4 +333,33 @@ fn refuse(
 /// A request timeout given in seconds by a tool call.
 pub fn seconds(value: f64) -> Option<Duration> {
     (value.is_finite() && value > 0.0).then(|| Duration::from_secs_f64(value.min(1e9)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn a_deferred_route_is_built_once_and_only_when_needed() {
+        let built = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&built);
+        let route = SandboxRoute::deferred(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+            SandboxRoute::Unavailable("no backend here".into())
+        });
+        assert_eq!(
+            built.load(Ordering::SeqCst),
+            0,
+            "nothing is probed up front"
+        );
+        for _ in 0..3 {
+            assert!(matches!(
+                route.resolved(),
+                SandboxRoute::Unavailable(why) if why == "no backend here"
+            ));
+        }
+        assert_eq!(built.load(Ordering::SeqCst), 1);
+    }
 }

@@ -10,6 +10,8 @@ pub mod mcp;
 mod sessions;
 
 pub use files::{FileError, FileTools, PathAuthorization};
-pub use gateway::{DirectMode, Gateway, NO_NODE, SANDBOX_UNAVAILABLE, SandboxRoute, seconds};
+pub use gateway::{
+    DeferredRoute, DirectMode, Gateway, NO_NODE, SANDBOX_UNAVAILABLE, SandboxRoute, seconds,
+};
 pub use mcp::{AGENT_HEADER, SESSION_HEADER, WardenMcp, report_json, tools};
 pub use sessions::{MAX_EVENTS_PER_SESSION, SessionEvents, SessionKey, Sessions};
