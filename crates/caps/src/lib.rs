@@ -32,7 +32,7 @@ pub use fs::{DirEntry, FileKind, Fs, FsLock, Metadata, WriteOptions};
 pub use output::{
     OutputCollector, Stream, TRUNCATION_MARKER, truncate_utf8_head, truncate_utf8_tail,
 };
-pub use providers::bounded::{BoundedFs, BoundedShell};
+pub use providers::bounded::{Access, BoundedFs, BoundedShell, Guard};
 pub use providers::local::{LocalFs, LocalShell};
 pub use providers::memory::{MemoryFs, NoProcesses, RecordedCall, ScriptedShell};
 pub use shell::{

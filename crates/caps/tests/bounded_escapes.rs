@@ -282,3 +282,204 @@ fn directory_swapped_for_symlink_during_operations_never_escapes() {
         "OUTSIDE"
     );
 }
+
+/// A guarded root holding a protected directory (`ws/a/.warden`, as Warden's state
+/// directory inside a workspace) and symlinks that lead into it.
+struct Guarded {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    protected: PathBuf,
+    fs: BoundedFs,
+}
+
+fn guarded() -> Guarded {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap().join("ws");
+    let protected = root.join("a/.warden");
+    std::fs::create_dir_all(&protected).unwrap();
+    std::fs::write(protected.join("config.toml"), "ORIGINAL").unwrap();
+    symlink("a/.warden", root.join("dirlink")).unwrap();
+    symlink("a/.warden/config.toml", root.join("filelink")).unwrap();
+    symlink(".warden/config.toml", root.join("a/sibling")).unwrap();
+    let fenced = protected.clone();
+    let guard: caps::Guard = Arc::new(move |real: &Path, _| {
+        if real.starts_with(&fenced) {
+            Err(format!("{} is protected", real.display()))
+        } else {
+            Ok(())
+        }
+    });
+    let fs = BoundedFs::open(&root).unwrap().with_guard(guard);
+    Guarded {
+        _tmp: tmp,
+        root,
+        protected,
+        fs,
+    }
+}
+
+#[test]
+fn a_guarded_subtree_is_refused_by_every_operation_and_every_path() {
+    let g = guarded();
+    let before = snapshot(&g.protected);
+    let w = WriteOptions::default();
+    let mut failures = Vec::new();
+    let mut expect_denied = |what: &str, r: caps::Result<()>| match r {
+        Err(e) if e.is_denied() => {}
+        other => failures.push(format!("{what}: {other:?}")),
+    };
+    for path in [
+        "a/.warden/config.toml",
+        "dirlink/config.toml",
+        "filelink",
+        "a/sibling",
+        "a/../a/.warden/config.toml",
+    ] {
+        let p = Path::new(path);
+        expect_denied(&format!("read {path}"), g.fs.read(p).map(drop));
+        expect_denied(&format!("metadata {path}"), g.fs.metadata(p).map(drop));
+        expect_denied(&format!("write {path}"), g.fs.write(p, b"PLANTED", w));
+        expect_denied(
+            &format!("set_permissions {path}"),
+            g.fs.set_permissions(p, 0o777),
+        );
+        expect_denied(
+            &format!("canonicalize {path}"),
+            g.fs.canonicalize(p).map(drop),
+        );
+    }
+    // An atomic write lands in the directory that holds the name: refused there, and
+    // through a link outside the subtree it replaces the link, not its target.
+    for path in ["a/.warden/config.toml", "dirlink/config.toml"] {
+        expect_denied(
+            &format!("write_atomic {path}"),
+            g.fs.write_atomic(Path::new(path), b"PLANTED", w),
+        );
+    }
+    for dir in ["a/.warden", "dirlink"] {
+        let d = Path::new(dir);
+        expect_denied(&format!("list {dir}"), g.fs.list(d).map(drop));
+        expect_denied(
+            &format!("create_dir_all {dir}/sub"),
+            g.fs.create_dir_all(&d.join("sub"), 0o755),
+        );
+        expect_denied(
+            &format!("write {dir}/direct-mode.json"),
+            g.fs.write(&d.join("direct-mode.json"), b"{}", w),
+        );
+        expect_denied(
+            &format!("write_atomic {dir}/new.json"),
+            g.fs.write_atomic(&d.join("new.json"), b"{}", w),
+        );
+        expect_denied(
+            &format!("lock {dir}/x.lock"),
+            g.fs.lock(&d.join("x.lock")).map(drop),
+        );
+        expect_denied(
+            &format!("remove {dir}/config.toml"),
+            g.fs.remove(&d.join("config.toml")),
+        );
+        expect_denied(
+            &format!("rename {dir}/config.toml"),
+            g.fs.rename(&d.join("config.toml"), Path::new("stolen")),
+        );
+    }
+    std::fs::write(g.root.join("planted"), "PLANTED").unwrap();
+    expect_denied(
+        "rename into dirlink",
+        g.fs.rename(Path::new("planted"), Path::new("dirlink/config.toml")),
+    );
+    expect_denied("remove the directory", g.fs.remove(Path::new("a/.warden")));
+    assert!(failures.is_empty(), "not refused:\n{}", failures.join("\n"));
+    assert_eq!(
+        snapshot(&g.protected),
+        before,
+        "the protected directory changed"
+    );
+    // Everything else still works, including symlinks that stay outside the subtree.
+    symlink("a", g.root.join("alias")).unwrap();
+    g.fs.write_atomic(Path::new("alias/ok.txt"), b"ok", w)
+        .unwrap();
+    assert_eq!(g.fs.read(Path::new("a/ok.txt")).unwrap(), b"ok");
+    g.fs.create_dir_all(Path::new("alias/new/deeper"), 0o755)
+        .unwrap();
+    assert!(g.root.join("a/new/deeper").is_dir());
+    // Replacing a symlink by an atomic write replaces the link, not its target.
+    g.fs.write_atomic(Path::new("filelink"), b"replaced", w)
+        .unwrap();
+    assert!(
+        std::fs::symlink_metadata(g.root.join("filelink"))
+            .unwrap()
+            .is_file()
+    );
+    assert_eq!(
+        std::fs::read_to_string(g.protected.join("config.toml")).unwrap(),
+        "ORIGINAL"
+    );
+}
+
+/// A directory is swapped (RENAME_EXCHANGE) with a symlink into the guarded subtree
+/// thousands of times while reads and writes run through it: nothing may ever be read
+/// from or written into the subtree.
+#[test]
+fn a_directory_swapped_for_a_symlink_into_the_guarded_subtree_never_gets_in() {
+    let g = guarded();
+    std::fs::create_dir(g.root.join("swap")).unwrap();
+    std::fs::write(g.root.join("swap/config.toml"), "INSIDE").unwrap();
+    symlink("a/.warden", g.root.join("swap-alt")).unwrap();
+    let before = snapshot(&g.protected);
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapper = {
+        let stop = Arc::clone(&stop);
+        let root = g.root.clone();
+        std::thread::spawn(move || {
+            let mut swaps = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                nix::fcntl::renameat2(
+                    nix::fcntl::AT_FDCWD,
+                    &root.join("swap"),
+                    nix::fcntl::AT_FDCWD,
+                    &root.join("swap-alt"),
+                    nix::fcntl::RenameFlags::RENAME_EXCHANGE,
+                )
+                .unwrap();
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    let (mut inside, mut refused) = (0, 0);
+    for i in 0..3000 {
+        match g.fs.read(Path::new("swap/config.toml")) {
+            Ok(data) => {
+                assert_eq!(data, b"INSIDE", "read the guarded file on iteration {i}");
+                inside += 1;
+            }
+            Err(e) => {
+                assert!(e.is_denied() || e.is_not_found(), "{e:?}");
+                refused += 1;
+            }
+        }
+        let w = WriteOptions::default();
+        let _ = g.fs.write(Path::new("swap/written.txt"), b"W", w);
+        let _ =
+            g.fs.write_atomic(Path::new("swap/direct-mode.json"), b"A", w);
+        let _ = g.fs.create_dir_all(Path::new("swap/made"), 0o755);
+        let _ = g.fs.list(Path::new("swap"));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let swaps = swapper.join().unwrap();
+    assert!(
+        swaps >= 1000,
+        "only {swaps} swaps: the race was not exercised"
+    );
+    assert!(
+        inside > 0 && refused > 0,
+        "{inside} read / {refused} refused"
+    );
+    assert_eq!(
+        snapshot(&g.protected),
+        before,
+        "something got into the subtree"
+    );
+}

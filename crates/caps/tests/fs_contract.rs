@@ -65,6 +65,20 @@ fn bounded() -> World {
     }
 }
 
+/// A bounded world under a guard that allows everything: the handle-first code paths
+/// must keep the same contract.
+fn guarded() -> World {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().to_path_buf();
+    let allow_all: caps::Guard = std::sync::Arc::new(|_, _| Ok(()));
+    World {
+        fs: Box::new(BoundedFs::open(&root).unwrap().with_guard(allow_all)),
+        base: PathBuf::new(),
+        symlink: Box::new(move |t, l| std::os::unix::fs::symlink(t, root.join(l)).unwrap()),
+        _tmp: Some(tmp),
+    }
+}
+
 /// Lets a test keep a handle on the `MemoryFs` (for symlinks) while the world owns it.
 #[derive(Debug)]
 struct ArcFs(std::sync::Arc<MemoryFs>);
@@ -289,6 +303,7 @@ macro_rules! contract {
         mod local_provider { use super::*; $(#[test] fn $test() { super::$test(local()) })* }
         mod memory_provider { use super::*; $(#[test] fn $test() { super::$test(memory()) })* }
         mod bounded_provider { use super::*; $(#[test] fn $test() { super::$test(bounded()) })* }
+        mod guarded_bounded_provider { use super::*; $(#[test] fn $test() { super::$test(guarded()) })* }
     };
 }
 

@@ -162,6 +162,7 @@ pub fn run(args: DoctorArgs) -> i32 {
             Approver::Unsafe("the approvals file is unusable (see gateway)".into())
         });
     let direct = active_direct_mode(facts.fs().as_ref(), &direct_mode_path(&facts), facts.uid);
+    let protection = facts.protection(None).map_err(|e| format!("{e:#}"));
     if args.json {
         let v = json!({
             "checks": report.checks,
@@ -173,6 +174,15 @@ pub fn run(args: DoctorArgs) -> i32 {
                 "node": { "available": false, "detail": "no node is paired (the Bridge is not part of this version)" },
             },
             "approver": { "listening": matches!(approver_status, Approver::Listening(_)), "usable": !matches!(approver_status, Approver::Unsafe(_)), "detail": approver_status.detail() },
+            "protected": match &protection {
+                Ok(list) => json!({"ok": true, "paths": list.iter().map(|r| json!({
+                    "role": r.protection.role,
+                    "path": r.protection.real,
+                    "insideWritable": r.protection.inside_writable,
+                    "pinned": r.pinned,
+                })).collect::<Vec<_>>()}),
+                Err(why) => json!({"ok": false, "detail": why}),
+            },
         });
         outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {
@@ -218,9 +228,38 @@ pub fn run(args: DoctorArgs) -> i32 {
             "approver",
             &approver_status.detail(),
         ));
+        out.push_str("\nprotected from commands and file tools\n");
+        match &protection {
+            Ok(list) => {
+                for r in list {
+                    let detail = match &r.protection.inside_writable {
+                        None => format!(
+                            "{} (outside the writable paths)",
+                            r.protection.real.display()
+                        ),
+                        Some(w) => format!(
+                            "{} (inside the writable {}; pinned so nothing can rename it: {})",
+                            r.protection.real.display(),
+                            w.display(),
+                            r.pinned
+                                .iter()
+                                .map(|p| p.display().to_string())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    };
+                    out.push_str(&line(true, r.protection.role, &detail));
+                }
+            }
+            Err(why) => out.push_str(&line(false, "layout", &format!("refused: {why}"))),
+        }
         out!("{out}");
     }
-    if sandbox_status.is_ok() { 0 } else { 1 }
+    if sandbox_status.is_ok() && protection.is_ok() {
+        0
+    } else {
+        1
+    }
 }
 
 /// Run `warden sandbox ...`.

@@ -133,25 +133,36 @@ fn same_shell(shell: Arc<dyn Shell>, unconfined: Option<&str>) -> SandboxShells 
     }
 }
 
-/// What a sandboxed command must not see besides the emptied `/home`, `/root`, `/run`:
-/// Warden's state, the user's home wherever it is (service accounts often live under
-/// `/var/lib`), and the approver socket's directory when configured elsewhere.
-fn hidden_paths(facts: &HostFacts, store: &Store, state_dir: &Path) -> Vec<PathBuf> {
-    let mut hidden = vec![state_dir.to_path_buf()];
+/// What a sandboxed command must not see or change besides the emptied `/home`, `/root`,
+/// `/run`: Warden's state (config, approvals file, direct-mode switch, tokens), the
+/// approver socket's directory when configured elsewhere, and the user's home wherever it
+/// is (service accounts often live under `/var/lib`). The state and socket directories
+/// are created if missing, so no command can create them first; a layout a command could
+/// redirect is refused with the fix.
+pub fn protected_paths(
+    facts: &HostFacts,
+    store: &Store,
+    writable: &[PathBuf],
+) -> Result<Vec<sandbox::protect::Protection>, String> {
+    use sandbox::protect::{ProtectedPath, protect};
+    let mut paths = vec![ProtectedPath::warden_dir(
+        facts.warden_home.clone(),
+        "state directory",
+    )];
+    if let Ok(snapshot) = store.load()
+        && let Some(dir) = store.socket_path(&snapshot.file).parent()
+        && !dir.starts_with(&facts.warden_home)
+    {
+        paths.push(ProtectedPath::warden_dir(
+            dir.to_path_buf(),
+            "approver socket dir",
+        ));
+    }
     let home = std::fs::canonicalize(&facts.home).unwrap_or_else(|_| facts.home.clone());
     if hideable(&home) {
-        hidden.push(home);
+        paths.push(ProtectedPath::hidden_if_present(home, "home directory"));
     }
-    if let Ok(snapshot) = store.load() {
-        let socket = store.socket_path(&snapshot.file);
-        if let Some(dir) = socket.parent() {
-            let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-            if !dir.starts_with(state_dir) && hideable(&dir) {
-                hidden.push(dir);
-            }
-        }
-    }
-    hidden
+    protect(&paths, writable).map_err(|e| e.0)
 }
 
 /// Whether hiding `dir` leaves the system usable: not `/`, not a top-level directory,
@@ -174,12 +185,12 @@ fn sandbox_route(
     store: &Store,
     workspace: &Path,
     auth: &PathAuthorization,
-    state_dir: &Path,
+    hidden: Vec<PathBuf>,
 ) -> SandboxRoute {
     let policy = SandboxPolicy {
         writable_paths: auth.writable_paths.clone(),
         readable_extra_paths: auth.readable_extra_paths.clone(),
-        hidden_paths: hidden_paths(facts, store, state_dir),
+        hidden_paths: hidden,
         network: config.sandbox.network,
         // config.toml accepts only auto|required|off; anything else would have been
         // refused when it was loaded, and an unknown value must never weaken the sandbox.
@@ -261,7 +272,44 @@ fn sandbox_bwrap(policy: SandboxPolicy) -> Result<SandboxShells, String> {
     })
 }
 
+/// One protected path as `warden doctor` reports it: where it really is, and the
+/// ancestors a writable sandbox run pins so that nothing can rename them.
+pub struct ProtectionReport {
+    /// The path and where it lies.
+    pub protection: sandbox::protect::Protection,
+    /// Its pinned ancestors (empty outside the writable paths).
+    pub pinned: Vec<PathBuf>,
+}
+
 impl HostFacts {
+    /// What the sandbox keeps out of reach for `workspace` (default: the current
+    /// directory), or why this layout is refused.
+    pub fn protection(&self, workspace: Option<&Path>) -> anyhow::Result<Vec<ProtectionReport>> {
+        let config = self.config()?;
+        let workspace = std::fs::canonicalize(self.absolute(workspace.unwrap_or(&self.cwd)))?;
+        let auth = authorization(&config, &workspace)?;
+        let protection = protected_paths(self, &self.store(), &auth.writable_paths)
+            .map_err(|why| anyhow::anyhow!("{why}"))?;
+        let policy = SandboxPolicy {
+            writable_paths: auth.writable_paths,
+            readable_extra_paths: auth.readable_extra_paths,
+            hidden_paths: protection.iter().map(|p| p.real.clone()).collect(),
+            ..Default::default()
+        };
+        let plan = sandbox::mounts::MountPlan::new(&policy, true, false);
+        Ok(protection
+            .into_iter()
+            .map(|protection| ProtectionReport {
+                pinned: plan
+                    .pinned()
+                    .filter(|pin| protection.real.starts_with(pin))
+                    .map(Path::to_path_buf)
+                    .collect(),
+                protection,
+            })
+            .collect())
+    }
+
     /// The gateway of this host, with `workspace` (default: the current directory) as the
     /// default working directory and file-tools root.
     pub fn gateway(&self, workspace: Option<&Path>) -> anyhow::Result<Gateway> {
@@ -270,9 +318,11 @@ impl HostFacts {
         let workspace = self.absolute(workspace.unwrap_or(&self.cwd));
         let workspace = std::fs::canonicalize(&workspace)
             .with_context(|| format!("workspace {} is not accessible", workspace.display()))?;
-        let state_dir =
-            std::fs::canonicalize(&self.warden_home).unwrap_or_else(|_| self.warden_home.clone());
         let auth = authorization(&config, &workspace)?;
+        // What commands and file tools must never reach, checked (and the directories
+        // created) before anything runs; a layout a command could redirect is refused.
+        let protection = protected_paths(self, &store, &auth.writable_paths)
+            .map_err(|why| anyhow::anyhow!("{why}"))?;
         let local: Arc<dyn Shell> = Arc::new(LocalShell::new());
         let gateway_runner = Runner::new(runner_host(
             self,
@@ -286,12 +336,22 @@ impl HostFacts {
         // Probing the sandbox backend starts processes: only when a command needs it.
         let sandbox = {
             let (facts, config, store) = (self.clone(), config.clone(), store.clone());
-            let (workspace, auth, state_dir) = (workspace.clone(), auth.clone(), state_dir.clone());
+            let (workspace, auth) = (workspace.clone(), auth.clone());
+            let hidden: Vec<PathBuf> = protection.iter().map(|p| p.real.clone()).collect();
             SandboxRoute::deferred(move || {
-                sandbox_route(&facts, &config, &store, &workspace, &auth, &state_dir)
+                sandbox_route(&facts, &config, &store, &workspace, &auth, hidden)
             })
         };
-        let files = FileTools::open(&auth, Some(state_dir))?;
+        // The file tools work inside the home (a workspace often is there): they are kept
+        // from Warden's own directories only.
+        let files = FileTools::open(
+            &auth,
+            protection
+                .iter()
+                .filter(|p| p.warden_owned)
+                .map(|p| p.real.clone())
+                .collect(),
+        )?;
         let direct_runner = Runner::new(runner_host(
             self,
             &config,

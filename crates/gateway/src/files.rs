@@ -1,11 +1,15 @@
 //! The agent's file tools (`read`, `write`, `edit`, `list`, `grep`), confined by path
 //! authorization: `writable_paths` (read and write) and `readable_extra_paths` (read
-//! only), each served through its own bounded `Fs` root. Warden's state directory is
-//! never reachable, whatever the roots are.
+//! only), each served through its own bounded `Fs` root. Warden's protected directories
+//! (its state, the approver socket's directory) are never reachable, whatever the roots
+//! are: each root's guard judges where every opened handle really is, so no symlink or
+//! race leads into them; and nothing is written inside a repository's `.git`.
 
 use std::path::{Component, Path, PathBuf};
 
-use caps::{BoundedFs, DEFAULT_MAX_OUTPUT_BYTES, FileKind, Fs, WriteOptions};
+use std::sync::Arc;
+
+use caps::{Access, BoundedFs, DEFAULT_MAX_OUTPUT_BYTES, FileKind, Fs, Guard, WriteOptions};
 use serde::Serialize;
 
 /// Largest file `read`, `edit` and `grep` will load.
@@ -59,7 +63,7 @@ struct Root {
 /// The file tools of one gateway.
 pub struct FileTools {
     roots: Vec<Root>,
-    state_dir: Option<PathBuf>,
+    protected: Vec<PathBuf>,
 }
 
 impl std::fmt::Debug for FileTools {
@@ -73,7 +77,7 @@ impl std::fmt::Debug for FileTools {
                     .map(|r| (&r.path, r.writable))
                     .collect::<Vec<_>>(),
             )
-            .field("state_dir", &self.state_dir)
+            .field("protected", &self.protected)
             .finish()
     }
 }
@@ -112,13 +116,38 @@ pub struct ListEntry {
     pub kind: FileKind,
 }
 
+/// A path component that makes a write a change to git's own files.
+fn is_git_internal(path: &Path) -> bool {
+    path.components().any(|c| c.as_os_str() == ".git")
+}
+
+/// The guard every root gets: nothing inside a protected directory, for any access; no
+/// write inside a repository's `.git`. It judges real paths of opened handles.
+fn guard(protected: Vec<PathBuf>) -> Guard {
+    Arc::new(move |real: &Path, access: Access| {
+        if let Some(dir) = protected.iter().find(|p| real.starts_with(p)) {
+            return Err(format!(
+                "{} is inside {}, which Warden protects (its state or the approver's socket)",
+                real.display(),
+                dir.display()
+            ));
+        }
+        if access == Access::Write && is_git_internal(real) {
+            return Err(GIT_REFUSAL.to_owned());
+        }
+        Ok(())
+    })
+}
+
+/// Why writes inside `.git` are refused.
+const GIT_REFUSAL: &str = "inside a repository's .git: the file tools do not change git's own files (hooks and configuration there run outside the sandbox)";
+
 impl FileTools {
-    /// Open every authorized root (canonical absolute directories) and remember the state
-    /// directory (canonical) so it can be refused.
-    pub fn open(
-        auth: &PathAuthorization,
-        state_dir: Option<PathBuf>,
-    ) -> Result<FileTools, FileError> {
+    /// Open every authorized root (canonical absolute directories) and remember the
+    /// protected directories (canonical: Warden's state, the approver socket's
+    /// directory), which no operation may reach.
+    pub fn open(auth: &PathAuthorization, protected: Vec<PathBuf>) -> Result<FileTools, FileError> {
+        let protected: Vec<PathBuf> = protected.iter().map(|d| lexical(d)).collect();
         let mut roots = Vec::new();
         for (paths, writable) in [
             (&auth.writable_paths, true),
@@ -132,7 +161,8 @@ impl FileTools {
                     )));
                 }
                 let fs = BoundedFs::open(p)
-                    .map_err(|e| FileError::Io(format!("cannot open {}: {e}", p.display())))?;
+                    .map_err(|e| FileError::Io(format!("cannot open {}: {e}", p.display())))?
+                    .with_guard(guard(protected.clone()));
                 roots.push(Root {
                     path: lexical(p),
                     fs,
@@ -140,10 +170,7 @@ impl FileTools {
                 });
             }
         }
-        Ok(FileTools {
-            roots,
-            state_dir: state_dir.map(|d| lexical(&d)),
-        })
+        Ok(FileTools { roots, protected })
     }
 
     /// The workspace (first writable root).
@@ -175,11 +202,10 @@ impl FileTools {
         } else {
             lexical(&workspace.path.join(requested))
         };
-        if let Some(state) = &self.state_dir
-            && absolute.starts_with(state)
-        {
+        // Said early and plainly; the roots' guards enforce it on every handle.
+        if self.protected.iter().any(|p| absolute.starts_with(p)) {
             return Err(FileError::Denied(format!(
-                "{path} is inside Warden's state directory"
+                "{path} is inside a directory Warden protects (its state or the approver's socket)"
             )));
         }
         // The most specific root containing the path.
@@ -199,7 +225,6 @@ impl FileTools {
             .strip_prefix(&root.path)
             .unwrap_or(Path::new(""))
             .to_path_buf();
-        self.check_state_dir(root, &rel, path)?;
         if write {
             refuse_git_internals(root, &rel, path)?;
         }
@@ -209,34 +234,6 @@ impl FileTools {
     /// Would a write to `path` be refused? Checked before anyone is asked to approve it.
     pub fn check_writable(&self, path: &str) -> Result<(), FileError> {
         self.locate(path, true).map(|_| ())
-    }
-
-    /// Refuse a path whose real location (symlinks resolved, through the root handle) is
-    /// inside the state directory.
-    fn check_state_dir(&self, root: &Root, rel: &Path, shown: &str) -> Result<(), FileError> {
-        let Some(state) = &self.state_dir else {
-            return Ok(());
-        };
-        // The deepest existing ancestor decides where a new file would land.
-        let mut probe = rel.to_path_buf();
-        loop {
-            match root.fs.canonicalize(&probe) {
-                Ok(real) => {
-                    if lexical(&root.path.join(real)).starts_with(state) {
-                        return Err(FileError::Denied(format!(
-                            "{shown} resolves into Warden's state directory"
-                        )));
-                    }
-                    return Ok(());
-                }
-                Err(e) if e.is_denied() => return Err(e.into()),
-                Err(_) => {
-                    if !probe.pop() {
-                        return Ok(());
-                    }
-                }
-            }
-        }
     }
 
     /// Read a text file, optionally a window of lines (1-based `offset`, `limit` lines).
@@ -280,7 +277,6 @@ impl FileTools {
         }
         if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
             root.fs.create_dir_all(parent, 0o755)?;
-            self.check_state_dir(root, &rel, path)?;
         }
         let mode = match root.fs.metadata(&rel) {
             Ok(m) if m.is_file() => m.mode,
@@ -402,11 +398,8 @@ impl FileTools {
                 } else {
                     format!("{shown}/{name}")
                 };
-                if self
-                    .state_dir
-                    .as_ref()
-                    .is_some_and(|s| lexical(&root.path.join(&child)).starts_with(s))
-                {
+                let absolute = lexical(&root.path.join(&child));
+                if self.protected.iter().any(|p| absolute.starts_with(p)) {
                     continue;
                 }
                 match e.kind {
@@ -486,12 +479,8 @@ fn cap(text: String) -> String {
 /// also not through a symlink: git runs hooks and takes commands from its configuration
 /// there, outside any sandbox. Commands change repositories through git itself.
 fn refuse_git_internals(root: &Root, rel: &Path, shown: &str) -> Result<(), FileError> {
-    let is_git = |p: &Path| p.components().any(|c| c.as_os_str() == ".git");
-    let refusal = || {
-        FileError::Denied(format!(
-            "{shown} is inside a repository's .git: the file tools do not change git's own files (hooks and configuration there run outside the sandbox)"
-        ))
-    };
+    let is_git = is_git_internal;
+    let refusal = || FileError::Denied(format!("{shown} is {GIT_REFUSAL}"));
     if is_git(rel) {
         return Err(refusal());
     }

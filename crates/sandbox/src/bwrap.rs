@@ -223,6 +223,19 @@ impl Bwrap {
             &["--add-seccomp-fd", "3", "--add-seccomp-fd", "4"],
         );
         let plan = MountPlan::new(&self.policy, profile == Profile::Writable, as_root);
+        // Nothing to hide is fine — unless the command could create the path, and so plant
+        // what Warden would read there.
+        for mount in plan.mounts() {
+            if let Mount::Hide(hidden) = mount
+                && std::fs::symlink_metadata(hidden).is_err()
+                && plan.writable(hidden)
+            {
+                return Err(CapsError::denied(
+                    hidden,
+                    "this protected path does not exist and lies in a writable path, where a command could create it: create it (mkdir -m 700) or move it out of the writable paths",
+                ));
+            }
+        }
         for mount in plan.mounts() {
             let path = mount.path().to_string_lossy().into_owned();
             match mount {
@@ -243,6 +256,14 @@ impl Bwrap {
                     };
                     args.extend([flag.to_owned(), n.to_string(), path]);
                 }
+                Mount::Pin(dir) => {
+                    // The same directory bound onto itself, writable as it was: now a
+                    // mount point, which the kernel will not let anyone rename or remove.
+                    let fd = open_dir(dir)?;
+                    let n = 3 + keep.len();
+                    keep.push(fd);
+                    args.extend(["--bind-fd".to_owned(), n.to_string(), path]);
+                }
                 Mount::Hide(hidden) => match std::fs::symlink_metadata(hidden) {
                     Ok(m) if m.is_dir() => args.extend([
                         "--tmpfs".to_owned(),
@@ -251,7 +272,7 @@ impl Bwrap {
                         path,
                     ]),
                     Ok(_) => args.extend(["--ro-bind".to_owned(), "/dev/null".to_owned(), path]),
-                    Err(_) => {}
+                    Err(_) => {} // checked above: absent and out of a command's reach
                 },
             }
         }

@@ -23,6 +23,7 @@ pub mod git;
 pub mod helper;
 pub mod mounts;
 pub mod probe;
+pub mod protect;
 pub mod seatbelt;
 pub mod seccomp;
 pub mod trusted;

@@ -9,6 +9,13 @@
 //! for any combination of paths instead of a fixed sequence of special cases. The same
 //! plan answers "is this path visible inside?" for the working-directory check and the
 //! helper binary.
+//!
+//! Hiding a path is not enough when it lies inside a writable bind: its mount travels with
+//! its dentry, so renaming an ancestor (`mv a b`) would carry the hidden mount away and
+//! free the old name for a planted replacement (`mkdir -p a/.warden`) that Warden would
+//! then read. Every ancestor between the writable bind and the hidden path is therefore
+//! *pinned* — bound onto itself — because the kernel refuses to rename or remove a mount
+//! point (`EBUSY`), whatever the nesting.
 
 use std::path::{Path, PathBuf};
 
@@ -47,20 +54,24 @@ pub enum Mount {
     },
     /// Out of sight: a directory becomes an empty read-only tmpfs, a file an empty file.
     Hide(PathBuf),
+    /// A writable directory between a writable bind and a hidden path, bound onto itself
+    /// so it cannot be renamed, removed or replaced (see the module header). Its contents
+    /// stay writable.
+    Pin(PathBuf),
 }
 
 impl Mount {
     /// The path this operation mounts on.
     pub fn path(&self) -> &Path {
         match self {
-            Mount::Empty(p) | Mount::Hide(p) | Mount::Bind { path: p, .. } => p,
+            Mount::Empty(p) | Mount::Hide(p) | Mount::Pin(p) | Mount::Bind { path: p, .. } => p,
         }
     }
 
     fn order(&self) -> (usize, u8) {
         let rank = match self {
             Mount::Empty(_) => 0,
-            Mount::Bind { .. } => 1,
+            Mount::Bind { .. } | Mount::Pin(_) => 1,
             // At the same path, hiding wins: fail closed.
             Mount::Hide(_) => 2,
         };
@@ -100,10 +111,25 @@ impl MountPlan {
             .iter()
             .chain(&policy.readable_extra_paths)
             .collect();
+        let hiding: Vec<&Path> = emptied
+            .iter()
+            .map(Path::new)
+            .chain(policy.hidden_paths.iter().map(PathBuf::as_path))
+            .collect();
         for hidden in &policy.hidden_paths {
-            let inside_bound = bound.iter().any(|b| hidden.starts_with(b));
-            if !inside_bound && emptied.iter().any(|d| hidden.starts_with(d)) {
-                continue; // already out of sight
+            // Already out of sight: an emptied or hidden directory above it with no bound
+            // path in between (mounting inside it would only make bubblewrap create a
+            // mount point in an empty, possibly read-only tmpfs).
+            let out_of_sight = hiding
+                .iter()
+                .filter(|outer| hidden.starts_with(outer) && hidden.as_path() != **outer)
+                .any(|outer| {
+                    !bound
+                        .iter()
+                        .any(|b| hidden.starts_with(b) && b.starts_with(outer))
+                });
+            if out_of_sight {
+                continue;
             }
             let covers_bound = bound.iter().any(|b| b.starts_with(hidden));
             mounts.push(if covers_bound && hidden.is_dir() {
@@ -130,12 +156,72 @@ impl MountPlan {
         }
         // Stable: equal keys keep the order above (readable extras before writable paths).
         mounts.sort_by_key(Mount::order);
-        MountPlan { mounts }
+        let mut plan = MountPlan { mounts };
+        let pins = plan.pins(&policy.hidden_paths);
+        plan.mounts.extend(pins.into_iter().map(Mount::Pin));
+        plan.mounts.sort_by_key(Mount::order);
+        plan
+    }
+
+    /// The ancestors of `hidden` paths that a command could rename or remove: those whose
+    /// deepest enclosing operation is a writable bind (inside an emptied tmpfs or a
+    /// read-only bind nothing reaches the host). Bound paths themselves are mount points
+    /// already.
+    fn pins(&self, hidden: &[PathBuf]) -> Vec<PathBuf> {
+        let mut pins: Vec<PathBuf> = Vec::new();
+        for path in hidden {
+            if !self.mounts.iter().any(|m| m.path() == path) {
+                continue; // not hidden by this plan (already out of sight, or absent)
+            }
+            for ancestor in path.ancestors().skip(1) {
+                let deepest = self
+                    .mounts
+                    .iter()
+                    .filter(|m| ancestor.starts_with(m.path()))
+                    .max_by_key(|m| m.order());
+                // Every writable ancestor, also above a read-only bind or a hidden
+                // directory: renaming it would carry their mounts away just the same.
+                if let Some(Mount::Bind {
+                    path: bound,
+                    writable: true,
+                }) = deepest
+                    && bound != ancestor
+                    && !pins.iter().any(|p| p == ancestor)
+                {
+                    pins.push(ancestor.to_path_buf());
+                }
+            }
+        }
+        pins
+    }
+
+    /// The pinned ancestors of this plan (for `warden doctor`).
+    pub fn pinned(&self) -> impl Iterator<Item = &Path> {
+        self.mounts.iter().filter_map(|m| match m {
+            Mount::Pin(p) => Some(p.as_path()),
+            _ => None,
+        })
     }
 
     /// The operations, parents first.
     pub fn mounts(&self) -> &[Mount] {
         &self.mounts
+    }
+
+    /// Whether a command could create or replace `path` on the host: the deepest
+    /// operation at or above its parent directory is a writable bind (or a pin inside
+    /// one). A mount on `path` itself does not count — it is what a missing path lacks.
+    pub fn writable(&self, path: &Path) -> bool {
+        let Some(parent) = path.parent() else {
+            return false;
+        };
+        matches!(
+            self.mounts
+                .iter()
+                .filter(|m| parent.starts_with(m.path()))
+                .max_by_key(|m| m.order()),
+            Some(Mount::Bind { writable: true, .. } | Mount::Pin(_))
+        )
     }
 
     /// Whether `path` can be reached inside: the deepest operation at or above it decides
@@ -146,7 +232,7 @@ impl MountPlan {
             .iter()
             .filter(|m| path.starts_with(m.path()))
             .max_by_key(|m| m.order())
-            .is_none_or(|m| matches!(m, Mount::Bind { .. }))
+            .is_none_or(|m| matches!(m, Mount::Bind { .. } | Mount::Pin(_)))
     }
 }
 
@@ -234,6 +320,75 @@ mod tests {
         );
         assert!(!plan.visible(Path::new(&format!("{state}/exec-approvals.json"))));
         assert!(plan.visible(Path::new(&ws)));
+    }
+
+    #[test]
+    fn every_writable_ancestor_of_a_hidden_path_is_pinned_whatever_the_depth() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().to_str().unwrap().to_owned();
+        for depth in 0..4 {
+            let mut state = PathBuf::from(&ws);
+            for level in 0..depth {
+                state.push(format!("d{level}"));
+            }
+            state.push(".warden");
+            std::fs::create_dir_all(&state).unwrap();
+            let hidden = [state.to_str().unwrap()];
+            let plan = MountPlan::new(&policy(&[&ws], &[], &hidden), true, false);
+            let pinned: Vec<&Path> = plan.pinned().collect();
+            let expected: Vec<PathBuf> = state
+                .ancestors()
+                .skip(1)
+                .take_while(|a| *a != Path::new(&ws))
+                .map(Path::to_path_buf)
+                .collect();
+            assert_eq!(pinned.len(), expected.len(), "{plan:?}");
+            for a in &expected {
+                let pin = position(&plan, &Mount::Pin(a.clone()));
+                assert!(position(&plan, &bind(&ws, true)) < pin, "{plan:?}");
+                assert!(
+                    pin < position(&plan, &Mount::Hide(state.clone())),
+                    "{plan:?}"
+                );
+            }
+            // The read-only profile needs no pins: nothing there can be renamed.
+            let ro = MountPlan::new(&policy(&[&ws], &[], &hidden), false, false);
+            assert_eq!(ro.pinned().count(), 0, "{ro:?}");
+            assert!(plan.writable(&state.parent().unwrap().join("x")));
+            assert!(!plan.writable(&state.join("config.toml")));
+        }
+    }
+
+    #[test]
+    fn pins_stop_at_read_only_and_emptied_ancestors() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().to_str().unwrap().to_owned();
+        // A read-only path inside the workspace holds the state: below it nothing can be
+        // renamed, above it (inside the writable workspace) the path is pinned.
+        let state = format!("{ws}/a/ro/b/.warden");
+        std::fs::create_dir_all(&state).unwrap();
+        let ro = format!("{ws}/a/ro");
+        let plan = MountPlan::new(&policy(&[&ws], &[&ro], &[&state]), true, false);
+        let pinned: Vec<&Path> = plan.pinned().collect();
+        assert_eq!(pinned, vec![Path::new(&format!("{ws}/a"))], "{plan:?}");
+        // A state directory inside a hidden home inside the workspace is out of sight
+        // with the home; only the home's ancestors are pinned.
+        let home = format!("{ws}/h/u");
+        std::fs::create_dir_all(format!("{home}/.warden")).unwrap();
+        let plan = MountPlan::new(
+            &policy(&[&ws], &[], &[&home, &format!("{home}/.warden")]),
+            true,
+            false,
+        );
+        assert!(
+            !plan
+                .mounts()
+                .iter()
+                .any(|m| m.path() == Path::new(&format!("{home}/.warden"))),
+            "{plan:?}"
+        );
+        let pinned: Vec<&Path> = plan.pinned().collect();
+        assert_eq!(pinned, vec![Path::new(&format!("{ws}/h"))], "{plan:?}");
     }
 
     #[test]

@@ -77,6 +77,14 @@ pub fn profile(policy: &SandboxPolicy, profile: Profile) -> SeatbeltProfile {
                     "(deny file-read* file-write* (subpath (param \"{name}\")))\n"
                 ));
             }
+            Mount::Pin(path) => {
+                // The directory entry itself may not be renamed or removed; what is
+                // inside stays as writable as before.
+                let name = param(&mut params, "PINNED", path);
+                text.push_str(&format!(
+                    "(deny file-write* (literal (param \"{name}\")))\n"
+                ));
+            }
             Mount::Bind { path, writable } => {
                 let name = param(&mut params, "BOUND", path);
                 let write = if *writable { "allow" } else { "deny" };

@@ -10,6 +10,7 @@ use cap_std::fs::{
 };
 use nix::fcntl::{Flock, FlockArg};
 
+use super::guard::{Access, Guard, check, real_path};
 use super::map_err;
 use crate::fs::{DirEntry, FileKind, Fs, FsLock, Metadata, WriteOptions};
 use crate::providers::paths::normalize_beneath;
@@ -22,10 +23,25 @@ use crate::{CapsError, Result};
 /// symlinks created after the provider was built and directories swapped for symlinks
 /// while operations run, because every call is resolved through the root handle by the
 /// kernel, not checked as a string beforehand.
-#[derive(Debug)]
+///
+/// With a [`Guard`] ([`BoundedFs::with_guard`]), parts of the tree beneath the root are
+/// refused too: every operation first opens the handle it will act on — the file read,
+/// the directory listed, the directory a write lands in — asks the guard about where
+/// that handle really is, and then acts through it. Under a guard a symlink in the last
+/// component of a path that is written is not followed (it is replaced, or refused).
 pub struct BoundedFs {
     root: Dir,
     root_path: PathBuf,
+    guard: Option<Guard>,
+}
+
+impl std::fmt::Debug for BoundedFs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BoundedFs")
+            .field("root_path", &self.root_path)
+            .field("guarded", &self.guard.is_some())
+            .finish()
+    }
 }
 
 fn to_metadata(m: &cap_std::fs::Metadata) -> Metadata {
@@ -58,6 +74,7 @@ impl BoundedFs {
         Ok(BoundedFs {
             root: dir,
             root_path,
+            guard: None,
         })
     }
 
@@ -66,7 +83,61 @@ impl BoundedFs {
         BoundedFs {
             root,
             root_path: display.into(),
+            guard: None,
         }
+    }
+
+    /// Refuse, beneath the root, whatever `guard` refuses (see the type's docs).
+    pub fn with_guard(mut self, guard: Guard) -> Self {
+        self.guard = Some(guard);
+        self
+    }
+
+    /// Open `p` (symlinks followed beneath the root) with `flags` added to a read-only
+    /// open, for a guard to judge.
+    fn open_handle(
+        &self,
+        path: &Path,
+        p: &Path,
+        flags: i32,
+        op: &'static str,
+    ) -> Result<cap_std::fs::File> {
+        let mut open = OpenOptions::new();
+        open.read(true).custom_flags(flags | nix::libc::O_CLOEXEC);
+        self.root
+            .open_with(rel(p), &open)
+            .map_err(|e| map_err(op, path, e))
+    }
+
+    /// Open the directory `p` lands in, check with the guard where it really is (with
+    /// the last name joined on), and return it with that name.
+    fn guarded_parent(
+        &self,
+        guard: &Guard,
+        path: &Path,
+        p: &Path,
+        access: Access,
+        op: &'static str,
+    ) -> Result<(Dir, PathBuf)> {
+        let (dir, name) = self.parent_dir(path, p, op)?;
+        let real = real_path(&dir, path)?;
+        check(guard, &real.join(&name), access, path)?;
+        Ok((dir, name))
+    }
+
+    /// Open `p` itself (symlinks followed beneath the root) as a path-only handle and
+    /// check it with the guard.
+    fn guarded_target(
+        &self,
+        guard: &Guard,
+        path: &Path,
+        p: &Path,
+        access: Access,
+        op: &'static str,
+    ) -> Result<cap_std::fs::File> {
+        let file = self.open_handle(path, p, nix::libc::O_PATH, op)?;
+        check(guard, &real_path(&file, path)?, access, path)?;
+        Ok(file)
     }
 
     /// The root as it was named when opened (for messages; never used to resolve).
@@ -104,9 +175,24 @@ impl Fs for BoundedFs {
 
     fn read(&self, path: &Path) -> Result<Vec<u8>> {
         let p = self.resolve_path(path)?;
-        self.root
-            .read(rel(&p))
-            .map_err(|e| map_err("read", path, e))
+        let Some(guard) = &self.guard else {
+            return self
+                .root
+                .read(rel(&p))
+                .map_err(|e| map_err("read", path, e));
+        };
+        // Non-blocking, so a FIFO planted under the name cannot hang the caller.
+        let file = self.open_handle(
+            path,
+            &p,
+            nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY,
+            "read",
+        )?;
+        check(guard, &real_path(&file, path)?, Access::Read, path)?;
+        let mut data = Vec::new();
+        std::io::Read::read_to_end(&mut file.into_std(), &mut data)
+            .map_err(|e| map_err("read", path, e))?;
+        Ok(data)
     }
 
     fn write(&self, path: &Path, data: &[u8], options: WriteOptions) -> Result<()> {
@@ -118,16 +204,24 @@ impl Fs for BoundedFs {
         } else {
             open.create(true).truncate(true);
         }
-        let mut file = self
-            .root
-            .open_with(rel(&p), &open)
-            .map_err(|e| map_err("write", path, e))?;
+        let mut file = match &self.guard {
+            None => self.root.open_with(rel(&p), &open),
+            Some(guard) => {
+                let (dir, name) = self.guarded_parent(guard, path, &p, Access::Write, "write")?;
+                open.custom_flags(nix::libc::O_NOFOLLOW);
+                dir.open_with(&name, &open)
+            }
+        }
+        .map_err(|e| map_err("write", path, e))?;
         file.write_all(data).map_err(|e| map_err("write", path, e))
     }
 
     fn write_atomic(&self, path: &Path, data: &[u8], options: WriteOptions) -> Result<()> {
         let p = self.resolve_path(path)?;
-        let (dir, name) = self.parent_dir(path, &p, "replace")?;
+        let (dir, name) = match &self.guard {
+            None => self.parent_dir(path, &p, "replace")?,
+            Some(guard) => self.guarded_parent(guard, path, &p, Access::Write, "replace")?,
+        };
         let (tmp_name, mut file) = loop {
             let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
             let tmp_name = format!(".{}.{}.{n}.tmp", name.display(), std::process::id());
@@ -163,19 +257,65 @@ impl Fs for BoundedFs {
         }
         let mut builder = DirBuilder::new();
         builder.recursive(true).mode(mode);
-        self.root
-            .create_dir_with(&p, &builder)
-            .map_err(|e| map_err("create directory", path, e))
+        let Some(guard) = &self.guard else {
+            return self
+                .root
+                .create_dir_with(&p, &builder)
+                .map_err(|e| map_err("create directory", path, e));
+        };
+        // One component at a time: each directory is opened, checked where it really is,
+        // and the next one is created through that handle.
+        let mut single = DirBuilder::new();
+        single.mode(mode);
+        let mut dir = self
+            .root
+            .try_clone()
+            .map_err(|e| map_err("create directory", path, e))?;
+        let mut walked = PathBuf::new();
+        for component in p.components() {
+            walked.push(component);
+            let next = match self.root.open_dir(&walked) {
+                Ok(next) => next,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    let name = component.as_os_str();
+                    check(
+                        guard,
+                        &real_path(&dir, path)?.join(name),
+                        Access::Write,
+                        path,
+                    )?;
+                    match dir.create_dir_with(name, &single) {
+                        Ok(()) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                        Err(e) => return Err(map_err("create directory", path, e)),
+                    }
+                    self.root
+                        .open_dir(&walked)
+                        .map_err(|e| map_err("create directory", path, e))?
+                }
+                Err(e) => return Err(map_err("create directory", path, e)),
+            };
+            check(guard, &real_path(&next, path)?, Access::Write, path)?;
+            dir = next;
+        }
+        Ok(())
     }
 
     fn list(&self, path: &Path) -> Result<Vec<DirEntry>> {
         let p = self.resolve_path(path)?;
         let mut entries = Vec::new();
-        for entry in self
-            .root
-            .read_dir(rel(&p))
-            .map_err(|e| map_err("list", path, e))?
-        {
+        let listing = match &self.guard {
+            None => self.root.read_dir(rel(&p)),
+            Some(guard) => {
+                let dir = self
+                    .root
+                    .open_dir(rel(&p))
+                    .map_err(|e| map_err("list", path, e))?;
+                check(guard, &real_path(&dir, path)?, Access::Read, path)?;
+                dir.entries()
+            }
+        };
+        for entry in listing.map_err(|e| map_err("list", path, e))? {
             let entry = entry.map_err(|e| map_err("list", path, e))?;
             let ft = entry.file_type().map_err(|e| map_err("list", path, e))?;
             let kind =
@@ -191,22 +331,34 @@ impl Fs for BoundedFs {
 
     fn metadata(&self, path: &Path) -> Result<Metadata> {
         let p = self.resolve_path(path)?;
-        self.root
-            .metadata(rel(&p))
-            .map(|m| to_metadata(&m))
-            .map_err(|e| map_err("stat", path, e))
+        match &self.guard {
+            None => self.root.metadata(rel(&p)),
+            Some(guard) => self
+                .guarded_target(guard, path, &p, Access::Read, "stat")?
+                .metadata(),
+        }
+        .map(|m| to_metadata(&m))
+        .map_err(|e| map_err("stat", path, e))
     }
 
     fn symlink_metadata(&self, path: &Path) -> Result<Metadata> {
         let p = self.resolve_path(path)?;
-        self.root
-            .symlink_metadata(rel(&p))
-            .map(|m| to_metadata(&m))
-            .map_err(|e| map_err("lstat", path, e))
+        match &self.guard {
+            Some(guard) if !p.as_os_str().is_empty() => {
+                let (dir, name) = self.guarded_parent(guard, path, &p, Access::Read, "lstat")?;
+                dir.symlink_metadata(&name)
+            }
+            _ => self.root.symlink_metadata(rel(&p)),
+        }
+        .map(|m| to_metadata(&m))
+        .map_err(|e| map_err("lstat", path, e))
     }
 
     fn canonicalize(&self, path: &Path) -> Result<PathBuf> {
         let p = self.resolve_path(path)?;
+        if let Some(guard) = &self.guard {
+            self.guarded_target(guard, path, &p, Access::Read, "canonicalize")?;
+        }
         self.root
             .canonicalize(rel(&p))
             .map_err(|e| map_err("canonicalize", path, e))
@@ -220,14 +372,17 @@ impl Fs for BoundedFs {
                 "the bounded root cannot be removed",
             ));
         }
-        let meta = self
-            .root
-            .symlink_metadata(&p)
+        let (dir, name) = match &self.guard {
+            None => self.parent_dir(path, &p, "remove")?,
+            Some(guard) => self.guarded_parent(guard, path, &p, Access::Write, "remove")?,
+        };
+        let meta = dir
+            .symlink_metadata(&name)
             .map_err(|e| map_err("remove", path, e))?;
         if meta.is_dir() {
-            self.root.remove_dir(&p)
+            dir.remove_dir(&name)
         } else {
-            self.root.remove_file(&p)
+            dir.remove_file(&name)
         }
         .map_err(|e| map_err("remove", path, e))
     }
@@ -241,16 +396,34 @@ impl Fs for BoundedFs {
                 "the bounded root cannot be renamed",
             ));
         }
-        self.root
-            .rename(&f, &self.root, &t)
+        let Some(guard) = &self.guard else {
+            return self
+                .root
+                .rename(&f, &self.root, &t)
+                .map_err(|e| map_err("rename", from, e));
+        };
+        let (from_dir, from_name) =
+            self.guarded_parent(guard, from, &f, Access::Write, "rename")?;
+        let (to_dir, to_name) = self.guarded_parent(guard, to, &t, Access::Write, "rename")?;
+        from_dir
+            .rename(&from_name, &to_dir, &to_name)
             .map_err(|e| map_err("rename", from, e))
     }
 
     fn set_permissions(&self, path: &Path, mode: u32) -> Result<()> {
         let p = self.resolve_path(path)?;
-        self.root
-            .set_permissions(rel(&p), Permissions::from_mode(mode))
-            .map_err(|e| map_err("chmod", path, e))
+        let Some(guard) = &self.guard else {
+            return self
+                .root
+                .set_permissions(rel(&p), Permissions::from_mode(mode))
+                .map_err(|e| map_err("chmod", path, e));
+        };
+        // chmod through the checked handle itself (fchmod refuses path-only handles; the
+        // handle's /proc link names exactly the file that was checked).
+        let handle = self.guarded_target(guard, path, &p, Access::Write, "chmod")?;
+        let link = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&handle));
+        rustix::fs::chmod(link.as_str(), rustix::fs::Mode::from_raw_mode(mode))
+            .map_err(|e| CapsError::from_io("chmod", path, e.into()))
     }
 
     fn lock(&self, path: &Path) -> Result<FsLock> {
@@ -262,11 +435,16 @@ impl Fs for BoundedFs {
             .truncate(false)
             .mode(0o600)
             .custom_flags(nix::libc::O_NOFOLLOW);
-        let file = self
-            .root
-            .open_with(rel(&p), &open)
-            .map_err(|e| map_err("open lock file", path, e))?
-            .into_std();
+        let file = match &self.guard {
+            None => self.root.open_with(rel(&p), &open),
+            Some(guard) => {
+                let (dir, name) =
+                    self.guarded_parent(guard, path, &p, Access::Write, "open lock file")?;
+                dir.open_with(&name, &open)
+            }
+        }
+        .map_err(|e| map_err("open lock file", path, e))?
+        .into_std();
         let locked = Flock::lock(file, FlockArg::LockExclusive)
             .map_err(|(_, errno)| CapsError::from_io("lock", path, errno.into()))?;
         Ok(FsLock::new(locked))

@@ -6,9 +6,11 @@
 //! never by canonicalising a string and checking its prefix.
 
 mod fs;
+mod guard;
 mod shell;
 
 pub use fs::BoundedFs;
+pub use guard::{Access, Guard};
 pub use shell::BoundedShell;
 
 use std::io;
