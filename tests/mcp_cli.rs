@@ -10,9 +10,7 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{CallToolRequestParams, CallToolResult};
@@ -20,7 +18,7 @@ use rmcp::service::RunningService;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
-use support::{TerminalApprover, configure, wait_gone, warden_in};
+use support::{TerminalApprover, configure, wait_gone};
 
 const TOKEN: &str = "mcp-test-token-0123456789";
 
@@ -473,57 +471,15 @@ async fn in_approval_mode_file_writes_wait_for_the_human() {
     client.cancel().await.unwrap();
 }
 
-/// A running `warden gateway run` and the address it listens on.
-struct Gateway {
-    child: Child,
-    addr: String,
+use support::GatewayProcess as Gateway;
+
+fn start_gateway(s: &Setup) -> Gateway {
+    Gateway::start(&s.home, &s.ws(), &[])
 }
 
-impl Gateway {
-    fn start(s: &Setup) -> Gateway {
-        let mut child = warden_in(&s.home)
-            .args([
-                "gateway",
-                "run",
-                "--listen",
-                "127.0.0.1:0",
-                "--agent",
-                "coder",
-                "--workspace",
-            ])
-            .arg(s.ws())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .split("http://")
-            .nth(1)
-            .unwrap()
-            .split('/')
-            .next()
-            .unwrap()
-            .to_owned();
-        Gateway { child, addr }
-    }
-
-    fn raw(&self, request: &str) -> String {
-        let mut stream = std::net::TcpStream::connect(&self.addr).unwrap();
-        stream.write_all(request.as_bytes()).unwrap();
-        let mut response = String::new();
-        let _ = stream.read_to_string(&mut response);
-        response
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The agent `coder`'s credential.
+fn coder_token(s: &Setup) -> String {
+    support::gateway_token(&s.home, "coder")
 }
 
 async fn http_client(g: &Gateway, token: &str) -> RunningService<RoleClient, ()> {
@@ -540,17 +496,8 @@ async fn http_client(g: &Gateway, token: &str) -> RunningService<RoleClient, ()>
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_endpoint_requires_the_token_checks_hosts_and_serves_the_tools() {
     let s = setup();
-    let g = Gateway::start(&s);
-    let token = String::from_utf8(
-        warden_in(&s.home)
-            .args(["gateway", "token"])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap()
-    .trim()
-    .to_owned();
+    let g = start_gateway(&s);
+    let token = coder_token(&s);
     assert!(token.len() >= 43);
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
     let post = |auth: &str, host: &str| {
@@ -592,7 +539,12 @@ async fn http_endpoint_requires_the_token_checks_hosts_and_serves_the_tools() {
     assert_eq!(client.list_all_tools().await.unwrap().len(), 7);
     let r = call(&client, "exec", json!({"command": "echo over http"})).await;
     assert_eq!(structured(&r)["stdout"], "over http\n");
-    let r = call(&client, "read", json!({"path": ".warden/gateway-token"})).await;
+    let r = call(
+        &client,
+        "read",
+        json!({"path": ".warden/gateway-credentials.json"}),
+    )
+    .await;
     assert_eq!(
         r.is_error,
         Some(true),
@@ -616,17 +568,8 @@ fn pids_of(cmdline: &str) -> Vec<i32> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_shuts_the_gateway_down_and_kills_in_flight_runs() {
     let s = setup();
-    let mut g = Gateway::start(&s);
-    let token = String::from_utf8(
-        warden_in(&s.home)
-            .args(["gateway", "token"])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap()
-    .trim()
-    .to_owned();
+    let mut g = start_gateway(&s);
+    let token = coder_token(&s);
     let client = http_client(&g, &token).await;
     let marker = "sleep 317";
     let in_flight = tokio::spawn(async move {

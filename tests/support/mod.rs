@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -178,6 +178,79 @@ impl TerminalApprover {
 impl Drop for TerminalApprover {
     fn drop(&mut self) {
         drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// `agent`'s gateway credential in `home` (created on first use).
+pub fn gateway_token(home: &Path, agent: &str) -> String {
+    let out = warden_in(home)
+        .args(["gateway", "token", "--agent", agent])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// A running `warden gateway run` on a free loopback port. Killed when dropped.
+pub struct GatewayProcess {
+    pub child: Child,
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+}
+
+impl GatewayProcess {
+    /// Start it with `home` and `workspace`, plus `extra` arguments.
+    pub fn start(home: &Path, workspace: &Path, extra: &[&str]) -> GatewayProcess {
+        let mut child = warden_in(home)
+            .args(["gateway", "run", "--listen", "127.0.0.1:0", "--workspace"])
+            .arg(workspace)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .split("http://")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no address in {line:?}"))
+            .split('/')
+            .next()
+            .unwrap()
+            .to_owned();
+        GatewayProcess { child, addr }
+    }
+
+    /// Send a raw HTTP/1.1 request (with `Connection: close`) and return the response.
+    pub fn raw(&self, request: &str) -> String {
+        let mut stream = std::net::TcpStream::connect(&self.addr).unwrap();
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut response = String::new();
+        let _ = stream.read_to_string(&mut response);
+        response
+    }
+
+    /// The gateway's resident memory, in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap()
+    }
+}
+
+impl Drop for GatewayProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
-use base64::Engine as _;
-use caps::{Fs, WriteOptions};
+use approvals::{Clock, SystemClock};
+use gateway::{Credentials, SessionLimits};
 use rmcp::ServiceExt;
 
 use crate::exit;
@@ -16,10 +16,11 @@ use crate::host::HostFacts;
 /// `warden gateway ...`
 #[derive(Debug, clap::Subcommand)]
 pub enum GatewayCommand {
-    /// Run the gateway: the MCP endpoint over Streamable HTTP (bearer token required).
+    /// Run the gateway: the MCP endpoint over Streamable HTTP (a per-agent bearer
+    /// credential required; the credential decides the agent).
     Run(RunArgs),
-    /// Print the bearer token MCP clients must send (created on first use).
-    Token,
+    /// Create or show an agent's bearer credential; rotate, revoke or list them.
+    Token(TokenArgs),
 }
 
 /// Arguments of `warden gateway run`.
@@ -28,12 +29,32 @@ pub struct RunArgs {
     /// Address to listen on (loopback by default).
     #[arg(long, default_value = "127.0.0.1:7878")]
     listen: SocketAddr,
-    /// The agent id for requests that do not send `X-Warden-Agent`.
-    #[arg(long, default_value = "main")]
-    agent: String,
+    /// Removed: each request's agent now comes from its credential.
+    #[arg(long, hide = true)]
+    agent: Option<String>,
     /// The workspace the file tools and commands start in (default: the current directory).
     #[arg(long)]
     workspace: Option<PathBuf>,
+}
+
+/// Arguments of `warden gateway token`.
+#[derive(Debug, clap::Args)]
+pub struct TokenArgs {
+    /// The agent the credential acts for.
+    #[arg(long, default_value = "main")]
+    agent: String,
+    /// Replace the agent's token by a new one (the old one stops working at once).
+    #[arg(long, conflicts_with_all = ["revoke", "list"])]
+    rotate: bool,
+    /// Remove the agent's credential.
+    #[arg(long, conflicts_with_all = ["rotate", "list"])]
+    revoke: bool,
+    /// List the credentials (agents, dates, fingerprints; never the tokens).
+    #[arg(long, conflicts_with_all = ["rotate", "revoke"])]
+    list: bool,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Arguments of `warden mcp`.
@@ -56,12 +77,7 @@ pub fn run(command: GatewayCommand) -> i32 {
         GatewayCommand::Run(args) => {
             exit::block_on(true, async { gateway_run(args).await.map(|()| 0) })
         }
-        GatewayCommand::Token => {
-            exit::or_report(HostFacts::read().and_then(|f| gateway_token(&f)).map(|t| {
-                outln!("{t}");
-                0
-            }))
-        }
+        GatewayCommand::Token(args) => exit::or_report(token(args)),
     }
 }
 
@@ -70,27 +86,83 @@ pub fn mcp(args: McpArgs) -> i32 {
     exit::block_on(true, async { mcp_stdio(args).await.map(|()| 0) })
 }
 
-/// The gateway's bearer token from `$WARDEN_HOME/gateway-token`, created (0600, from the
-/// OS CSPRNG) on first use.
-fn gateway_token(facts: &HostFacts) -> anyhow::Result<String> {
-    let fs = facts.fs();
-    let path = facts.warden_home.join("gateway-token");
-    match fs.read_to_string(&path) {
-        Ok(t) if !t.trim().is_empty() => return Ok(t.trim().to_owned()),
-        Ok(_) => {}
-        Err(e) if e.is_not_found() => {}
-        Err(e) => return Err(e.into()),
+/// This host's gateway credentials, with a single token of an earlier version brought
+/// in as `main`'s (said once, on stderr).
+fn credentials(facts: &HostFacts) -> anyhow::Result<Credentials> {
+    let credentials = Credentials::new(facts.fs(), facts.warden_home.clone());
+    if credentials.import_legacy(SystemClock.now_ms())? {
+        eprintln!(
+            "warden: the gateway token of an earlier version ({}) is now agent {:?}'s credential in {}; the old file is no longer read",
+            facts
+                .warden_home
+                .join(gateway::credentials::LEGACY_TOKEN_FILE)
+                .display(),
+            gateway::credentials::LEGACY_AGENT,
+            credentials.path().display()
+        );
     }
-    fs.create_dir_all(&facts.warden_home, 0o700)?;
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("cannot generate a token: {e}"))?;
-    let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
-    fs.write_atomic(
-        &path,
-        format!("{token}\n").as_bytes(),
-        WriteOptions::private(),
-    )?;
-    Ok(token)
+    Ok(credentials)
+}
+
+/// `warden gateway token`.
+fn token(args: TokenArgs) -> anyhow::Result<i32> {
+    let facts = HostFacts::read()?;
+    let credentials = credentials(&facts)?;
+    let now = SystemClock.now_ms();
+    if args.list {
+        let list = credentials.list()?;
+        if args.json {
+            outln!("{}", serde_json::to_string_pretty(&list)?);
+        } else if list.is_empty() {
+            outln!("no gateway credentials (create one with `warden gateway token --agent ID`)");
+        } else {
+            for c in list {
+                let rotated = c
+                    .rotated_at
+                    .map(|t| format!(", rotated {}", when(t)))
+                    .unwrap_or_default();
+                outln!(
+                    "{:<24} {}  created {}{rotated}",
+                    c.agent,
+                    c.fingerprint,
+                    when(c.created_at)
+                );
+            }
+        }
+        return Ok(0);
+    }
+    if args.revoke {
+        credentials.revoke(&args.agent)?;
+        if args.json {
+            outln!(
+                "{}",
+                serde_json::json!({"agent": args.agent, "revoked": true})
+            );
+        } else {
+            outln!("revoked agent {:?}'s gateway credential", args.agent);
+        }
+        return Ok(0);
+    }
+    let (token, created) = if args.rotate {
+        (credentials.rotate(&args.agent, now)?, false)
+    } else {
+        credentials.get_or_create(&args.agent, now)?
+    };
+    if args.json {
+        outln!(
+            "{}",
+            serde_json::json!({"agent": args.agent, "token": token, "created": created, "rotated": args.rotate})
+        );
+    } else {
+        outln!("{token}");
+    }
+    Ok(0)
+}
+
+/// A moment (ms since the epoch) as UTC RFC 3339.
+fn when(ms: u64) -> String {
+    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
+        .to_string()
 }
 
 async fn shutdown_signal() {
@@ -105,9 +177,25 @@ async fn shutdown_signal() {
 }
 
 async fn gateway_run(args: RunArgs) -> anyhow::Result<()> {
+    if let Some(agent) = args.agent {
+        anyhow::bail!(
+            "`gateway run --agent` is gone: each request's agent comes from the credential it presents; give the agent's client the token of `warden gateway token --agent {agent}`"
+        );
+    }
     let facts = HostFacts::read()?;
+    let config = facts.config()?;
     let gateway = Arc::new(facts.gateway(args.workspace.as_deref())?);
-    let token = gateway_token(&facts)?;
+    let credentials = credentials(&facts)?;
+    let limits = SessionLimits {
+        per_credential: config
+            .gateway
+            .max_sessions_per_credential
+            .unwrap_or(SessionLimits::default().per_credential),
+        idle_timeout: config
+            .gateway
+            .session_idle_timeout
+            .unwrap_or(SessionLimits::default().idle_timeout),
+    };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -117,11 +205,20 @@ async fn gateway_run(args: RunArgs) -> anyhow::Result<()> {
             "warden: warning: listening on a non-loopback address ({addr}); only loopback Host headers are accepted"
         );
     }
+    let agents = credentials.list()?;
     outln!(
-        "warden gateway listening on http://{addr}/mcp (bearer token: `warden gateway token`, stored in {})",
-        facts.warden_home.join("gateway-token").display()
+        "warden gateway listening on http://{addr}/mcp (agents with a credential: {}; `warden gateway token --agent ID` creates one)",
+        if agents.is_empty() {
+            "none yet".to_owned()
+        } else {
+            agents
+                .iter()
+                .map(|c| c.agent.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
     );
-    gateway::http::serve(gateway, listener, token, args.agent, shutdown_signal()).await?;
+    gateway::http::serve(gateway, listener, credentials, limits, shutdown_signal()).await?;
     eprintln!("warden: gateway stopped");
     Ok(())
 }

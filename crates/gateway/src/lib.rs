@@ -3,15 +3,18 @@
 //! → the Bridge), bounded per-session system-event queues, the agent-facing MCP server
 //! (stdio and Streamable HTTP), and the file tools behind path authorization.
 
+pub mod credentials;
 pub mod files;
 mod gateway;
 pub mod http;
 pub mod mcp;
 mod sessions;
 
+pub use credentials::{Credentials, Identity};
 pub use files::{FileError, FileTools, PathAuthorization};
 pub use gateway::{
     DeferredRoute, DirectMode, Gateway, NO_NODE, SANDBOX_UNAVAILABLE, SandboxRoute, seconds,
 };
-pub use mcp::{AGENT_HEADER, SESSION_HEADER, WardenMcp, report_json, tools};
+pub use http::SessionLimits;
+pub use mcp::{WardenMcp, report_json, tools};
 pub use sessions::{MAX_EVENTS_PER_SESSION, SessionEvents, SessionKey, Sessions};

@@ -16,54 +16,67 @@ use runner::{CommandSpec, ExecRequest, Outcome, RunReport};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::credentials::Identity;
 use crate::gateway::{Gateway, seconds};
 use crate::sessions::SessionKey;
-
-/// Header naming the agent on the HTTP endpoint (the bearer token's holder is trusted
-/// to name it).
-pub const AGENT_HEADER: &str = "x-warden-agent";
-/// Header naming the session on the HTTP endpoint.
-pub const SESSION_HEADER: &str = "x-warden-session";
 
 /// One MCP connection's view of the gateway.
 #[derive(Clone)]
 pub struct WardenMcp {
     gateway: Arc<Gateway>,
-    default_agent: String,
+    /// The agent of a stdio server (chosen by whoever started it). Over HTTP there is
+    /// none: each request's credential names the agent.
+    agent: Option<String>,
     default_session: String,
 }
 
 impl WardenMcp {
-    /// Serve `gateway` as `default_agent` / `default_session` unless HTTP headers say
-    /// otherwise.
+    /// Serve `gateway` over stdio as `agent`, in `session`.
     pub fn new(
         gateway: Arc<Gateway>,
-        default_agent: impl Into<String>,
-        default_session: impl Into<String>,
+        agent: impl Into<String>,
+        session: impl Into<String>,
     ) -> Self {
         WardenMcp {
             gateway,
-            default_agent: default_agent.into(),
-            default_session: default_session.into(),
+            agent: Some(agent.into()),
+            default_session: session.into(),
         }
     }
 
-    fn key(&self, context: &RequestContext<RoleServer>) -> SessionKey {
-        let parts = context.extensions.get::<http::request::Parts>();
-        let header = |name: &str| {
-            parts
-                .and_then(|p| p.headers.get(name))
-                .and_then(|v| v.to_str().ok())
-                .map(str::trim)
-                .filter(|v| !v.is_empty() && v.len() <= 128 && !v.chars().any(char::is_control))
-                .map(str::to_owned)
-        };
-        SessionKey {
-            agent: header(AGENT_HEADER).unwrap_or_else(|| self.default_agent.clone()),
-            session: header(SESSION_HEADER)
-                .or_else(|| header("mcp-session-id"))
-                .unwrap_or_else(|| self.default_session.clone()),
+    /// Serve `gateway` over HTTP: the agent of every request comes from the credential it
+    /// authenticated with, the session is its MCP session.
+    pub fn for_http(gateway: Arc<Gateway>) -> Self {
+        WardenMcp {
+            gateway,
+            agent: None,
+            default_session: "default".into(),
         }
+    }
+
+    /// Whose session this request acts in. Over HTTP the agent is the authenticated
+    /// credential's and nothing else; a request that somehow lacks one is refused.
+    fn key(&self, context: &RequestContext<RoleServer>) -> Result<SessionKey, ErrorData> {
+        let parts = context.extensions.get::<http::request::Parts>();
+        let agent = match (
+            parts.and_then(|p| p.extensions.get::<Identity>()),
+            &self.agent,
+        ) {
+            (Some(identity), _) => identity.agent.clone(),
+            (None, Some(agent)) => agent.clone(),
+            (None, None) => {
+                return Err(ErrorData::invalid_request(
+                    "unauthenticated request: no credential names the agent",
+                    None,
+                ));
+            }
+        };
+        let session = parts
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .unwrap_or_else(|| self.default_session.clone());
+        Ok(SessionKey { agent, session })
     }
 }
 
@@ -516,7 +529,7 @@ impl ServerHandler for WardenMcp {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let key = self.key(&context);
+        let key = self.key(&context)?;
         // Events queued before this call ride along with its result; a call rejected as
         // a protocol error delivers nothing, so they wait for the next one.
         let events = self.gateway.take_events(&key);

@@ -72,6 +72,12 @@ impl Sessions {
         table.map.get_mut(key).map(f).unwrap_or_default()
     }
 
+    /// Forget a session that ended: its overrides and undelivered events.
+    pub fn forget(&self, key: &SessionKey) {
+        let mut table = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        table.map.remove(key);
+    }
+
     /// The session's overrides.
     pub fn overrides(&self, key: &SessionKey) -> SessionOverrides {
         self.read(key, |s| s.overrides.clone())

@@ -52,6 +52,18 @@ pub struct Config {
     pub agents: Vec<AgentConfig>,
     /// The `[sandbox]` table: how `host = sandbox` runs commands.
     pub sandbox: SandboxSettings,
+    /// The `[gateway]` table: bounds on the HTTP endpoint's MCP sessions.
+    pub gateway: GatewaySettings,
+}
+
+/// `[gateway]`: how many MCP sessions one credential may hold and how long an idle one
+/// lives. `None` means the built-in default.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GatewaySettings {
+    /// `gateway.max_sessions_per_credential`.
+    pub max_sessions_per_credential: Option<usize>,
+    /// `gateway.session_idle_timeout`.
+    pub session_idle_timeout: Option<Duration>,
 }
 
 /// How commands are gated on the sandbox host (product spec §6.1).
@@ -303,6 +315,7 @@ impl Walker<'_> {
                 }
                 "agents" => config.agents = self.agents(value)?,
                 "sandbox" => config.sandbox = self.sandbox(value)?,
+                "gateway" => config.gateway = self.gateway(value)?,
                 other => return Err(self.unknown(other.to_owned())),
             }
         }
@@ -458,6 +471,29 @@ impl Walker<'_> {
         Ok(out)
     }
 
+    fn gateway(&self, value: &toml::Value) -> Result<GatewaySettings, PolicyError> {
+        let mut g = GatewaySettings::default();
+        for (key, value) in self.table("gateway", value)? {
+            let full = format!("gateway.{key}");
+            match key.as_str() {
+                "max_sessions_per_credential" => {
+                    let n = value
+                        .as_integer()
+                        .filter(|n| (1..=100_000).contains(n))
+                        .ok_or_else(|| {
+                            self.invalid(&full, value, "expected a number from 1 to 100000")
+                        })?;
+                    g.max_sessions_per_credential = Some(n as usize);
+                }
+                "session_idle_timeout" => {
+                    g.session_idle_timeout = Some(self.duration(&full, value)?)
+                }
+                _ => return Err(self.unknown(full)),
+            }
+        }
+        Ok(g)
+    }
+
     fn sandbox(&self, value: &toml::Value) -> Result<SandboxSettings, PolicyError> {
         let mut s = SandboxSettings::default();
         for (key, value) in self.table("sandbox", value)? {
@@ -598,6 +634,38 @@ mod tests {
         ] {
             let err = parse(text).unwrap_err().to_string();
             assert!(err.contains(expected), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn gateway_session_bounds_parse_and_are_validated() {
+        let c =
+            parse("[gateway]\nmax_sessions_per_credential = 4\nsession_idle_timeout = \"90s\"\n")
+                .unwrap();
+        assert_eq!(c.gateway.max_sessions_per_credential, Some(4));
+        assert_eq!(
+            c.gateway.session_idle_timeout,
+            Some(Duration::from_secs(90))
+        );
+        for (bad, key) in [
+            (
+                "max_sessions_per_credential = 0",
+                "gateway.max_sessions_per_credential",
+            ),
+            (
+                "max_sessions_per_credential = \"many\"",
+                "gateway.max_sessions_per_credential",
+            ),
+            (
+                "session_idle_timeout = \"soon\"",
+                "gateway.session_idle_timeout",
+            ),
+            ("sessions = 3", "gateway.sessions"),
+        ] {
+            let err = parse(&format!("[gateway]\n{bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(key), "{bad}: {err}");
         }
     }
 

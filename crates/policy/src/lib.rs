@@ -46,7 +46,8 @@ mod slash;
 pub use allow_always::{AllowAlways, Skipped, derive_allow_always, escape_glob};
 pub use allowlist::{Allowlist, CaseMode, PatternKind, RejectedPattern, validate_pattern};
 pub use config::{
-    AgentConfig, Config, ExecSettings, PermissionMode, SandboxBackend, SandboxSettings,
+    AgentConfig, Config, ExecSettings, GatewaySettings, PermissionMode, SandboxBackend,
+    SandboxSettings,
 };
 pub use decision::{
     AllowReason, ApproverAnswer, AskReason, Decision, DenyReason, after_ask, decide,

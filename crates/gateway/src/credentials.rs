@@ -1,0 +1,490 @@
+//! The gateway's per-agent credentials (`$WARDEN_HOME/gateway-credentials.json`, 0600):
+//! one bearer token per agent, and the agent a request acts for comes from the token it
+//! presented — never from a header, a parameter or a name the client chose.
+//!
+//! Tokens are 256-bit CSPRNG secrets. The file keeps them so `warden gateway token
+//! --agent A` can show an agent's token again; the gateway keeps only their SHA-256 and
+//! compares in constant time. A rotated token stops working at once, a revoked agent has
+//! none. The file is rewritten atomically under a lock and fields this version does not
+//! know are kept.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use base64::Engine as _;
+use caps::{Fs, WriteOptions};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+/// The credentials file's name in the state directory.
+pub const CREDENTIALS_FILE: &str = "gateway-credentials.json";
+/// The single token of earlier versions, imported as the `main` agent's credential.
+pub const LEGACY_TOKEN_FILE: &str = "gateway-token";
+/// The agent a legacy single token is imported for.
+pub const LEGACY_AGENT: &str = "main";
+/// Prefix that makes a Warden token recognisable (e.g. to secret scanners).
+const TOKEN_PREFIX: &str = "wdn_";
+
+/// Why the credentials could not be read or changed.
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialError {
+    /// The file could not be read or written.
+    #[error("{path}: {message}")]
+    Io {
+        /// The credentials file.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// The file is not a credentials file this version understands.
+    #[error("{path} is not a valid credentials file: {message}")]
+    Corrupt {
+        /// The credentials file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// An agent id that cannot name an agent.
+    #[error("invalid agent id {0:?}: use 1-128 characters from letters, digits, '.', '_' and '-'")]
+    InvalidAgent(String),
+    /// The agent has no credential.
+    #[error("agent {0:?} has no gateway credential")]
+    NoSuchAgent(String),
+}
+
+/// One agent's credential, as stored.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StoredCredential {
+    agent: String,
+    token: String,
+    created_at: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rotated_at: Option<u64>,
+    #[serde(flatten)]
+    unknown: BTreeMap<String, Value>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct StoredFile {
+    version: u32,
+    #[serde(default)]
+    credentials: Vec<StoredCredential>,
+    #[serde(flatten)]
+    unknown: BTreeMap<String, Value>,
+}
+
+/// A credential as listed (no secret).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CredentialInfo {
+    /// The agent it acts for.
+    pub agent: String,
+    /// When it was created (ms since the epoch).
+    pub created_at: u64,
+    /// When its token was last rotated.
+    pub rotated_at: Option<u64>,
+    /// The first 12 hex digits of the token's SHA-256, to tell tokens apart.
+    pub fingerprint: String,
+}
+
+/// Who a request authenticated as.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    /// The agent the credential is bound to.
+    pub agent: String,
+}
+
+/// The credentials file of one state directory.
+#[derive(Clone)]
+pub struct Credentials {
+    fs: Arc<dyn Fs>,
+    dir: PathBuf,
+    /// Parsed hashes, parsed again when the file's bytes change.
+    cache: Arc<Mutex<Option<Cached>>>,
+}
+
+struct Cached {
+    /// SHA-256 of the file's bytes when it was parsed.
+    stamp: [u8; 32],
+    by_hash: Vec<([u8; 32], String)>,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("dir", &self.dir)
+            .finish()
+    }
+}
+
+fn digest(token: &str) -> [u8; 32] {
+    digest_bytes(token.as_bytes())
+}
+
+fn digest_bytes(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}
+
+fn fingerprint(token: &str) -> String {
+    digest(token)[..6]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Agent ids are used in messages and keys, never as paths; still, keep them plain.
+fn check_agent(agent: &str) -> Result<(), CredentialError> {
+    let ok = !agent.is_empty()
+        && agent.len() <= 128
+        && agent
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(CredentialError::InvalidAgent(agent.to_owned()))
+    }
+}
+
+fn new_token() -> Result<String, String> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| format!("cannot generate a token: {e}"))?;
+    Ok(format!(
+        "{TOKEN_PREFIX}{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    ))
+}
+
+impl Credentials {
+    /// The credentials kept in the state directory `dir`.
+    pub fn new(fs: Arc<dyn Fs>, dir: impl Into<PathBuf>) -> Self {
+        Credentials {
+            fs,
+            dir: dir.into(),
+            cache: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// The credentials file.
+    pub fn path(&self) -> PathBuf {
+        self.dir.join(CREDENTIALS_FILE)
+    }
+
+    fn io(&self, e: impl std::fmt::Display) -> CredentialError {
+        CredentialError::Io {
+            path: self.path(),
+            message: e.to_string(),
+        }
+    }
+
+    fn read(&self) -> Result<StoredFile, CredentialError> {
+        let path = self.path();
+        let text = match self.fs.read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.is_not_found() => return Ok(StoredFile::default()),
+            Err(e) => return Err(self.io(e)),
+        };
+        let meta = self.fs.symlink_metadata(&path).map_err(|e| self.io(e))?;
+        if meta.mode & 0o077 != 0 {
+            return Err(CredentialError::Corrupt {
+                path,
+                message: format!(
+                    "its mode is {:04o}; it holds secrets and must be 0600",
+                    meta.mode
+                ),
+            });
+        }
+        let file: StoredFile =
+            serde_json::from_str(&text).map_err(|e| CredentialError::Corrupt {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+        if file.version != 1 {
+            return Err(CredentialError::Corrupt {
+                path,
+                message: format!("unsupported version {} (this Warden reads 1)", file.version),
+            });
+        }
+        Ok(file)
+    }
+
+    /// Read, change with `f`, and write back atomically under the lock.
+    fn update<R>(
+        &self,
+        f: impl FnOnce(&mut StoredFile) -> Result<R, CredentialError>,
+    ) -> Result<R, CredentialError> {
+        self.fs
+            .create_dir_all(&self.dir, 0o700)
+            .map_err(|e| self.io(e))?;
+        let _lock = self
+            .fs
+            .lock(&self.dir.join(format!("{CREDENTIALS_FILE}.lock")))
+            .map_err(|e| self.io(e))?;
+        let mut file = self.read()?;
+        file.version = 1;
+        let out = f(&mut file)?;
+        let text = serde_json::to_string_pretty(&file).map_err(|e| self.io(e))?;
+        self.fs
+            .write_atomic(&self.path(), text.as_bytes(), WriteOptions::private())
+            .map_err(|e| self.io(e))?;
+        Ok(out)
+    }
+
+    /// Bring a single token of an earlier version in as `main`'s credential, once: the
+    /// clients configured with it keep working. Returns whether it did.
+    pub fn import_legacy(&self, now_ms: u64) -> Result<bool, CredentialError> {
+        if self.fs.exists(&self.path()).map_err(|e| self.io(e))? {
+            return Ok(false);
+        }
+        let legacy = self.dir.join(LEGACY_TOKEN_FILE);
+        let token = match self.fs.read_to_string(&legacy) {
+            Ok(t) if !t.trim().is_empty() => t.trim().to_owned(),
+            Ok(_) => return Ok(false),
+            Err(e) if e.is_not_found() => return Ok(false),
+            Err(e) => return Err(self.io(e)),
+        };
+        self.update(|file| {
+            if file.credentials.is_empty() {
+                file.credentials.push(StoredCredential {
+                    agent: LEGACY_AGENT.to_owned(),
+                    token,
+                    created_at: now_ms,
+                    rotated_at: None,
+                    unknown: BTreeMap::new(),
+                });
+                Ok(true)
+            } else {
+                Ok(false)
+            }
+        })
+    }
+
+    /// `agent`'s token, created now if it has none. Returns the token and whether it
+    /// was created.
+    pub fn get_or_create(
+        &self,
+        agent: &str,
+        now_ms: u64,
+    ) -> Result<(String, bool), CredentialError> {
+        check_agent(agent)?;
+        self.update(|file| {
+            if let Some(c) = file.credentials.iter().find(|c| c.agent == agent) {
+                return Ok((c.token.clone(), false));
+            }
+            let token = new_token().map_err(|e| self.io(e))?;
+            file.credentials.push(StoredCredential {
+                agent: agent.to_owned(),
+                token: token.clone(),
+                created_at: now_ms,
+                rotated_at: None,
+                unknown: BTreeMap::new(),
+            });
+            Ok((token, true))
+        })
+    }
+
+    /// Replace `agent`'s token by a new one (the old one stops working at once).
+    pub fn rotate(&self, agent: &str, now_ms: u64) -> Result<String, CredentialError> {
+        check_agent(agent)?;
+        self.update(|file| {
+            let c = file
+                .credentials
+                .iter_mut()
+                .find(|c| c.agent == agent)
+                .ok_or_else(|| CredentialError::NoSuchAgent(agent.to_owned()))?;
+            c.token = new_token().map_err(|e| self.io(e))?;
+            c.rotated_at = Some(now_ms);
+            Ok(c.token.clone())
+        })
+    }
+
+    /// Remove `agent`'s credential.
+    pub fn revoke(&self, agent: &str) -> Result<(), CredentialError> {
+        check_agent(agent)?;
+        self.update(|file| {
+            let before = file.credentials.len();
+            file.credentials.retain(|c| c.agent != agent);
+            if file.credentials.len() == before {
+                return Err(CredentialError::NoSuchAgent(agent.to_owned()));
+            }
+            Ok(())
+        })
+    }
+
+    /// Every credential, without secrets.
+    pub fn list(&self) -> Result<Vec<CredentialInfo>, CredentialError> {
+        Ok(self
+            .read()?
+            .credentials
+            .iter()
+            .map(|c| CredentialInfo {
+                agent: c.agent.clone(),
+                created_at: c.created_at,
+                rotated_at: c.rotated_at,
+                fingerprint: fingerprint(&c.token),
+            })
+            .collect())
+    }
+
+    /// Who presents `token`, if anyone. The file is read on every call (a rotation or
+    /// revocation takes effect on the next request; it is parsed again only when its
+    /// bytes changed). An unreadable file authenticates nobody.
+    pub fn authenticate(&self, token: &str) -> Option<Identity> {
+        let text = match self.fs.read(&self.path()) {
+            Ok(t) => t,
+            Err(_) => return None,
+        };
+        let stamp = digest_bytes(&text);
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.as_ref().is_none_or(|c| c.stamp != stamp) {
+            match self.read() {
+                Ok(file) => {
+                    *cache = Some(Cached {
+                        stamp,
+                        by_hash: file
+                            .credentials
+                            .iter()
+                            .map(|c| (digest(&c.token), c.agent.clone()))
+                            .collect(),
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!("gateway credentials unusable, nobody is let in: {e}");
+                    *cache = None;
+                    return None;
+                }
+            }
+        }
+        let presented = digest(token);
+        // Every entry is compared, in constant time, so timing says nothing about which
+        // (or whether any) matched.
+        let mut found = None;
+        for (hash, agent) in cache.as_ref().map(|c| c.by_hash.as_slice()).unwrap_or(&[]) {
+            if bool::from(hash.ct_eq(&presented)) {
+                found = Some(agent.clone());
+            }
+        }
+        found.map(|agent| Identity { agent })
+    }
+
+    /// The state directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use caps::MemoryFs;
+
+    fn creds() -> Credentials {
+        let fs = Arc::new(MemoryFs::new());
+        Credentials::new(fs, "/state")
+    }
+
+    #[test]
+    fn each_agent_gets_its_own_token_and_only_that_token_names_it() {
+        let c = creds();
+        let (coder, created) = c.get_or_create("coder", 1).unwrap();
+        assert!(created && coder.starts_with(TOKEN_PREFIX) && coder.len() > 40);
+        let (again, created) = c.get_or_create("coder", 2).unwrap();
+        assert_eq!((again.as_str(), created), (coder.as_str(), false));
+        let (ops, _) = c.get_or_create("ops", 3).unwrap();
+        assert_ne!(ops, coder);
+        assert_eq!(c.authenticate(&coder).unwrap().agent, "coder");
+        assert_eq!(c.authenticate(&ops).unwrap().agent, "ops");
+        assert_eq!(c.authenticate("wdn_guess"), None);
+        assert_eq!(c.authenticate(""), None);
+        let listed = c.list().unwrap();
+        assert_eq!(listed.len(), 2);
+        assert!(!format!("{listed:?}").contains(&coder));
+    }
+
+    #[test]
+    fn rotation_and_revocation_take_effect_at_once() {
+        let c = creds();
+        let (old, _) = c.get_or_create("coder", 1).unwrap();
+        assert!(c.authenticate(&old).is_some());
+        let new = c.rotate("coder", 2).unwrap();
+        assert_ne!(old, new);
+        assert_eq!(c.authenticate(&old), None);
+        assert_eq!(c.authenticate(&new).unwrap().agent, "coder");
+        assert_eq!(c.list().unwrap()[0].rotated_at, Some(2));
+        c.revoke("coder").unwrap();
+        assert_eq!(c.authenticate(&new), None);
+        assert!(matches!(
+            c.revoke("coder"),
+            Err(CredentialError::NoSuchAgent(_))
+        ));
+        assert!(matches!(
+            c.rotate("nobody", 3),
+            Err(CredentialError::NoSuchAgent(_))
+        ));
+    }
+
+    #[test]
+    fn bad_agent_ids_are_refused_and_change_nothing() {
+        let c = creds();
+        for bad in ["", "../x", "a b", "x\n", &"a".repeat(129)] {
+            assert!(matches!(
+                c.get_or_create(bad, 1),
+                Err(CredentialError::InvalidAgent(_))
+            ));
+        }
+        assert!(c.list().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_legacy_token_becomes_mains_credential_once_and_unknown_fields_survive() {
+        let fs = Arc::new(MemoryFs::new());
+        fs.create_dir_all(Path::new("/state"), 0o700).unwrap();
+        fs.write(
+            Path::new("/state/gateway-token"),
+            b"legacy-token\n",
+            WriteOptions::private(),
+        )
+        .unwrap();
+        let c = Credentials::new(fs.clone(), "/state");
+        assert!(c.import_legacy(5).unwrap());
+        assert_eq!(c.authenticate("legacy-token").unwrap().agent, "main");
+        assert!(!c.import_legacy(6).unwrap());
+        // A newer writer's fields are kept across our rewrites.
+        let text = fs.read_to_string(&c.path()).unwrap();
+        let mut v: Value = serde_json::from_str(&text).unwrap();
+        v["future"] = "kept".into();
+        v["credentials"][0]["scope"] = "kept too".into();
+        fs.write_atomic(&c.path(), v.to_string().as_bytes(), WriteOptions::private())
+            .unwrap();
+        c.get_or_create("coder", 7).unwrap();
+        let v: Value = serde_json::from_str(&fs.read_to_string(&c.path()).unwrap()).unwrap();
+        assert_eq!(v["future"], "kept");
+        assert_eq!(v["credentials"][0]["scope"], "kept too");
+    }
+
+    #[test]
+    fn a_corrupt_or_readable_file_lets_nobody_in_and_is_not_overwritten() {
+        let fs = Arc::new(MemoryFs::new());
+        let c = Credentials::new(fs.clone(), "/state");
+        let (token, _) = c.get_or_create("coder", 1).unwrap();
+        fs.write_atomic(&c.path(), b"{not json", WriteOptions::private())
+            .unwrap();
+        assert_eq!(c.authenticate(&token), None);
+        assert!(c.get_or_create("ops", 2).is_err());
+        assert_eq!(fs.read_to_string(&c.path()).unwrap(), "{not json");
+        fs.write_atomic(
+            &c.path(),
+            br#"{"version":1,"credentials":[]}"#,
+            WriteOptions {
+                mode: 0o644,
+                create_new: false,
+            },
+        )
+        .unwrap();
+        assert!(matches!(c.list(), Err(CredentialError::Corrupt { .. })));
+    }
+}

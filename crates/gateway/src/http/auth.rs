@@ -1,0 +1,131 @@
+//! Who a request is: the bearer credential it presents (scheme matched without regard to
+//! case), checked against the per-agent credentials, and nothing else. A header naming
+//! another agent is refused, never followed; the identity travels to the MCP handler in
+//! the request's extensions.
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::sessions::Owners;
+use crate::credentials::Credentials;
+
+/// The header through which earlier versions let a client choose its agent. Accepted
+/// only when it names the credential's own agent.
+pub const AGENT_HEADER: &str = "x-warden-agent";
+/// The MCP session header.
+const SESSION_ID: &str = "mcp-session-id";
+
+/// The bearer token of `Authorization`, if the scheme is `Bearer` (any case).
+fn bearer(req: &Request) -> Option<&str> {
+    let value = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
+}
+
+/// A plain-text refusal.
+fn refuse(status: StatusCode, text: String) -> Response {
+    let mut response = (status, format!("{text}\n")).into_response();
+    if status == StatusCode::UNAUTHORIZED {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    response
+}
+
+/// Admits requests: authentication, the agent, and the session's owner.
+pub struct Guard {
+    credentials: Credentials,
+    owners: Owners,
+}
+
+impl Guard {
+    pub fn new(credentials: Credentials, owners: Owners) -> Self {
+        Guard {
+            credentials,
+            owners,
+        }
+    }
+
+    /// Authenticate `req`, check its session belongs to the credential, and pass it on.
+    pub async fn admit(&self, mut req: Request, next: Next) -> Response {
+        let identity = match bearer(&req).and_then(|t| self.credentials.authenticate(t)) {
+            Some(identity) => identity,
+            None => {
+                return refuse(
+                    StatusCode::UNAUTHORIZED,
+                    "a valid bearer credential is required (`warden gateway token --agent ID`)"
+                        .into(),
+                );
+            }
+        };
+        if let Some(named) = req.headers().get(AGENT_HEADER)
+            && named.to_str().ok().map(str::trim) != Some(identity.agent.as_str())
+        {
+            return refuse(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "this credential belongs to agent {:?}; the agent comes from the credential and {AGENT_HEADER} cannot choose another",
+                    identity.agent
+                ),
+            );
+        }
+        let session = req
+            .headers()
+            .get(SESSION_ID)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let is_delete = req.method() == Method::DELETE;
+        let admission = match self
+            .owners
+            .admit(&identity.agent, session.as_deref(), req.method())
+        {
+            Ok(admission) => admission,
+            Err(refusal) => return refuse(refusal.status, refusal.message),
+        };
+        req.extensions_mut().insert(identity.clone());
+        let mut response = next.run(req).await;
+        if is_delete && response.status() == StatusCode::ACCEPTED {
+            // The session is gone and there is nothing to accept later: 204, which
+            // clients expect from a DELETE (the Python SDK logs 202 as a failure).
+            *response.status_mut() = StatusCode::NO_CONTENT;
+            *response.body_mut() = Body::empty();
+        }
+        let created = response
+            .headers()
+            .get(SESSION_ID)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        self.owners
+            .finish(admission, &identity, created, response.status(), is_delete)
+            .wrap(response)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_auth(value: &str) -> Request {
+        let mut req = Request::new(Body::empty());
+        req.headers_mut()
+            .insert(header::AUTHORIZATION, HeaderValue::from_str(value).unwrap());
+        req
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_matched_without_regard_to_case() {
+        for value in ["Bearer t0k", "bearer t0k", "BEARER  t0k ", "BeArEr t0k"] {
+            assert_eq!(bearer(&with_auth(value)), Some("t0k"), "{value}");
+        }
+        for value in ["Basic t0k", "Bearer", "Bearer ", "t0k", "Bearertok"] {
+            assert_eq!(bearer(&with_auth(value)), None, "{value}");
+        }
+    }
+}
