@@ -13,9 +13,10 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use approvals::ipc::protocol::{Answer, Prompt, Request};
+use approvals::ipc::protocol::{Answer, Prompt, PromptKind, Request};
 use approvals::ipc::{AskOutcome, ClientConfig, ask};
 use approvals::{RunPlan, SystemClock};
+use policy::Launch;
 use support::TerminalApprover;
 
 /// A fresh, private WARDEN_HOME.
@@ -306,38 +307,59 @@ fn client_of(home: &Path, ui: &TerminalApprover) -> (ClientConfig, tokio::runtim
     (config, rt)
 }
 
-fn prompt(id: &str, argv: &[&str], agent: &str) -> Request {
+/// A command prompt for `argv`, telling the approver that allow-always stores
+/// `allow_always`.
+fn prompt(id: &str, argv: &[&str], agent: &str, allow_always: &[&str]) -> Request {
     let plan = RunPlan {
-        program: String::new(),
-        argv: argv.iter().map(|s| s.to_string()).collect(),
+        launch: Launch::Exec {
+            program: format!("/usr/bin/{}", argv[0]),
+            program_id: None,
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+        },
         cwd: "/".into(),
         env: BTreeMap::from([("PATH".to_string(), "/usr/bin:/bin".to_string())]),
         agent: agent.into(),
         session: "s1".into(),
         host: "gateway".into(),
     };
-    Request::Prompt(Prompt {
-        id: id.into(),
-        command: argv.join(" "),
-        plan_digest: plan.digest(),
-        plan,
-        security: "allowlist".into(),
-        ask: "on-miss".into(),
-        reason: "allowlist-miss".into(),
-    })
+    Request::Prompt(Prompt::new(
+        id,
+        agent,
+        "s1",
+        "gateway",
+        PromptKind::Command {
+            plan,
+            command: argv.join(" "),
+            security: policy::Security::Allowlist,
+            ask: policy::Ask::OnMiss,
+            reason: policy::AskReason::AllowlistMiss,
+            allow_always: allow_always.iter().map(|s| s.to_string()).collect(),
+            not_stored: Vec::new(),
+        },
+    ))
 }
 
 #[test]
-fn terminal_approver_queues_prompts_escapes_them_and_persists_allow_always() {
+fn terminal_approver_queues_prompts_escapes_them_and_shows_what_allow_always_stores() {
     let tmp = home();
     let h = tmp.path().to_path_buf();
     let mut ui = TerminalApprover::start(&h);
     let (config, rt) = client_of(&h, &ui);
     // Three prompts at once: the approver must queue them, not lose any.
     let requests = [
-        prompt("p1", &["rm", "-rf", "/tmp/x\u{202e}fdp.exe"], "coder"),
-        prompt("p2", &["echo", "line1\nline2\u{1b}[2J"], "coder"),
-        prompt("p3", &["ls", "-la"], "coder"),
+        prompt(
+            "p1",
+            &["rm", "-rf", "/tmp/x\u{202e}fdp.exe"],
+            "coder",
+            &["/usr/bin/rm"],
+        ),
+        prompt(
+            "p2",
+            &["echo", "line1\nline2\u{1b}[2J"],
+            "coder",
+            &["/usr/bin/echo"],
+        ),
+        prompt("p3", &["ls", "-la"], "coder", &["/usr/bin/ls"]),
     ];
     let handles: Vec<_> = requests
         .iter()
@@ -347,7 +369,6 @@ fn terminal_approver_queues_prompts_escapes_them_and_persists_allow_always() {
         })
         .collect();
     let mut shown = Vec::new();
-    let mut answers: BTreeMap<String, &str> = BTreeMap::new();
     for _ in 0..3 {
         let block = ui.read_until("digest:");
         let id = block
@@ -364,7 +385,6 @@ fn terminal_approver_queues_prompts_escapes_them_and_persists_allow_always() {
             "p2" => "o\n",
             _ => "a\n",
         };
-        answers.insert(id, reply);
         shown.push(text);
         ui.type_text(reply);
         ui.read_until("→");
@@ -395,10 +415,6 @@ fn terminal_approver_queues_prompts_escapes_them_and_persists_allow_always() {
         };
         assert_eq!(response.answer, expected);
     }
-    assert_eq!(
-        file(&h)["agents"]["coder"]["allowlist"][0]["pattern"],
-        "/usr/bin/ls"
-    );
     // A second approver on the same socket is refused while this one runs.
     let out = w(&h)
         .args(["approvals", "ui"])
@@ -411,25 +427,64 @@ fn terminal_approver_queues_prompts_escapes_them_and_persists_allow_always() {
 }
 
 #[test]
-fn allow_always_never_stores_a_shell_or_interpreter() {
+fn allow_always_through_warden_exec_stores_the_program_and_never_a_shell() {
     let tmp = home();
     let h = tmp.path().to_path_buf();
-    let mut ui = TerminalApprover::start(&h);
-    let (config, rt) = client_of(&h, &ui);
-    let request = prompt("s1", &["sh", "-c", "python3 -c 'print(1)'"], "coder");
-    let handle = rt.spawn(async move { ask(&config, &SystemClock, &request).await });
-    let block = ui.read_until("digest:").join("\n");
-    assert!(block.contains("stores nothing"), "{block}");
-    ui.type_text("a\n");
-    let AskOutcome::Answered(response) = rt.block_on(handle).unwrap() else {
-        panic!()
-    };
-    assert_eq!(
-        response.answer,
-        Answer::AllowOnce,
-        "nothing storable: downgraded to once"
+    support::configure(
+        &h,
+        "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\nask = \"on-miss\"\n",
+        r#"{"version":1,"defaults":{"security":"allowlist","ask":"on-miss","askFallback":"deny"}}"#,
     );
-    assert!(file(&h)["agents"].get("coder").is_none());
+    let mut ui = TerminalApprover::start(&h);
+    let ls = std::fs::canonicalize("/usr/bin/ls")
+        .or_else(|_| std::fs::canonicalize("/bin/ls"))
+        .unwrap();
+    let exec = |args: &[&str]| {
+        let mut cmd = w(&h);
+        cmd.arg("exec")
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd.spawn().unwrap()
+    };
+    // A miss: the human is shown the exact pattern allow-always stores, and says yes.
+    let child = exec(&["--", "ls", "/"]);
+    ui.answer(&format!("would store {}", ls.display()), "a\n");
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        file(&h)["agents"]["main"]["allowlist"][0]["pattern"],
+        ls.to_string_lossy().as_ref()
+    );
+    // The next time the allowlist matches: nobody is asked.
+    let out = w(&h).args(["exec", "--", "ls", "/"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A shell is never stored: allow-always becomes allow-once, and says so.
+    let child = exec(&["--", "sh", "-n", "/dev/null"]);
+    ui.answer(
+        "not stored: sh: shells, interpreters and wrappers are never stored",
+        "a\n",
+    );
+    ui.read_until("nothing can be stored");
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stored = file(&h)["agents"]["main"]["allowlist"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(stored, 1, "{}", file(&h));
     ui.stop();
 }
 

@@ -18,7 +18,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use caps::{ExecOptions, ExecOutput, Shell};
+use caps::{ExecOptions, ExecOutput, RefusedWrites, Shell};
 use sandbox::{Bwrap, LandlockMode, Profile, SandboxPolicy};
 use support::{configure, wait_gone, warden_home, warden_in};
 
@@ -1166,13 +1166,13 @@ fn approval_mode_asks_after_a_refused_write_and_retries_once_writable() {
         }
     }
     let prompt = prompt.join("\n");
-    assert!(prompt.contains("write-permission"), "{prompt}");
+    assert!(prompt.contains("(a write permission)"), "{prompt}");
     // The kernel told us which write was refused, and the human sees it.
     assert!(
         prompt.contains(&ws_path.join("out.txt").display().to_string()),
         "{prompt}"
     );
-    assert!(prompt.contains("writable retry"), "{prompt}");
+    assert!(prompt.contains("re-runs writable"), "{prompt}");
     let stdin = ui.stdin.as_mut().unwrap();
     stdin.write_all(b"o\n").unwrap();
     stdin.flush().unwrap();
@@ -1230,7 +1230,7 @@ async fn the_watched_profile_reports_refused_writes_as_the_kernel_saw_them() {
     assert!(out.stdout.contains("t\nold"), "{}", out.combined);
     assert_eq!(
         out.refused_writes,
-        Some(vec![
+        RefusedWrites::Refused(vec![
             ws.join("a.txt"),
             ws.join("d"),
             ws.join("b.txt"),
@@ -1264,17 +1264,17 @@ async fn the_watched_profile_reports_refused_writes_as_the_kernel_saw_them() {
     }
     assert_eq!(
         out.refused_writes,
-        Some(vec![ws.join("fd.txt")]),
+        RefusedWrites::Refused(vec![ws.join("fd.txt")]),
         "{}",
         out.combined
     );
     // Printing the message is not a refused write.
     let out = run("echo 'Read-only file system' >&2; exit 1").await;
     assert_eq!(out.status, caps::ExitStatus::Code(1));
-    assert_eq!(out.refused_writes, Some(Vec::new()));
+    assert_eq!(out.refused_writes, RefusedWrites::None);
     // Opening with O_CREAT an existing file for reading is not a write.
     let out = run("cat exists.txt >/dev/null; exec 3<>/dev/null; exit 0").await;
-    assert_eq!(out.refused_writes, Some(Vec::new()), "{}", out.combined);
+    assert_eq!(out.refused_writes, RefusedWrites::None, "{}", out.combined);
     // The observer is out of the command's reach: it cannot open the observer's
     // descriptors (it cannot forge the report through /proc), and its own table is clean.
     let out = run("ls /proc/self/fd; \
@@ -1286,12 +1286,16 @@ async fn the_watched_profile_reports_refused_writes_as_the_kernel_saw_them() {
     assert!(!out.stdout.contains("\n4\n"), "{}", out.combined);
     assert!(!out.stdout.contains("OPENED"), "{}", out.combined);
     assert!(out.stdout.contains("hidden"), "{}", out.combined);
-    assert_eq!(out.refused_writes, Some(Vec::new()), "{}", out.combined);
+    assert_eq!(out.refused_writes, RefusedWrites::None, "{}", out.combined);
     // Statuses pass through the observer unchanged, signals included.
     let plain = sandbox.shell(Profile::ReadOnly);
     let argv: Vec<String> = vec!["/bin/sh".into(), "-c".into(), "kill -TERM $$".into()];
     let a = plain.exec(&argv, &lab.options(&[])).await.unwrap();
     let b = watched.exec(&argv, &lab.options(&[])).await.unwrap();
     assert_eq!(a.status, b.status);
-    assert_eq!(a.refused_writes, None, "an unwatched shell reports nothing");
+    assert_eq!(
+        a.refused_writes,
+        RefusedWrites::NotWatched,
+        "an unwatched shell reports nothing"
+    );
 }

@@ -100,17 +100,31 @@ pub fn median_decision(rounds: usize) -> Duration {
     };
     let session = SessionOverrides::default();
     let params = ExecParams::default();
+    let env = std::collections::BTreeMap::new();
+    let host_env = std::collections::BTreeMap::from([
+        ("HOME".to_string(), "/home/bench".to_string()),
+        ("LANG".to_string(), "C.UTF-8".to_string()),
+    ]);
     let who = Requester {
-        agent: Some("coder"),
+        agent: "coder",
+        session_id: "bench",
         session: &session,
         params: &params,
+        env: &env,
     };
     let corpus = corpus();
     let mut samples = Vec::with_capacity(corpus.len() * rounds);
     for round in 0..=rounds {
         for cmd in &corpus {
             let started = Instant::now();
-            let e = explain(CommandInput::Shell(cmd), &who, &config, &ceiling, &ctx);
+            let e = explain(
+                CommandInput::Shell(cmd),
+                &who,
+                &config,
+                &ceiling,
+                &ctx,
+                &host_env,
+            );
             let took = started.elapsed();
             std::hint::black_box(&e);
             if round > 0 {

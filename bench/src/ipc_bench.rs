@@ -4,11 +4,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use approvals::ipc::protocol::{Answer, ExecPrompt, ExecReport, Prompt, Request};
+use approvals::ipc::protocol::{Answer, ExecPrompt, ExecReport, Prompt, PromptKind, Request};
 use approvals::ipc::{
     Approver, AskOutcome, ClientConfig, Limits, ServerConfig, ask, bind_socket, serve,
 };
 use approvals::{OsRandom, RunPlan, SystemClock};
+use policy::Launch;
 
 struct Immediate;
 
@@ -60,8 +61,11 @@ pub async fn median_round_trip(iterations: usize) -> anyhow::Result<Duration> {
         approval_timeout: Duration::from_secs(5),
     };
     let plan = RunPlan {
-        program: "/usr/bin/rg".into(),
-        argv: vec!["rg".into(), "-n".into(), "TODO".into()],
+        launch: Launch::Exec {
+            program: "/usr/bin/rg".into(),
+            program_id: None,
+            argv: vec!["rg".into(), "-n".into(), "TODO".into()],
+        },
         cwd: "/work".into(),
         env: BTreeMap::from([
             ("PATH".to_string(), "/usr/bin:/bin".to_string()),
@@ -71,15 +75,21 @@ pub async fn median_round_trip(iterations: usize) -> anyhow::Result<Duration> {
         session: "s1".into(),
         host: "gateway".into(),
     };
-    let request = Request::Prompt(Prompt {
-        id: "bench".into(),
-        command: "rg -n TODO".into(),
-        plan_digest: plan.digest(),
-        plan,
-        security: "allowlist".into(),
-        ask: "on-miss".into(),
-        reason: "allowlist-miss".into(),
-    });
+    let request = Request::Prompt(Prompt::new(
+        "bench",
+        "coder",
+        "s1",
+        "gateway",
+        PromptKind::Command {
+            plan,
+            command: "rg -n TODO".into(),
+            security: policy::Security::Allowlist,
+            ask: policy::Ask::OnMiss,
+            reason: policy::AskReason::AllowlistMiss,
+            allow_always: vec!["/usr/bin/rg".into()],
+            not_stored: Vec::new(),
+        },
+    ));
     let mut samples = Vec::with_capacity(iterations);
     for i in 0..iterations + 20 {
         let started = Instant::now();

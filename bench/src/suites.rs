@@ -337,22 +337,24 @@ async fn exec_gateway(report: &mut Report, quick: bool) -> anyhow::Result<()> {
         },
     );
     let clock: std::sync::Arc<dyn approvals::Clock> = std::sync::Arc::new(approvals::SystemClock);
-    let runner = runner::Runner::new(runner::RunnerHost {
-        label: "gateway".into(),
-        fs,
+    let runner = runner::Runner::new(
+        runner::Host::builder(
+            fs,
+            store,
+            policy::Config::parse(
+                "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\n",
+                std::path::Path::new("config.toml"),
+            )?,
+        )
+        .trusted_path(policy::TrustedPath::parse("/usr/bin:/bin"))
+        .default_cwd("/")
+        .clock(clock)
+        .build(),
+    );
+    let executor = runner::Executor::Direct {
         shell: std::sync::Arc::new(LocalShell::new()),
-        store,
-        config: policy::Config::parse(
-            "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\n",
-            std::path::Path::new("config.toml"),
-        )?,
-        host_env: std::collections::BTreeMap::new(),
-        trusted_path: policy::TrustedPath::parse("/usr/bin:/bin"),
-        default_cwd: "/".into(),
-        approvals: std::sync::Arc::new(runner::NoApprover),
-        clock,
-        gate: runner::Gate::Policy,
-    });
+        host: runner::RunHost::Gateway,
+    };
     let cancel = tokio_util::sync::CancellationToken::new();
     let (base, warden) = compare(
         warmup,
@@ -371,12 +373,14 @@ async fn exec_gateway(report: &mut Report, quick: bool) -> anyhow::Result<()> {
             Ok(())
         },
         || async {
-            let request = runner::ExecRequest {
-                agent: Some("bench".into()),
-                command: Some(runner::CommandSpec::Argv(vec!["/bin/true".into()])),
-                ..Default::default()
-            };
-            let report = runner.run(request, &runner::NoEvents, &cancel).await;
+            let request = runner::ExecRequest::new(
+                "bench",
+                "bench",
+                runner::CommandSpec::Argv(vec!["/bin/true".into()]),
+            );
+            let report = runner
+                .run(request, &executor, &runner::NoEvents, &cancel)
+                .await;
             if !matches!(report.outcome, runner::Outcome::Finished { .. }) {
                 bail!("the runner did not run /bin/true: {:?}", report.outcome);
             }
@@ -448,26 +452,25 @@ async fn exec_sandbox(report: &mut Report, quick: bool) -> anyhow::Result<()> {
         },
     );
     let clock: std::sync::Arc<dyn approvals::Clock> = std::sync::Arc::new(approvals::SystemClock);
-    let runner = runner::Runner::new(runner::RunnerHost {
-        label: "sandbox".into(),
-        fs,
-        shell: std::sync::Arc::clone(&readonly),
-        store,
-        config: policy::Config::parse(
-            "[sandbox]\npermission_mode = \"readonly\"\n",
-            std::path::Path::new("config.toml"),
-        )?,
-        host_env: std::collections::BTreeMap::new(),
-        trusted_path: policy::TrustedPath::parse("/usr/bin:/bin"),
-        default_cwd: workspace.clone(),
-        approvals: std::sync::Arc::new(runner::NoApprover),
-        clock,
-        gate: runner::Gate::Sandbox(runner::SandboxShells {
-            readonly: std::sync::Arc::clone(&readonly),
-            watched: std::sync::Arc::clone(&readonly),
-            writable: readonly,
-            unconfined: None,
-        }),
+    let runner = runner::Runner::new(
+        runner::Host::builder(
+            fs,
+            store,
+            policy::Config::parse(
+                "[sandbox]\npermission_mode = \"readonly\"\n",
+                std::path::Path::new("config.toml"),
+            )?,
+        )
+        .trusted_path(policy::TrustedPath::parse("/usr/bin:/bin"))
+        .default_cwd(workspace.clone())
+        .clock(clock)
+        .build(),
+    );
+    let executor = runner::Executor::Sandbox(runner::SandboxShells {
+        readonly: std::sync::Arc::clone(&readonly),
+        watched: std::sync::Arc::clone(&readonly),
+        writable: readonly,
+        unconfined: None,
     });
     let cancel = tokio_util::sync::CancellationToken::new();
     let bwrap_args = [
@@ -505,11 +508,14 @@ async fn exec_sandbox(report: &mut Report, quick: bool) -> anyhow::Result<()> {
             Ok(())
         },
         || async {
-            let request = runner::ExecRequest {
-                command: Some(runner::CommandSpec::Argv(vec!["/bin/true".into()])),
-                ..Default::default()
-            };
-            let report = runner.run(request, &runner::NoEvents, &cancel).await;
+            let request = runner::ExecRequest::new(
+                "bench",
+                "bench",
+                runner::CommandSpec::Argv(vec!["/bin/true".into()]),
+            );
+            let report = runner
+                .run(request, &executor, &runner::NoEvents, &cancel)
+                .await;
             match report.outcome {
                 runner::Outcome::Finished { output } if output.status.success() => Ok(()),
                 other => bail!("sandboxed /bin/true failed: {other:?}"),

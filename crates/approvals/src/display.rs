@@ -4,7 +4,9 @@
 
 use std::fmt::Write as _;
 
-use crate::ipc::protocol::Prompt;
+use policy::{Launch, RunPlan};
+
+use crate::ipc::protocol::{Prompt, PromptKind};
 
 /// True for characters that could hide or reorder text on a terminal: every
 /// Default_Ignorable_Code_Point of Unicode (DerivedCoreProperties.txt — zero-width and
@@ -79,59 +81,90 @@ pub fn argv_line(argv: &[String]) -> String {
     format!("[{}]", words.join(", "))
 }
 
-/// The full, escaped text of a prompt as shown to the human.
-pub fn render_prompt(prompt: &Prompt, store_patterns: &[String]) -> String {
-    let p = &prompt.plan;
-    let mut out = String::new();
-    let _ = writeln!(out, "── approval request {} ──", escape(&prompt.id));
-    let _ = writeln!(
-        out,
-        "agent:    {}   session: {}",
-        escape(&p.agent),
-        escape(&p.session)
-    );
-    let _ = writeln!(
-        out,
-        "host:     {}   security: {}   ask: {}   ({})",
-        escape(&p.host),
-        escape(&prompt.security),
-        escape(&prompt.ask),
-        escape(&prompt.reason)
-    );
-    let _ = writeln!(out, "command:  {}", escape(&prompt.command));
-    if !p.program.is_empty() {
-        let _ = writeln!(out, "program:  {}", escape(&p.program));
+fn plan_lines(out: &mut String, plan: &RunPlan) {
+    match &plan.launch {
+        Launch::Exec { program, argv, .. } => {
+            if program != argv.first().map(String::as_str).unwrap_or("") {
+                let _ = writeln!(out, "program:  {}", escape(program));
+            }
+            let _ = writeln!(out, "argv:     {}", argv_line(argv));
+        }
+        Launch::Script { shell, source } => {
+            let _ = writeln!(out, "shell:    {} -c", escape(shell));
+            let _ = writeln!(out, "script:   {}", quoted(source));
+        }
     }
-    let _ = writeln!(out, "argv:     {}", argv_line(&p.argv));
-    let _ = writeln!(out, "cwd:      {}", escape(&p.cwd));
-    let env: Vec<String> = p
+    let _ = writeln!(out, "cwd:      {}", escape(&plan.cwd));
+    let env: Vec<String> = plan
         .env
         .iter()
         .map(|(k, v)| format!("{}={}", escape(k), quoted(v)))
         .collect();
     let _ = writeln!(out, "env:      {}", env.join(" "));
-    if prompt.is_write_permission() {
-        let _ = writeln!(
-            out,
-            "always:   stores nothing (a write permission is for this one request)"
-        );
-    } else if store_patterns.is_empty() {
-        let _ = writeln!(
-            out,
-            "always:   stores nothing (shells, interpreters and wrappers are never stored)"
-        );
-    } else {
-        let _ = writeln!(
-            out,
-            "always:   would store {}",
-            store_patterns
-                .iter()
-                .map(|s| escape(s))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+}
+
+/// The full, escaped text of a prompt as shown to the human: what runs (or is written),
+/// where, with which environment, and exactly what "allow always" would store.
+pub fn render_prompt(prompt: &Prompt) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "── approval request {} ──", escape(&prompt.id));
+    let _ = writeln!(
+        out,
+        "agent:    {}   session: {}",
+        escape(&prompt.agent),
+        escape(&prompt.session)
+    );
+    match &prompt.kind {
+        PromptKind::Command {
+            plan,
+            command,
+            security,
+            ask,
+            reason,
+            allow_always,
+            not_stored,
+        } => {
+            let _ = writeln!(
+                out,
+                "host:     {}   security: {security}   ask: {ask}   ({reason})",
+                escape(&prompt.host),
+            );
+            let _ = writeln!(out, "command:  {}", escape(command));
+            plan_lines(&mut out, plan);
+            if allow_always.is_empty() {
+                let _ = writeln!(out, "always:   stores nothing");
+            } else {
+                let shown: Vec<String> = allow_always.iter().map(|s| escape(s)).collect();
+                let _ = writeln!(out, "always:   would store {}", shown.join(", "));
+            }
+            for skipped in not_stored {
+                let _ = writeln!(out, "          not stored: {}", escape(skipped));
+            }
+        }
+        PromptKind::Write {
+            paths,
+            detail,
+            retry,
+        } => {
+            let _ = writeln!(
+                out,
+                "host:     {}   (a write permission)",
+                escape(&prompt.host)
+            );
+            let shown: Vec<String> = paths.iter().map(|p| quoted(p)).collect();
+            let _ = writeln!(out, "writes:   {}", shown.join(", "));
+            let _ = writeln!(out, "what:     {}", escape(detail));
+            if let Some(plan) = retry {
+                let _ = writeln!(out, "re-runs writable:");
+                plan_lines(&mut out, plan);
+            }
+            let _ = writeln!(
+                out,
+                "always:   stores nothing (a write permission is for this one request)"
+            );
+        }
     }
-    let _ = writeln!(out, "digest:   {}", escape(&prompt.plan_digest));
+    let _ = writeln!(out, "digest:   {}", escape(&prompt.digest));
     out
 }
 
@@ -167,17 +200,82 @@ mod tests {
         }
     }
 
+    fn plan(env: &[(&str, &str)], launch: Launch) -> RunPlan {
+        RunPlan {
+            launch,
+            cwd: "/w".into(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            agent: "a".into(),
+            session: "s".into(),
+            host: "gateway".into(),
+        }
+    }
+
+    fn command_prompt(plan: RunPlan, allow_always: Vec<String>) -> Prompt {
+        Prompt::new(
+            "p",
+            "a",
+            "s",
+            "gateway",
+            PromptKind::Command {
+                plan,
+                command: "ls".into(),
+                security: policy::Security::Allowlist,
+                ask: policy::Ask::OnMiss,
+                reason: policy::AskReason::AllowlistMiss,
+                allow_always,
+                not_stored: vec!["sh: shells, interpreters and wrappers are never stored".into()],
+            },
+        )
+    }
+
     #[test]
     fn an_environment_value_cannot_pass_for_two_variables() {
-        let prompt: Prompt = serde_json::from_value(serde_json::json!({
-            "id": "p", "command": "ls", "planDigest": "d", "security": "full", "ask": "always",
-            "reason": "r",
-            "plan": {"program": "", "argv": ["ls"], "cwd": "/", "env": {"A": "1 B=2"},
-                     "agent": "a", "session": "s", "host": "gateway"}
-        }))
-        .unwrap();
-        let text = render_prompt(&prompt, &[]);
+        let exec = Launch::Exec {
+            program: "/usr/bin/ls".into(),
+            program_id: None,
+            argv: vec!["ls".into()],
+        };
+        let text = render_prompt(&command_prompt(plan(&[("A", "1 B=2")], exec), vec![]));
         assert!(text.contains("A=\"1 B=2\""), "{text}");
+        assert!(text.contains("program:  /usr/bin/ls"), "{text}");
+        assert!(text.contains("stores nothing"), "{text}");
+    }
+
+    #[test]
+    fn the_prompt_shows_what_runs_and_what_is_stored() {
+        let script = Launch::Script {
+            shell: "/bin/sh".into(),
+            source: "ls\u{202e} | wc -l".into(),
+        };
+        let text = render_prompt(&command_prompt(
+            plan(&[], script),
+            vec!["/usr/bin/ls".into()],
+        ));
+        assert!(text.contains("shell:    /bin/sh -c"), "{text}");
+        assert!(text.contains("\\u{202e}"), "{text}");
+        assert!(text.contains("would store /usr/bin/ls"), "{text}");
+        assert!(text.contains("not stored: sh"), "{text}");
+        let write = Prompt::new(
+            "w",
+            "a",
+            "s",
+            "sandbox",
+            PromptKind::Write {
+                paths: vec!["/w/out.txt".into()],
+                detail: "the read-only run was refused a write".into(),
+                retry: None,
+            },
+        );
+        let text = render_prompt(&write);
+        assert!(text.contains("writes:   \"/w/out.txt\""), "{text}");
+        assert!(
+            text.contains("stores nothing (a write permission"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -8,11 +8,12 @@
 //!   runner uses; see `docs/protocol-approvals.md`.
 //! - [`display`] escapes what the human sees so that it is exactly what runs.
 
+#![forbid(unsafe_code)]
+
 pub mod clock;
 pub mod display;
 pub mod file;
 pub mod ipc;
-pub mod plan;
 pub mod store;
 
 pub use clock::{Clock, SystemClock};
@@ -20,7 +21,7 @@ pub use file::{
     AgentEntry, AllowlistEntry, ApprovalsFile, Ceilings, Defaults, REDACTED, SCHEMA_VERSION,
     SocketSettings,
 };
-pub use plan::RunPlan;
+pub use policy::RunPlan;
 pub use store::{
     ABSENT_HASH, HostView, ImportSummary, OsRandom, Randomness, Snapshot, Store, StoreConfig,
     StoreError, USAGE_TIME_GRANULARITY_MS, Updated,

@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use approvals::ipc::protocol::{
-    Answer, ExecPrompt, ExecReport, Prompt, Request, Response, decode_challenge, encode_request,
-    encode_response,
+    Answer, ExecPrompt, ExecReport, Prompt, PromptKind, Request, Response, decode_challenge,
+    encode_request, encode_response,
 };
 use approvals::ipc::{
     Approver, AskOutcome, ClientConfig, Limits, ServerConfig, ask, bind_socket, read_frame, serve,
@@ -25,6 +25,7 @@ use approvals::ipc::{
 };
 use approvals::{Clock, OsRandom, RunPlan, SystemClock};
 use caps::LocalFs;
+use policy::Launch;
 use tokio::net::UnixStream;
 
 const TOKEN: &str = "test-token-0123456789abcdef";
@@ -46,7 +47,14 @@ impl Approver for Scripted {
         let answer = self.decide(&request.prompt).await;
         let report = (answer != Answer::Deny).then(|| ExecReport {
             exit_code: 0,
-            stdout: format!("ran {}", request.prompt.plan.argv.join(" ")),
+            stdout: format!(
+                "ran {}",
+                request
+                    .prompt
+                    .plan()
+                    .map(|p| p.launch.display())
+                    .unwrap_or_default()
+            ),
             stderr: String::new(),
             truncated: false,
             timed_out: false,
@@ -63,8 +71,11 @@ fn uid() -> u32 {
 
 fn plan() -> RunPlan {
     RunPlan {
-        program: "/usr/bin/rg".into(),
-        argv: vec!["rg".into(), "-n".into(), "TODO".into()],
+        launch: Launch::Exec {
+            program: "/usr/bin/rg".into(),
+            program_id: None,
+            argv: vec!["rg".into(), "-n".into(), "TODO".into()],
+        },
         cwd: "/work".into(),
         env: BTreeMap::from([("PATH".to_string(), "/usr/bin".to_string())]),
         agent: "coder".into(),
@@ -74,16 +85,21 @@ fn plan() -> RunPlan {
 }
 
 fn prompt_request(id: &str) -> Request {
-    let plan = plan();
-    Request::Prompt(Prompt {
-        id: id.into(),
-        command: "rg -n TODO".into(),
-        plan_digest: plan.digest(),
-        plan,
-        security: "allowlist".into(),
-        ask: "on-miss".into(),
-        reason: "allowlist-miss".into(),
-    })
+    Request::Prompt(Prompt::new(
+        id,
+        "coder",
+        "s1",
+        "gateway",
+        PromptKind::Command {
+            plan: plan(),
+            command: "rg -n TODO".into(),
+            security: policy::Security::Allowlist,
+            ask: policy::Ask::OnMiss,
+            reason: policy::AskReason::AllowlistMiss,
+            allow_always: vec!["/usr/bin/rg".into()],
+            not_stored: Vec::new(),
+        },
+    ))
 }
 
 struct Server {
@@ -186,7 +202,10 @@ async fn answers_come_back_authenticated_and_bound() {
         };
         assert_eq!(response.answer, answer);
         assert_eq!(response.id, "r1");
-        assert_eq!(server.approver.seen.lock().unwrap()[0].plan, plan());
+        assert_eq!(
+            server.approver.seen.lock().unwrap()[0].plan(),
+            Some(&plan())
+        );
     }
 }
 
@@ -280,7 +299,7 @@ async fn a_bit_flip_in_any_byte_of_a_response_is_rejected() {
             let req: Request = serde_json::from_slice(payload).unwrap();
             let resp = Response {
                 id: req.prompt().id.clone(),
-                plan_digest: req.prompt().plan_digest.clone(),
+                digest: req.prompt().digest.clone(),
                 answer: Answer::AllowOnce,
                 report: None,
             };
@@ -357,13 +376,17 @@ async fn replays_and_reflections_are_rejected() {
         })
         .await
     );
-    // A plan digest that does not match the plan shown.
+    // A digest that does not match the prompt shown.
     assert!(
         !server_answers(&server.path, |n| {
             let Request::Prompt(mut p) = prompt_request("r") else {
                 unreachable!()
             };
-            p.plan.argv.push("--and-more".into());
+            if let PromptKind::Command { plan, .. } = &mut p.kind
+                && let Launch::Exec { argv, .. } = &mut plan.launch
+            {
+                argv.push("--and-more".into());
+            }
             encode_request(
                 TOKEN.as_bytes(),
                 &n,

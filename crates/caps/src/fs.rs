@@ -51,7 +51,26 @@ impl std::fmt::Display for FileKind {
     }
 }
 
-/// The facts about a file that Warden needs: kind, size, permission bits and owner.
+/// Which file a path named: the device and inode, the identity a rename, a replacement
+/// or a new file at the same path does not keep.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub struct FileId {
+    /// The device.
+    pub dev: u64,
+    /// The inode on that device.
+    pub ino: u64,
+}
+
+impl fmt::Display for FileId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.dev, self.ino)
+    }
+}
+
+/// The facts about a file that Warden needs: kind, size, permission bits, owner and
+/// identity.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Metadata {
     /// What the path names.
@@ -64,6 +83,8 @@ pub struct Metadata {
     pub uid: u32,
     /// Last modification time, when the provider knows it.
     pub modified: Option<SystemTime>,
+    /// Which file this is.
+    pub id: FileId,
 }
 
 impl Metadata {

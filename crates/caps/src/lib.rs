@@ -26,9 +26,11 @@ mod fs;
 mod output;
 mod providers;
 mod shell;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 
 pub use error::CapsError;
-pub use fs::{DirEntry, FileKind, Fs, FsLock, Metadata, WriteOptions};
+pub use fs::{DirEntry, FileId, FileKind, Fs, FsLock, Metadata, WriteOptions};
 pub use output::{
     OutputCollector, Stream, TRUNCATION_MARKER, truncate_utf8_head, truncate_utf8_tail,
 };
@@ -37,7 +39,7 @@ pub use providers::local::{LocalFs, LocalShell};
 pub use providers::memory::{MemoryFs, NoProcesses, RecordedCall, ScriptedShell};
 pub use shell::{
     DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TAIL_BYTES, ExecOptions, ExecOutput, ExitStatus,
-    OutputLimits, Script, Shell, Stdin,
+    OutputLimits, RefusedWrites, Script, Shell, Stdin, TIMED_OUT_EXIT_CODE,
 };
 
 /// The process supervisor used by the local and bounded shells, for providers in other

@@ -93,7 +93,7 @@ impl OutputCollector {
             truncated,
             timed_out,
             duration,
-            refused_writes: None,
+            refused_writes: crate::RefusedWrites::NotWatched,
         }
     }
 }

@@ -62,6 +62,11 @@ pub struct ExecOptions {
     /// (a program resolved to its canonical file still sees the name it was called by).
     /// Only [`Shell::exec`] uses it.
     pub arg0: Option<String>,
+    /// The file `argv[0]` must still be when it is started (the one a human approved):
+    /// if the path now names another file, the run is refused
+    /// ([`CapsError::Denied`]) and nothing starts. Only [`Shell::exec`] uses it, and only
+    /// providers that run programs from this host's filesystem check it.
+    pub expect_program: Option<crate::FileId>,
 }
 
 impl ExecOptions {
@@ -75,6 +80,7 @@ impl ExecOptions {
             timeout,
             limits: OutputLimits::default(),
             arg0: None,
+            expect_program: None,
         }
     }
 
@@ -206,13 +212,49 @@ pub struct ExecOutput {
     /// Wall-clock duration of the run.
     #[serde(serialize_with = "serialize_duration_ms", rename = "duration_ms")]
     pub duration: Duration,
-    /// Writes a sandbox's read-only profile refused that its writable profile would
-    /// allow, as the kernel reported them (at most a few, first first). `None` when the
-    /// provider does not watch for them — every provider except a sandbox shell built to
-    /// watch, and that one too when the kernel could not tell.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub refused_writes: Option<Vec<std::path::PathBuf>>,
+    /// Whether a sandbox's read-only profile refused a write that its writable profile
+    /// would allow (approval mode asks a human about those). Only sandbox providers
+    /// classify this; everything else reports [`RefusedWrites::NotWatched`].
+    #[serde(skip_serializing_if = "RefusedWrites::is_not_watched")]
+    pub refused_writes: RefusedWrites,
 }
+
+/// What a sandbox provider knows about writes its read-only profile refused.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "kind", content = "paths", rename_all = "kebab-case")]
+pub enum RefusedWrites {
+    /// The provider does not classify refused writes (not a sandbox, or a writable one).
+    #[default]
+    NotWatched,
+    /// No write the writable profile would allow was refused.
+    None,
+    /// Such writes were refused: at these paths, as the kernel reported them (at most a
+    /// few, first first), or with no paths when the backend only knows that one was (the
+    /// command printed the kernel's "Read-only file system").
+    Refused(Vec<std::path::PathBuf>),
+}
+
+impl RefusedWrites {
+    /// True for [`RefusedWrites::NotWatched`].
+    pub fn is_not_watched(&self) -> bool {
+        matches!(self, RefusedWrites::NotWatched)
+    }
+}
+
+impl ExecOutput {
+    /// The exit code a shell would report for this run: 124 when it timed out (as
+    /// `timeout(1)` does), else the code, or 128 + the signal that killed it.
+    pub fn exit_code(&self) -> i32 {
+        if self.timed_out {
+            TIMED_OUT_EXIT_CODE
+        } else {
+            self.status.shell_code()
+        }
+    }
+}
+
+/// The exit code of a run that hit its timeout (`timeout(1)`'s convention).
+pub const TIMED_OUT_EXIT_CODE: i32 = 124;
 
 fn serialize_duration_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64(d.as_secs_f64() * 1000.0)

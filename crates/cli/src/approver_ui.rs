@@ -3,18 +3,18 @@
 //! and takes allow once / allow always / deny from the terminal. Prompts that arrive
 //! together are queued; a prompt whose requester gave up is withdrawn.
 //!
-//! "Allow always" stores the patterns the policy engine derives from the plan (never a
-//! shell, interpreter or wrapper) in this host's approvals file.
+//! "Allow always" stores exactly the patterns the prompt shows (the runner derived them
+//! from the plan — never a shell, interpreter or wrapper); the runner that asked stores
+//! them in its host's approvals file.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use approvals::display::render_prompt;
-use approvals::ipc::protocol::{Answer, ExecPrompt, ExecReport, Prompt};
+use approvals::ipc::protocol::{Answer, ExecPrompt, ExecReport, Prompt, PromptKind};
 use approvals::ipc::{Approver, Limits, ServerConfig, bind_socket, serve};
-use approvals::{OsRandom, Store, SystemClock};
-use caps::{ExecOptions, LocalShell, Shell};
-use policy::{Allowlist, CommandInput, EvalContext, derive_allow_always, evaluate};
+use approvals::{OsRandom, SystemClock};
+use caps::LocalShell;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 
@@ -97,7 +97,7 @@ async fn run_async() -> anyhow::Result<()> {
     out.flush().await?;
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
-        result = terminal_loop(pending, &store, &facts) => result?,
+        result = terminal_loop(pending) => result?,
         _ = tokio::signal::ctrl_c() => {}
         _ = sigterm.recv() => {}
     }
@@ -116,30 +116,7 @@ fn parse_answer(line: &str) -> Option<Answer> {
     }
 }
 
-/// The patterns "allow always" would store for this plan, derived by the policy engine.
-fn patterns_for(prompt: &Prompt, facts: &HostFacts) -> Vec<String> {
-    // A write permission is not a policy decision about the command: nothing to store.
-    if prompt.is_write_permission() {
-        return Vec::new();
-    }
-    let fs = facts.fs();
-    let allowlist = Allowlist::default();
-    let cwd = std::path::PathBuf::from(&prompt.plan.cwd);
-    let ctx = EvalContext {
-        fs: fs.as_ref(),
-        cwd: &cwd,
-        trusted_path: &facts.trusted_path,
-        allowlist: &allowlist,
-        cache: None,
-    };
-    derive_allow_always(&evaluate(CommandInput::Argv(&prompt.plan.argv), &ctx)).patterns
-}
-
-async fn terminal_loop(
-    mut pending: mpsc::UnboundedReceiver<Pending>,
-    store: &Store,
-    facts: &HostFacts,
-) -> anyhow::Result<()> {
+async fn terminal_loop(mut pending: mpsc::UnboundedReceiver<Pending>) -> anyhow::Result<()> {
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let mut out = tokio::io::stdout();
     loop {
@@ -170,9 +147,7 @@ async fn terminal_loop(
                 .await?;
             continue;
         }
-        let patterns = patterns_for(&prompt, facts);
-        out.write_all(render_prompt(&prompt, &patterns).as_bytes())
-            .await?;
+        out.write_all(render_prompt(&prompt).as_bytes()).await?;
         let answer = loop {
             out.write_all(b"allow [o]nce, allow [a]lways, [d]eny? ")
                 .await?;
@@ -196,27 +171,22 @@ async fn terminal_loop(
         };
         let Some(mut answer) = answer else { continue };
         if answer == Answer::AllowAlways {
-            if patterns.is_empty() {
-                out.write_all(b"nothing can be stored for this command; allowing once\n")
-                    .await?;
-                answer = Answer::AllowOnce;
-            } else {
-                match store.add_patterns(&prompt.plan.agent, &patterns, &[], true) {
-                    Ok(u) => {
-                        out.write_all(
-                            format!("stored {} for {}\n", u.value.join(", "), prompt.plan.agent)
-                                .as_bytes(),
+            match &prompt.kind {
+                PromptKind::Command { allow_always, .. } if !allow_always.is_empty() => {
+                    out.write_all(
+                        format!(
+                            "{} will be stored for {}\n",
+                            allow_always.join(", "),
+                            prompt.agent
                         )
-                        .await?
-                    }
-                    Err(e) => {
-                        out.write_all(
-                            format!("could not store the patterns ({e}); allowing once\n")
-                                .as_bytes(),
-                        )
+                        .as_bytes(),
+                    )
+                    .await?
+                }
+                _ => {
+                    out.write_all(b"nothing can be stored for this request; allowing once\n")
                         .await?;
-                        answer = Answer::AllowOnce;
-                    }
+                    answer = Answer::AllowOnce;
                 }
             }
         }
@@ -236,25 +206,25 @@ async fn terminal_loop(
     }
 }
 
-/// Run an approved exec request in the approver's own context.
+/// Run an approved exec request in the approver's own context: exactly its plan.
 async fn run_here(request: &ExecPrompt) -> ExecReport {
-    let plan = &request.prompt.plan;
-    let mut options = ExecOptions::new(&plan.cwd, Duration::from_millis(request.timeout_ms.max(1)));
-    options.env = plan.env.clone();
-    let argv = if plan.program.is_empty() {
-        plan.argv.clone()
-    } else {
-        let mut argv = plan.argv.clone();
-        argv[0] = plan.program.clone();
-        argv
+    let not_run = |message: String| ExecReport {
+        exit_code: runner::EXIT_WARDEN_ERROR,
+        stdout: String::new(),
+        stderr: String::new(),
+        truncated: false,
+        timed_out: false,
+        duration_ms: 0,
+        error: Some(message),
     };
-    match LocalShell::new().exec(&argv, &options).await {
+    let Some(plan) = request.prompt.plan() else {
+        return not_run("the request carries no plan to run".into());
+    };
+    let timeout = Duration::from_millis(request.timeout_ms.max(1));
+    let result = runner::launch(&LocalShell::new(), plan, timeout).await;
+    match result {
         Ok(out) => ExecReport {
-            exit_code: if out.timed_out {
-                124
-            } else {
-                out.status.shell_code()
-            },
+            exit_code: out.exit_code(),
             stdout: out.stdout,
             stderr: out.stderr,
             truncated: out.truncated,
@@ -263,13 +233,9 @@ async fn run_here(request: &ExecPrompt) -> ExecReport {
             error: None,
         },
         Err(e) => ExecReport {
-            exit_code: e.exit_code(),
-            stdout: String::new(),
-            stderr: String::new(),
-            truncated: false,
-            timed_out: false,
-            duration_ms: 0,
             error: Some(e.to_string()),
+            exit_code: e.exit_code(),
+            ..not_run(String::new())
         },
     }
 }

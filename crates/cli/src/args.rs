@@ -1,6 +1,8 @@
 //! Command-line arguments shared by `warden exec` and `warden policy explain`: the policy
 //! tool parameters and the command itself, so both read a request the same way.
 
+use std::time::Duration;
+
 use policy::{Ask, ExecParams, Host, Security};
 
 /// The policy tool parameters (`--host --security --ask --node`).
@@ -18,6 +20,10 @@ pub struct PolicyArgs {
     /// Target node for host=node.
     #[arg(long)]
     node: Option<String>,
+    /// Kill the command's whole process tree after this long (e.g. 30s, 5m). Default and
+    /// maximum come from config.toml (5 minutes and 1 hour unless set).
+    #[arg(long, value_parser = parse_duration)]
+    timeout: Option<Duration>,
 }
 
 impl PolicyArgs {
@@ -28,6 +34,7 @@ impl PolicyArgs {
             security: self.security,
             ask: self.ask,
             node: self.node.clone(),
+            timeout: self.timeout,
         }
     }
 }
@@ -45,4 +52,27 @@ pub struct CommandArgs {
 
 fn parse<T: std::str::FromStr<Err = String>>(s: &str) -> Result<T, String> {
     s.parse()
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d = match s.parse::<u64>() {
+        Ok(secs) => Duration::from_secs(secs),
+        Err(_) => {
+            humantime::parse_duration(s).map_err(|e| format!("invalid duration {s:?}: {e}"))?
+        }
+    };
+    if d.is_zero() {
+        return Err("the timeout must be greater than zero".into());
+    }
+    Ok(d)
+}
+
+impl CommandArgs {
+    /// The command as the runner takes it.
+    pub fn spec(&self) -> runner::CommandSpec {
+        match &self.shell {
+            Some(s) => runner::CommandSpec::Shell(s.clone()),
+            None => runner::CommandSpec::Argv(self.argv.clone()),
+        }
+    }
 }

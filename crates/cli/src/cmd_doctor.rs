@@ -9,7 +9,6 @@ use approvals::Clock;
 use policy::SandboxBackend;
 use serde_json::json;
 
-use crate::compose::{active_direct_mode, direct_mode_path, set_direct_mode};
 use crate::exit;
 use crate::host::HostFacts;
 
@@ -161,7 +160,7 @@ pub fn run(args: DoctorArgs) -> i32 {
         .unwrap_or_else(|_| {
             Approver::Unsafe("the approvals file is unusable (see gateway)".into())
         });
-    let direct = active_direct_mode(facts.fs().as_ref(), &direct_mode_path(&facts), facts.uid);
+    let direct = facts.direct_switch().active_until();
     let protection = facts.protection(None).map_err(|e| format!("{e:#}"));
     if args.json {
         let v = json!({
@@ -269,7 +268,7 @@ pub fn sandbox(command: SandboxCommand) -> i32 {
         match command {
             SandboxCommand::Direct { ttl, off } => {
                 let ttl = if off { None } else { ttl };
-                Ok(match set_direct_mode(&facts, ttl)? {
+                Ok(match facts.direct_switch().set(ttl)? {
                     Some(until) => format!(
                         "direct mode ON: host=sandbox commands run WITHOUT an OS sandbox until {} (in {}); they can read everything you can, Warden's state included. `warden sandbox direct --off` ends it now\n",
                         when(until),
@@ -278,17 +277,14 @@ pub fn sandbox(command: SandboxCommand) -> i32 {
                     None => "direct mode off: host=sandbox commands run in the OS sandbox\n".into(),
                 })
             }
-            SandboxCommand::Status => Ok(
-                match active_direct_mode(facts.fs().as_ref(), &direct_mode_path(&facts), facts.uid)
-                {
-                    Some(until) => format!(
-                        "direct mode ON until {} (another {}): host=sandbox commands run WITHOUT an OS sandbox\n",
-                        when(until),
-                        remaining(until)
-                    ),
-                    _ => "direct mode off: host=sandbox commands run in the OS sandbox\n".into(),
-                },
-            ),
+            SandboxCommand::Status => Ok(match facts.direct_switch().active_until() {
+                Some(until) => format!(
+                    "direct mode ON until {} (another {}): host=sandbox commands run WITHOUT an OS sandbox\n",
+                    when(until),
+                    remaining(until)
+                ),
+                _ => "direct mode off: host=sandbox commands run in the OS sandbox\n".into(),
+            }),
         }
     })();
     exit::or_report(result.map(|text| {

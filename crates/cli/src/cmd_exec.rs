@@ -2,13 +2,10 @@
 //! against this host's approvals file, the approver, the limits — and pass its exit code
 //! through.
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::Duration;
 
-use policy::{Decision, DenyReason};
-use runner::{CommandSpec, ExecRequest, Outcome, RunReport};
+use runner::{ExecRequest, Outcome};
 
 use crate::args::{CommandArgs, PolicyArgs};
 use crate::exit;
@@ -37,10 +34,6 @@ pub struct ExecArgs {
     /// Extra environment variable for the command (only allowlisted names), repeatable.
     #[arg(long = "env", value_name = "K=V", value_parser = parse_env)]
     env: Vec<(String, String)>,
-    /// Kill the command's whole process tree after this long (e.g. 30s, 5m). Default and
-    /// maximum come from config.toml (5 minutes and 1 hour unless set).
-    #[arg(long, value_parser = parse_duration)]
-    timeout: Option<Duration>,
     /// Print the typed result as JSON instead of the command's output.
     #[arg(long)]
     json: bool,
@@ -56,35 +49,6 @@ fn parse_env(s: &str) -> Result<(String, String), String> {
         return Err(format!("empty variable name in {s:?}"));
     }
     Ok((k.to_owned(), v.to_owned()))
-}
-
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = match s.parse::<u64>() {
-        Ok(secs) => Duration::from_secs(secs),
-        Err(_) => {
-            humantime::parse_duration(s).map_err(|e| format!("invalid duration {s:?}: {e}"))?
-        }
-    };
-    if d.is_zero() {
-        return Err("the timeout must be greater than zero".into());
-    }
-    Ok(d)
-}
-
-/// The exit code for a run report.
-pub fn exit_code(report: &RunReport) -> i32 {
-    match &report.outcome {
-        Outcome::Finished { output } if output.timed_out => exit::TIMED_OUT,
-        Outcome::Finished { output } => output.status.shell_code(),
-        Outcome::Denied { .. } => match report.decision {
-            Decision::Deny {
-                reason: DenyReason::NoApprover | DenyReason::ApprovalTimeout,
-                ..
-            } => exit::NO_APPROVER,
-            _ => exit::DENIED,
-        },
-        Outcome::Error { exit_code, .. } => *exit_code,
-    }
 }
 
 /// Run `warden exec` and return the process exit code.
@@ -131,20 +95,10 @@ async fn stdout_reader_gone() {
 async fn run_async(args: ExecArgs) -> anyhow::Result<i32> {
     let facts = HostFacts::read()?;
     let gateway = facts.gateway(None)?;
-    let cwd = args.cwd.as_ref().map(|c| facts.absolute(c));
-    let params = args.policy.params();
-    let command = match args.command.shell {
-        Some(s) => CommandSpec::Shell(s),
-        None => CommandSpec::Argv(args.command.argv),
-    };
-    let request = ExecRequest {
-        command: Some(command),
-        cwd,
-        env: args.env.into_iter().collect::<BTreeMap<_, _>>(),
-        timeout: args.timeout,
-        params,
-        ..Default::default()
-    };
+    let mut request = ExecRequest::new(&args.agent, &args.session, args.command.spec());
+    request.cwd = args.cwd.as_ref().map(|c| facts.absolute(c));
+    request.env = args.env.into_iter().collect();
+    request.params = args.policy.params();
     let key = gateway::SessionKey {
         agent: args.agent,
         session: args.session,
@@ -169,10 +123,9 @@ async fn run_async(args: ExecArgs) -> anyhow::Result<i32> {
             return Ok(exit::STDOUT_CLOSED);
         }
     };
-    let code = exit_code(&report);
+    let code = report.exit_code();
     if args.json {
         let mut value = gateway::report_json(&report);
-        value["exitCode"] = code.into();
         value["policy"] = serde_json::to_value(&report.policy)?;
         value["executed"] = serde_json::to_value(&report.executed)?;
         if let Outcome::Finished { output } = &report.outcome {
@@ -190,8 +143,7 @@ async fn run_async(args: ExecArgs) -> anyhow::Result<i32> {
                 eprintln!("warden: timed out; the process tree was killed");
             }
         }
-        Outcome::Denied { reason, rule } => eprintln!("warden: denied ({reason}): {rule}"),
-        Outcome::Error { message, .. } => eprintln!("warden: {message}"),
+        _ => eprintln!("warden: {}", report.summary()),
     }
     Ok(code)
 }

@@ -4,7 +4,8 @@
 
 use std::path::PathBuf;
 
-use policy::{CommandInput, Decision, EvalContext, Requester, SessionOverrides, explain};
+use policy::Decision;
+use runner::ExecRequest;
 
 use crate::args::{CommandArgs, PolicyArgs};
 use crate::exit;
@@ -24,9 +25,10 @@ pub struct ExplainArgs {
     /// The requesting agent (the same default as `warden exec`).
     #[arg(long, default_value = "main")]
     agent: String,
-    /// The requesting session (for display; session overrides live in the gateway).
-    #[arg(long)]
-    session: Option<String>,
+    /// The requesting session (its slash-command overrides live in a running gateway;
+    /// here it has none).
+    #[arg(long, default_value = "cli")]
+    session: String,
     #[command(flatten)]
     policy: PolicyArgs,
     /// Working directory the command would run in.
@@ -57,44 +59,30 @@ pub fn run(command: PolicyCommand) -> i32 {
 
 fn explain_command(args: &ExplainArgs) -> anyhow::Result<i32> {
     let facts = HostFacts::read()?;
-    let config = facts.config()?;
-    let store = facts.store();
-    let agent = Some(args.agent.as_str());
-    let view = store.host_view(agent);
-    let cwd = facts.absolute(args.cwd.as_deref().unwrap_or(&facts.cwd));
-    let fs = facts.fs();
-    let ctx = EvalContext {
-        fs: fs.as_ref(),
-        cwd: &cwd,
-        trusted_path: &facts.trusted_path,
-        allowlist: view.allowlist.as_ref(),
-        cache: None,
+    let gateway = facts.gateway(None)?;
+    // The very path an exec takes: the same request, decided the same way.
+    let mut request = ExecRequest::new(&args.agent, &args.session, args.command.spec());
+    request.cwd = args.cwd.as_ref().map(|c| facts.absolute(c));
+    request.params = args.policy.params();
+    let key = gateway::SessionKey {
+        agent: args.agent.clone(),
+        session: args.session.clone(),
     };
-    let params = args.policy.params();
-    let session = SessionOverrides::default();
-    let requester = Requester {
-        agent,
-        session: &session,
-        params: &params,
-    };
-    let input = match &args.command.shell {
-        Some(s) => CommandInput::Shell(s),
-        None => CommandInput::Argv(&args.command.argv),
-    };
-    let explanation = explain(input, &requester, &config, &view.ceiling, &ctx);
+    let decided = gateway.decide(&key, request);
+    let explanation = &decided.explanation;
     let code = decision_exit_code(&explanation.decision);
     if args.json {
-        let mut value = serde_json::to_value(&explanation)?;
+        let mut value = serde_json::to_value(explanation)?;
         value["exitCode"] = code.into();
-        if let Some(err) = &view.error {
-            value["hostFileError"] = err.clone().into();
+        if let Some(err) = decided.host_file_error() {
+            value["hostFileError"] = err.into();
         }
         outln!("{}", serde_json::to_string_pretty(&value)?);
     } else {
-        if let Some(err) = &view.error {
+        if let Some(err) = decided.host_file_error() {
             eprintln!("warden: {err}");
         }
-        for rejected in view.allowlist.rejected() {
+        for rejected in decided.rejected_patterns() {
             eprintln!(
                 "warden: ignoring invalid allowlist pattern {:?}: {}",
                 rejected.pattern, rejected.reason

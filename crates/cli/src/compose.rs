@@ -1,75 +1,25 @@
 //! Composition: the gateway of this host, built from `config.toml`, the approvals file
-//! and the machine — the local runner for `host=gateway`, the configured OS sandbox for
-//! `host=sandbox` (or its diagnosis when unavailable), the operator's direct-mode switch,
-//! and the file tools over the authorized paths.
+//! and the machine — one runner (this host's facts, store and approver), the executors
+//! of each route (this machine's processes for `host=gateway`; the configured OS sandbox
+//! for `host=sandbox`, or its diagnosis; the operator's direct mode), and the file tools
+//! over the authorized paths. Only providers are chosen here; the rules live in the
+//! crates.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 use approvals::{Clock, Store, SystemClock};
-use caps::{Fs, LocalShell, Shell, WriteOptions};
-use gateway::{DirectMode, FileTools, Gateway, PathAuthorization, SandboxRoute};
+use caps::{LocalShell, Shell};
+use gateway::{
+    DirectMode, DirectSwitch, FileTools, Gateway, PathAuthorization, Routes, SandboxRoute,
+};
 use policy::{Config, SandboxBackend};
-use runner::{Gate, Runner, RunnerHost, SandboxShells, SocketApprovals};
+use runner::{Executor, Host, RunHost, Runner, SandboxShells, SocketApprovals};
+use sandbox::protect::{Protection, WardenLayout, warden_paths};
 use sandbox::{Bwrap, LandlockMode, Profile, SandboxPolicy};
 
 use crate::host::HostFacts;
-
-/// Longest direct-mode window an operator may open.
-pub const MAX_DIRECT_TTL: Duration = Duration::from_secs(24 * 3600);
-
-/// The direct-mode switch file.
-pub fn direct_mode_path(facts: &HostFacts) -> PathBuf {
-    facts.warden_home.join("direct-mode.json")
-}
-
-/// Until when direct mode is on (ms since the epoch), if it is on now. The switch file
-/// turns the sandbox off, so it is believed only when it is a regular file of ours that
-/// nobody else can write, naming a moment no further ahead than [`MAX_DIRECT_TTL`].
-pub fn active_direct_mode(fs: &dyn Fs, path: &Path, uid: u32) -> Option<u64> {
-    let meta = fs.symlink_metadata(path).ok()?;
-    if meta.kind != caps::FileKind::File || meta.uid != uid || meta.mode & 0o022 != 0 {
-        tracing::warn!(
-            "ignoring {}: not a private file of uid {uid}",
-            path.display()
-        );
-        return None;
-    }
-    let text = fs.read_to_string(path).ok()?;
-    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-    let until = v["until"].as_u64()?;
-    let now = SystemClock.now_ms();
-    (until > now && until - now <= MAX_DIRECT_TTL.as_millis() as u64).then_some(until)
-}
-
-/// Turn direct mode on for `ttl` (or off with `None`).
-pub fn set_direct_mode(facts: &HostFacts, ttl: Option<Duration>) -> anyhow::Result<Option<u64>> {
-    let fs = facts.fs();
-    let path = direct_mode_path(facts);
-    match ttl {
-        None => {
-            match fs.remove(&path) {
-                Ok(()) => {}
-                Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(e.into()),
-            }
-            Ok(None)
-        }
-        Some(ttl) => {
-            anyhow::ensure!(
-                !ttl.is_zero() && ttl <= MAX_DIRECT_TTL,
-                "the TTL must be between 1 second and 24 hours"
-            );
-            let until = SystemClock.now_ms() + ttl.as_millis() as u64;
-            fs.create_dir_all(&facts.warden_home, 0o700)?;
-            let body = serde_json::json!({ "until": until, "ttlSeconds": ttl.as_secs() });
-            fs.write_atomic(&path, body.to_string().as_bytes(), WriteOptions::private())?;
-            Ok(Some(until))
-        }
-    }
-}
 
 /// Authorized paths: configured, or the workspace. Each must be a real directory.
 fn authorization(config: &Config, workspace: &Path) -> anyhow::Result<PathAuthorization> {
@@ -93,37 +43,8 @@ fn authorization(config: &Config, workspace: &Path) -> anyhow::Result<PathAuthor
     })
 }
 
-fn runner_host(
-    facts: &HostFacts,
-    config: &Config,
-    store: &Store,
-    workspace: &Path,
-    label: &str,
-    shell: Arc<dyn Shell>,
-    gate: Gate,
-) -> RunnerHost {
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    RunnerHost {
-        label: label.into(),
-        fs: facts.fs(),
-        shell,
-        store: store.clone(),
-        config: config.clone(),
-        host_env: facts.env.clone(),
-        trusted_path: facts.trusted_path.clone(),
-        default_cwd: workspace.to_path_buf(),
-        approvals: Arc::new(SocketApprovals::new(
-            store.clone(),
-            Arc::clone(&clock),
-            approvals::ipc::DEFAULT_APPROVAL_TIMEOUT,
-        )),
-        clock,
-        gate,
-    }
-}
-
-/// One shell for every profile: a backend whose profiles do not differ (container, off)
-/// or that cannot watch writes (macOS, for the watched one).
+/// One shell for every profile: a backend whose profiles do not differ (container) or
+/// the operator's unconfined direct mode.
 fn same_shell(shell: Arc<dyn Shell>, unconfined: Option<&str>) -> SandboxShells {
     SandboxShells {
         readonly: Arc::clone(&shell),
@@ -133,60 +54,27 @@ fn same_shell(shell: Arc<dyn Shell>, unconfined: Option<&str>) -> SandboxShells 
     }
 }
 
-/// What a sandboxed command must not see or change besides the emptied `/home`, `/root`,
-/// `/run`: Warden's state (config, approvals file, direct-mode switch, tokens), the
-/// approver socket's directory when configured elsewhere, and the user's home wherever it
-/// is (service accounts often live under `/var/lib`). The state and socket directories
-/// are created if missing, so no command can create them first; a layout a command could
-/// redirect is refused with the fix.
-pub fn protected_paths(
+/// What commands and file tools must never reach, checked (and Warden's directories
+/// created) before anything runs.
+fn protected(
     facts: &HostFacts,
     store: &Store,
     writable: &[PathBuf],
-) -> Result<Vec<sandbox::protect::Protection>, String> {
-    use sandbox::protect::{ProtectedPath, protect};
-    let mut paths = vec![ProtectedPath::warden_dir(
-        facts.warden_home.clone(),
-        "state directory",
-    )];
-    if let Ok(snapshot) = store.load()
-        && let Some(dir) = store.socket_path(&snapshot.file).parent()
-        && !dir.starts_with(&facts.warden_home)
-    {
-        paths.push(ProtectedPath::warden_dir(
-            dir.to_path_buf(),
-            "approver socket dir",
-        ));
-    }
-    let home = std::fs::canonicalize(&facts.home).unwrap_or_else(|_| facts.home.clone());
-    if hideable(&home) {
-        paths.push(ProtectedPath::hidden_if_present(home, "home directory"));
-    }
-    protect(&paths, writable).map_err(|e| e.0)
-}
-
-/// Whether hiding `dir` leaves the system usable: not `/`, not a top-level directory,
-/// nothing programs are loaded from.
-fn hideable(dir: &Path) -> bool {
-    const SYSTEM: &[&str] = &[
-        "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/proc", "/sys",
-        "/dev", "/opt", "/nix",
-    ];
-    dir.components().count() > 2 && !SYSTEM.iter().any(|s| dir.starts_with(s))
+) -> anyhow::Result<Vec<Protection>> {
+    let socket = store.load().ok().map(|s| store.socket_path(&s.file));
+    let layout = WardenLayout {
+        state_dir: &facts.warden_home,
+        socket: socket.as_deref(),
+        home: &facts.home,
+    };
+    warden_paths(&layout, writable).map_err(|e| anyhow::anyhow!("{}", e.0))
 }
 
 /// Why host=sandbox commands are refused when the operator switched the backend off.
 pub const SANDBOX_OFF: &str = "sandbox.backend = \"off\": the sandbox host is switched off and its commands are refused (use host=gateway, or `warden sandbox direct --ttl 10m` to run them unconfined for a while)";
 
 /// The sandbox route for the configured backend, or its diagnosis.
-fn sandbox_route(
-    facts: &HostFacts,
-    config: &Config,
-    store: &Store,
-    workspace: &Path,
-    auth: &PathAuthorization,
-    hidden: Vec<PathBuf>,
-) -> SandboxRoute {
+fn sandbox_route(config: &Config, auth: &PathAuthorization, hidden: Vec<PathBuf>) -> SandboxRoute {
     let policy = SandboxPolicy {
         writable_paths: auth.writable_paths.clone(),
         readable_extra_paths: auth.readable_extra_paths.clone(),
@@ -240,14 +128,7 @@ fn sandbox_route(
     };
     match shells {
         Err(why) => SandboxRoute::Unavailable(why),
-        Ok(shells) => {
-            let label = "sandbox";
-            let writable = Arc::clone(&shells.writable);
-            let gate = Gate::Sandbox(shells);
-            SandboxRoute::Available(Box::new(Runner::new(runner_host(
-                facts, config, store, workspace, label, writable, gate,
-            ))))
-        }
+        Ok(shells) => SandboxRoute::Available(Executor::Sandbox(shells)),
     }
 }
 
@@ -276,20 +157,29 @@ fn sandbox_bwrap(policy: SandboxPolicy) -> Result<SandboxShells, String> {
 /// ancestors a writable sandbox run pins so that nothing can rename them.
 pub struct ProtectionReport {
     /// The path and where it lies.
-    pub protection: sandbox::protect::Protection,
+    pub protection: Protection,
     /// Its pinned ancestors (empty outside the writable paths).
     pub pinned: Vec<PathBuf>,
 }
 
 impl HostFacts {
+    /// The direct-mode switch of this host.
+    pub fn direct_switch(&self) -> DirectSwitch {
+        DirectSwitch::new(
+            self.fs(),
+            self.warden_home.clone(),
+            self.uid,
+            Arc::new(SystemClock),
+        )
+    }
+
     /// What the sandbox keeps out of reach for `workspace` (default: the current
     /// directory), or why this layout is refused.
     pub fn protection(&self, workspace: Option<&Path>) -> anyhow::Result<Vec<ProtectionReport>> {
         let config = self.config()?;
         let workspace = std::fs::canonicalize(self.absolute(workspace.unwrap_or(&self.cwd)))?;
         let auth = authorization(&config, &workspace)?;
-        let protection = protected_paths(self, &self.store(), &auth.writable_paths)
-            .map_err(|why| anyhow::anyhow!("{why}"))?;
+        let protection = protected(self, &self.store(), &auth.writable_paths)?;
         let policy = SandboxPolicy {
             writable_paths: auth.writable_paths,
             readable_extra_paths: auth.readable_extra_paths,
@@ -319,28 +209,39 @@ impl HostFacts {
         let workspace = std::fs::canonicalize(&workspace)
             .with_context(|| format!("workspace {} is not accessible", workspace.display()))?;
         let auth = authorization(&config, &workspace)?;
-        // What commands and file tools must never reach, checked (and the directories
-        // created) before anything runs; a layout a command could redirect is refused.
-        let protection = protected_paths(self, &store, &auth.writable_paths)
-            .map_err(|why| anyhow::anyhow!("{why}"))?;
+        let protection = protected(self, &store, &auth.writable_paths)?;
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let host = Host::builder(self.fs(), store.clone(), config.clone())
+            .env(self.env.clone())
+            .trusted_path(self.trusted_path.clone())
+            .default_cwd(&workspace)
+            .approvals(Arc::new(SocketApprovals::new(
+                store.clone(),
+                Arc::clone(&clock),
+                approvals::ipc::DEFAULT_APPROVAL_TIMEOUT,
+            )))
+            .clock(clock)
+            .build();
         let local: Arc<dyn Shell> = Arc::new(LocalShell::new());
-        let gateway_runner = Runner::new(runner_host(
-            self,
-            &config,
-            &store,
-            &workspace,
-            "gateway",
-            Arc::clone(&local),
-            Gate::Policy,
-        ));
         // Probing the sandbox backend starts processes: only when a command needs it.
         let sandbox = {
-            let (facts, config, store) = (self.clone(), config.clone(), store.clone());
-            let (workspace, auth) = (workspace.clone(), auth.clone());
+            let (config, auth) = (config.clone(), auth.clone());
             let hidden: Vec<PathBuf> = protection.iter().map(|p| p.real.clone()).collect();
-            SandboxRoute::deferred(move || {
-                sandbox_route(&facts, &config, &store, &workspace, &auth, hidden)
-            })
+            SandboxRoute::deferred(move || sandbox_route(&config, &auth, hidden))
+        };
+        let routes = Routes {
+            gateway: Executor::Direct {
+                shell: Arc::clone(&local),
+                host: RunHost::Gateway,
+            },
+            sandbox,
+            direct: Some(DirectMode {
+                executor: Executor::Sandbox(same_shell(
+                    local,
+                    Some("direct mode, switched on by the operator"),
+                )),
+                switch: self.direct_switch(),
+            }),
         };
         // The file tools work inside the home (a workspace often is there): they are kept
         // from Warden's own directories only.
@@ -352,25 +253,6 @@ impl HostFacts {
                 .map(|p| p.real.clone())
                 .collect(),
         )?;
-        let direct_runner = Runner::new(runner_host(
-            self,
-            &config,
-            &store,
-            &workspace,
-            "direct",
-            Arc::clone(&local),
-            Gate::Sandbox(same_shell(
-                local,
-                Some("direct mode, switched on by the operator"),
-            )),
-        ));
-        let fs = self.fs();
-        let switch = direct_mode_path(self);
-        let uid = self.uid;
-        let direct = DirectMode {
-            runner: Box::new(direct_runner),
-            active: Box::new(move || active_direct_mode(fs.as_ref(), &switch, uid).is_some()),
-        };
-        Ok(Gateway::new(gateway_runner, sandbox, Some(files)).with_direct_mode(direct))
+        Ok(Gateway::new(Runner::new(host), routes, Some(files)))
     }
 }

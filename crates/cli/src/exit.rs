@@ -1,21 +1,16 @@
-//! Exit codes of the `warden` binary. A child's own exit code is passed through; these
-//! are the codes Warden itself uses, chosen to match shell conventions (`timeout(1)`
-//! uses 124; shells use 126/127), and the one way a subcommand's error becomes one.
+//! Exit codes of the `warden` binary and the one way a subcommand's error becomes one.
+//! A run's code comes from `runner::RunReport::exit_code` (the child's own, 124 timed
+//! out, 126/127, 77 denied, 75 nobody answered, 130 cancelled); these are the codes of
+//! Warden's own situations.
 
-/// The command ran past its timeout and was killed.
-pub const TIMED_OUT: i32 = 124;
 /// Warden itself failed (bad arguments, unreadable configuration, I/O error).
-pub const WARDEN_ERROR: i32 = 125;
-// 126 (not executable) and 127 (not found) come from `caps::CapsError::exit_code`.
+pub const WARDEN_ERROR: i32 = runner::EXIT_WARDEN_ERROR;
 /// `policy explain`: the command would need a human's approval.
 pub const ASK: i32 = 10;
-/// The command was denied by policy (sysexits' EX_NOPERM).
-pub const DENIED: i32 = 77;
-/// A human had to be asked, nobody answered, and the fallback denied (sysexits'
-/// EX_TEMPFAIL: start an approver and try again).
-pub const NO_APPROVER: i32 = 75;
+/// `policy explain`: the command would be denied.
+pub const DENIED: i32 = runner::EXIT_DENIED;
 /// Interrupted by SIGINT (128 + 2), after the command's process tree was killed.
-pub const INTERRUPTED: i32 = 130;
+pub const INTERRUPTED: i32 = runner::EXIT_CANCELLED;
 /// Standard output's reader went away (128 + SIGPIPE), after the command's process tree
 /// was killed.
 pub const STDOUT_CLOSED: i32 = 141;

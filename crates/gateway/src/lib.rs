@@ -3,18 +3,22 @@
 //! → the Bridge), bounded per-session system-event queues, the agent-facing MCP server
 //! (stdio and Streamable HTTP), and the file tools behind path authorization.
 
+#![forbid(unsafe_code)]
+
 pub mod credentials;
+pub mod direct;
 pub mod files;
 mod gateway;
 pub mod http;
 pub mod mcp;
+mod route;
 mod sessions;
 
 pub use credentials::{Credentials, Identity};
+pub use direct::{DirectModeError, DirectSwitch, MAX_DIRECT_TTL};
 pub use files::{FileError, FileTools, PathAuthorization};
-pub use gateway::{
-    DeferredRoute, DirectMode, Gateway, NO_NODE, SANDBOX_UNAVAILABLE, SandboxRoute, seconds,
-};
+pub use gateway::{Gateway, seconds};
 pub use http::SessionLimits;
 pub use mcp::{WardenMcp, report_json, tools};
+pub use route::{DeferredRoute, DirectMode, Routes, SandboxRoute};
 pub use sessions::{MAX_EVENTS_PER_SESSION, SessionEvents, SessionKey, Sessions};

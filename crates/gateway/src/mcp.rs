@@ -243,7 +243,8 @@ fn parse_mode<T: std::str::FromStr<Err = String>>(
         .transpose()
 }
 
-/// The exec request a tool call describes.
+/// The exec request a tool call describes (the agent and session come from the
+/// connection, not from the arguments).
 fn exec_request(args: ExecArgs, gateway: &Gateway) -> Result<ExecRequest, ErrorData> {
     let command = match (args.command, args.argv) {
         (Some(c), None) => CommandSpec::Shell(c),
@@ -262,37 +263,30 @@ fn exec_request(args: ExecArgs, gateway: &Gateway) -> Result<ExecRequest, ErrorD
             _ => p,
         }
     });
-    Ok(ExecRequest {
-        command: Some(command),
-        cwd,
-        env: args.env,
+    let mut request = ExecRequest::new(String::new(), String::new(), command);
+    request.cwd = cwd;
+    request.env = args.env;
+    request.params = policy::ExecParams {
+        host: parse_mode(args.host)?,
+        security: parse_mode(args.security)?,
+        ask: parse_mode(args.ask)?,
+        node: args.node,
         timeout: args.timeout.and_then(seconds),
-        params: policy::ExecParams {
-            host: parse_mode(args.host)?,
-            security: parse_mode(args.security)?,
-            ask: parse_mode(args.ask)?,
-            node: args.node,
-        },
-        ..Default::default()
-    })
+    };
+    Ok(request)
 }
 
-/// The structured and text forms of a run report.
+/// The structured form of a run report.
 pub fn report_json(report: &RunReport) -> Value {
     let mut v = json!({
         "runId": report.run_id,
         "host": report.host,
         "decision": report.decision,
+        "exitCode": report.exit_code(),
     });
     match &report.outcome {
         Outcome::Finished { output } => {
             v["status"] = "finished".into();
-            v["exitCode"] = (if output.timed_out {
-                124
-            } else {
-                output.status.shell_code()
-            })
-            .into();
             v["signal"] = match output.status {
                 caps::ExitStatus::Signal(s) => s.into(),
                 caps::ExitStatus::Code(_) => Value::Null,
@@ -305,37 +299,32 @@ pub fn report_json(report: &RunReport) -> Value {
         }
         Outcome::Denied { reason, rule } => {
             v["status"] = "denied".into();
-            v["reason"] = reason.clone().into();
+            v["reason"] = reason.as_str().into();
             v["rule"] = rule.clone().into();
         }
-        Outcome::Error { message, exit_code } => {
+        Outcome::Error { message, .. } => {
             v["status"] = "error".into();
             v["error"] = message.clone().into();
-            v["exitCode"] = (*exit_code).into();
+        }
+        Outcome::Cancelled { started } => {
+            v["status"] = "cancelled".into();
+            v["started"] = (*started).into();
         }
     }
+    v["message"] = report.summary().into();
     v
 }
 
 fn report_text(report: &RunReport) -> String {
     match &report.outcome {
-        Outcome::Finished { output } => {
-            let status = if output.timed_out {
-                "timed out (the process tree was killed)".to_string()
-            } else {
-                format!("exit {}", output.status)
-            };
-            format!(
-                "{status} · {} ms · run {}\n{}",
-                output.duration.as_millis(),
-                report.run_id,
-                output.combined
-            )
-        }
-        Outcome::Denied { reason, rule } => {
-            format!("denied ({reason}): {rule} · run {}", report.run_id)
-        }
-        Outcome::Error { message, .. } => format!("error: {message} · run {}", report.run_id),
+        Outcome::Finished { output } => format!(
+            "{} · {} ms · run {}\n{}",
+            report.summary(),
+            output.duration.as_millis(),
+            report.run_id,
+            output.combined
+        ),
+        _ => format!("{} · run {}", report.summary(), report.run_id),
     }
 }
 
@@ -382,7 +371,9 @@ async fn authorize(
     detail: &str,
 ) -> Result<(), String> {
     files.check_writable(path).map_err(|e| e.to_string())?;
-    gateway.authorize_write(key, tool, path, detail).await
+    gateway
+        .authorize_write(key, path, format!("{tool} {path}: {detail}"))
+        .await
 }
 
 impl WardenMcp {

@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use crate::allowlist::escape_glob;
 use crate::evaluate::Evaluation;
 use crate::shell::{base_name, is_never_stored};
 
@@ -24,18 +25,6 @@ pub struct AllowAlways {
     pub patterns: Vec<String>,
     /// Programs that could not be stored.
     pub skipped: Vec<Skipped>,
-}
-
-/// Escape glob metacharacters so a path pattern matches exactly that path.
-pub fn escape_glob(path: &str) -> String {
-    let mut out = String::with_capacity(path.len());
-    for c in path.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// Derive the patterns "allow always" stores for an evaluated command.

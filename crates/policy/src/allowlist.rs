@@ -188,7 +188,7 @@ fn expand_home(pattern: &str, home: &Path) -> String {
     match pattern.strip_prefix('~') {
         Some(rest) => format!(
             "{}{rest}",
-            crate::allow_always::escape_glob(home.to_string_lossy().trim_end_matches('/'))
+            escape_glob(home.to_string_lossy().trim_end_matches('/'))
         ),
         None => pattern.to_owned(),
     }
@@ -261,6 +261,18 @@ impl Allowlist {
     }
 }
 
+/// Escape glob metacharacters so a path pattern matches exactly that path.
+pub fn escape_glob(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for c in path.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,6 +284,7 @@ mod tests {
             invoked: invoked.into(),
             how,
             path: PathBuf::from(path),
+            id: caps::FileId::default(),
         }
     }
 

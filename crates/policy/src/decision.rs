@@ -2,80 +2,102 @@
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::modes::{Ask, AskFallback, Security};
 use crate::resolve::ResolvedPolicy;
 
-/// Why a command may run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum AllowReason {
-    /// `security=full`.
-    SecurityFull,
-    /// Every segment matched the allowlist.
-    AllowlistMatch,
-    /// A human allowed it once.
-    ApprovedOnce,
-    /// A human allowed it always.
-    ApprovedAlways,
-    /// No approver answered and `askFallback=full`.
-    FallbackFull,
-    /// No approver answered, `askFallback=allowlist`, and the allowlist is satisfied.
-    FallbackAllowlist,
-    /// `host=sandbox`: the OS sandbox confines it and the permission mode gates writes.
-    Sandboxed,
-    /// `host=sandbox` served without an OS sandbox by the operator's explicit,
-    /// time-limited direct mode.
-    Unconfined,
-}
-
-/// Why a human must be asked.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum AskReason {
-    /// `ask=always`.
-    AskAlways,
-    /// The allowlist did not match and `ask=on-miss`.
-    AllowlistMiss,
-}
-
-/// Why a command is denied (machine-readable).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum DenyReason {
-    /// `security=deny`.
-    SecurityDeny,
-    /// The allowlist did not match and nobody is asked.
-    AllowlistMiss,
-    /// The human said no.
-    ApprovalDenied,
-    /// No approver was reachable and the fallback denies.
-    NoApprover,
-    /// The approver did not answer in time and the fallback denies.
-    ApprovalTimeout,
-    /// The host the command was routed to cannot run it (no sandbox backend, no paired
-    /// node, a runner without the sandbox the decision requires).
-    HostUnavailable,
-}
-
-impl DenyReason {
-    /// The reason as written in events and results.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DenyReason::SecurityDeny => "security=deny",
-            DenyReason::AllowlistMiss => "allowlist-miss",
-            DenyReason::ApprovalDenied => "approval-denied",
-            DenyReason::NoApprover => "no-approver",
-            DenyReason::ApprovalTimeout => "approval-timeout",
-            DenyReason::HostUnavailable => "host-unavailable",
+/// Defines a reason enum whose serde name and `Display` are one and the same spelling.
+macro_rules! reason_enum {
+    ($(#[$meta:meta])* $ty:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal),* $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum $ty {
+            $($(#[$vmeta])* #[serde(rename = $text)] $variant,)*
         }
+
+        impl $ty {
+            /// Every variant, for tests and documentation.
+            pub const ALL: &'static [$ty] = &[$($ty::$variant),*];
+
+            /// The reason as written in results, events and JSON.
+            pub fn as_str(self) -> &'static str {
+                match self { $($ty::$variant => $text),* }
+            }
+        }
+
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+reason_enum! {
+    /// Why a command may run.
+    AllowReason {
+        /// `security=full`.
+        SecurityFull => "security-full",
+        /// Every segment matched the allowlist.
+        AllowlistMatch => "allowlist-match",
+        /// A human allowed it once.
+        ApprovedOnce => "approved-once",
+        /// A human allowed it always.
+        ApprovedAlways => "approved-always",
+        /// No approver answered and `askFallback=full`.
+        FallbackFull => "fallback-full",
+        /// No approver answered, `askFallback=allowlist`, and the allowlist is satisfied.
+        FallbackAllowlist => "fallback-allowlist",
+        /// `host=sandbox`: the OS sandbox confines it and the permission mode gates writes.
+        Sandboxed => "sandboxed",
+        /// `host=sandbox` served without an OS sandbox by the operator's explicit,
+        /// time-limited direct mode.
+        Unconfined => "unconfined",
     }
 }
 
-impl fmt::Display for DenyReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+reason_enum! {
+    /// Why a human must be asked.
+    AskReason {
+        /// `ask=always`.
+        AskAlways => "ask-always",
+        /// The allowlist did not match and `ask=on-miss`.
+        AllowlistMiss => "allowlist-miss",
+    }
+}
+
+reason_enum! {
+    /// Why a command is denied (machine-readable; the spellings of product spec §5).
+    DenyReason {
+        /// `security=deny`.
+        SecurityDeny => "security=deny",
+        /// The allowlist did not match and nobody is asked.
+        AllowlistMiss => "allowlist-miss",
+        /// The human said no.
+        ApprovalDenied => "approval-denied",
+        /// No approver was reachable and the fallback denies.
+        NoApprover => "no-approver",
+        /// The approver did not answer in time and the fallback denies.
+        ApprovalTimeout => "approval-timeout",
+        /// A write permission (a sandboxed command's writable retry, a file tool's write)
+        /// was not granted.
+        Rejected => "rejected",
+        /// `host=sandbox`, but no sandbox backend can serve it.
+        SandboxUnavailable => "sandbox-unavailable",
+        /// `host=node`, but no node can serve it.
+        NoNode => "no-node",
+        /// The runner the command reached cannot run it (a runner without the sandbox the
+        /// decision requires).
+        HostUnavailable => "host-unavailable",
+    }
+}
+
+impl DenyReason {
+    /// True when a human had to be asked and nobody answered (the fallback denied): the
+    /// caller may start an approver and try again.
+    pub fn is_unanswered(self) -> bool {
+        matches!(self, DenyReason::NoApprover | DenyReason::ApprovalTimeout)
     }
 }
 
@@ -229,5 +251,30 @@ pub fn after_ask(
                 },
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reason_has_one_spelling_in_json_and_text() {
+        fn check<
+            T: Serialize + fmt::Display + for<'de> Deserialize<'de> + PartialEq + fmt::Debug,
+        >(
+            all: &[T],
+        ) {
+            for r in all {
+                let json = serde_json::to_value(r).unwrap();
+                assert_eq!(json.as_str().unwrap(), r.to_string(), "{r:?}");
+                let back: T = serde_json::from_value(json).unwrap();
+                assert_eq!(&back, r);
+            }
+        }
+        check(AllowReason::ALL);
+        check(AskReason::ALL);
+        check(DenyReason::ALL);
+        assert_eq!(DenyReason::SecurityDeny.to_string(), "security=deny");
     }
 }

@@ -82,7 +82,8 @@ pub struct EvalContext<'a> {
 }
 
 impl EvalContext<'_> {
-    fn resolve(&self, name: &str) -> Result<ResolvedExe, ResolveFailure> {
+    /// Resolve `name` as this context would run it (through the cache, if any).
+    pub fn resolve(&self, name: &str) -> Result<ResolvedExe, ResolveFailure> {
         match self.cache {
             Some(cache) => cache.resolve(self.fs, name, self.cwd, self.trusted_path),
             None => resolve_executable(self.fs, name, self.cwd, self.trusted_path),

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use caps::Fs;
+use caps::{FileId, Fs};
 use serde::Serialize;
 
 /// How the program was named in the command.
@@ -27,6 +27,8 @@ pub struct ResolvedExe {
     pub how: Invocation,
     /// Canonical absolute path of the file (every symlink resolved).
     pub path: PathBuf,
+    /// Which file that was when it was resolved: a plan that runs it insists on it.
+    pub id: FileId,
 }
 
 /// Why a program name did not resolve (an allowlist miss, never an error that runs
@@ -79,12 +81,12 @@ impl TrustedPath {
     }
 }
 
-fn executable(fs: &dyn Fs, path: &Path) -> Result<PathBuf, ResolveFailure> {
+fn executable(fs: &dyn Fs, path: &Path) -> Result<(PathBuf, FileId), ResolveFailure> {
     let canonical = fs
         .canonicalize(path)
         .map_err(|_| ResolveFailure::NotFound)?;
     match fs.metadata(&canonical) {
-        Ok(m) if m.is_executable_file() => Ok(canonical),
+        Ok(m) if m.is_executable_file() => Ok((canonical, m.id)),
         Ok(_) => Err(ResolveFailure::NotExecutable { path: canonical }),
         Err(_) => Err(ResolveFailure::NotFound),
     }
@@ -100,10 +102,11 @@ pub fn resolve_executable(
     if name.is_empty() || name.contains('\0') {
         return Err(ResolveFailure::Invalid);
     }
-    let resolved = |how, path| ResolvedExe {
+    let resolved = |how, (path, id)| ResolvedExe {
         invoked: name.to_owned(),
         how,
         path,
+        id,
     };
     if name.starts_with('/') {
         return executable(fs, Path::new(name)).map(|p| resolved(Invocation::Absolute, p));
@@ -114,7 +117,7 @@ pub fn resolve_executable(
     let mut first_failure = ResolveFailure::NotFound;
     for dir in trusted.dirs() {
         match executable(fs, &dir.join(name)) {
-            Ok(path) => return Ok(resolved(Invocation::Bare, path)),
+            Ok(found) => return Ok(resolved(Invocation::Bare, found)),
             Err(f @ ResolveFailure::NotExecutable { .. })
                 if first_failure == ResolveFailure::NotFound =>
             {

@@ -1,57 +1,70 @@
 //! The whole pre-execution policy pipeline in one pure call — resolution, analysis,
-//! matching, decision, allow-always derivation — shared by `warden policy explain` and
-//! the runner, so what `explain` prints is what an exec does.
+//! matching, decision, allow-always derivation and the run plans — shared by `warden
+//! policy explain` and the runner, so what `explain` prints is what an exec does, and
+//! what runs is the plan worked out here.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
 use crate::allow_always::{AllowAlways, derive_allow_always};
 use crate::config::Config;
-use crate::decision::{Decision, decide};
-use crate::evaluate::{EvalContext, Evaluation, Rebuilt, evaluate};
+use crate::decision::{AllowReason, Decision, decide};
+use crate::evaluate::{EvalContext, Evaluation, evaluate};
 use crate::modes::Host;
+use crate::plan::{Launch, PlanError, PlanRequest, Plans, RunPlan, plans};
 use crate::resolve::{ExecParams, HostCeiling, ResolvedPolicy, SessionOverrides, resolve};
 use crate::shell::{CommandInput, quote};
 
-/// Who asks, with what session settings and parameters.
+/// Who asks, with what session settings, parameters and environment.
 #[derive(Clone, Copy, Debug)]
 pub struct Requester<'a> {
-    /// The agent id, if known.
-    pub agent: Option<&'a str>,
+    /// The agent id.
+    pub agent: &'a str,
+    /// The session id.
+    pub session_id: &'a str,
     /// The session's slash-command overrides.
     pub session: &'a SessionOverrides,
     /// The request's own policy parameters.
     pub params: &'a ExecParams,
+    /// Variables the request wants to set (checked against the allowlist of names).
+    pub env: &'a BTreeMap<String, String>,
 }
 
 /// Everything the policy concluded about one command.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Explanation {
-    /// The resolved host, security, ask, askFallback and node, each with its source.
+    /// The resolved host, security, ask, askFallback, node, permission mode, timeout and
+    /// environment names, each with its source.
     pub policy: ResolvedPolicy,
     /// The analysis and allowlist matching.
     pub evaluation: Evaluation,
     /// The decision before any approver is involved.
     pub decision: Decision,
     /// What "allow always" would store (derived only when the decision is to ask).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub allow_always: Option<AllowAlways>,
+    /// What would run.
+    pub plans: Plans,
 }
 
-/// Run the policy pipeline for one command.
+/// Run the policy pipeline for one command. `host_env` is this host's own environment
+/// (only allowlisted names reach a command).
 pub fn explain(
     command: CommandInput<'_>,
     requester: &Requester<'_>,
     config: &Config,
     ceiling: &HostCeiling,
     ctx: &EvalContext<'_>,
+    host_env: &BTreeMap<String, String>,
 ) -> Explanation {
     let policy = resolve(
         requester.params,
         requester.session,
         config,
-        requester.agent,
+        Some(requester.agent),
         ceiling,
     );
     let evaluation = evaluate(command, ctx);
@@ -64,10 +77,10 @@ pub fn explain(
     // decides about writes; security, ask and the allowlist govern gateway and node hosts.
     let decision = if policy.host.value == Host::Sandbox {
         Decision::Allow {
-            reason: crate::AllowReason::Sandboxed,
+            reason: AllowReason::Sandboxed,
             rule: format!(
-                "host=sandbox, permission_mode={}",
-                config.permission_mode(requester.agent)
+                "host=sandbox, permission_mode={} ({})",
+                policy.permission_mode.value, policy.permission_mode.source
             ),
         }
     } else {
@@ -75,11 +88,41 @@ pub fn explain(
     };
     let allow_always =
         matches!(decision, Decision::Ask { .. }).then(|| derive_allow_always(&evaluation));
+    let request = PlanRequest {
+        agent: requester.agent,
+        session: requester.session_id,
+        env: requester.env,
+        host_env,
+    };
+    let plans = plans(command, &policy, ctx, &request, &evaluation);
     Explanation {
         policy,
         evaluation,
         decision,
         allow_always,
+        plans,
+    }
+}
+
+impl Explanation {
+    /// The plan that runs when `decision` (the final one, after any asking) allows the
+    /// command: the rebuilt command when the allowlist is what allowed it, else the
+    /// command as written — which is also what a human is shown.
+    pub fn plan_for(&self, decision: &Decision) -> Result<&RunPlan, PlanError> {
+        match decision {
+            Decision::Allow {
+                reason: AllowReason::AllowlistMatch | AllowReason::FallbackAllowlist,
+                ..
+            } => self
+                .plans
+                .rebuilt
+                .as_ref()
+                .ok_or_else(|| PlanError::Invalid {
+                    message: "the allowlist is satisfied but the command could not be rebuilt"
+                        .into(),
+                }),
+            _ => self.plans.as_written.as_ref().map_err(Clone::clone),
+        }
     }
 }
 
@@ -98,9 +141,31 @@ impl Explanation {
                 p.ask_fallback.value.as_str(),
                 &p.ask_fallback.source,
             ),
+            (
+                "permission",
+                p.permission_mode.value.as_str(),
+                &p.permission_mode.source,
+            ),
         ];
         for (name, value, source) in rows {
             let _ = writeln!(out, "  {name:<12} {value:<10} ({source})");
+        }
+        let timeout = humantime::format_duration(p.timeout.value).to_string();
+        let _ = writeln!(
+            out,
+            "  {:<12} {timeout:<10} ({}; at most {}, {})",
+            "timeout",
+            p.timeout.source,
+            humantime::format_duration(p.max_timeout.value),
+            p.max_timeout.source
+        );
+        if !p.env_names.is_empty() {
+            let names: Vec<String> = p
+                .env_names
+                .iter()
+                .map(|n| format!("{} ({})", n.value, n.source))
+                .collect();
+            let _ = writeln!(out, "  {:<12} {}", "env names", names.join(", "));
         }
         match &p.node {
             Some(n) => {
@@ -158,20 +223,29 @@ impl Explanation {
                 crate::shell::base_name(word)
             );
         }
-        if let Some(rebuilt) = &self.evaluation.rebuilt {
-            let text = match rebuilt {
-                Rebuilt::Argv(argv) => argv.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" "),
-                Rebuilt::Script(s) => s.clone(),
-            };
-            let _ = writeln!(out, "runs as: {text}");
+        match self.plan_for(&self.decision) {
+            Ok(plan) => {
+                let text = match &plan.launch {
+                    Launch::Exec { program, argv, .. } => {
+                        let mut words: Vec<String> = argv.iter().map(|w| quote(w)).collect();
+                        if let Some(first) = words.first_mut()
+                            && program != &argv[0]
+                        {
+                            *first = format!("{} (as {first})", quote(program));
+                        }
+                        words.join(" ")
+                    }
+                    Launch::Script { shell, source } => format!("{shell} -c {}", quote(source)),
+                };
+                let _ = writeln!(out, "runs as: {text}");
+            }
+            Err(e) => {
+                let _ = writeln!(out, "cannot run: {e}");
+            }
         }
         let _ = match &self.decision {
-            Decision::Allow { reason, rule } => {
-                writeln!(out, "decision: allow ({}; {rule})", serde_reason(reason))
-            }
-            Decision::Ask { reason, rule } => {
-                writeln!(out, "decision: ask ({}; {rule})", serde_reason(reason))
-            }
+            Decision::Allow { reason, rule } => writeln!(out, "decision: allow ({reason}; {rule})"),
+            Decision::Ask { reason, rule } => writeln!(out, "decision: ask ({reason}; {rule})"),
             Decision::Deny { reason, rule } => writeln!(out, "decision: deny ({reason}; {rule})"),
         };
         out

@@ -6,7 +6,8 @@
 //! ```
 //! use caps::{Fs, MemoryFs, WriteOptions};
 //! use policy::{explain, Allowlist, CaseMode, CommandInput, Config, EvalContext, ExecParams,
-//!              HostCeiling, Requester, SessionOverrides, TrustedPath, Ask, AskFallback, Security};
+//!              HostCeiling, Launch, Requester, SessionOverrides, TrustedPath, Ask, AskFallback, Security};
+//! use std::collections::BTreeMap;
 //! use std::path::Path;
 //!
 //! let fs = MemoryFs::new();
@@ -18,15 +19,21 @@
 //! let allowlist = Allowlist::compile(&["/usr/bin/rg".into()], Path::new("/home/u"), CaseMode::Sensitive);
 //! let trusted = TrustedPath::parse("/usr/bin:/bin");
 //! let ctx = EvalContext { fs: &fs, cwd: Path::new("/"), trusted_path: &trusted, allowlist: &allowlist, cache: None };
-//! let session = SessionOverrides::default();
-//! let params = ExecParams::default();
-//! let who = Requester { agent: Some("coder"), session: &session, params: &params };
+//! let (session, params, env) = (SessionOverrides::default(), ExecParams::default(), BTreeMap::new());
+//! let who = Requester { agent: "coder", session_id: "s1", session: &session, params: &params, env: &env };
+//! let host_env = BTreeMap::from([("HOME".to_string(), "/home/u".to_string())]);
 //!
-//! let ok = explain(CommandInput::Shell("rg -n TODO"), &who, &config, &ceiling, &ctx);
+//! let ok = explain(CommandInput::Shell("rg -n TODO"), &who, &config, &ceiling, &ctx, &host_env);
 //! assert!(ok.decision.is_allow());
-//! let miss = explain(CommandInput::Shell("rg TODO > out.txt"), &who, &config, &ceiling, &ctx);
+//! // What runs is the plan: the resolved file, under the name it was called by.
+//! let plan = ok.plan_for(&ok.decision).unwrap();
+//! assert!(matches!(&plan.launch, Launch::Exec { program, argv, .. }
+//!     if program == "/usr/bin/rg" && argv[0] == "rg"));
+//! let miss = explain(CommandInput::Shell("rg TODO > out.txt"), &who, &config, &ceiling, &ctx, &host_env);
 //! assert!(!miss.decision.is_allow()); // a redirection is never allowlisted: ask
 //! ```
+
+#![forbid(unsafe_code)]
 
 mod allow_always;
 mod allowlist;
@@ -39,15 +46,17 @@ mod exe;
 mod explain;
 mod modes;
 mod nodes;
+mod plan;
 mod resolve;
 pub mod shell;
 mod slash;
 
-pub use allow_always::{AllowAlways, Skipped, derive_allow_always, escape_glob};
-pub use allowlist::{Allowlist, CaseMode, PatternKind, RejectedPattern, validate_pattern};
+pub use allow_always::{AllowAlways, Skipped, derive_allow_always};
+pub use allowlist::{
+    Allowlist, CaseMode, PatternKind, RejectedPattern, escape_glob, validate_pattern,
+};
 pub use config::{
-    AgentConfig, Config, ExecSettings, GatewaySettings, PermissionMode, SandboxBackend,
-    SandboxSettings,
+    AgentConfig, Config, ExecSettings, GatewaySettings, SandboxBackend, SandboxSettings,
 };
 pub use decision::{
     AllowReason, ApproverAnswer, AskReason, Decision, DenyReason, after_ask, decide,
@@ -59,8 +68,9 @@ pub use error::PolicyError;
 pub use evaluate::{EvalContext, Evaluation, ExeCache, LeafMatch, Rebuilt, evaluate};
 pub use exe::{Invocation, ResolveFailure, ResolvedExe, TrustedPath, resolve_executable};
 pub use explain::{Explanation, Requester, explain};
-pub use modes::{Ask, AskFallback, Host, Security};
+pub use modes::{Ask, AskFallback, Host, PermissionMode, Security};
 pub use nodes::{MIN_ID_PREFIX, NodeInfo, normalize_name, select_node};
+pub use plan::{Launch, PlanError, PlanRequest, Plans, RunPlan, SHELL, hex};
 pub use resolve::{
     ExecParams, HostCeiling, ResolvedPolicy, SessionOverrides, Source, Sourced, resolve,
 };

@@ -56,6 +56,22 @@ pub enum AskFallback {
     Full,
 }
 
+/// How commands are gated on the sandbox host (product spec §6.1). Ordered from
+/// strictest: `Readonly < Approval < Unrestricted`.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum PermissionMode {
+    /// Read-only sandbox; write tools refused.
+    Readonly,
+    /// Read-only first; on a permission denial ask, and retry once writable if approved.
+    #[default]
+    Approval,
+    /// No permission gate (the sandbox still applies).
+    Unrestricted,
+}
+
 impl Security {
     /// The stricter of two security modes (the lower one).
     pub fn stricter(self, other: Security) -> Security {
@@ -67,6 +83,13 @@ impl Ask {
     /// The stricter of two ask modes (the one that asks more).
     pub fn stricter(self, other: Ask) -> Ask {
         self.max(other)
+    }
+}
+
+impl PermissionMode {
+    /// The stricter of two permission modes (the lower one).
+    pub fn stricter(self, other: PermissionMode) -> PermissionMode {
+        self.min(other)
     }
 }
 
@@ -117,6 +140,7 @@ text_enum!(Host, "host", [Sandbox => "sandbox", Gateway => "gateway", Node => "n
 text_enum!(Security, "security", [Deny => "deny", Allowlist => "allowlist", Full => "full"]);
 text_enum!(Ask, "ask", [Off => "off", OnMiss => "on-miss", Always => "always"]);
 text_enum!(AskFallback, "askFallback", [Deny => "deny", Allowlist => "allowlist", Full => "full"]);
+text_enum!(PermissionMode, "permission mode", [Readonly => "readonly", Approval => "approval", Unrestricted => "unrestricted"]);
 
 #[cfg(test)]
 mod tests {

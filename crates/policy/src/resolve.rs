@@ -1,14 +1,17 @@
-//! Resolution of the effective host, security, ask, askFallback and node for one exec:
-//! tool parameter → session override → agent override → global default → built-in
-//! default, then the executing host's approvals file as a ceiling (the stricter value
-//! wins). Every value carries the level it came from.
+//! Resolution of everything one exec is decided and run with — host, security, ask,
+//! askFallback, node, permission mode, timeout and the extra environment names: tool
+//! parameter → session override → agent override → global default → built-in default.
+//! Then ceilings: the executing host's approvals file caps security and ask, the
+//! configured permission mode caps a session's, `tools.exec.max_timeout` bounds the
+//! timeout. Every value carries the level it came from.
 
 use std::fmt;
+use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::config::Config;
-use crate::modes::{Ask, AskFallback, Host, Security};
+use crate::config::{Config, DEFAULT_MAX_TIMEOUT, DEFAULT_TIMEOUT};
+use crate::modes::{Ask, AskFallback, Host, PermissionMode, Security};
 
 /// Where a resolved value came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -67,6 +70,9 @@ pub struct ExecParams {
     pub ask: Option<Ask>,
     /// Requested node.
     pub node: Option<String>,
+    /// Requested timeout (never above `tools.exec.max_timeout`).
+    #[serde(skip_serializing_if = "Option::is_none", with = "opt_duration")]
+    pub timeout: Option<Duration>,
 }
 
 /// Per-agent, per-session overrides set by slash commands; never persisted.
@@ -81,6 +87,11 @@ pub struct SessionOverrides {
     pub ask: Option<Ask>,
     /// `/exec node=`.
     pub node: Option<String>,
+    /// `/exec permission_mode=` (can only be stricter than the configured mode).
+    pub permission_mode: Option<PermissionMode>,
+    /// `/exec timeout=`.
+    #[serde(skip_serializing_if = "Option::is_none", with = "opt_duration")]
+    pub timeout: Option<Duration>,
     /// The settings from before `/elevated`, restored by `/elevated off`.
     pub before_elevation: Option<Box<SessionOverrides>>,
 }
@@ -131,6 +142,66 @@ pub struct ResolvedPolicy {
     pub node: Option<Sourced<String>>,
     /// The node binding that restricts this agent, if any (agent or global config).
     pub node_binding: Option<String>,
+    /// How writes are gated on the sandbox host (a session can only tighten the
+    /// configured mode).
+    pub permission_mode: Sourced<PermissionMode>,
+    /// The run's timeout.
+    #[serde(serialize_with = "sourced_duration")]
+    pub timeout: Sourced<Duration>,
+    /// The largest timeout allowed.
+    #[serde(serialize_with = "sourced_duration")]
+    pub max_timeout: Sourced<Duration>,
+    /// Environment variable names requests may set beyond the built-in list.
+    pub env_names: Vec<Sourced<String>>,
+}
+
+impl ResolvedPolicy {
+    /// The timeout, or why the requested one cannot be used.
+    pub fn checked_timeout(&self) -> Result<Duration, String> {
+        let (t, max) = (&self.timeout, &self.max_timeout);
+        if t.value > max.value {
+            return Err(format!(
+                "the timeout {} ({}) exceeds the maximum {} ({})",
+                humantime::format_duration(t.value),
+                t.source,
+                humantime::format_duration(max.value),
+                max.source
+            ));
+        }
+        Ok(t.value)
+    }
+
+    /// The extra environment names, as plain strings.
+    pub fn extra_env_names(&self) -> Vec<String> {
+        self.env_names.iter().map(|n| n.value.clone()).collect()
+    }
+}
+
+/// `{"value": "5m", "source": ...}`: durations in explanations read like the config.
+fn sourced_duration<S: serde::Serializer>(
+    d: &Sourced<Duration>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    Sourced {
+        value: humantime::format_duration(d.value).to_string(),
+        source: d.source,
+    }
+    .serialize(serializer)
+}
+
+/// Optional durations as `"30s"` text.
+mod opt_duration {
+    use std::time::Duration;
+
+    pub fn serialize<S: serde::Serializer>(
+        d: &Option<Duration>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => serializer.serialize_str(&humantime::format_duration(*d).to_string()),
+            None => serializer.serialize_none(),
+        }
+    }
 }
 
 /// Built-in secure defaults (product spec §2).
@@ -214,6 +285,49 @@ pub fn resolve(
                 .map(|n| Sourced::new(n, Source::Agent))
         })
         .or_else(|| global.node.clone().map(|n| Sourced::new(n, Source::Global)));
+    // The operator's mode caps the session's: an agent may make its own session
+    // stricter, never looser.
+    let configured_mode = first(
+        [
+            (
+                agent
+                    .and_then(|id| config.agent(id))
+                    .and_then(|a| a.permission_mode.as_ref()),
+                Source::Agent,
+            ),
+            (config.sandbox.permission_mode.as_ref(), Source::Global),
+            (None, Source::Default),
+            (None, Source::Default),
+        ],
+        PermissionMode::default(),
+    );
+    let permission_mode = match session.permission_mode {
+        Some(m) if m < configured_mode.value => Sourced::new(m, Source::Session),
+        _ => configured_mode,
+    };
+    let max_timeout = match config.max_timeout {
+        Some(m) => Sourced::new(m, Source::Global),
+        None => Sourced::new(DEFAULT_MAX_TIMEOUT, Source::Default),
+    };
+    let timeout = first(
+        [
+            (params.timeout.as_ref(), Source::ToolParam),
+            (session.timeout.as_ref(), Source::Session),
+            (agent_exec.and_then(|a| a.timeout.as_ref()), Source::Agent),
+            (global.timeout.as_ref(), Source::Global),
+        ],
+        DEFAULT_TIMEOUT.min(max_timeout.value),
+    );
+    let env_names = global
+        .env
+        .iter()
+        .map(|n| Sourced::new(n.clone(), Source::Global))
+        .chain(
+            agent_exec
+                .into_iter()
+                .flat_map(|a| a.env.iter().map(|n| Sourced::new(n.clone(), Source::Agent))),
+        )
+        .collect();
     ResolvedPolicy {
         host,
         security,
@@ -221,6 +335,10 @@ pub fn resolve(
         ask_fallback: Sourced::new(ceiling.ask_fallback, Source::HostFile),
         node,
         node_binding,
+        permission_mode,
+        timeout,
+        max_timeout,
+        env_names,
     }
 }
 
@@ -352,6 +470,86 @@ mod tests {
             &HostCeiling::DENY_ALL,
         );
         assert_eq!(r.security.value, Security::Deny);
+    }
+
+    #[test]
+    fn permission_mode_timeout_and_env_names_come_with_their_sources() {
+        let mut c = config();
+        c.sandbox.permission_mode = Some(PermissionMode::Approval);
+        c.agents[0].permission_mode = Some(PermissionMode::Unrestricted);
+        c.agents[0].exec.timeout = Some(std::time::Duration::from_secs(90));
+        c.agents[0].exec.env = vec!["RUST_LOG".into()];
+        c.exec.env = vec!["CI".into()];
+        let none = ExecParams::default();
+        let r = resolve(
+            &none,
+            &SessionOverrides::default(),
+            &c,
+            Some("coder"),
+            &OPEN,
+        );
+        assert_eq!(
+            (r.permission_mode.value, r.permission_mode.source),
+            (PermissionMode::Unrestricted, Source::Agent)
+        );
+        assert_eq!(
+            (r.timeout.value.as_secs(), r.timeout.source),
+            (90, Source::Agent)
+        );
+        assert_eq!(r.max_timeout.source, Source::Default);
+        let names: Vec<(&str, Source)> = r
+            .env_names
+            .iter()
+            .map(|n| (n.value.as_str(), n.source))
+            .collect();
+        assert_eq!(
+            names,
+            vec![("CI", Source::Global), ("RUST_LOG", Source::Agent)]
+        );
+        let r = resolve(
+            &none,
+            &SessionOverrides::default(),
+            &c,
+            Some("other"),
+            &OPEN,
+        );
+        assert_eq!(r.permission_mode.source, Source::Global);
+        assert_eq!(r.timeout.source, Source::Default);
+        // A session may tighten the configured mode, never loosen it.
+        let session = SessionOverrides {
+            permission_mode: Some(PermissionMode::Readonly),
+            timeout: Some(std::time::Duration::from_secs(5)),
+            ..Default::default()
+        };
+        let r = resolve(&none, &session, &c, Some("coder"), &OPEN);
+        assert_eq!(
+            (r.permission_mode.value, r.permission_mode.source),
+            (PermissionMode::Readonly, Source::Session)
+        );
+        assert_eq!(
+            (r.timeout.value.as_secs(), r.timeout.source),
+            (5, Source::Session)
+        );
+        let looser = SessionOverrides {
+            permission_mode: Some(PermissionMode::Unrestricted),
+            ..Default::default()
+        };
+        let r = resolve(&none, &looser, &c, Some("other"), &OPEN);
+        assert_eq!(
+            (r.permission_mode.value, r.permission_mode.source),
+            (PermissionMode::Approval, Source::Global)
+        );
+        // A tool parameter over the maximum is refused with both sources named.
+        let params = ExecParams {
+            timeout: Some(std::time::Duration::from_secs(7200)),
+            ..Default::default()
+        };
+        let r = resolve(&params, &session, &c, Some("coder"), &OPEN);
+        let err = r.checked_timeout().unwrap_err();
+        assert!(
+            err.contains("tool param") && err.contains("built-in default"),
+            "{err}"
+        );
     }
 
     fn sec() -> impl Strategy<Value = Option<Security>> {

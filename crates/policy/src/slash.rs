@@ -3,7 +3,7 @@
 //! error and the session is left exactly as it was.
 
 use crate::PolicyError;
-use crate::modes::{Ask, Host, Security};
+use crate::modes::{Ask, Host, PermissionMode, Security};
 use crate::resolve::SessionOverrides;
 
 /// The result of applying a slash command.
@@ -52,6 +52,12 @@ fn describe(o: &SessionOverrides) -> String {
     if let Some(n) = &o.node {
         parts.push(format!("node={n}"));
     }
+    if let Some(m) = o.permission_mode {
+        parts.push(format!("permission_mode={m}"));
+    }
+    if let Some(t) = o.timeout {
+        parts.push(format!("timeout={}", humantime::format_duration(t)));
+    }
     if parts.is_empty() {
         "no session overrides".into()
     } else {
@@ -87,9 +93,20 @@ fn apply_exec(current: &SessionOverrides, args: Vec<&str>) -> Result<SlashOutcom
                 }
                 next.node = Some(value.to_owned());
             }
+            "permission_mode" => {
+                next.permission_mode = Some(value.parse::<PermissionMode>().map_err(bad)?)
+            }
+            "timeout" => {
+                let t = humantime::parse_duration(value)
+                    .map_err(|e| err(format!("/exec: invalid timeout {value:?}: {e}")))?;
+                if t.is_zero() {
+                    return Err(err("/exec: the timeout must be greater than zero"));
+                }
+                next.timeout = Some(t);
+            }
             other => {
                 return Err(err(format!(
-                    "/exec: unknown key {other:?} (expected host, security, ask, node)"
+                    "/exec: unknown key {other:?} (expected host, security, ask, node, permission_mode, timeout)"
                 )));
             }
         }
@@ -119,6 +136,8 @@ fn apply_elevated(
         security: Some(Security::Full),
         ask: ask.or(base.ask),
         node: base.node.clone(),
+        permission_mode: base.permission_mode,
+        timeout: base.timeout,
         before_elevation: Some(Box::new(base.clone())),
     };
     let (overrides, message) = match *mode {

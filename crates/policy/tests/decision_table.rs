@@ -196,7 +196,7 @@ fn on_the_sandbox_host_the_sandbox_decides_not_the_allowlist() {
     match e.decision {
         Decision::Allow { reason, rule } => {
             assert_eq!(reason, policy::AllowReason::Sandboxed);
-            assert_eq!(rule, "host=sandbox, permission_mode=readonly");
+            assert_eq!(rule, "host=sandbox, permission_mode=readonly (global)");
         }
         other => panic!("{other:?}"),
     }

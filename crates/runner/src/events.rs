@@ -1,7 +1,10 @@
 //! Lifecycle events of a run (`exec.started`, `exec.finished`, `exec.denied`) and the
 //! sink they go to. The gateway maps them to the session that dispatched the run.
 
+use policy::DenyReason;
 use serde::Serialize;
+
+use crate::report::RunHost;
 
 /// One lifecycle event.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -12,22 +15,24 @@ pub enum ExecEvent {
     Started {
         /// The run id.
         run_id: String,
-        /// Where it runs (`gateway`, `sandbox`, a node id).
-        host: String,
+        /// Where it runs.
+        host: RunHost,
     },
-    /// `exec.finished`: it ran.
+    /// `exec.finished`: it ran (or was stopped).
     #[serde(rename = "exec.finished")]
     Finished {
         /// The run id.
         run_id: String,
         /// Where it ran.
-        host: String,
+        host: RunHost,
         /// Exit code, or 128+N for signal N.
         code: i32,
         /// The signal that killed it, if one did.
         signal: Option<i32>,
         /// It hit its timeout.
         timed_out: bool,
+        /// It was cancelled.
+        cancelled: bool,
         /// The last 20,000 bytes of output.
         tail: String,
     },
@@ -37,9 +42,9 @@ pub enum ExecEvent {
         /// The run id.
         run_id: String,
         /// Where it would have run.
-        host: String,
-        /// The machine-readable reason (`security=deny`, `allowlist-miss`, ...).
-        reason: String,
+        host: RunHost,
+        /// The machine-readable reason.
+        reason: DenyReason,
     },
 }
 
@@ -64,9 +69,12 @@ impl ExecEvent {
                 host,
                 code,
                 tail,
+                cancelled,
                 ..
             } => {
-                let mut text = format!("Exec finished (node={host}, id={run_id}, code={code})");
+                let what = if *cancelled { ", cancelled" } else { "" };
+                let mut text =
+                    format!("Exec finished (node={host}, id={run_id}, code={code}{what})");
                 if !tail.is_empty() {
                     text.push('\n');
                     text.push_str(tail);
@@ -77,9 +85,7 @@ impl ExecEvent {
                 run_id,
                 host,
                 reason,
-            } => {
-                format!("Exec denied (node={host}, id={run_id}, {reason})")
-            }
+            } => format!("Exec denied (node={host}, id={run_id}, {reason})"),
         }
     }
 }

@@ -1,19 +1,41 @@
-//! The runner: one exec, end to end, on one host. It takes its providers (`Fs`,
-//! `Shell`), its approvals store, its clock and its approver client as values, so the
-//! same code runs on the gateway, on a node, and on the memory provider in tests.
+//! The runner: one exec on one host, as one pipeline —
 //!
-//! The flow of [`Runner::run`]: policy against this host's approvals file → decision →
-//! ask the approver (or apply askFallback) → environment from the allowlist → run through
-//! `caps::Shell` with the timeout and output cap → record allowlist usage → emit
-//! `exec.started` / `exec.finished` / `exec.denied`.
+//! ```text
+//! ExecRequest ──decide──▶ Decided ──route──▶ Executor ──(ask)──▶ RunPlan runs ──▶ RunReport
+//!              host view   (explanation:      (gateway,     Prompt      verbatim      + ExecEvents
+//!              read once    policy, decision,  sandbox,     (one ask
+//!                           plans)             node)        path)
+//! ```
+//!
+//! [`Runner::decide`] reads the host's approvals file once and explains the request once;
+//! [`Runner::execute`] asks a human only if the decision says so, then runs exactly the
+//! approved [`policy::RunPlan`] — the resolved file (refused if it is no longer that file),
+//! argv, cwd and environment the human saw — and returns one [`RunReport`] whose
+//! [`RunReport::exit_code`] every caller uses. Providers (`Fs`, `Shell`), the store, the
+//! approver and the clock are values, so the same code runs on the gateway, on a node,
+//! and on the memory provider in tests.
+
+#![forbid(unsafe_code)]
 
 mod approver;
+mod ask;
+mod decide;
 mod events;
-mod run;
+mod execute;
+mod host;
+mod report;
+mod request;
+mod runner;
+mod usage;
 
 pub use approver::{Approvals, NoApprover, SocketApprovals};
+pub use decide::Decided;
 pub use events::{CollectEvents, EventSink, ExecEvent, NoEvents};
-pub use run::{
-    CommandSpec, ExecRequest, Executed, Gate, Outcome, READ_ONLY_FS, RunReport, Runner, RunnerHost,
-    SHELL, SandboxShells, new_run_id, shell_argv,
+pub use execute::{Executor, SandboxShells, launch};
+pub use host::{Host, HostBuilder};
+pub use report::{
+    EXIT_CANCELLED, EXIT_DENIED, EXIT_NO_APPROVER, EXIT_WARDEN_ERROR, Executed, Outcome, RunHost,
+    RunReport,
 };
+pub use request::{CommandSpec, ExecRequest, new_run_id};
+pub use runner::Runner;

@@ -1,5 +1,7 @@
-//! The runner on the memory provider: every branch of the flow, with a scripted shell
-//! and a scripted approver, and nothing touching the real disk or starting a process.
+//! The runner on the memory provider: every branch of the decision table and of the
+//! sandbox's permission modes, with scripted shells and a scripted approver — and what
+//! runs is always the plan the human saw, never a file swapped in afterwards. Nothing
+//! touches the real disk or starts a process.
 
 // Test helpers panic on failure by design.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -10,14 +12,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use approvals::ipc::AskOutcome;
-use approvals::ipc::protocol::{Answer, Request, Response};
+use approvals::ipc::protocol::{Answer, PromptKind, Request, Response};
 use approvals::{Clock, Store, StoreConfig};
-use caps::{
-    ExitStatus, Fs, MemoryFs, OutputCollector, RecordedCall, ScriptedShell, Stream, WriteOptions,
+use caps::testkit::{MemoryWorld, failed_output, ok_output};
+use caps::{Fs, MemoryFs, RecordedCall, RefusedWrites, ScriptedShell, WriteOptions};
+use policy::{
+    AllowReason, CaseMode, Config, Decision, DenyReason, ExecParams, Launch, Security, TrustedPath,
 };
-use policy::{CaseMode, Config, ExecParams, Security, TrustedPath};
 use runner::{
-    Approvals, CollectEvents, CommandSpec, ExecEvent, ExecRequest, Outcome, Runner, RunnerHost,
+    Approvals, CollectEvents, CommandSpec, EXIT_CANCELLED, EXIT_DENIED, EXIT_NO_APPROVER,
+    ExecEvent, ExecRequest, Executor, Host, Outcome, RunHost, RunReport, Runner, SandboxShells,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -28,27 +32,40 @@ impl Clock for FixedClock {
     }
 }
 
-/// Answers every prompt with a fixed outcome and remembers what it was shown.
+/// How the scripted approver answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Human {
+    Says(Answer),
+    Absent,
+    TooSlow,
+}
+
+/// Answers every prompt as scripted, remembers what it was shown, and can run a hook
+/// while "the human is thinking" (to change the world between prompt and answer).
 struct ScriptedApprover {
-    outcome: Mutex<Option<Answer>>,
-    absent: bool,
+    human: Human,
     seen: Mutex<Vec<Request>>,
+    while_asked: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 #[async_trait::async_trait]
 impl Approvals for ScriptedApprover {
     async fn ask(&self, request: &Request) -> AskOutcome {
         self.seen.lock().unwrap().push(request.clone());
-        if self.absent {
-            return AskOutcome::NoApprover("scripted: absent".into());
+        if let Some(hook) = self.while_asked.lock().unwrap().take() {
+            hook();
         }
         let p = request.prompt();
-        AskOutcome::Answered(Response {
-            id: p.id.clone(),
-            plan_digest: p.plan_digest.clone(),
-            answer: self.outcome.lock().unwrap().unwrap_or(Answer::Deny),
-            report: None,
-        })
+        match self.human {
+            Human::Absent => AskOutcome::NoApprover("scripted: absent".into()),
+            Human::TooSlow => AskOutcome::TimedOut,
+            Human::Says(answer) => AskOutcome::Answered(Response {
+                id: p.id.clone(),
+                digest: p.digest.clone(),
+                answer,
+                report: None,
+            }),
+        }
     }
 }
 
@@ -60,34 +77,33 @@ struct World {
     store: Store,
 }
 
-fn ok_output(text: &str) -> caps::ExecOutput {
-    let mut c = OutputCollector::new(Default::default());
-    c.push(Stream::Stdout, text.as_bytes());
-    c.finish(ExitStatus::Code(0), false, Duration::from_millis(1))
+impl World {
+    fn gateway(&self) -> Executor {
+        Executor::Direct {
+            shell: Arc::new(self.shell.clone()),
+            host: RunHost::Gateway,
+        }
+    }
+
+    fn prompts(&self) -> Vec<approvals::ipc::protocol::Prompt> {
+        self.approver
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| r.prompt().clone())
+            .collect()
+    }
 }
 
-fn world(approvals_json: &str, config: &str, answer: Option<Answer>) -> World {
-    let fs = Arc::new(MemoryFs::with_uid(1000));
-    for d in ["/usr/bin", "/bin", "/home/u/.warden", "/work"] {
-        fs.create_dir_all(Path::new(d), 0o700).unwrap();
-    }
-    for p in ["/usr/bin/ls", "/usr/bin/cat", "/usr/bin/rm", "/bin/sh"] {
-        fs.write(
-            Path::new(p),
-            b"",
-            WriteOptions {
-                mode: 0o755,
-                ..Default::default()
-            },
-        )
+fn world(approvals_json: &str, config: &str, human: Human) -> World {
+    let fs = MemoryWorld::new(1000)
+        .dirs(&["/home/u/.warden", "/work"])
+        .programs(&["/usr/bin/ls", "/usr/bin/cat", "/usr/bin/rm", "/bin/sh"])
+        .file("/home/u/.warden/exec-approvals.json", approvals_json, 0o600)
+        .build();
+    fs.set_permissions(Path::new("/home/u/.warden"), 0o700)
         .unwrap();
-    }
-    fs.write(
-        Path::new("/home/u/.warden/exec-approvals.json"),
-        approvals_json.as_bytes(),
-        WriteOptions::private(),
-    )
-    .unwrap();
     let store = Store::new(
         fs.clone(),
         StoreConfig {
@@ -99,27 +115,26 @@ fn world(approvals_json: &str, config: &str, answer: Option<Answer>) -> World {
     );
     let shell = ScriptedShell::new();
     shell.respond_with(|_| Ok(ok_output("out\n")));
+    shell.with_files(fs.clone());
     let approver = Arc::new(ScriptedApprover {
-        outcome: Mutex::new(answer),
-        absent: answer.is_none(),
+        human,
         seen: Mutex::new(Vec::new()),
+        while_asked: Mutex::new(None),
     });
-    let host = RunnerHost {
-        label: "gateway".into(),
-        fs: fs.clone(),
-        shell: Arc::new(shell.clone()),
-        store: store.clone(),
-        config: Config::parse(config, Path::new("config.toml")).unwrap(),
-        host_env: BTreeMap::from([
-            ("HOME".into(), "/home/u".into()),
-            ("SECRET".into(), "x".into()),
-        ]),
-        trusted_path: TrustedPath::parse("/usr/bin:/bin"),
-        default_cwd: PathBuf::from("/work"),
-        approvals: approver.clone(),
-        clock: Arc::new(FixedClock),
-        gate: runner::Gate::Policy,
-    };
+    let host = Host::builder(
+        fs.clone(),
+        store.clone(),
+        Config::parse(config, Path::new("config.toml")).unwrap(),
+    )
+    .env(BTreeMap::from([
+        ("HOME".into(), "/home/u".into()),
+        ("SECRET".into(), "x".into()),
+    ]))
+    .trusted_path(TrustedPath::parse("/usr/bin:/bin"))
+    .default_cwd("/work")
+    .approvals(approver.clone())
+    .clock(Arc::new(FixedClock))
+    .build();
     World {
         fs,
         shell,
@@ -134,66 +149,84 @@ const ALLOWLIST_HOST: &str = r#"{"version":1,"defaults":{"security":"allowlist",
 const GATEWAY_ALLOWLIST: &str = "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\n";
 
 fn request(command: CommandSpec) -> ExecRequest {
-    ExecRequest {
-        agent: Some("coder".into()),
-        session: Some("s1".into()),
-        command: Some(command),
-        ..Default::default()
-    }
+    ExecRequest::new("coder", "s1", command)
 }
 
-async fn run(w: &World, req: ExecRequest) -> (runner::RunReport, Vec<ExecEvent>) {
+fn shell_string(text: &str) -> ExecRequest {
+    request(CommandSpec::Shell(text.into()))
+}
+
+fn argv(words: &[&str]) -> ExecRequest {
+    request(CommandSpec::Argv(
+        words.iter().map(|w| w.to_string()).collect(),
+    ))
+}
+
+async fn run(w: &World, req: ExecRequest) -> (RunReport, Vec<ExecEvent>) {
     let events = CollectEvents::default();
-    let report = w.runner.run(req, &events, &CancellationToken::new()).await;
+    let report = w
+        .runner
+        .run(req, &w.gateway(), &events, &CancellationToken::new())
+        .await;
     (report, events.events())
 }
 
-fn exec_argv(call: &RecordedCall) -> Vec<String> {
-    match call {
-        RecordedCall::Exec { argv, .. } => argv.clone(),
-        other => panic!("{other:?}"),
+fn denied(report: &RunReport) -> Option<DenyReason> {
+    match &report.outcome {
+        Outcome::Denied { reason, .. } => Some(*reason),
+        _ => None,
     }
 }
 
+/// Each call's (argv given to the OS, argv[0] the program sees) — or the script text.
+fn started(shell: &ScriptedShell) -> Vec<String> {
+    shell
+        .calls()
+        .iter()
+        .map(|c| match c {
+            RecordedCall::Exec { argv, options } => format!(
+                "exec {} (as {})",
+                argv.join(" "),
+                options.arg0.as_deref().unwrap_or("-")
+            ),
+            RecordedCall::Run { script, .. } => {
+                format!("run {} -c {}", script.shell.display(), script.source)
+            }
+        })
+        .collect()
+}
+
 #[tokio::test]
-async fn an_allowlisted_shell_string_runs_as_the_rebuilt_command() {
-    let w = world(ALLOWLIST_HOST, GATEWAY_ALLOWLIST, None);
-    let (report, events) = run(
-        &w,
-        request(CommandSpec::Shell(
-            "ls -la 'my dir' && cat notes.txt".into(),
-        )),
-    )
-    .await;
+async fn an_allowlisted_list_runs_as_the_rebuilt_script_and_usage_is_recorded() {
+    let w = world(ALLOWLIST_HOST, GATEWAY_ALLOWLIST, Human::Absent);
+    let (report, events) = run(&w, shell_string("ls -la 'my dir' && cat notes.txt")).await;
     assert!(
         matches!(report.outcome, Outcome::Finished { .. }),
         "{report:?}"
     );
-    let calls = w.shell.calls();
-    assert_eq!(calls.len(), 1);
     assert_eq!(
-        exec_argv(&calls[0]),
+        started(&w.shell),
+        vec!["run /bin/sh -c /usr/bin/ls -la 'my dir' && /usr/bin/cat notes.txt"]
+    );
+    assert!(report.executed.as_ref().unwrap().rebuilt);
+    assert!(matches!(
+        report.decision,
+        Decision::Allow {
+            reason: AllowReason::AllowlistMatch,
+            ..
+        }
+    ));
+    assert_eq!(
+        events.iter().map(ExecEvent::text).collect::<Vec<_>>(),
         vec![
-            "/bin/sh",
-            "-c",
-            "/usr/bin/ls -la 'my dir' && /usr/bin/cat notes.txt"
+            format!("Exec started (node=gateway, id={})", report.run_id),
+            format!(
+                "Exec finished (node=gateway, id={}, code=0)\nout\n",
+                report.run_id
+            ),
         ]
     );
-    assert!(report.executed.unwrap().rebuilt);
-    assert_eq!(events.len(), 2);
-    assert_eq!(
-        events[0].text(),
-        format!("Exec started (node=gateway, id={})", report.run_id)
-    );
-    assert_eq!(
-        events[1].text(),
-        format!(
-            "Exec finished (node=gateway, id={}, code=0)\nout\n",
-            report.run_id
-        )
-    );
-    assert!(w.approver.seen.lock().unwrap().is_empty());
-    // Usage was recorded.
+    assert!(w.prompts().is_empty());
     let file = w.store.load().unwrap().file;
     let entry = &file.agents["coder"].allowlist[0];
     assert_eq!(entry.last_used_at, Some(1_700_000_000_000));
@@ -201,17 +234,25 @@ async fn an_allowlisted_shell_string_runs_as_the_rebuilt_command() {
 }
 
 #[tokio::test]
-async fn a_single_allowlisted_command_runs_as_an_argv_without_a_shell() {
-    let w = world(ALLOWLIST_HOST, GATEWAY_ALLOWLIST, None);
-    let (report, _) = run(&w, request(CommandSpec::Shell("ls -la".into()))).await;
-    assert!(matches!(report.outcome, Outcome::Finished { .. }));
-    assert_eq!(exec_argv(&w.shell.calls()[0]), vec!["/usr/bin/ls", "-la"]);
+async fn a_single_allowlisted_command_runs_its_resolved_file_under_its_own_name() {
+    let w = world(ALLOWLIST_HOST, GATEWAY_ALLOWLIST, Human::Absent);
+    let (report, _) = run(&w, shell_string("ls -la")).await;
+    assert_eq!(report.exit_code(), 0);
+    assert_eq!(started(&w.shell), vec!["exec /usr/bin/ls -la (as ls)"]);
+    let RecordedCall::Exec { options, .. } = &w.shell.calls()[0] else {
+        panic!()
+    };
+    assert_eq!(
+        options.expect_program,
+        Some(w.fs.metadata(Path::new("/usr/bin/ls")).unwrap().id),
+        "the run insists on the file that was matched"
+    );
 }
 
 #[tokio::test]
 async fn the_environment_is_built_from_the_allowlist_and_injection_is_refused() {
-    let w = world(ALLOWLIST_HOST, GATEWAY_ALLOWLIST, None);
-    let mut req = request(CommandSpec::Argv(vec!["ls".into()]));
+    let w = world(ALLOWLIST_HOST, GATEWAY_ALLOWLIST, Human::Absent);
+    let mut req = argv(&["ls"]);
     req.env = BTreeMap::from([("TERM".into(), "dumb".into())]);
     run(&w, req).await;
     let RecordedCall::Exec { options, .. } = &w.shell.calls()[0] else {
@@ -219,34 +260,38 @@ async fn the_environment_is_built_from_the_allowlist_and_injection_is_refused() 
     };
     assert_eq!(options.env.get("PATH").unwrap(), "/usr/bin:/bin");
     assert_eq!(options.env.get("TERM").unwrap(), "dumb");
+    assert_eq!(options.env.get("HOME").unwrap(), "/home/u");
     assert!(!options.env.contains_key("SECRET"));
-    let mut req = request(CommandSpec::Argv(vec!["ls".into()]));
+    let mut req = argv(&["ls"]);
     req.env = BTreeMap::from([("LD_PRELOAD".into(), "/tmp/x.so".into())]);
     let (report, events) = run(&w, req).await;
     assert!(
-        matches!(&report.outcome, Outcome::Error { message, .. } if message.contains("LD_PRELOAD")),
+        matches!(&report.outcome, Outcome::Error { message, exit_code: 125 } if message.contains("LD_PRELOAD")),
         "{report:?}"
     );
-    assert_eq!(w.shell.calls().len(), 1, "nothing ran");
+    assert_eq!(w.shell.calls().len(), 1, "nothing more ran");
     assert!(events.is_empty());
 }
 
+// ── The decision table (product spec §5), on the gateway host ──────────────────────
+
 #[tokio::test]
-async fn deny_runs_nothing_and_emits_a_denied_event() {
+async fn security_deny_runs_nothing_and_says_so_in_one_spelling() {
     let w = world(
         r#"{"version":1}"#,
         GATEWAY_ALLOWLIST,
-        Some(Answer::AllowOnce),
+        Human::Says(Answer::AllowOnce),
     );
-    let (report, events) = run(&w, request(CommandSpec::Argv(vec!["ls".into()]))).await;
-    assert!(matches!(&report.outcome, Outcome::Denied { reason, .. } if reason == "security=deny"));
-    assert!(w.shell.calls().is_empty());
+    let (report, events) = run(&w, argv(&["ls"])).await;
+    assert_eq!(denied(&report), Some(DenyReason::SecurityDeny));
+    assert_eq!(report.exit_code(), EXIT_DENIED);
+    assert!(w.shell.calls().is_empty() && w.prompts().is_empty());
     assert_eq!(
         events,
         vec![ExecEvent::Denied {
             run_id: report.run_id.clone(),
-            host: "gateway".into(),
-            reason: "security=deny".into()
+            host: RunHost::Gateway,
+            reason: DenyReason::SecurityDeny,
         }]
     );
     assert_eq!(
@@ -256,80 +301,196 @@ async fn deny_runs_nothing_and_emits_a_denied_event() {
             report.run_id
         )
     );
+    // The JSON of the report and of the event use the same spelling as the text.
+    let json = serde_json::to_string(&report).unwrap();
+    assert!(
+        json.contains("\"security=deny\"") && !json.contains("security-deny"),
+        "{json}"
+    );
+}
+
+#[tokio::test]
+async fn an_allowlist_miss_without_asking_is_denied() {
+    let host = r#"{"version":1,"defaults":{"security":"allowlist","ask":"off"},
+        "agents":{"coder":{"allowlist":[{"pattern":"/usr/bin/ls"}]}}}"#;
+    let config = "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\nask = \"off\"\n";
+    let w = world(host, config, Human::Says(Answer::AllowOnce));
+    let (report, _) = run(&w, argv(&["rm", "x"])).await;
+    assert_eq!(denied(&report), Some(DenyReason::AllowlistMiss));
+    assert!(w.shell.calls().is_empty() && w.prompts().is_empty());
+    let (report, _) = run(&w, argv(&["ls"])).await;
+    assert_eq!(report.exit_code(), 0);
+}
+
+#[tokio::test]
+async fn security_full_runs_the_command_as_written_with_its_program_resolved() {
+    let w = world(
+        r#"{"version":1,"defaults":{"security":"full","ask":"off"}}"#,
+        "[tools.exec]\nhost = \"gateway\"\nsecurity = \"full\"\nask = \"off\"\n",
+        Human::Absent,
+    );
+    let (report, _) = run(&w, argv(&["rm", "-r", "build"])).await;
+    assert_eq!(report.exit_code(), 0);
+    assert_eq!(started(&w.shell), vec!["exec /usr/bin/rm -r build (as rm)"]);
+    let (report, _) = run(&w, shell_string("rm -r build > log")).await;
+    assert!(!report.executed.unwrap().rebuilt);
+    assert_eq!(started(&w.shell)[1], "run /bin/sh -c rm -r build > log");
+}
+
+#[tokio::test]
+async fn ask_always_asks_even_when_the_allowlist_matches() {
+    let host = r#"{"version":1,"defaults":{"security":"allowlist","ask":"always"},
+        "agents":{"coder":{"allowlist":[{"pattern":"/usr/bin/ls"}]}}}"#;
+    let w = world(host, GATEWAY_ALLOWLIST, Human::Says(Answer::Deny));
+    let (report, _) = run(&w, argv(&["ls"])).await;
+    assert_eq!(denied(&report), Some(DenyReason::ApprovalDenied));
+    let prompts = w.prompts();
+    assert_eq!(prompts.len(), 1);
+    assert!(matches!(
+        &prompts[0].kind,
+        PromptKind::Command {
+            reason: policy::AskReason::AskAlways,
+            ..
+        }
+    ));
 }
 
 #[tokio::test]
 async fn a_miss_asks_and_the_approvers_answer_decides() {
     for (answer, runs, reason) in [
-        (Answer::AllowOnce, true, ""),
-        (Answer::AllowAlways, true, ""),
-        (Answer::Deny, false, "approval-denied"),
+        (Answer::AllowOnce, true, None),
+        (Answer::AllowAlways, true, None),
+        (Answer::Deny, false, Some(DenyReason::ApprovalDenied)),
     ] {
-        let w = world(ALLOWLIST_HOST, GATEWAY_ALLOWLIST, Some(answer));
-        let (report, _) = run(&w, request(CommandSpec::Shell("rm -rf build > log".into()))).await;
+        let w = world(ALLOWLIST_HOST, GATEWAY_ALLOWLIST, Human::Says(answer));
+        let (report, _) = run(&w, shell_string("rm -rf build > log")).await;
         assert_eq!(w.shell.calls().len(), usize::from(runs), "{answer:?}");
-        if runs {
-            // Approved commands run as written (the human saw exactly this).
-            assert_eq!(
-                exec_argv(&w.shell.calls()[0]),
-                vec!["/bin/sh", "-c", "rm -rf build > log"]
-            );
-            assert!(!report.executed.unwrap().rebuilt);
-        } else {
-            assert!(matches!(&report.outcome, Outcome::Denied { reason: r, .. } if r == reason));
-        }
-        let seen = w.approver.seen.lock().unwrap();
-        let prompt = seen[0].prompt();
+        assert_eq!(denied(&report), reason, "{answer:?}");
+        let prompts = w.prompts();
+        let PromptKind::Command {
+            plan,
+            reason,
+            allow_always,
+            ..
+        } = &prompts[0].kind
+        else {
+            panic!("{:?}", prompts[0])
+        };
+        // The human saw exactly what runs.
         assert_eq!(
-            prompt.plan.argv,
-            vec!["/bin/sh", "-c", "rm -rf build > log"]
+            plan.launch,
+            Launch::Script {
+                shell: "/bin/sh".into(),
+                source: "rm -rf build > log".into()
+            }
         );
-        assert_eq!(prompt.plan.cwd, "/work");
-        assert_eq!(prompt.plan.agent, "coder");
-        assert_eq!(prompt.plan_digest, prompt.plan.digest());
-        assert_eq!(prompt.reason, "allowlist-miss");
+        assert_eq!((plan.cwd.as_str(), plan.agent.as_str()), ("/work", "coder"));
+        assert_eq!(
+            plan.env.get("PATH").map(String::as_str),
+            Some("/usr/bin:/bin")
+        );
+        assert_eq!(prompts[0].digest, prompts[0].compute_digest());
+        assert_eq!(*reason, policy::AskReason::AllowlistMiss);
+        // A redirection is never a plain list: nothing can be stored.
+        assert!(allow_always.is_empty());
+        if runs {
+            assert_eq!(started(&w.shell), vec!["run /bin/sh -c rm -rf build > log"]);
+        }
     }
 }
 
 #[tokio::test]
-async fn no_approver_applies_each_ask_fallback() {
-    for (fallback, command, runs, reason) in [
-        ("deny", "ls -la", false, "no-approver"),
-        ("allowlist", "ls -la", true, ""),
-        ("allowlist", "rm -rf x", false, "no-approver"),
-        ("full", "rm -rf x", true, ""),
+async fn allow_always_stores_exactly_the_patterns_the_prompt_showed() {
+    let w = world(
+        ALLOWLIST_HOST,
+        GATEWAY_ALLOWLIST,
+        Human::Says(Answer::AllowAlways),
+    );
+    let (report, _) = run(&w, argv(&["rm", "-rf", "build"])).await;
+    assert_eq!(report.exit_code(), 0);
+    assert!(matches!(
+        report.decision,
+        Decision::Allow {
+            reason: AllowReason::ApprovedAlways,
+            ..
+        }
+    ));
+    let PromptKind::Command { allow_always, .. } = &w.prompts()[0].kind else {
+        panic!()
+    };
+    assert_eq!(allow_always, &vec!["/usr/bin/rm".to_string()]);
+    let file = w.store.load().unwrap().file;
+    let stored: Vec<&str> = file.agents["coder"]
+        .allowlist
+        .iter()
+        .map(|e| e.pattern.as_str())
+        .collect();
+    assert_eq!(stored, vec!["/usr/bin/ls", "/usr/bin/cat", "/usr/bin/rm"]);
+    // The next time, the allowlist matches: no prompt.
+    let (report, _) = run(&w, argv(&["rm", "-rf", "build"])).await;
+    assert_eq!(report.exit_code(), 0);
+    assert_eq!(w.prompts().len(), 1);
+}
+
+#[tokio::test]
+async fn nobody_answering_applies_each_ask_fallback() {
+    for (human, fallback, command, runs, reason) in [
+        (
+            Human::Absent,
+            "deny",
+            "ls -la",
+            false,
+            Some(DenyReason::NoApprover),
+        ),
+        (
+            Human::TooSlow,
+            "deny",
+            "ls -la",
+            false,
+            Some(DenyReason::ApprovalTimeout),
+        ),
+        (Human::Absent, "allowlist", "ls -la", true, None),
+        (
+            Human::Absent,
+            "allowlist",
+            "rm -rf x",
+            false,
+            Some(DenyReason::NoApprover),
+        ),
+        (Human::TooSlow, "full", "rm -rf x", true, None),
     ] {
         let host = format!(
             r#"{{"version":1,"defaults":{{"security":"allowlist","ask":"always","askFallback":"{fallback}"}},
             "agents":{{"coder":{{"allowlist":[{{"pattern":"/usr/bin/ls"}}]}}}}}}"#
         );
-        let w = world(&host, GATEWAY_ALLOWLIST, None);
-        let (report, _) = run(&w, request(CommandSpec::Shell(command.into()))).await;
-        assert_eq!(
-            w.shell.calls().len(),
-            usize::from(runs),
-            "{fallback} {command}: {report:?}"
-        );
-        if !runs {
-            assert!(matches!(&report.outcome, Outcome::Denied { reason: r, .. } if r == reason));
+        let w = world(&host, GATEWAY_ALLOWLIST, human);
+        let (report, _) = run(&w, shell_string(command)).await;
+        let what = format!("{human:?} {fallback} {command}: {report:?}");
+        assert_eq!(w.shell.calls().len(), usize::from(runs), "{what}");
+        assert_eq!(denied(&report), reason, "{what}");
+        if reason.is_some() {
+            assert_eq!(report.exit_code(), EXIT_NO_APPROVER, "{what}");
         }
     }
+    // askFallback=allowlist runs the rebuilt command, not the one written.
+    let host = r#"{"version":1,"defaults":{"security":"allowlist","ask":"always","askFallback":"allowlist"},
+        "agents":{"coder":{"allowlist":[{"pattern":"/usr/bin/ls"}]}}}"#;
+    let w = world(host, GATEWAY_ALLOWLIST, Human::Absent);
+    run(&w, shell_string("ls -la")).await;
+    assert_eq!(started(&w.shell), vec!["exec /usr/bin/ls -la (as ls)"]);
 }
 
 #[tokio::test]
 async fn tool_parameters_cannot_loosen_the_host_file() {
-    let w = world(ALLOWLIST_HOST, GATEWAY_ALLOWLIST, None);
-    let mut req = request(CommandSpec::Shell("rm -rf /".into()));
+    let w = world(ALLOWLIST_HOST, GATEWAY_ALLOWLIST, Human::Absent);
+    let mut req = shell_string("rm -rf /");
     req.params = ExecParams {
         security: Some(Security::Full),
         ask: Some(policy::Ask::Off),
         ..Default::default()
     };
     let (report, _) = run(&w, req).await;
-    assert!(
-        matches!(&report.outcome, Outcome::Denied { .. }),
-        "{report:?}"
-    );
+    assert!(denied(&report).is_some(), "{report:?}");
     assert!(w.shell.calls().is_empty());
     assert_eq!(report.policy.security.value, Security::Allowlist);
 }
@@ -339,10 +500,10 @@ async fn a_corrupt_host_file_denies_everything() {
     let w = world(
         "{corrupt",
         "[tools.exec]\nhost = \"gateway\"\nsecurity = \"full\"\nask = \"off\"\n",
-        Some(Answer::AllowOnce),
+        Human::Says(Answer::AllowOnce),
     );
-    let (report, _) = run(&w, request(CommandSpec::Argv(vec!["ls".into()]))).await;
-    assert!(matches!(&report.outcome, Outcome::Denied { reason, .. } if reason == "security=deny"));
+    let (report, _) = run(&w, argv(&["ls"])).await;
+    assert_eq!(denied(&report), Some(DenyReason::SecurityDeny));
     assert!(w.shell.calls().is_empty());
     assert!(
         w.fs.file_paths()
@@ -356,55 +517,116 @@ async fn missing_programs_and_bad_requests_are_errors_with_exit_codes() {
     let w = world(
         r#"{"version":1,"defaults":{"security":"full","ask":"off"}}"#,
         "[tools.exec]\nhost = \"gateway\"\nsecurity = \"full\"\nask = \"off\"\n",
-        None,
+        Human::Absent,
     );
-    let (report, _) = run(&w, request(CommandSpec::Argv(vec!["nope".into()]))).await;
+    let (report, _) = run(&w, argv(&["nope"])).await;
     assert!(
         matches!(report.outcome, Outcome::Error { exit_code: 127, .. }),
         "{report:?}"
     );
-    let mut req = request(CommandSpec::Argv(vec!["ls".into()]));
-    req.timeout = Some(Duration::from_secs(100_000));
-    let (report, _) = run(&w, req).await;
-    assert!(
-        matches!(&report.outcome, Outcome::Error { message, exit_code: 125 } if message.contains("maximum"))
-    );
-    let (report, _) = run(
-        &w,
-        ExecRequest {
-            agent: Some("coder".into()),
+    w.fs.write(
+        Path::new("/usr/bin/data"),
+        b"",
+        WriteOptions {
+            mode: 0o644,
             ..Default::default()
         },
     )
-    .await;
-    assert!(matches!(
-        report.outcome,
-        Outcome::Error { exit_code: 125, .. }
-    ));
+    .unwrap();
+    let (report, _) = run(&w, argv(&["data"])).await;
+    assert_eq!(report.exit_code(), 126, "{report:?}");
+    let mut req = argv(&["ls"]);
+    req.params.timeout = Some(Duration::from_secs(100_000));
+    let (report, _) = run(&w, req).await;
+    assert!(
+        matches!(&report.outcome, Outcome::Error { message, exit_code: 125 } if message.contains("maximum")),
+        "{report:?}"
+    );
+    for bad in [argv(&[]), shell_string("  ")] {
+        let (report, _) = run(&w, bad).await;
+        assert_eq!(report.exit_code(), 125, "{report:?}");
+    }
+    let mut req = argv(&["ls"]);
+    req.cwd = Some(PathBuf::from("/nowhere"));
+    let (report, _) = run(&w, req).await;
+    assert!(
+        matches!(&report.outcome, Outcome::Error { message, exit_code: 125 } if message.contains("/nowhere")),
+        "{report:?}"
+    );
     assert!(w.shell.calls().is_empty());
 }
 
-/// A failed read-only run, with what the shell learned about refused writes.
-fn failed_output(text: &str, refused: Option<Vec<PathBuf>>) -> caps::ExecOutput {
-    let mut c = OutputCollector::new(Default::default());
-    c.push(Stream::Stderr, text.as_bytes());
-    let mut out = c.finish(ExitStatus::Code(2), false, Duration::from_millis(1));
-    out.refused_writes = refused;
-    out
+#[tokio::test]
+async fn the_approved_file_runs_or_nothing_does_never_a_file_swapped_in_after_the_prompt() {
+    let w = world(
+        ALLOWLIST_HOST,
+        GATEWAY_ALLOWLIST,
+        Human::Says(Answer::AllowOnce),
+    );
+    // While the human looks at the prompt, the file `rm` resolves to is replaced.
+    let fs = w.fs.clone();
+    *w.approver.while_asked.lock().unwrap() = Some(Box::new(move || {
+        fs.write_atomic(
+            Path::new("/usr/bin/rm"),
+            b"#!/bin/sh\necho pwned\n",
+            WriteOptions {
+                mode: 0o755,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    }));
+    let (report, _) = run(&w, argv(&["rm", "-rf", "build"])).await;
+    assert!(
+        matches!(&report.outcome, Outcome::Error { message, .. } if message.contains("no longer the file that was approved")),
+        "{report:?}"
+    );
+    assert!(w.shell.calls().is_empty(), "the swapped file must not run");
+    // Without a swap, the approved file runs.
+    let (report, _) = run(&w, argv(&["rm", "-rf", "build"])).await;
+    assert_eq!(report.exit_code(), 0, "{report:?}");
+    assert_eq!(
+        started(&w.shell),
+        vec!["exec /usr/bin/rm -rf build (as rm)"]
+    );
 }
 
-/// The sandbox gate in `mode`, with scripted read-only, watched and writable shells.
+// ── The sandbox host: permission modes ───────────────────────────────────────────────
+
+/// The sandbox executor in `mode`, with scripted read-only, watched and writable shells.
 struct SandboxWorld {
     world: World,
     readonly: ScriptedShell,
     watched: ScriptedShell,
     writable: ScriptedShell,
-    runner: Runner,
 }
 
-fn sandbox_world(mode: &str, answer: Option<Answer>, first: caps::ExecOutput) -> SandboxWorld {
+impl SandboxWorld {
+    fn executor(&self) -> Executor {
+        Executor::Sandbox(SandboxShells {
+            readonly: Arc::new(self.readonly.clone()),
+            watched: Arc::new(self.watched.clone()),
+            writable: Arc::new(self.writable.clone()),
+            unconfined: None,
+        })
+    }
+
+    async fn run(&self) -> RunReport {
+        self.world
+            .runner
+            .run(
+                shell_string("echo x > a.txt"),
+                &self.executor(),
+                &CollectEvents::default(),
+                &CancellationToken::new(),
+            )
+            .await
+    }
+}
+
+fn sandbox_world(mode: &str, human: Human, first: caps::ExecOutput) -> SandboxWorld {
     let config = format!("[sandbox]\npermission_mode = \"{mode}\"\n");
-    let world = world(r#"{"version":1}"#, &config, answer);
+    let world = world(r#"{"version":1}"#, &config, human);
     let (readonly, watched, writable) = (
         ScriptedShell::new(),
         ScriptedShell::new(),
@@ -413,44 +635,15 @@ fn sandbox_world(mode: &str, answer: Option<Answer>, first: caps::ExecOutput) ->
     readonly.push_result(Ok(first.clone()));
     watched.push_result(Ok(first));
     writable.respond_with(|_| Ok(ok_output("written\n")));
-    let host = RunnerHost {
-        label: "sandbox".into(),
-        fs: world.fs.clone(),
-        shell: Arc::new(writable.clone()),
-        store: world.store.clone(),
-        config: Config::parse(&config, Path::new("config.toml")).unwrap(),
-        host_env: BTreeMap::new(),
-        trusted_path: TrustedPath::parse("/usr/bin:/bin"),
-        default_cwd: PathBuf::from("/work"),
-        approvals: world.approver.clone(),
-        clock: Arc::new(FixedClock),
-        gate: runner::Gate::Sandbox(runner::SandboxShells {
-            readonly: Arc::new(readonly.clone()),
-            watched: Arc::new(watched.clone()),
-            writable: Arc::new(writable.clone()),
-            unconfined: None,
-        }),
-    };
     SandboxWorld {
         world,
         readonly,
         watched,
         writable,
-        runner: Runner::new(host),
     }
 }
 
-async fn sandbox_run(w: &SandboxWorld) -> runner::RunReport {
-    w.runner
-        .run(
-            request(CommandSpec::Shell("echo x > a.txt".into())),
-            &CollectEvents::default(),
-            &CancellationToken::new(),
-        )
-        .await
-}
-
-fn stdout_of(report: &runner::RunReport) -> String {
+fn stdout_of(report: &RunReport) -> String {
     match &report.outcome {
         Outcome::Finished { output } => output.stdout.clone(),
         other => panic!("{other:?}"),
@@ -458,87 +651,155 @@ fn stdout_of(report: &runner::RunReport) -> String {
 }
 
 #[tokio::test]
-async fn approval_mode_asks_with_the_refused_paths_and_retries_once_writable() {
+async fn approval_mode_asks_with_the_refused_paths_and_retries_the_same_plan_writable() {
     let refused = failed_output(
         "cannot create a.txt: Read-only file system",
-        Some(vec![PathBuf::from("/work/a.txt")]),
+        RefusedWrites::Refused(vec![PathBuf::from("/work/a.txt")]),
     );
-    let w = sandbox_world("approval", Some(Answer::AllowOnce), refused);
-    let report = sandbox_run(&w).await;
+    let w = sandbox_world("approval", Human::Says(Answer::AllowOnce), refused);
+    let report = w.run().await;
     assert_eq!(
         stdout_of(&report),
         "written\n",
         "the retry's result is the result"
     );
+    assert!(report.executed.as_ref().unwrap().writable_retry);
     assert_eq!(
         w.watched.calls().len(),
         1,
         "approval mode runs the watched shell first"
     );
     assert!(w.readonly.calls().is_empty());
-    assert_eq!(w.writable.calls().len(), 1, "retried exactly once");
-    let seen = w.world.approver.seen.lock().unwrap();
-    assert_eq!(seen.len(), 1);
-    let prompt = seen[0].prompt();
-    assert!(prompt.reason.contains("/work/a.txt"), "{}", prompt.reason);
-    assert!(prompt.plan.host.contains("writable retry"));
+    assert_eq!(
+        started(&w.writable),
+        vec!["run /bin/sh -c echo x > a.txt"],
+        "retried once"
+    );
+    let prompts = w.world.prompts();
+    assert_eq!(prompts.len(), 1);
+    let PromptKind::Write { paths, retry, .. } = &prompts[0].kind else {
+        panic!("{:?}", prompts[0])
+    };
+    assert_eq!(paths, &vec!["/work/a.txt".to_string()]);
+    assert_eq!(
+        retry.as_ref().unwrap().launch,
+        Launch::Script {
+            shell: "/bin/sh".into(),
+            source: "echo x > a.txt".into()
+        }
+    );
 }
 
 #[tokio::test]
 async fn a_denied_or_unanswered_retry_is_rejected_without_running_writable() {
-    for answer in [Some(Answer::Deny), None] {
-        let refused = failed_output("", Some(vec![PathBuf::from("/work/a.txt")]));
-        let w = sandbox_world("approval", answer, refused);
-        let report = sandbox_run(&w).await;
-        assert!(
-            matches!(&report.outcome, Outcome::Denied { reason, .. } if reason == "rejected"),
-            "{report:?}"
+    for (human, exit) in [
+        (Human::Says(Answer::Deny), EXIT_DENIED),
+        (Human::Absent, EXIT_NO_APPROVER),
+        (Human::TooSlow, EXIT_NO_APPROVER),
+    ] {
+        let refused = failed_output(
+            "",
+            RefusedWrites::Refused(vec![PathBuf::from("/work/a.txt")]),
         );
+        let w = sandbox_world("approval", human, refused);
+        let report = w.run().await;
+        assert_eq!(denied(&report), Some(DenyReason::Rejected), "{report:?}");
+        assert_eq!(report.exit_code(), exit, "{human:?}");
         assert!(w.writable.calls().is_empty());
     }
 }
 
 #[tokio::test]
-async fn the_kernel_report_outranks_the_output_text() {
-    // Watched and nothing refused: the EROFS text alone does not prompt.
+async fn only_the_sandboxs_own_classification_prompts_a_retry() {
+    // Watched and nothing refused: the EROFS text alone does not prompt (the runner no
+    // longer reads output text at all).
+    for classified in [RefusedWrites::None, RefusedWrites::NotWatched] {
+        let w = sandbox_world(
+            "approval",
+            Human::Says(Answer::AllowOnce),
+            failed_output("Read-only file system", classified),
+        );
+        let report = w.run().await;
+        assert!(matches!(report.outcome, Outcome::Finished { .. }));
+        assert!(w.world.prompts().is_empty() && w.writable.calls().is_empty());
+    }
+    // Refused with the paths unknown (a backend that only saw the message): asks.
     let w = sandbox_world(
         "approval",
-        Some(Answer::AllowOnce),
-        failed_output("Read-only file system", Some(Vec::new())),
+        Human::Says(Answer::AllowOnce),
+        failed_output("Read-only file system", RefusedWrites::Refused(Vec::new())),
     );
-    let report = sandbox_run(&w).await;
-    assert!(matches!(report.outcome, Outcome::Finished { .. }));
-    assert!(w.world.approver.seen.lock().unwrap().is_empty());
-    assert!(w.writable.calls().is_empty());
-    // Not watched (a backend that cannot tell): the EROFS text is the fallback signal.
-    let w = sandbox_world(
-        "approval",
-        Some(Answer::AllowOnce),
-        failed_output("Read-only file system", None),
-    );
-    assert_eq!(stdout_of(&sandbox_run(&w).await), "written\n");
-    assert_eq!(w.world.approver.seen.lock().unwrap().len(), 1);
+    assert_eq!(stdout_of(&w.run().await), "written\n");
+    assert_eq!(w.world.prompts().len(), 1);
     // A refused write in a run that still succeeded is not retried.
     let mut ok = ok_output("fine\n");
-    ok.refused_writes = Some(vec![PathBuf::from("/work/a.txt")]);
-    let w = sandbox_world("approval", Some(Answer::AllowOnce), ok);
-    assert_eq!(stdout_of(&sandbox_run(&w).await), "fine\n");
+    ok.refused_writes = RefusedWrites::Refused(vec![PathBuf::from("/work/a.txt")]);
+    let w = sandbox_world("approval", Human::Says(Answer::AllowOnce), ok);
+    assert_eq!(stdout_of(&w.run().await), "fine\n");
     assert!(w.writable.calls().is_empty());
 }
 
 #[tokio::test]
 async fn readonly_never_asks_and_unrestricted_writes_directly() {
-    let refused = failed_output("", Some(vec![PathBuf::from("/work/a.txt")]));
-    let w = sandbox_world("readonly", Some(Answer::AllowOnce), refused);
-    let report = sandbox_run(&w).await;
+    let refused = failed_output(
+        "",
+        RefusedWrites::Refused(vec![PathBuf::from("/work/a.txt")]),
+    );
+    let w = sandbox_world("readonly", Human::Says(Answer::AllowOnce), refused);
+    let report = w.run().await;
     assert!(matches!(report.outcome, Outcome::Finished { .. }));
     assert_eq!(w.readonly.calls().len(), 1);
     assert!(w.watched.calls().is_empty() && w.writable.calls().is_empty());
-    assert!(w.world.approver.seen.lock().unwrap().is_empty());
-    let w = sandbox_world("unrestricted", None, ok_output("unused\n"));
-    assert_eq!(stdout_of(&sandbox_run(&w).await), "written\n");
+    assert!(w.world.prompts().is_empty());
+    let w = sandbox_world("unrestricted", Human::Absent, ok_output("unused\n"));
+    assert_eq!(stdout_of(&w.run().await), "written\n");
     assert!(w.readonly.calls().is_empty() && w.watched.calls().is_empty());
 }
+
+#[tokio::test]
+async fn a_session_can_make_its_permission_mode_stricter_but_never_looser() {
+    let w = sandbox_world(
+        "approval",
+        Human::Says(Answer::AllowOnce),
+        failed_output("", RefusedWrites::Refused(vec![])),
+    );
+    let mut strict = shell_string("echo x > a.txt");
+    strict.session_overrides.permission_mode = Some(policy::PermissionMode::Readonly);
+    let report = w
+        .world
+        .runner
+        .run(
+            strict,
+            &w.executor(),
+            &CollectEvents::default(),
+            &CancellationToken::new(),
+        )
+        .await;
+    assert_eq!(
+        report.policy.permission_mode.source,
+        policy::Source::Session
+    );
+    assert_eq!(w.readonly.calls().len(), 1);
+    let mut loose = shell_string("echo x > a.txt");
+    loose.session_overrides.permission_mode = Some(policy::PermissionMode::Unrestricted);
+    let report = w
+        .world
+        .runner
+        .run(
+            loose,
+            &w.executor(),
+            &CollectEvents::default(),
+            &CancellationToken::new(),
+        )
+        .await;
+    assert_eq!(
+        report.policy.permission_mode.value,
+        policy::PermissionMode::Approval
+    );
+    assert_eq!(w.watched.calls().len(), 1);
+}
+
+// ── Cancellation and misrouting ─────────────────────────────────────────────────────
 
 /// A shell whose commands never finish: the run can only end by cancellation.
 #[derive(Debug)]
@@ -554,53 +815,61 @@ impl caps::Shell for NeverFinishes {
     }
 }
 
+fn cancel_soon(after: Duration) -> CancellationToken {
+    let cancel = CancellationToken::new();
+    let stop = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        stop.cancel();
+    });
+    cancel
+}
+
 #[tokio::test]
 async fn a_cancelled_run_ends_with_130_on_the_gateway_and_in_the_sandbox() {
-    let gateway = world(
+    let w = world(
         r#"{"version":1,"defaults":{"security":"full","ask":"off"}}"#,
         "[tools.exec]\nhost = \"gateway\"\nsecurity = \"full\"\nask = \"off\"\n",
-        None,
+        Human::Absent,
     );
-    let sandbox = sandbox_world("readonly", None, ok_output("unused\n"));
     let never: Arc<dyn caps::Shell> = Arc::new(NeverFinishes);
-    let mut gateway_host = gateway.runner.host().clone();
-    gateway_host.shell = Arc::clone(&never);
-    let mut sandbox_host = sandbox.runner.host().clone();
-    sandbox_host.gate = runner::Gate::Sandbox(runner::SandboxShells {
+    let gateway = Executor::Direct {
+        shell: Arc::clone(&never),
+        host: RunHost::Gateway,
+    };
+    let sandbox = Executor::Sandbox(SandboxShells {
         readonly: Arc::clone(&never),
         watched: Arc::clone(&never),
         writable: Arc::clone(&never),
         unconfined: None,
     });
-    for host in [gateway_host, sandbox_host] {
-        let label = host.label.clone();
-        let runner = Runner::new(host);
+    for (executor, mut req) in [(gateway, argv(&["ls"])), (sandbox, argv(&["ls"]))] {
+        if matches!(executor, Executor::Sandbox(_)) {
+            req.params.host = Some(policy::Host::Sandbox);
+        }
         let events = CollectEvents::default();
-        let cancel = CancellationToken::new();
-        let stop = cancel.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            stop.cancel();
-        });
-        let report = runner
+        let report = w
+            .runner
             .run(
-                request(CommandSpec::Argv(vec!["ls".into()])),
+                req,
+                &executor,
                 &events,
-                &cancel,
+                &cancel_soon(Duration::from_millis(20)),
             )
             .await;
-        match &report.outcome {
-            Outcome::Error { exit_code, message } => {
-                assert_eq!(*exit_code, 130, "{label}: {message}");
-                assert!(message.contains("cancelled"), "{label}: {message}");
-            }
-            other => panic!("{label}: {other:?}"),
-        }
+        assert_eq!(
+            report.outcome,
+            Outcome::Cancelled { started: true },
+            "{executor:?}"
+        );
+        assert_eq!(report.exit_code(), EXIT_CANCELLED);
         let finished = events.events().into_iter().find_map(|e| match e {
-            ExecEvent::Finished { code, .. } => Some(code),
+            ExecEvent::Finished {
+                code, cancelled, ..
+            } => Some((code, cancelled)),
             _ => None,
         });
-        assert_eq!(finished, Some(130), "{label}");
+        assert_eq!(finished, Some((130, true)), "{executor:?}");
     }
 }
 
@@ -621,53 +890,67 @@ async fn cancelling_while_a_human_is_asked_runs_nothing_even_with_a_permissive_f
     let w = world(
         r#"{"version":1,"defaults":{"security":"full","ask":"always","askFallback":"full"}}"#,
         "[tools.exec]\nhost = \"gateway\"\nsecurity = \"full\"\nask = \"always\"\n",
-        None,
+        Human::Absent,
     );
-    let mut host = w.runner.host().clone();
-    host.approvals = Arc::new(NeverAnswers);
+    let host = Host::builder(
+        w.fs.clone(),
+        w.store.clone(),
+        Config::parse(
+            "[tools.exec]\nhost = \"gateway\"\nsecurity = \"full\"\nask = \"always\"\n",
+            Path::new("config.toml"),
+        )
+        .unwrap(),
+    )
+    .default_cwd("/work")
+    .approvals(Arc::new(NeverAnswers))
+    .build();
     let runner = Runner::new(host);
     for _ in 0..20 {
-        let cancel = CancellationToken::new();
-        let stop = cancel.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-            stop.cancel();
-        });
         let report = runner
             .run(
-                request(CommandSpec::Argv(vec!["ls".into()])),
+                argv(&["ls"]),
+                &w.gateway(),
                 &CollectEvents::default(),
-                &cancel,
+                &cancel_soon(Duration::from_millis(5)),
             )
             .await;
-        match &report.outcome {
-            Outcome::Error { exit_code, message } => {
-                assert_eq!(*exit_code, 130, "{message}");
-                assert!(message.contains("nothing was run"), "{message}");
-            }
-            other => panic!("{other:?}"),
-        }
+        assert_eq!(report.outcome, Outcome::Cancelled { started: false });
+        assert_eq!(report.exit_code(), EXIT_CANCELLED);
     }
     assert!(w.shell.calls().is_empty(), "the command ran");
 }
 
 #[tokio::test]
-async fn a_runner_without_a_sandbox_refuses_what_only_a_sandbox_may_run() {
-    // Routing is the gateway's job, but a misrouted host=sandbox request must not run
-    // unconfined on a policy runner.
-    let w = world(r#"{"version":1}"#, "", None);
-    let (report, events) = run(
-        &w,
-        request(CommandSpec::Argv(vec!["rm".into(), "x".into()])),
-    )
-    .await;
-    match &report.decision {
-        policy::Decision::Deny { reason, .. } => {
-            assert_eq!(*reason, policy::DenyReason::HostUnavailable)
+async fn a_runner_without_a_sandbox_refuses_what_only_a_sandbox_may_run_and_vice_versa() {
+    // Routing is the gateway's job, but a misrouted request must not run unconfined on a
+    // direct executor, nor a policy decision run on a sandbox.
+    let w = world(r#"{"version":1}"#, "", Human::Absent);
+    let (report, events) = run(&w, argv(&["rm", "x"])).await;
+    assert!(matches!(
+        &report.decision,
+        Decision::Allow {
+            reason: AllowReason::Sandboxed,
+            ..
         }
-        other => panic!("{other:?}"),
-    }
-    assert!(matches!(report.outcome, Outcome::Denied { .. }));
+    ));
+    assert_eq!(denied(&report), Some(DenyReason::HostUnavailable));
     assert!(events.iter().any(|e| matches!(e, ExecEvent::Denied { .. })));
     assert!(w.shell.calls().is_empty());
+    let gw = world(
+        r#"{"version":1,"defaults":{"security":"full","ask":"off"}}"#,
+        "[tools.exec]\nhost = \"gateway\"\nsecurity = \"full\"\nask = \"off\"\n",
+        Human::Absent,
+    );
+    let sandbox = sandbox_world("unrestricted", Human::Absent, ok_output(""));
+    let report = gw
+        .runner
+        .run(
+            argv(&["ls"]),
+            &sandbox.executor(),
+            &CollectEvents::default(),
+            &CancellationToken::new(),
+        )
+        .await;
+    assert_eq!(denied(&report), Some(DenyReason::HostUnavailable));
+    assert!(sandbox.writable.calls().is_empty());
 }

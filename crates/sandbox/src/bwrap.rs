@@ -406,7 +406,8 @@ impl Bwrap {
             if let Some(why) = &report.unavailable {
                 tracing::debug!("write watch unavailable: {why}");
             }
-            output.refused_writes = report.refused_writes();
+            output.refused_writes =
+                crate::classify_refused_writes(&output, report.refused_writes());
         }
         Ok(output)
     }

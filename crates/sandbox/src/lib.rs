@@ -95,4 +95,25 @@ pub struct Unavailable(pub String);
 /// reaches us through the command's own error output.
 pub const EROFS_MESSAGE: &str = "Read-only file system";
 
+/// What a read-only run's result says about refused writes, for approval mode: the
+/// kernel's own report when a watch saw everything (`watched`), else — a backend or
+/// kernel that cannot watch — the `EROFS` message in a failed command's output, with the
+/// paths unknown.
+pub fn classify_refused_writes(
+    output: &caps::ExecOutput,
+    watched: Option<Vec<PathBuf>>,
+) -> caps::RefusedWrites {
+    match watched {
+        Some(paths) if paths.is_empty() => caps::RefusedWrites::None,
+        Some(paths) => caps::RefusedWrites::Refused(paths),
+        None if !output.status.success()
+            && !output.timed_out
+            && output.combined.contains(EROFS_MESSAGE) =>
+        {
+            caps::RefusedWrites::Refused(Vec::new())
+        }
+        None => caps::RefusedWrites::None,
+    }
+}
+
 pub use bwrap::{Bwrap, SandboxShell};

@@ -173,6 +173,55 @@ fn replaceable_symlink(path: &Path, writable: &[PathBuf]) -> Option<PathBuf> {
     None
 }
 
+/// Whether hiding `dir` leaves the system usable: not `/`, not a top-level directory,
+/// nothing programs are loaded from.
+pub fn hideable(dir: &Path) -> bool {
+    const SYSTEM: &[&str] = &[
+        "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/proc", "/sys",
+        "/dev", "/opt", "/nix",
+    ];
+    dir.components().count() > 2 && !SYSTEM.iter().any(|s| dir.starts_with(s))
+}
+
+/// Where Warden's own files are, for [`warden_paths`].
+#[derive(Clone, Debug)]
+pub struct WardenLayout<'a> {
+    /// `$WARDEN_HOME` (config, approvals file, direct-mode switch, tokens, node state).
+    pub state_dir: &'a Path,
+    /// The approver socket, if the approvals file names one.
+    pub socket: Option<&'a Path>,
+    /// The user's home.
+    pub home: &'a Path,
+}
+
+/// What a sandboxed command must not see or change besides the emptied `/home`, `/root`,
+/// `/run`: Warden's state directory, the approver socket's directory when it is
+/// elsewhere, and the user's home wherever it is (service accounts often live under
+/// `/var/lib`). The state and socket directories are created if missing, so no command
+/// can create them first; a layout a command could redirect is refused with the fix.
+pub fn warden_paths(
+    layout: &WardenLayout<'_>,
+    writable: &[PathBuf],
+) -> Result<Vec<Protection>, Unavailable> {
+    let mut paths = vec![ProtectedPath::warden_dir(
+        layout.state_dir.to_path_buf(),
+        "state directory",
+    )];
+    if let Some(dir) = layout.socket.and_then(Path::parent)
+        && !dir.starts_with(layout.state_dir)
+    {
+        paths.push(ProtectedPath::warden_dir(
+            dir.to_path_buf(),
+            "approver socket dir",
+        ));
+    }
+    let home = std::fs::canonicalize(layout.home).unwrap_or_else(|_| layout.home.to_path_buf());
+    if hideable(&home) {
+        paths.push(ProtectedPath::hidden_if_present(home, "home directory"));
+    }
+    protect(&paths, writable)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

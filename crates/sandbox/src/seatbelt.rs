@@ -144,7 +144,12 @@ impl SeatbeltShell {
             options,
             &argv[0],
         );
-        supervise(spec, options.timeout, options.limits).await
+        let mut output = supervise(spec, options.timeout, options.limits).await?;
+        // The read-only profile cannot watch writes: classify a refusal by its message.
+        if self.profile == Profile::ReadOnly {
+            output.refused_writes = crate::classify_refused_writes(&output, None);
+        }
+        Ok(output)
     }
 }
 

@@ -108,7 +108,7 @@ pub async fn ask(config: &ClientConfig, clock: &dyn Clock, request: &Request) ->
         Err(e) => return AskOutcome::NoApprover(format!("rejected the approver's answer: {e}")),
     };
     let prompt = request.prompt();
-    if response.id != prompt.id || response.plan_digest != prompt.plan_digest {
+    if response.id != prompt.id || response.digest != prompt.digest {
         return AskOutcome::NoApprover("the approver answered a different request".into());
     }
     AskOutcome::Answered(response)

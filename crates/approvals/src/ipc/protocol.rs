@@ -8,7 +8,7 @@ use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
-use crate::plan::RunPlan;
+use policy::{Ask, AskReason, RunPlan, Security};
 
 /// Largest frame either side accepts (bytes after the 4-byte length prefix).
 pub const MAX_FRAME: usize = 64 * 1024;
@@ -250,35 +250,156 @@ pub enum Answer {
     Deny,
 }
 
-/// What the human is shown and decides on.
+/// What the human is shown and decides on. Its `digest` (of everything shown) binds
+/// the answer: an answer for another prompt is never taken for this one.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Prompt {
     /// The run id.
     pub id: String,
-    /// The command as the agent wrote it (a shell string, or the argv joined for display).
-    pub command: String,
-    /// The exact plan that will run if approved.
-    pub plan: RunPlan,
-    /// The plan's digest ([`RunPlan::digest`]); must match `plan`.
-    pub plan_digest: String,
-    /// Effective security on the executing host.
-    pub security: String,
-    /// Effective ask mode.
-    pub ask: String,
-    /// Why the approver is asked (`ask-always`, `allowlist-miss`).
-    pub reason: String,
+    /// Requesting agent.
+    pub agent: String,
+    /// Requesting session.
+    pub session: String,
+    /// The executing host (`gateway`, `sandbox`, a node id).
+    pub host: String,
+    /// What is asked.
+    pub kind: PromptKind,
+    /// [`Prompt::compute_digest`]; must match the rest.
+    pub digest: String,
 }
 
-/// The reason prefix of prompts about a write (a sandboxed command's writable retry, a
-/// file tool's write) rather than about a command's policy: "allow always" stores no
-/// allowlist pattern for them.
-pub const WRITE_PERMISSION: &str = "write-permission";
+/// What a human is asked to allow.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "kebab-case",
+    rename_all_fields = "camelCase",
+    deny_unknown_fields
+)]
+pub enum PromptKind {
+    /// A command the policy sends to a human (`ask=always`, or an allowlist miss).
+    Command {
+        /// Exactly what runs if allowed.
+        plan: RunPlan,
+        /// The command as the agent wrote it.
+        command: String,
+        /// Effective security on the executing host.
+        security: Security,
+        /// Effective ask mode.
+        ask: Ask,
+        /// Why a human is asked.
+        reason: AskReason,
+        /// The allowlist patterns "allow always" stores (never a shell, interpreter or
+        /// wrapper); empty when nothing can be stored.
+        allow_always: Vec<String>,
+        /// Programs "allow always" leaves out, and why (`program: reason`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        not_stored: Vec<String>,
+    },
+    /// A write: a sandboxed command that was refused writes (then `retry` is the command
+    /// that re-runs with the writable profile), or a file tool's change (`detail` says
+    /// what it writes). "Allow always" stores nothing for it.
+    Write {
+        /// The paths written.
+        paths: Vec<String>,
+        /// What is written, in words.
+        detail: String,
+        /// The command run again, writable, if allowed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry: Option<RunPlan>,
+    },
+}
+
+fn put(hasher: &mut sha2::Sha256, bytes: &[u8]) {
+    use sha2::Digest as _;
+    hasher.update((bytes.len() as u64).to_be_bytes());
+    hasher.update(bytes);
+}
 
 impl Prompt {
-    /// True for a write-permission prompt (see [`WRITE_PERMISSION`]).
-    pub fn is_write_permission(&self) -> bool {
-        self.reason.starts_with(WRITE_PERMISSION)
+    /// A prompt with its digest filled in.
+    pub fn new(
+        id: impl Into<String>,
+        agent: impl Into<String>,
+        session: impl Into<String>,
+        host: impl Into<String>,
+        kind: PromptKind,
+    ) -> Prompt {
+        let mut prompt = Prompt {
+            id: id.into(),
+            agent: agent.into(),
+            session: session.into(),
+            host: host.into(),
+            kind,
+            digest: String::new(),
+        };
+        prompt.digest = prompt.compute_digest();
+        prompt
+    }
+
+    /// `sha256:<hex>` over a length-delimited encoding of everything the human sees and
+    /// what it allows (the run plans by their own digests).
+    pub fn compute_digest(&self) -> String {
+        use sha2::Digest as _;
+        let mut h = sha2::Sha256::new();
+        put(&mut h, b"warden-prompt/v2");
+        put(&mut h, self.agent.as_bytes());
+        put(&mut h, self.session.as_bytes());
+        put(&mut h, self.host.as_bytes());
+        match &self.kind {
+            PromptKind::Command {
+                plan,
+                command,
+                security,
+                ask,
+                reason,
+                allow_always,
+                not_stored,
+            } => {
+                put(&mut h, b"command");
+                put(&mut h, plan.digest().as_bytes());
+                put(&mut h, command.as_bytes());
+                put(&mut h, security.as_str().as_bytes());
+                put(&mut h, ask.as_str().as_bytes());
+                put(&mut h, reason.as_str().as_bytes());
+                for list in [allow_always, not_stored] {
+                    h.update((list.len() as u64).to_be_bytes());
+                    for item in list {
+                        put(&mut h, item.as_bytes());
+                    }
+                }
+            }
+            PromptKind::Write {
+                paths,
+                detail,
+                retry,
+            } => {
+                put(&mut h, b"write");
+                h.update((paths.len() as u64).to_be_bytes());
+                for p in paths {
+                    put(&mut h, p.as_bytes());
+                }
+                put(&mut h, detail.as_bytes());
+                put(
+                    &mut h,
+                    retry
+                        .as_ref()
+                        .map(RunPlan::digest)
+                        .unwrap_or_default()
+                        .as_bytes(),
+                );
+            }
+        }
+        format!("sha256:{}", policy::hex(&h.finalize()))
+    }
+
+    /// The run plan the answer allows, if it allows one.
+    pub fn plan(&self) -> Option<&RunPlan> {
+        match &self.kind {
+            PromptKind::Command { plan, .. } => Some(plan),
+            PromptKind::Write { retry, .. } => retry.as_ref(),
+        }
     }
 }
 
@@ -340,8 +461,8 @@ pub struct ExecReport {
 pub struct Response {
     /// The run id of the request.
     pub id: String,
-    /// The plan digest of the request.
-    pub plan_digest: String,
+    /// The digest of the prompt it answers.
+    pub digest: String,
     /// The decision.
     pub answer: Answer,
     /// For exec requests that were allowed: what happened.
@@ -510,14 +631,18 @@ mod tests {
 
     #[test]
     fn payloads_are_strict() {
-        let ok = br#"{"id":"r1","planDigest":"d","answer":"deny"}"#;
+        let ok = br#"{"id":"r1","digest":"d","answer":"deny"}"#;
         assert!(parse_strict::<Response>(ok).is_ok());
-        let dup = br#"{"id":"r1","planDigest":"d","answer":"deny","answer":"allow-once"}"#;
+        let dup = br#"{"id":"r1","digest":"d","answer":"deny","answer":"allow-once"}"#;
         assert!(parse_strict::<Response>(dup).is_err());
-        let unknown = br#"{"id":"r1","planDigest":"d","answer":"deny","extra":1}"#;
+        let unknown = br#"{"id":"r1","digest":"d","answer":"deny","extra":1}"#;
         assert!(parse_strict::<Response>(unknown).is_err());
-        let nested_dup = br#"{"type":"prompt","id":"r","command":"c","plan":{"program":"","argv":[],"cwd":"/","env":{"A":"1","A":"2"},"agent":"a","session":"s","host":"gateway"},"planDigest":"d","security":"full","ask":"off","reason":"r"}"#;
+        let nested_dup = br#"{"type":"prompt","id":"r","agent":"a","session":"s","host":"gateway","kind":{"type":"write","paths":[],"detail":"x","retry":{"launch":{"kind":"script","shell":"/bin/sh","source":"x"},"cwd":"/","env":{"A":"1","A":"2"},"agent":"a","session":"s","host":"gateway"}},"digest":"d"}"#;
         assert!(parse_strict::<Request>(nested_dup).is_err());
+        let well_formed = br#"{"type":"prompt","id":"r","agent":"a","session":"s","host":"gateway","kind":{"type":"write","paths":["/w/a"],"detail":"x"},"digest":"d"}"#;
+        assert!(parse_strict::<Request>(well_formed).is_ok());
+        let unknown_in_kind = br#"{"type":"prompt","id":"r","agent":"a","session":"s","host":"gateway","kind":{"type":"write","paths":[],"detail":"x","extra":1},"digest":"d"}"#;
+        assert!(parse_strict::<Request>(unknown_in_kind).is_err());
         assert!(parse_strict::<Response>(b"{} trailing").is_err());
     }
 }

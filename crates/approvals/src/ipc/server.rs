@@ -249,8 +249,8 @@ async fn handle(mut stream: UnixStream, shared: &Shared) -> Result<(), String> {
         decode_request(token, &nonce, shared.clock.now_ms(), &frame).map_err(|e| e.to_string())?;
     let request: Request = parse_strict(payload).map_err(|e| e.to_string())?;
     let prompt = request.prompt();
-    if prompt.plan_digest != prompt.plan.digest() {
-        return Err("the plan digest does not match the plan".into());
+    if prompt.digest != prompt.compute_digest() {
+        return Err("the prompt's digest does not match the prompt".into());
     }
     let (reader, mut writer) = stream.split();
     let decision = async {
@@ -271,7 +271,7 @@ async fn handle(mut stream: UnixStream, shared: &Shared) -> Result<(), String> {
     };
     let response = Response {
         id: prompt.id.clone(),
-        plan_digest: prompt.plan_digest.clone(),
+        digest: prompt.digest.clone(),
         answer,
         report,
     };

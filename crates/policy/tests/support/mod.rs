@@ -1,7 +1,9 @@
-//! Helpers shared by the policy integration tests: an agent-less, session-less request
-//! explained on a memory filesystem with `/usr/bin` as the trusted PATH.
+//! Helpers shared by the policy integration tests: a request of an unconfigured agent,
+//! without session overrides, explained on a memory filesystem with `/usr/bin` as the
+//! trusted PATH.
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use caps::MemoryFs;
@@ -34,10 +36,20 @@ pub fn explain_request(
         cache: None,
     };
     let session = SessionOverrides::default();
+    let env = BTreeMap::new();
     let who = Requester {
-        agent: None,
+        agent: "tester",
+        session_id: "s",
         session: &session,
         params,
+        env: &env,
     };
-    explain(input, &who, setup.config, setup.ceiling, &ctx)
+    explain(
+        input,
+        &who,
+        setup.config,
+        setup.ceiling,
+        &ctx,
+        &BTreeMap::new(),
+    )
 }

@@ -12,7 +12,7 @@ use nix::fcntl::{Flock, FlockArg};
 
 use super::guard::{Access, Guard, check, real_path};
 use super::map_err;
-use crate::fs::{DirEntry, FileKind, Fs, FsLock, Metadata, WriteOptions};
+use crate::fs::{DirEntry, FileId, FileKind, Fs, FsLock, Metadata, WriteOptions};
 use crate::providers::paths::normalize_beneath;
 use crate::{CapsError, Result};
 
@@ -53,6 +53,10 @@ fn to_metadata(m: &cap_std::fs::Metadata) -> Metadata {
         mode: m.mode() & 0o7777,
         uid: m.uid(),
         modified: m.modified().ok().map(|t| t.into_std()),
+        id: FileId {
+            dev: m.dev(),
+            ino: m.ino(),
+        },
     }
 }
 

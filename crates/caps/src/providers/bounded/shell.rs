@@ -11,7 +11,7 @@ use cap_std::fs::Dir;
 
 use super::map_err;
 use crate::providers::local::process::{ProcessSpec, WorkingDir, supervise};
-use crate::providers::local::shell_support::{resolve_program, with_arg0};
+use crate::providers::local::shell_support::{check_expected_program, resolve_program, with_arg0};
 use crate::providers::paths::normalize_beneath;
 use crate::shell::{ExecOptions, ExecOutput, Script, Shell};
 use crate::{BoundedFs, Result};
@@ -60,6 +60,13 @@ impl Shell for BoundedShell {
         } else {
             resolve_program(&argv[0], &self.root_path, options.env.get("PATH"))?
         };
+        if program.is_absolute() {
+            check_expected_program(&program, options.expect_program)?;
+        } else if options.expect_program.is_some() {
+            return Err(crate::CapsError::invalid(
+                "an approved program must be named by an absolute path",
+            ));
+        }
         let spec = ProcessSpec::for_request(
             program,
             with_arg0(argv, options),

@@ -15,7 +15,7 @@ use std::fs::Metadata as StdMetadata;
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::fs::MetadataExt;
 
-use crate::fs::{FileKind, Metadata};
+use crate::fs::{FileId, FileKind, Metadata};
 
 /// Convert std metadata (also what cap-std hands back) into the seam's value type.
 pub(crate) fn metadata_from_std(m: &StdMetadata) -> Metadata {
@@ -27,5 +27,9 @@ pub(crate) fn metadata_from_std(m: &StdMetadata) -> Metadata {
         mode: m.mode() & 0o7777,
         uid: m.uid(),
         modified: m.modified().ok(),
+        id: FileId {
+            dev: m.dev(),
+            ino: m.ino(),
+        },
     }
 }

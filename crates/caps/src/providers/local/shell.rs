@@ -1,7 +1,7 @@
 //! `LocalShell`: real processes on this machine, supervised by [`super::process`].
 
 use super::process::{ProcessSpec, WorkingDir, supervise};
-use super::shell_support::{check_dir, resolve_program, with_arg0};
+use super::shell_support::{check_dir, check_expected_program, resolve_program, with_arg0};
 use crate::shell::{ExecOptions, ExecOutput, Script, Shell};
 use crate::{CapsError, Result};
 
@@ -32,6 +32,7 @@ impl Shell for LocalShell {
         }
         check_dir(&options.cwd)?;
         let program = resolve_program(&argv[0], &options.cwd, options.env.get("PATH"))?;
+        check_expected_program(&program, options.expect_program)?;
         let spec = ProcessSpec::for_request(
             program,
             with_arg0(argv, options),

@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use crate::shell::ExecOptions;
-use crate::{CapsError, Result};
+use crate::{CapsError, FileId, Result};
 
 /// The argv handed to the OS: `argv`, with `argv[0]` replaced by `options.arg0` if set.
 pub(crate) fn with_arg0(argv: &[String], options: &ExecOptions) -> Vec<OsString> {
@@ -60,4 +60,30 @@ pub fn resolve_program(program: &str, cwd: &Path, path_var: Option<&String>) -> 
             program: program.to_owned(),
         }),
     }
+}
+
+/// Refuse to start `program` when it is no longer the file that was approved
+/// (`ExecOptions::expect_program`): replaced, renamed over, or swapped for a symlink.
+/// Checked right before the process starts; see the threat model for the window between
+/// this check and `execve`.
+pub(crate) fn check_expected_program(program: &Path, expected: Option<FileId>) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let Some(expected) = expected else {
+        return Ok(());
+    };
+    let now = std::fs::symlink_metadata(program)
+        .map(|m| FileId {
+            dev: m.dev(),
+            ino: m.ino(),
+        })
+        .map_err(|e| CapsError::from_io("check the approved program", program, e))?;
+    if now != expected {
+        return Err(CapsError::denied(
+            program,
+            format!(
+                "the program is no longer the file that was approved ({expected}, now {now}); nothing was run"
+            ),
+        ));
+    }
+    Ok(())
 }

@@ -32,7 +32,20 @@ struct Node {
     data: Data,
     mode: u32,
     uid: u32,
+    /// The node's inode number: every new node (also one replacing another at the same
+    /// path) gets a fresh one, as on a real filesystem.
+    ino: u64,
 }
+
+/// Inode numbers of the memory world, unique within the process.
+static NEXT_INO: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+fn fresh_ino() -> u64 {
+    NEXT_INO.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The device number every memory node reports.
+const MEMORY_DEV: u64 = 0x6d656d; // "mem"
 
 impl Node {
     fn meta(&self) -> Metadata {
@@ -47,6 +60,10 @@ impl Node {
             mode: self.mode,
             uid: self.uid,
             modified: None,
+            id: crate::fs::FileId {
+                dev: MEMORY_DEV,
+                ino: self.ino,
+            },
         }
     }
 }
@@ -84,6 +101,7 @@ impl MemoryFs {
                 data: Data::Dir,
                 mode: 0o755,
                 uid,
+                ino: fresh_ino(),
             },
         );
         MemoryFs {
@@ -109,6 +127,7 @@ impl MemoryFs {
                 data: Data::Symlink(target.as_ref().to_path_buf()),
                 mode: 0o777,
                 uid: self.uid,
+                ino: fresh_ino(),
             },
         );
         Ok(())
@@ -260,12 +279,18 @@ impl MemoryFs {
             Some(existing) if !atomic => existing.mode,
             _ => options.mode & 0o7777,
         };
+        // Writing in place keeps the file; an atomic replace makes a new one.
+        let ino = match nodes.get(&key) {
+            Some(existing) if !atomic => existing.ino,
+            _ => fresh_ino(),
+        };
         nodes.insert(
             key,
             Node {
                 data: Data::File(data.to_vec()),
                 mode,
                 uid: self.uid,
+                ino,
             },
         );
         Ok(())
@@ -313,6 +338,7 @@ impl Fs for MemoryFs {
                             data: Data::Dir,
                             mode: mode & 0o7777,
                             uid: self.uid,
+                            ino: fresh_ino(),
                         },
                     );
                 }
@@ -440,6 +466,7 @@ impl Fs for MemoryFs {
                             data: Data::File(Vec::new()),
                             mode: 0o600,
                             uid: self.uid,
+                            ino: fresh_ino(),
                         },
                     );
                 }

@@ -65,6 +65,8 @@ struct ScriptState {
     calls: Vec<RecordedCall>,
     queued: VecDeque<Result<ExecOutput>>,
     responder: Option<Arc<Responder>>,
+    /// The world programs come from, for [`ExecOptions::expect_program`].
+    files: Option<Arc<dyn crate::Fs>>,
 }
 
 impl fmt::Debug for ScriptedShell {
@@ -98,6 +100,14 @@ impl ScriptedShell {
         self
     }
 
+    /// Check [`ExecOptions::expect_program`] against `files`, as a real provider checks
+    /// it against the disk: a program that is no longer the expected file is refused and
+    /// not recorded (nothing started).
+    pub fn with_files(&self, files: Arc<dyn crate::Fs>) -> &Self {
+        self.state().files = Some(files);
+        self
+    }
+
     /// Every call received so far, in order.
     pub fn calls(&self) -> Vec<RecordedCall> {
         self.state().calls.clone()
@@ -126,6 +136,20 @@ impl ScriptedShell {
 #[async_trait::async_trait]
 impl Shell for ScriptedShell {
     async fn exec(&self, argv: &[String], options: &ExecOptions) -> Result<ExecOutput> {
+        let files = self.state().files.clone();
+        if let (Some(files), Some(expected), Some(program)) =
+            (files, options.expect_program, argv.first())
+        {
+            let now = files.symlink_metadata(std::path::Path::new(program))?.id;
+            if now != expected {
+                return Err(CapsError::denied(
+                    program,
+                    format!(
+                        "the program is no longer the file that was approved ({expected}, now {now}); nothing was run"
+                    ),
+                ));
+            }
+        }
         self.answer(RecordedCall::Exec {
             argv: argv.to_vec(),
             options: options.clone(),

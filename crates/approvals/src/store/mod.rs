@@ -6,15 +6,23 @@
 //! symlinked, foreign-owned or too-open file is never overwritten — a corrupt one is
 //! copied aside under a clear name — and the host denies everything until it is fixed.
 
+mod edit;
+mod import;
+mod view;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use base64::Engine as _;
 use caps::{CapsError, FileKind, Fs, WriteOptions};
-use policy::{Allowlist, CaseMode, HostCeiling};
+use policy::{CaseMode, hex};
 use sha2::{Digest, Sha256};
 
-use crate::file::{AgentEntry, AllowlistEntry, ApprovalsFile, Ceilings, REDACTED, SocketSettings};
+use crate::file::{ApprovalsFile, SocketSettings};
+
+pub use import::ImportSummary;
+pub use view::HostView;
+use view::ViewCache;
 
 /// Repeated uses of an entry within this window, with the same command and resolved
 /// path, do not rewrite the file (usage bookkeeping must not churn the disk).
@@ -121,32 +129,6 @@ pub struct Snapshot {
     pub hash: String,
 }
 
-/// What this host's approvals say for one agent, ready for the policy engine. Built
-/// fail-closed: if the store is unusable, the ceiling denies everything and `error` says
-/// why.
-#[derive(Clone, Debug)]
-pub struct HostView {
-    /// The ceiling for the agent.
-    pub ceiling: HostCeiling,
-    /// The agent's compiled allowlist.
-    pub allowlist: Arc<Allowlist>,
-    /// The document it was built from (absent when the store is unusable).
-    pub file: Option<Arc<ApprovalsFile>>,
-    /// Why the store could not be used, if it could not.
-    pub error: Option<String>,
-}
-
-/// Parsed documents and compiled allowlists, keyed by the SHA-256 of the file's bytes:
-/// the file is read (and its permissions checked) on every use, but parsed and compiled
-/// only when its content changed. Keying by content, not timestamps, means an edit is
-/// never missed.
-#[derive(Debug, Default)]
-struct ViewCache {
-    hash: String,
-    file: Option<Arc<ApprovalsFile>>,
-    views: std::collections::HashMap<Option<String>, (HostCeiling, Arc<Allowlist>)>,
-}
-
 /// The result of a read-modify-write.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Updated<R> {
@@ -195,33 +177,11 @@ fn hash_bytes(bytes: &[u8]) -> String {
     format!("sha256:{}", hex(&digest))
 }
 
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 fn serialize(file: &ApprovalsFile) -> Vec<u8> {
     // Serialising plain data (maps of strings, numbers and enums) cannot fail.
     let mut bytes = serde_json::to_vec_pretty(file).unwrap_or_default();
     bytes.push(b'\n');
     bytes
-}
-
-/// Levenshtein distance, for "did you mean" suggestions.
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur.push(
-                (prev[j] + usize::from(ca != *cb))
-                    .min(prev[j + 1] + 1)
-                    .min(cur[j] + 1),
-            );
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 impl Store {
@@ -400,48 +360,6 @@ impl Store {
         Ok((file, hash))
     }
 
-    /// The policy view for `agent`, fail-closed.
-    pub fn host_view(&self, agent: Option<&str>) -> HostView {
-        match self.load_shared() {
-            Ok((file, hash)) => {
-                let key = agent.map(str::to_owned);
-                let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-                if cache.hash == hash
-                    && let Some((ceiling, allowlist)) = cache.views.get(&key)
-                {
-                    return HostView {
-                        ceiling: *ceiling,
-                        allowlist: Arc::clone(allowlist),
-                        file: Some(file),
-                        error: None,
-                    };
-                }
-                let patterns = file.patterns_for(agent);
-                let ceiling = file.ceiling_for(agent);
-                let allowlist = Arc::new(Allowlist::compile(
-                    &patterns,
-                    &self.config.home,
-                    self.config.case,
-                ));
-                if cache.hash == hash {
-                    cache.views.insert(key, (ceiling, Arc::clone(&allowlist)));
-                }
-                HostView {
-                    ceiling,
-                    allowlist,
-                    file: Some(file),
-                    error: None,
-                }
-            }
-            Err(e) => HostView {
-                ceiling: HostCeiling::DENY_ALL,
-                allowlist: Arc::new(Allowlist::default()),
-                file: None,
-                error: Some(e.to_string()),
-            },
-        }
-    }
-
     /// Read-modify-write under the sidecar lock. `base_hash`, when given, must equal the
     /// current hash. `change` edits a copy; the file is rewritten only if the copy
     /// differs, and only after the whole new document validates.
@@ -517,241 +435,4 @@ impl Store {
             None => self.config.default_socket_path(),
         }
     }
-
-    /// Add `patterns` to `agent`'s allowlist (duplicates are skipped). An agent that is
-    /// neither in the file nor in `known_agents` is refused unless `create_agent`.
-    pub fn add_patterns(
-        &self,
-        agent: &str,
-        patterns: &[String],
-        known_agents: &[String],
-        create_agent: bool,
-    ) -> Result<Updated<Vec<String>>, StoreError> {
-        let mut problems = Vec::new();
-        for p in patterns {
-            if let Err(e) = policy::validate_pattern(p) {
-                problems.push(e.to_string());
-            }
-        }
-        if !problems.is_empty() {
-            return Err(StoreError::Invalid { problems });
-        }
-        self.update(None, |file| {
-            if !file.agents.contains_key(agent)
-                && !known_agents.iter().any(|a| a == agent)
-                && !create_agent
-            {
-                let mut candidates: Vec<&String> =
-                    file.agents.keys().chain(known_agents.iter()).collect();
-                candidates.sort_by_key(|c| distance(c, agent));
-                let suggestion = candidates
-                    .first()
-                    .filter(|c| distance(c, agent) <= 2.max(agent.len() / 3))
-                    .map(|c| c.to_string());
-                return Err(StoreError::UnknownAgent {
-                    agent: agent.to_owned(),
-                    suggestion,
-                });
-            }
-            if agent.trim().is_empty() || agent.chars().any(char::is_control) {
-                return Err(StoreError::Invalid {
-                    problems: vec![format!("invalid agent id {agent:?}")],
-                });
-            }
-            let entry = file
-                .agents
-                .entry(agent.to_owned())
-                .or_insert_with(AgentEntry::default);
-            let mut added = Vec::new();
-            for p in patterns {
-                if !entry.allowlist.iter().any(|e| &e.pattern == p) {
-                    entry.allowlist.push(AllowlistEntry::new(p.clone()));
-                    added.push(p.clone());
-                }
-            }
-            Ok(added)
-        })
-    }
-
-    /// Remove `pattern` from `agent`'s allowlist; an absent pattern is an error naming it.
-    pub fn remove_pattern(&self, agent: &str, pattern: &str) -> Result<Updated<()>, StoreError> {
-        self.update(None, |file| {
-            let entry = file
-                .agents
-                .get_mut(agent)
-                .ok_or_else(|| StoreError::UnknownAgent {
-                    agent: agent.to_owned(),
-                    suggestion: None,
-                })?;
-            let before = entry.allowlist.len();
-            entry.allowlist.retain(|e| e.pattern != pattern);
-            if entry.allowlist.len() == before {
-                return Err(StoreError::Invalid {
-                    problems: vec![format!(
-                        "agent {agent:?} has no allowlist entry {pattern:?}"
-                    )],
-                });
-            }
-            Ok(())
-        })
-    }
-
-    /// Record that `pattern` of `agent` was used at `now_ms`. Writes only when something
-    /// changed (see [`USAGE_TIME_GRANULARITY_MS`]).
-    pub fn record_use(
-        &self,
-        agent: &str,
-        pattern: &str,
-        command: &str,
-        resolved_path: &str,
-        now_ms: u64,
-    ) -> Result<bool, StoreError> {
-        let updated = self.update(None, |file| {
-            let Some(entry) = file
-                .agents
-                .get_mut(agent)
-                .and_then(|a| a.allowlist.iter_mut().find(|e| e.pattern == pattern))
-            else {
-                return Ok(());
-            };
-            let same_use = entry.last_used_command.as_deref() == Some(command)
-                && entry.last_resolved_path.as_deref() == Some(resolved_path)
-                && entry
-                    .last_used_at
-                    .is_some_and(|t| now_ms.saturating_sub(t) < USAGE_TIME_GRANULARITY_MS);
-            if !same_use {
-                entry.last_used_at = Some(now_ms);
-                entry.last_used_command = Some(command.to_owned());
-                entry.last_resolved_path = Some(resolved_path.to_owned());
-            }
-            Ok(())
-        })?;
-        Ok(updated.written)
-    }
-
-    /// Replace the whole document with `text` (as printed by `get`, token redacted or
-    /// not), provided the file still has hash `base_hash`. The token is kept when `text`
-    /// carries the redaction marker or none.
-    pub fn set_from_text(&self, text: &str, base_hash: &str) -> Result<Updated<()>, StoreError> {
-        // `get` prints `# path` and `# hash` lines before the document; JSON never starts
-        // with `#`, so they are skipped rather than refused.
-        let body: Vec<&str> = text
-            .lines()
-            .skip_while(|l| l.trim_start().starts_with('#'))
-            .collect();
-        let text = body.join("\n");
-        let mut incoming: ApprovalsFile =
-            serde_json::from_str(&text).map_err(|e| StoreError::Invalid {
-                problems: vec![format!("not a valid approvals document: {e}")],
-            })?;
-        let problems = incoming.problems();
-        if !problems.is_empty() {
-            return Err(StoreError::Invalid { problems });
-        }
-        self.update(Some(base_hash), |file| {
-            let keep_token = file.token().map(str::to_owned);
-            let socket = incoming.socket.get_or_insert_with(SocketSettings::default);
-            if socket.token.as_deref().is_none_or(|t| t == REDACTED) {
-                socket.token = keep_token;
-            }
-            if incoming
-                .socket
-                .as_ref()
-                .is_some_and(|s| *s == SocketSettings::default())
-            {
-                incoming.socket = None;
-            }
-            *file = incoming;
-            Ok(())
-        })
-    }
-
-    /// Set the host-wide defaults (`agent` = `None`) or one agent's settings. An agent
-    /// that is neither in the file nor in `known_agents` is refused unless `create_agent`.
-    pub fn set_settings(
-        &self,
-        agent: Option<&str>,
-        change: Ceilings,
-        known_agents: &[String],
-        create_agent: bool,
-    ) -> Result<Updated<()>, StoreError> {
-        self.update(None, |file| {
-            let ceilings = match agent {
-                None => &mut file.defaults.ceilings,
-                Some(id) => {
-                    if id.trim().is_empty() || id.chars().any(char::is_control) {
-                        return Err(StoreError::Invalid {
-                            problems: vec![format!("invalid agent id {id:?}")],
-                        });
-                    }
-                    if !file.agents.contains_key(id)
-                        && !known_agents.iter().any(|a| a == id)
-                        && !create_agent
-                    {
-                        return Err(StoreError::UnknownAgent {
-                            agent: id.to_owned(),
-                            suggestion: None,
-                        });
-                    }
-                    &mut file.agents.entry(id.to_owned()).or_default().ceilings
-                }
-            };
-            ceilings.apply(change);
-            Ok(())
-        })
-    }
-
-    /// Merge an OpenClaw-format (schema version 1) approvals file: new agents are added
-    /// whole; for known agents, missing settings are filled and allowlist entries added
-    /// (existing entries and settings are kept). The socket and token are never imported.
-    pub fn import_openclaw(&self, text: &str) -> Result<Updated<ImportSummary>, StoreError> {
-        let incoming: ApprovalsFile =
-            serde_json::from_str(text).map_err(|e| StoreError::Invalid {
-                problems: vec![format!("not a valid OpenClaw approvals file: {e}")],
-            })?;
-        let problems = incoming.problems();
-        if !problems.is_empty() {
-            return Err(StoreError::Invalid { problems });
-        }
-        self.update(None, |file| {
-            let mut summary = ImportSummary::default();
-            let set = &mut summary.settings_set;
-            file.defaults
-                .ceilings
-                .fill_from(incoming.defaults.ceilings, "defaults", set);
-            for (id, mut theirs) in incoming.agents {
-                // A new agent goes through the same path as a known one, so settings it
-                // brings (which may loosen the host) are reported too.
-                if !file.agents.contains_key(&id) {
-                    summary.agents_added.push(id.clone());
-                }
-                let ours = file.agents.entry(id.clone()).or_insert_with(|| AgentEntry {
-                    extra: std::mem::take(&mut theirs.extra),
-                    ..AgentEntry::default()
-                });
-                let set = &mut summary.settings_set;
-                ours.ceilings
-                    .fill_from(theirs.ceilings, &format!("agents.{id}"), set);
-                for e in theirs.allowlist {
-                    if !ours.allowlist.iter().any(|o| o.pattern == e.pattern) {
-                        ours.allowlist.push(e);
-                        summary.patterns_added += 1;
-                    }
-                }
-            }
-            Ok(summary)
-        })
-    }
-}
-
-/// What an import added.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ImportSummary {
-    /// Agents that were new.
-    pub agents_added: Vec<String>,
-    /// Allowlist entries added (to new and existing agents).
-    pub patterns_added: usize,
-    /// Settings that were unset and now have the imported value (`name = value`).
-    pub settings_set: Vec<String>,
 }

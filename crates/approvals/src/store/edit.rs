@@ -1,0 +1,209 @@
+//! Changes to the store: allowlist entries added and removed, usage recorded, the whole
+//! document replaced (compare-and-swap), settings set — each one read-modify-write under
+//! the lock, validated before anything is written.
+
+use super::{Store, StoreError, USAGE_TIME_GRANULARITY_MS, Updated};
+use crate::file::{AgentEntry, AllowlistEntry, ApprovalsFile, Ceilings, REDACTED, SocketSettings};
+
+/// Levenshtein distance, for "did you mean" suggestions.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur.push(
+                (prev[j] + usize::from(ca != *cb))
+                    .min(prev[j + 1] + 1)
+                    .min(cur[j] + 1),
+            );
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+impl Store {
+    /// Add `patterns` to `agent`'s allowlist (duplicates are skipped). An agent that is
+    /// neither in the file nor in `known_agents` is refused unless `create_agent`.
+    pub fn add_patterns(
+        &self,
+        agent: &str,
+        patterns: &[String],
+        known_agents: &[String],
+        create_agent: bool,
+    ) -> Result<Updated<Vec<String>>, StoreError> {
+        let mut problems = Vec::new();
+        for p in patterns {
+            if let Err(e) = policy::validate_pattern(p) {
+                problems.push(e.to_string());
+            }
+        }
+        if !problems.is_empty() {
+            return Err(StoreError::Invalid { problems });
+        }
+        self.update(None, |file| {
+            if !file.agents.contains_key(agent)
+                && !known_agents.iter().any(|a| a == agent)
+                && !create_agent
+            {
+                let mut candidates: Vec<&String> =
+                    file.agents.keys().chain(known_agents.iter()).collect();
+                candidates.sort_by_key(|c| distance(c, agent));
+                let suggestion = candidates
+                    .first()
+                    .filter(|c| distance(c, agent) <= 2.max(agent.len() / 3))
+                    .map(|c| c.to_string());
+                return Err(StoreError::UnknownAgent {
+                    agent: agent.to_owned(),
+                    suggestion,
+                });
+            }
+            if agent.trim().is_empty() || agent.chars().any(char::is_control) {
+                return Err(StoreError::Invalid {
+                    problems: vec![format!("invalid agent id {agent:?}")],
+                });
+            }
+            let entry = file
+                .agents
+                .entry(agent.to_owned())
+                .or_insert_with(AgentEntry::default);
+            let mut added = Vec::new();
+            for p in patterns {
+                if !entry.allowlist.iter().any(|e| &e.pattern == p) {
+                    entry.allowlist.push(AllowlistEntry::new(p.clone()));
+                    added.push(p.clone());
+                }
+            }
+            Ok(added)
+        })
+    }
+
+    /// Remove `pattern` from `agent`'s allowlist; an absent pattern is an error naming it.
+    pub fn remove_pattern(&self, agent: &str, pattern: &str) -> Result<Updated<()>, StoreError> {
+        self.update(None, |file| {
+            let entry = file
+                .agents
+                .get_mut(agent)
+                .ok_or_else(|| StoreError::UnknownAgent {
+                    agent: agent.to_owned(),
+                    suggestion: None,
+                })?;
+            let before = entry.allowlist.len();
+            entry.allowlist.retain(|e| e.pattern != pattern);
+            if entry.allowlist.len() == before {
+                return Err(StoreError::Invalid {
+                    problems: vec![format!(
+                        "agent {agent:?} has no allowlist entry {pattern:?}"
+                    )],
+                });
+            }
+            Ok(())
+        })
+    }
+
+    /// Record that `pattern` of `agent` was used at `now_ms`. Writes only when something
+    /// changed (see [`USAGE_TIME_GRANULARITY_MS`]).
+    pub fn record_use(
+        &self,
+        agent: &str,
+        pattern: &str,
+        command: &str,
+        resolved_path: &str,
+        now_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let updated = self.update(None, |file| {
+            let Some(entry) = file
+                .agents
+                .get_mut(agent)
+                .and_then(|a| a.allowlist.iter_mut().find(|e| e.pattern == pattern))
+            else {
+                return Ok(());
+            };
+            let same_use = entry.last_used_command.as_deref() == Some(command)
+                && entry.last_resolved_path.as_deref() == Some(resolved_path)
+                && entry
+                    .last_used_at
+                    .is_some_and(|t| now_ms.saturating_sub(t) < USAGE_TIME_GRANULARITY_MS);
+            if !same_use {
+                entry.last_used_at = Some(now_ms);
+                entry.last_used_command = Some(command.to_owned());
+                entry.last_resolved_path = Some(resolved_path.to_owned());
+            }
+            Ok(())
+        })?;
+        Ok(updated.written)
+    }
+
+    /// Replace the whole document with `text` (as printed by `get`, token redacted or
+    /// not), provided the file still has hash `base_hash`. The token is kept when `text`
+    /// carries the redaction marker or none.
+    pub fn set_from_text(&self, text: &str, base_hash: &str) -> Result<Updated<()>, StoreError> {
+        // `get` prints `# path` and `# hash` lines before the document; JSON never starts
+        // with `#`, so they are skipped rather than refused.
+        let body: Vec<&str> = text
+            .lines()
+            .skip_while(|l| l.trim_start().starts_with('#'))
+            .collect();
+        let text = body.join("\n");
+        let mut incoming: ApprovalsFile =
+            serde_json::from_str(&text).map_err(|e| StoreError::Invalid {
+                problems: vec![format!("not a valid approvals document: {e}")],
+            })?;
+        let problems = incoming.problems();
+        if !problems.is_empty() {
+            return Err(StoreError::Invalid { problems });
+        }
+        self.update(Some(base_hash), |file| {
+            let keep_token = file.token().map(str::to_owned);
+            let socket = incoming.socket.get_or_insert_with(SocketSettings::default);
+            if socket.token.as_deref().is_none_or(|t| t == REDACTED) {
+                socket.token = keep_token;
+            }
+            if incoming
+                .socket
+                .as_ref()
+                .is_some_and(|s| *s == SocketSettings::default())
+            {
+                incoming.socket = None;
+            }
+            *file = incoming;
+            Ok(())
+        })
+    }
+
+    /// Set the host-wide defaults (`agent` = `None`) or one agent's settings. An agent
+    /// that is neither in the file nor in `known_agents` is refused unless `create_agent`.
+    pub fn set_settings(
+        &self,
+        agent: Option<&str>,
+        change: Ceilings,
+        known_agents: &[String],
+        create_agent: bool,
+    ) -> Result<Updated<()>, StoreError> {
+        self.update(None, |file| {
+            let ceilings = match agent {
+                None => &mut file.defaults.ceilings,
+                Some(id) => {
+                    if id.trim().is_empty() || id.chars().any(char::is_control) {
+                        return Err(StoreError::Invalid {
+                            problems: vec![format!("invalid agent id {id:?}")],
+                        });
+                    }
+                    if !file.agents.contains_key(id)
+                        && !known_agents.iter().any(|a| a == id)
+                        && !create_agent
+                    {
+                        return Err(StoreError::UnknownAgent {
+                            agent: id.to_owned(),
+                            suggestion: None,
+                        });
+                    }
+                    &mut file.agents.entry(id.to_owned()).or_default().ceilings
+                }
+            };
+            ceilings.apply(change);
+            Ok(())
+        })
+    }
+}

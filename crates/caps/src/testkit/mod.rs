@@ -1,0 +1,11 @@
+//! The test-kit (feature `testkit`): what the workspace's test suites share instead of
+//! copying — memory worlds with programs in them, scripted command outputs, and probes of
+//! real processes for end-to-end tests. Never compiled into the product.
+
+mod outputs;
+mod procs;
+mod worlds;
+
+pub use outputs::{failed_output, ok_output, output};
+pub use procs::{pids_with_cmdline, process_alive, read_pid, wait_gone};
+pub use worlds::MemoryWorld;

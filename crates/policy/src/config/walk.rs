@@ -1,0 +1,336 @@
+//! The config file's schema walker: every key of `config.toml` is checked against the
+//! schema, so an unknown key or a bad value is an error naming the key, the value and the
+//! file — never silently ignored.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::{AgentConfig, Config, ExecSettings, GatewaySettings, SandboxBackend, SandboxSettings};
+use crate::PolicyError;
+use crate::env::check_extra_env_name;
+
+pub(super) struct Walker<'a> {
+    pub(super) file: &'a Path,
+}
+
+impl Walker<'_> {
+    fn unknown(&self, key: String) -> PolicyError {
+        PolicyError::UnknownKey {
+            file: self.file.to_path_buf(),
+            key,
+        }
+    }
+
+    fn invalid(&self, key: &str, value: &toml::Value, expected: impl Into<String>) -> PolicyError {
+        PolicyError::InvalidValue {
+            file: self.file.to_path_buf(),
+            key: key.to_owned(),
+            value: value.to_string(),
+            expected: expected.into(),
+        }
+    }
+
+    fn table<'t>(&self, key: &str, value: &'t toml::Value) -> Result<&'t toml::Table, PolicyError> {
+        value
+            .as_table()
+            .ok_or_else(|| self.invalid(key, value, "expected a table"))
+    }
+
+    fn string<'t>(&self, key: &str, value: &'t toml::Value) -> Result<&'t str, PolicyError> {
+        value
+            .as_str()
+            .ok_or_else(|| self.invalid(key, value, "expected a string"))
+    }
+
+    fn parsed<T: std::str::FromStr<Err = String>>(
+        &self,
+        key: &str,
+        value: &toml::Value,
+    ) -> Result<T, PolicyError> {
+        let text = self.string(key, value)?;
+        text.parse::<T>().map_err(|e| {
+            // Strip the "invalid X "value": " prefix; the error already names both.
+            let expected = e
+                .split_once(": ")
+                .map(|(_, rest)| rest)
+                .unwrap_or(&e)
+                .to_owned();
+            self.invalid(key, value, expected)
+        })
+    }
+
+    fn duration(&self, key: &str, value: &toml::Value) -> Result<Duration, PolicyError> {
+        let d = match value {
+            toml::Value::Integer(secs) if *secs > 0 => Duration::from_secs(*secs as u64),
+            toml::Value::String(s) => humantime::parse_duration(s).map_err(|e| {
+                self.invalid(
+                    key,
+                    value,
+                    format!("expected a duration like \"30s\" or \"5m\" ({e})"),
+                )
+            })?,
+            _ => {
+                return Err(self.invalid(key, value, "expected a duration like \"30s\" or \"5m\""));
+            }
+        };
+        if d.is_zero() {
+            return Err(self.invalid(key, value, "expected a duration greater than zero"));
+        }
+        Ok(d)
+    }
+
+    pub(super) fn config(&self, table: &toml::Table) -> Result<Config, PolicyError> {
+        let mut config = Config::default();
+        for (key, value) in table {
+            match key.as_str() {
+                "tools" => {
+                    let (exec, max) = self.tools("tools", value, true)?;
+                    config.exec = exec;
+                    config.max_timeout = max;
+                }
+                "agents" => config.agents = self.agents(value)?,
+                "sandbox" => config.sandbox = self.sandbox(value)?,
+                "gateway" => config.gateway = self.gateway(value)?,
+                other => return Err(self.unknown(other.to_owned())),
+            }
+        }
+        // A configured timeout above the maximum could never be used: say so now.
+        let max = config.max_timeout.unwrap_or(super::DEFAULT_MAX_TIMEOUT);
+        let levels = std::iter::once(("tools.exec.timeout".to_owned(), config.exec.timeout)).chain(
+            config.agents.iter().enumerate().map(|(i, a)| {
+                (
+                    format!("agents.list[{i}].tools.exec.timeout"),
+                    a.exec.timeout,
+                )
+            }),
+        );
+        for (key, timeout) in levels {
+            if let Some(t) = timeout.filter(|t| *t > max) {
+                return Err(PolicyError::InvalidValue {
+                    file: self.file.to_path_buf(),
+                    key,
+                    value: humantime::format_duration(t).to_string(),
+                    expected: format!(
+                        "at most tools.exec.max_timeout ({})",
+                        humantime::format_duration(max)
+                    ),
+                });
+            }
+        }
+        Ok(config)
+    }
+
+    /// A `tools` table; timeouts are only accepted at the global level.
+    fn tools(
+        &self,
+        prefix: &str,
+        value: &toml::Value,
+        global: bool,
+    ) -> Result<(ExecSettings, Option<Duration>), PolicyError> {
+        let mut settings = ExecSettings::default();
+        let mut max = None;
+        for (key, value) in self.table(prefix, value)? {
+            let exec_prefix = format!("{prefix}.{key}");
+            if key != "exec" {
+                return Err(self.unknown(exec_prefix));
+            }
+            for (key, value) in self.table(&exec_prefix, value)? {
+                let full = format!("{exec_prefix}.{key}");
+                match key.as_str() {
+                    "host" => settings.host = Some(self.parsed(&full, value)?),
+                    "security" => settings.security = Some(self.parsed(&full, value)?),
+                    "ask" => settings.ask = Some(self.parsed(&full, value)?),
+                    "node" => {
+                        let node = self.string(&full, value)?;
+                        if node.trim().is_empty() {
+                            return Err(self.invalid(&full, value, "expected a node id or name"));
+                        }
+                        settings.node = Some(node.to_owned());
+                    }
+                    "env" => {
+                        let list = value.as_array().ok_or_else(|| {
+                            self.invalid(&full, value, "expected a list of variable names")
+                        })?;
+                        for item in list {
+                            let name = self.string(&full, item)?;
+                            check_extra_env_name(name)
+                                .map_err(|why| self.invalid(&full, item, why))?;
+                            settings.env.push(name.to_owned());
+                        }
+                    }
+                    "timeout" => settings.timeout = Some(self.duration(&full, value)?),
+                    "max_timeout" if global => max = Some(self.duration(&full, value)?),
+                    _ => return Err(self.unknown(full)),
+                }
+            }
+        }
+        Ok((settings, max))
+    }
+
+    fn agents(&self, value: &toml::Value) -> Result<Vec<AgentConfig>, PolicyError> {
+        let mut agents: Vec<AgentConfig> = Vec::new();
+        for (key, value) in self.table("agents", value)? {
+            if key != "list" {
+                return Err(self.unknown(format!("agents.{key}")));
+            }
+            let list = value.as_array().ok_or_else(|| {
+                self.invalid("agents.list", value, "expected [[agents.list]] entries")
+            })?;
+            for (i, entry) in list.iter().enumerate() {
+                let prefix = format!("agents.list[{i}]");
+                let table = self.table(&prefix, entry)?;
+                let mut agent = AgentConfig::default();
+                let id_value = table.get("id").ok_or_else(|| PolicyError::InvalidValue {
+                    file: self.file.to_path_buf(),
+                    key: format!("{prefix}.id"),
+                    value: "(missing)".into(),
+                    expected: "every agent needs an id".into(),
+                })?;
+                agent.id = self.string(&format!("{prefix}.id"), id_value)?.to_owned();
+                if agent.id.trim().is_empty() || agent.id.chars().any(char::is_control) {
+                    return Err(self.invalid(
+                        &format!("{prefix}.id"),
+                        id_value,
+                        "expected a non-empty id without control characters",
+                    ));
+                }
+                if agents.iter().any(|a| a.id == agent.id) {
+                    return Err(self.invalid(
+                        &format!("{prefix}.id"),
+                        id_value,
+                        "agent ids must be unique",
+                    ));
+                }
+                for (key, value) in table {
+                    match key.as_str() {
+                        "id" => {}
+                        "tools" => {
+                            agent.exec = self.tools(&format!("{prefix}.tools"), value, false)?.0
+                        }
+                        "sandbox" => {
+                            let sprefix = format!("{prefix}.sandbox");
+                            for (k, v) in self.table(&sprefix, value)? {
+                                let full = format!("{sprefix}.{k}");
+                                match k.as_str() {
+                                    "permission_mode" => {
+                                        agent.permission_mode = Some(self.parsed(&full, v)?)
+                                    }
+                                    _ => return Err(self.unknown(full)),
+                                }
+                            }
+                        }
+                        other => return Err(self.unknown(format!("{prefix}.{other}"))),
+                    }
+                }
+                agents.push(agent);
+            }
+        }
+        Ok(agents)
+    }
+}
+
+impl Walker<'_> {
+    fn paths(
+        &self,
+        key: &str,
+        value: &toml::Value,
+    ) -> Result<Vec<std::path::PathBuf>, PolicyError> {
+        let list = value
+            .as_array()
+            .ok_or_else(|| self.invalid(key, value, "expected a list of absolute paths"))?;
+        let mut out = Vec::new();
+        for item in list {
+            let text = self.string(key, item)?;
+            let path = std::path::PathBuf::from(text);
+            if !path.is_absolute() || text.contains('\0') {
+                return Err(self.invalid(key, item, "expected an absolute path"));
+            }
+            if path
+                .components()
+                .any(|c| c == std::path::Component::ParentDir)
+            {
+                return Err(self.invalid(key, item, "`..` is not allowed in authorized paths"));
+            }
+            out.push(path);
+        }
+        Ok(out)
+    }
+
+    fn gateway(&self, value: &toml::Value) -> Result<GatewaySettings, PolicyError> {
+        let mut g = GatewaySettings::default();
+        for (key, value) in self.table("gateway", value)? {
+            let full = format!("gateway.{key}");
+            match key.as_str() {
+                "max_sessions_per_credential" => {
+                    let n = value
+                        .as_integer()
+                        .filter(|n| (1..=100_000).contains(n))
+                        .ok_or_else(|| {
+                            self.invalid(&full, value, "expected a number from 1 to 100000")
+                        })?;
+                    g.max_sessions_per_credential = Some(n as usize);
+                }
+                "session_idle_timeout" => {
+                    g.session_idle_timeout = Some(self.duration(&full, value)?)
+                }
+                _ => return Err(self.unknown(full)),
+            }
+        }
+        Ok(g)
+    }
+
+    fn sandbox(&self, value: &toml::Value) -> Result<SandboxSettings, PolicyError> {
+        let mut s = SandboxSettings::default();
+        for (key, value) in self.table("sandbox", value)? {
+            let full = format!("sandbox.{key}");
+            match key.as_str() {
+                "backend" => s.backend = self.parsed(&full, value)?,
+                "network" => {
+                    s.network = value
+                        .as_bool()
+                        .ok_or_else(|| self.invalid(&full, value, "expected true or false"))?
+                }
+                "landlock" => {
+                    let mode = self.string(&full, value)?;
+                    if !["auto", "required", "off"].contains(&mode) {
+                        return Err(self.invalid(
+                            &full,
+                            value,
+                            "expected one of auto, required, off",
+                        ));
+                    }
+                    s.landlock = mode.to_owned();
+                }
+                "permission_mode" => s.permission_mode = Some(self.parsed(&full, value)?),
+                "writable_paths" => s.writable_paths = self.paths(&full, value)?,
+                "readable_extra_paths" => s.readable_extra_paths = self.paths(&full, value)?,
+                "container" => {
+                    for (k, v) in self.table(&full, value)? {
+                        let key = format!("{full}.{k}");
+                        match k.as_str() {
+                            "engine" => {
+                                let e = self.string(&key, v)?;
+                                if !["podman", "docker"].contains(&e) {
+                                    return Err(self.invalid(&key, v, "expected podman or docker"));
+                                }
+                                s.container_engine = e.to_owned();
+                            }
+                            "name" => s.container_name = Some(self.string(&key, v)?.to_owned()),
+                            _ => return Err(self.unknown(key)),
+                        }
+                    }
+                }
+                _ => return Err(self.unknown(full)),
+            }
+        }
+        if s.backend == SandboxBackend::Container && s.container_name.is_none() {
+            return Err(PolicyError::InvalidValue {
+                file: self.file.to_path_buf(),
+                key: "sandbox.container.name".into(),
+                value: "(missing)".into(),
+                expected: "the container backend needs the name of a running container".into(),
+            });
+        }
+        Ok(s)
+    }
+}

@@ -1,0 +1,194 @@
+//! Asking a human, one way for everything: a command the policy sends to the approver,
+//! a sandboxed command's writable retry, and a file tool's write. The prompt is built
+//! from the plan that will run; the answer is bound to the prompt's digest; a
+//! cancelled request stops waiting (and the approver withdraws the prompt).
+
+use approvals::ipc::AskOutcome;
+use approvals::ipc::protocol::{Answer, Prompt, PromptKind, Request};
+use policy::{
+    ApproverAnswer, AskReason, Decision, DenyReason, ExecParams, HostCeiling, PermissionMode,
+    RunPlan, SessionOverrides,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::decide::Decided;
+use crate::request::new_run_id;
+use crate::runner::Runner;
+
+/// What came of asking.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Asked {
+    /// The human answered.
+    Answered(Answer),
+    /// Nobody could be asked (why).
+    NoApprover(String),
+    /// Nobody answered in time.
+    TimedOut,
+    /// The request was cancelled while the human was asked.
+    Cancelled,
+}
+
+impl Asked {
+    /// As the decision table reads it (`None`: cancelled).
+    fn answer(&self) -> Option<ApproverAnswer> {
+        Some(match self {
+            Asked::Answered(Answer::AllowOnce) => ApproverAnswer::AllowOnce,
+            Asked::Answered(Answer::AllowAlways) => ApproverAnswer::AllowAlways,
+            Asked::Answered(Answer::Deny) => ApproverAnswer::Deny,
+            Asked::NoApprover(_) => ApproverAnswer::NoApprover,
+            Asked::TimedOut => ApproverAnswer::Timeout,
+            Asked::Cancelled => return None,
+        })
+    }
+
+    /// For a write permission: allowed, or why not (the decision's reason and words).
+    pub(crate) fn write_permission(&self) -> Result<(), (DenyReason, String)> {
+        match self {
+            Asked::Answered(Answer::AllowOnce | Answer::AllowAlways) => Ok(()),
+            Asked::Answered(Answer::Deny) => {
+                Err((DenyReason::ApprovalDenied, "denied by the approver".into()))
+            }
+            Asked::TimedOut => Err((
+                DenyReason::ApprovalTimeout,
+                "the approver did not answer in time".into(),
+            )),
+            Asked::NoApprover(why) => Err((DenyReason::NoApprover, format!("no approver: {why}"))),
+            Asked::Cancelled => Err((DenyReason::Rejected, "the request was cancelled".into())),
+        }
+    }
+}
+
+impl Runner {
+    /// Ask this host's approver about `prompt`; give up when `cancel` fires.
+    pub(crate) async fn ask(&self, prompt: Prompt, cancel: &CancellationToken) -> Asked {
+        let request = Request::Prompt(prompt);
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => Asked::Cancelled,
+            outcome = self.host.approvals.ask(&request) => match outcome {
+                AskOutcome::Answered(response) => Asked::Answered(response.answer),
+                AskOutcome::NoApprover(why) => {
+                    tracing::info!("no approver: {why}");
+                    Asked::NoApprover(why)
+                }
+                AskOutcome::TimedOut => Asked::TimedOut,
+            },
+        }
+    }
+
+    /// Ask about the command of `decided`, which would run as `plan`, and work out the
+    /// final decision (the approver's answer, or askFallback). `None`: cancelled while
+    /// asking — nothing runs, and no fallback applies.
+    pub(crate) async fn ask_command(
+        &self,
+        decided: &Decided,
+        plan: &RunPlan,
+        reason: AskReason,
+        cancel: &CancellationToken,
+    ) -> Option<Decision> {
+        let e = &decided.explanation;
+        let derived = e.allow_always.clone().unwrap_or_default();
+        let prompt = Prompt::new(
+            &decided.run_id,
+            &decided.request.agent,
+            &decided.request.session,
+            &plan.host,
+            PromptKind::Command {
+                plan: plan.clone(),
+                command: decided.request.command.display(),
+                security: e.policy.security.value,
+                ask: e.policy.ask.value,
+                reason,
+                allow_always: derived.patterns.clone(),
+                not_stored: derived
+                    .skipped
+                    .iter()
+                    .map(|s| format!("{}: {}", s.program, s.reason))
+                    .collect(),
+            },
+        );
+        let asked = self.ask(prompt, cancel).await;
+        let answer = asked.answer()?;
+        if answer == ApproverAnswer::AllowAlways {
+            self.store_allow_always(&decided.request.agent, &derived.patterns)
+                .await;
+        }
+        Some(policy::after_ask(&e.policy, answer, e.evaluation.satisfied))
+    }
+
+    /// Persist what "allow always" stores — exactly the patterns the prompt showed. A
+    /// failure is logged; the command was still allowed this once.
+    async fn store_allow_always(&self, agent: &str, patterns: &[String]) {
+        if patterns.is_empty() {
+            return;
+        }
+        let (store, agent, patterns) =
+            (self.host.store.clone(), agent.to_owned(), patterns.to_vec());
+        let stored =
+            tokio::task::spawn_blocking(move || store.add_patterns(&agent, &patterns, &[], true))
+                .await;
+        match stored {
+            Ok(Ok(u)) if !u.value.is_empty() => {
+                tracing::info!("allow always: stored {}", u.value.join(", "))
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!("allow always: could not store the patterns: {e}"),
+            Err(e) => tracing::warn!("allow always: storing failed: {e}"),
+        }
+    }
+
+    /// May a file tool of `agent` write `paths`? The permission mode decides, as it does
+    /// for sandboxed commands: `readonly` refuses, `unrestricted` allows, `approval` asks
+    /// the human — showing `detail`, what would be written — and refuses when nobody
+    /// approves. The error is the refusal in words.
+    pub async fn authorize_write(
+        &self,
+        agent: &str,
+        session: &str,
+        overrides: &SessionOverrides,
+        paths: Vec<String>,
+        detail: String,
+        cancel: &CancellationToken,
+    ) -> Result<(), String> {
+        // Only the permission mode matters here; the ceiling governs security and ask.
+        let policy = policy::resolve(
+            &ExecParams::default(),
+            overrides,
+            &self.host.config,
+            Some(agent),
+            &HostCeiling::DENY_ALL,
+        );
+        let mode = policy.permission_mode;
+        match mode.value {
+            PermissionMode::Readonly => {
+                return Err(format!(
+                    "agent {agent} is in readonly permission mode ({}): write tools are refused",
+                    mode.source
+                ));
+            }
+            PermissionMode::Unrestricted => return Ok(()),
+            PermissionMode::Approval => {}
+        }
+        let what = detail.clone();
+        let prompt = Prompt::new(
+            new_run_id(),
+            agent,
+            session,
+            "files",
+            PromptKind::Write {
+                paths,
+                detail,
+                retry: None,
+            },
+        );
+        self.ask(prompt, cancel)
+            .await
+            .write_permission()
+            .map_err(|(reason, why)| match reason {
+                DenyReason::ApprovalDenied => format!("rejected: {what} was denied by the approver"),
+                _ => format!(
+                    "rejected: {what} needs approval (permission_mode = approval) and was not approved: {why}"
+                ),
+            })
+    }
+}

@@ -1,0 +1,92 @@
+//! Steps one and two of the pipeline: read this host's approvals file once (the host
+//! view) and explain the request once — resolved policy with sources, analysis,
+//! decision and run plans. Everything after (routing, asking, running, reporting) reads
+//! the [`Decided`] request; nothing is looked up or decided again.
+
+use std::path::PathBuf;
+
+use approvals::HostView;
+use policy::{EvalContext, ExeCache, Explanation, RejectedPattern, Requester, explain};
+
+use crate::request::{ExecRequest, new_run_id};
+use crate::runner::Runner;
+
+/// A request with its one explanation, ready to be routed and run.
+#[derive(Debug)]
+pub struct Decided {
+    /// The run id.
+    pub run_id: String,
+    /// The request as it arrived.
+    pub request: ExecRequest,
+    /// The working directory, made absolute.
+    pub cwd: PathBuf,
+    /// The policy's conclusion: resolved values, analysis, decision, plans.
+    pub explanation: Explanation,
+    /// The host file as read for this request (usage bookkeeping compares against it).
+    pub(crate) view: HostView,
+}
+
+impl Decided {
+    /// Where the policy sends it.
+    pub fn host(&self) -> policy::Host {
+        self.explanation.policy.host.value
+    }
+
+    /// Why this host's approvals file could not be used (then everything is denied).
+    pub fn host_file_error(&self) -> Option<&str> {
+        self.view.error.as_deref()
+    }
+
+    /// Allowlist patterns of the agent that are invalid and never match.
+    pub fn rejected_patterns(&self) -> &[RejectedPattern] {
+        self.view.allowlist.rejected()
+    }
+}
+
+impl Runner {
+    /// Read this host's approvals file and explain `request` against it and the config.
+    pub fn decide(&self, request: ExecRequest) -> Decided {
+        let host = &self.host;
+        let run_id = request.run_id.clone().unwrap_or_else(new_run_id);
+        let view = host.store.host_view(Some(&request.agent));
+        if let Some(err) = &view.error {
+            tracing::warn!("approvals file unusable, denying: {err}");
+        }
+        let cwd = match &request.cwd {
+            Some(c) if c.is_absolute() => c.clone(),
+            Some(c) => host.default_cwd.join(c),
+            None => host.default_cwd.clone(),
+        };
+        // One resolution per program per request: evaluation and the plans share it.
+        let cache = ExeCache::new();
+        let ctx = EvalContext {
+            fs: host.fs.as_ref(),
+            cwd: &cwd,
+            trusted_path: &host.trusted_path,
+            allowlist: view.allowlist.as_ref(),
+            cache: Some(&cache),
+        };
+        let requester = Requester {
+            agent: &request.agent,
+            session_id: &request.session,
+            session: &request.session_overrides,
+            params: &request.params,
+            env: &request.env,
+        };
+        let explanation = explain(
+            request.command.input(),
+            &requester,
+            &host.config,
+            &view.ceiling,
+            &ctx,
+            &host.env,
+        );
+        Decided {
+            run_id,
+            request,
+            cwd,
+            explanation,
+            view,
+        }
+    }
+}

@@ -1,0 +1,493 @@
+//! Steps three to five: a decided request runs on an [`Executor`] — asking a human first
+//! if the decision says so — as exactly the approved plan, and ends in one report.
+//!
+//! The gateway host (and a node) runs the plan directly; the sandbox host confines it and
+//! lets the permission mode gate writes (approval mode runs read-only first and, when the
+//! sandbox reports refused writes, asks before one writable retry).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use caps::{ExecOptions, ExecOutput, RefusedWrites, Script, Shell};
+use policy::{AllowReason, Decision, DenyReason, Launch, PermissionMode, PlanError, RunPlan};
+use tokio_util::sync::CancellationToken;
+
+use approvals::ipc::protocol::{Prompt, PromptKind};
+
+use crate::decide::Decided;
+use crate::events::{EventSink, ExecEvent};
+use crate::report::{Executed, Outcome, RunHost, RunReport};
+use crate::runner::Runner;
+
+/// Where a decided request runs.
+#[derive(Clone)]
+pub enum Executor {
+    /// The approved plan runs as it is, with this shell (the gateway host, a node).
+    Direct {
+        /// The processes of this host.
+        shell: Arc<dyn Shell>,
+        /// Its name in reports and events.
+        host: RunHost,
+    },
+    /// An OS sandbox confines every command; the permission mode gates writes.
+    Sandbox(SandboxShells),
+}
+
+impl std::fmt::Debug for Executor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Executor::Direct { host, .. } => write!(f, "Executor::Direct({host})"),
+            Executor::Sandbox(s) => write!(f, "Executor::Sandbox(unconfined: {:?})", s.unconfined),
+        }
+    }
+}
+
+/// The sandbox profiles a sandboxed host runs commands with.
+#[derive(Clone)]
+pub struct SandboxShells {
+    /// Authorized paths read-only.
+    pub readonly: Arc<dyn Shell>,
+    /// Read-only, classifying refused writes ([`ExecOutput::refused_writes`]); approval
+    /// mode's first run.
+    pub watched: Arc<dyn Shell>,
+    /// Authorized writable paths writable.
+    pub writable: Arc<dyn Shell>,
+    /// Why these shells do not confine at all (the operator's direct mode), said in every
+    /// decision; `None` for a real sandbox.
+    pub unconfined: Option<String>,
+}
+
+impl Executor {
+    /// The host name of runs here.
+    fn run_host(&self) -> RunHost {
+        match self {
+            Executor::Direct { host, .. } => host.clone(),
+            Executor::Sandbox(s) if s.unconfined.is_some() => RunHost::Direct,
+            Executor::Sandbox(_) => RunHost::Sandbox,
+        }
+    }
+}
+
+/// The report's starting point: decided, nothing run yet.
+fn report_for(decided: &Decided, host: RunHost) -> RunReport {
+    RunReport {
+        run_id: decided.run_id.clone(),
+        host,
+        policy: decided.explanation.policy.clone(),
+        decision: decided.explanation.decision.clone(),
+        executed: None,
+        outcome: Outcome::Cancelled { started: false },
+    }
+}
+
+fn plan_error(mut report: RunReport, e: &PlanError) -> RunReport {
+    report.outcome = Outcome::Error {
+        message: e.to_string(),
+        exit_code: e.exit_code(),
+    };
+    report
+}
+
+/// The OS argv of `plan`, the resolved file first.
+fn os_argv(plan: &RunPlan) -> Vec<String> {
+    match &plan.launch {
+        Launch::Exec { program, argv, .. } => {
+            let mut argv = argv.clone();
+            if let Some(first) = argv.first_mut() {
+                first.clone_from(program);
+            }
+            argv
+        }
+        Launch::Script { .. } => plan.launch.os_argv(),
+    }
+}
+
+/// Start `plan` on `shell` and wait for it: the resolved file under the name it was
+/// called by (and only if it is still the file the plan names), or the script under its
+/// shell — exactly what was approved. Dropping the future kills the run's whole tree.
+pub async fn launch(
+    shell: &dyn Shell,
+    plan: &RunPlan,
+    timeout: Duration,
+) -> caps::Result<ExecOutput> {
+    let mut options = ExecOptions::new(&plan.cwd, timeout);
+    options.env = plan.env.clone();
+    match &plan.launch {
+        Launch::Exec {
+            program,
+            program_id,
+            argv,
+        } => {
+            if argv.first() != Some(program) {
+                options.arg0 = argv.first().cloned();
+            }
+            options.expect_program = *program_id;
+            shell.exec(&os_argv(plan), &options).await
+        }
+        Launch::Script { shell: sh, source } => {
+            let script = Script {
+                shell: sh.into(),
+                source: source.clone(),
+            };
+            shell.run(&script, &options).await
+        }
+    }
+}
+
+impl Runner {
+    /// Carry out `decided` on `executor`: ask if the decision says so, run the approved
+    /// plan, report. Cancelling `cancel` stops waiting for a human (nothing runs) or kills
+    /// a running command's whole tree.
+    pub async fn execute(
+        &self,
+        decided: Decided,
+        executor: &Executor,
+        events: &dyn EventSink,
+        cancel: &CancellationToken,
+    ) -> RunReport {
+        let mut report = report_for(&decided, executor.run_host());
+        // A request that cannot run at all says so before anything is decided about it.
+        if let Err(e @ PlanError::Invalid { .. }) = &decided.explanation.plans.as_written {
+            return plan_error(report, e);
+        }
+        let decision = decided.explanation.decision.clone();
+        match (&decision, executor) {
+            (
+                Decision::Allow {
+                    reason: AllowReason::Sandboxed,
+                    ..
+                },
+                Executor::Sandbox(shells),
+            ) => {
+                self.run_sandboxed(report, &decided, shells, events, cancel)
+                    .await
+            }
+            // A decision that needs a sandbox on a runner without one, or a policy
+            // decision on a sandbox: whoever routed it here was wrong. Running it would
+            // fail open.
+            (
+                Decision::Allow {
+                    reason: AllowReason::Sandboxed | AllowReason::Unconfined,
+                    ..
+                },
+                Executor::Direct { .. },
+            )
+            | (_, Executor::Sandbox(_)) => {
+                let rule = format!(
+                    "host={} cannot be served by this runner ({}); nothing was run",
+                    decided.host(),
+                    report.host
+                );
+                deny(report, DenyReason::HostUnavailable, rule, events)
+            }
+            (Decision::Deny { reason, rule }, Executor::Direct { .. }) => {
+                deny(report, *reason, rule.clone(), events)
+            }
+            (Decision::Ask { reason, .. }, Executor::Direct { shell, .. }) => {
+                let plan = match decided.explanation.plans.as_written.as_ref() {
+                    Ok(plan) => plan.clone(),
+                    Err(e) => return plan_error(report, e),
+                };
+                let Some(decision) = self.ask_command(&decided, &plan, *reason, cancel).await
+                else {
+                    // Cancelled while the human was asked: stop, never apply a fallback.
+                    report.outcome = Outcome::Cancelled { started: false };
+                    return report;
+                };
+                report.decision = decision.clone();
+                self.run_decided(report, &decided, &decision, shell.as_ref(), events, cancel)
+                    .await
+            }
+            (Decision::Allow { .. }, Executor::Direct { shell, .. }) => {
+                self.run_decided(report, &decided, &decision, shell.as_ref(), events, cancel)
+                    .await
+            }
+        }
+    }
+
+    /// Refuse `decided` without running it: a route that cannot serve it.
+    pub fn refuse(
+        &self,
+        decided: Decided,
+        host: RunHost,
+        reason: DenyReason,
+        rule: String,
+        events: &dyn EventSink,
+    ) -> RunReport {
+        let mut report = report_for(&decided, host);
+        report.decision = Decision::Deny {
+            reason,
+            rule: rule.clone(),
+        };
+        deny(report, reason, rule, events)
+    }
+
+    /// Run the plan the final `decision` allows (or report the denial).
+    async fn run_decided(
+        &self,
+        report: RunReport,
+        decided: &Decided,
+        decision: &Decision,
+        shell: &dyn Shell,
+        events: &dyn EventSink,
+        cancel: &CancellationToken,
+    ) -> RunReport {
+        let reason = match decision {
+            Decision::Allow { reason, .. } => *reason,
+            Decision::Deny { reason, rule } => return deny(report, *reason, rule.clone(), events),
+            Decision::Ask { .. } => {
+                // after_ask never asks again; fail closed if it somehow did.
+                return deny(
+                    report,
+                    DenyReason::NoApprover,
+                    "unresolved approval".into(),
+                    events,
+                );
+            }
+        };
+        let plan = match decided.explanation.plan_for(decision) {
+            Ok(plan) => plan.clone(),
+            Err(e) => return plan_error(report, &e),
+        };
+        let via_allowlist = matches!(
+            reason,
+            AllowReason::AllowlistMatch | AllowReason::FallbackAllowlist
+        );
+        let report = self
+            .start(
+                report,
+                decided,
+                &plan,
+                shell,
+                via_allowlist,
+                false,
+                events,
+                cancel,
+            )
+            .await;
+        if via_allowlist && matches!(report.outcome, Outcome::Finished { .. }) {
+            self.record_usage(decided).await;
+        }
+        report
+    }
+
+    /// Start `plan`, wait for it (or for cancellation), and report.
+    #[allow(clippy::too_many_arguments)]
+    async fn start(
+        &self,
+        mut report: RunReport,
+        decided: &Decided,
+        plan: &RunPlan,
+        shell: &dyn Shell,
+        rebuilt: bool,
+        writable_retry: bool,
+        events: &dyn EventSink,
+        cancel: &CancellationToken,
+    ) -> RunReport {
+        let timeout = decided.explanation.policy.timeout.value;
+        report.executed = Some(Executed {
+            argv: os_argv(plan),
+            rebuilt,
+            writable_retry,
+        });
+        if !writable_retry {
+            events.emit(ExecEvent::Started {
+                run_id: report.run_id.clone(),
+                host: report.host.clone(),
+            });
+        }
+        let result = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => None,
+            result = launch(shell, plan, timeout) => Some(result),
+        };
+        conclude(report, events, result)
+    }
+
+    /// `host=sandbox`: run confined; the permission mode decides about writes.
+    async fn run_sandboxed(
+        &self,
+        mut report: RunReport,
+        decided: &Decided,
+        shells: &SandboxShells,
+        events: &dyn EventSink,
+        cancel: &CancellationToken,
+    ) -> RunReport {
+        let mode = &decided.explanation.policy.permission_mode;
+        if let Some(why) = &shells.unconfined {
+            report.decision = Decision::Allow {
+                reason: AllowReason::Unconfined,
+                rule: format!(
+                    "host=sandbox WITHOUT an OS sandbox ({why}), permission_mode={} ({})",
+                    mode.value, mode.source
+                ),
+            };
+        }
+        let plan = match decided.explanation.plans.as_written.as_ref() {
+            Ok(plan) => plan.clone(),
+            Err(e) => return plan_error(report, e),
+        };
+        let first = match mode.value {
+            PermissionMode::Unrestricted => &shells.writable,
+            PermissionMode::Approval => &shells.watched,
+            PermissionMode::Readonly => &shells.readonly,
+        };
+        let report = self
+            .start(
+                report,
+                decided,
+                &plan,
+                first.as_ref(),
+                false,
+                false,
+                &NoFinish(events),
+                cancel,
+            )
+            .await;
+        let refused = match &report.outcome {
+            Outcome::Finished { output }
+                if mode.value == PermissionMode::Approval
+                    && !output.status.success()
+                    && !output.timed_out =>
+            {
+                match &output.refused_writes {
+                    RefusedWrites::Refused(paths) => Some(paths.clone()),
+                    RefusedWrites::None | RefusedWrites::NotWatched => None,
+                }
+            }
+            _ => None,
+        };
+        let Some(paths) = refused else {
+            emit_finished(&report, events);
+            return report;
+        };
+        // The read-only run was refused writes the writable profile would allow: ask, and
+        // run the same plan once more, writable, only if a human says yes.
+        let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+        let detail = if shown.is_empty() {
+            "the read-only run was refused a write".to_owned()
+        } else {
+            format!(
+                "the read-only run was refused a write to {}",
+                shown.join(", ")
+            )
+        };
+        let prompt = Prompt::new(
+            &decided.run_id,
+            &decided.request.agent,
+            &decided.request.session,
+            &plan.host,
+            PromptKind::Write {
+                paths: shown,
+                detail,
+                retry: Some(plan.clone()),
+            },
+        );
+        let asked = self.ask(prompt, cancel).await;
+        if asked == crate::ask::Asked::Cancelled {
+            let mut report = report;
+            report.outcome = Outcome::Cancelled { started: true };
+            emit_finished(&report, events);
+            return report;
+        }
+        let mut report = report;
+        if let Err((reason, why)) = asked.write_permission() {
+            report.decision = Decision::Deny {
+                reason,
+                rule: format!("write access was not approved ({why})"),
+            };
+            return deny(
+                report,
+                DenyReason::Rejected,
+                format!("write access was not approved ({why}); the read-only run was discarded"),
+                events,
+            );
+        }
+        self.start(
+            report,
+            decided,
+            &plan,
+            shells.writable.as_ref(),
+            false,
+            true,
+            events,
+            cancel,
+        )
+        .await
+    }
+}
+
+/// Passes events through, except `exec.finished`: the sandbox's first run may be followed
+/// by a writable retry, and only the run's real end is announced.
+struct NoFinish<'a>(&'a dyn EventSink);
+
+impl EventSink for NoFinish<'_> {
+    fn emit(&self, event: ExecEvent) {
+        if !matches!(event, ExecEvent::Finished { .. }) {
+            self.0.emit(event);
+        }
+    }
+}
+
+/// The `exec.finished` event for `report`'s outcome.
+fn emit_finished(report: &RunReport, events: &dyn EventSink) {
+    let (code, signal, timed_out, cancelled, tail) = match &report.outcome {
+        Outcome::Finished { output } => (
+            output.exit_code(),
+            match output.status {
+                caps::ExitStatus::Signal(s) => Some(s),
+                caps::ExitStatus::Code(_) => None,
+            },
+            output.timed_out,
+            false,
+            output.tail.clone(),
+        ),
+        Outcome::Error { message, exit_code } => (*exit_code, None, false, false, message.clone()),
+        Outcome::Cancelled { .. } => (report.exit_code(), Some(9), false, true, String::new()),
+        Outcome::Denied { .. } => return,
+    };
+    events.emit(ExecEvent::Finished {
+        run_id: report.run_id.clone(),
+        host: report.host.clone(),
+        code,
+        signal,
+        timed_out,
+        cancelled,
+        tail,
+    });
+}
+
+/// A run's end: its output, its error, or its cancellation (`None`), reported and
+/// announced.
+fn conclude(
+    mut report: RunReport,
+    events: &dyn EventSink,
+    result: Option<caps::Result<ExecOutput>>,
+) -> RunReport {
+    report.outcome = match result {
+        Some(Ok(output)) => Outcome::Finished { output },
+        Some(Err(e)) => Outcome::Error {
+            message: e.to_string(),
+            exit_code: e.exit_code(),
+        },
+        None => Outcome::Cancelled { started: true },
+    };
+    emit_finished(&report, events);
+    report
+}
+
+/// A denial, reported and announced.
+fn deny(
+    mut report: RunReport,
+    reason: DenyReason,
+    rule: String,
+    events: &dyn EventSink,
+) -> RunReport {
+    events.emit(ExecEvent::Denied {
+        run_id: report.run_id.clone(),
+        host: report.host.clone(),
+        reason,
+    });
+    report.outcome = Outcome::Denied { reason, rule };
+    report
+}
