@@ -596,3 +596,63 @@ fn doctor_says_whether_an_approver_is_listening_and_closing_stdin_stops_it() {
         "{err}"
     );
 }
+
+#[test]
+fn the_approved_file_runs_and_a_file_swapped_in_while_the_human_looks_never_does() {
+    let tmp = home();
+    let h = tmp.path().to_path_buf();
+    support::configure(
+        &h,
+        "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\nask = \"on-miss\"\n",
+        r#"{"version":1,"defaults":{"security":"allowlist","ask":"on-miss","askFallback":"deny"}}"#,
+    );
+    // A program on Warden's trusted PATH, in a directory someone can write to.
+    let bin_dir = tempfile::tempdir().unwrap();
+    let bin = std::fs::canonicalize(bin_dir.path()).unwrap();
+    let tool = bin.join("tool");
+    let install = |path: &Path, body: &str| {
+        let staged = path.with_extension("new");
+        std::fs::write(&staged, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&staged, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        std::fs::rename(&staged, path).unwrap();
+    };
+    install(&tool, "echo APPROVED-FILE");
+    let path = format!("{}:/usr/bin:/bin", bin.display());
+    let mut ui = TerminalApprover::start(&h);
+    let exec = || {
+        w(&h)
+            .env("PATH", &path)
+            .args(["exec", "--", "tool"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // The human is shown the resolved file; while they look, it is replaced.
+    let child = exec();
+    let shown = ui.read_until("digest:").join("\n");
+    assert!(shown.contains(&tool.display().to_string()), "{shown}");
+    install(&tool, "echo SWAPPED-IN");
+    ui.type_text("o\n");
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stdout.contains("SWAPPED-IN"), "the new file ran: {stdout}");
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        stderr.contains("no longer the file that was approved"),
+        "{stderr}"
+    );
+    // Unchanged between prompt and answer, the approved file runs.
+    let child = exec();
+    ui.answer(&tool.display().to_string(), "o\n");
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "SWAPPED-IN\n");
+    ui.stop();
+}

@@ -553,18 +553,6 @@ async fn http_endpoint_requires_the_token_checks_hosts_and_serves_the_tools() {
     client.cancel().await.unwrap();
 }
 
-fn pids_of(cmdline: &str) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|c| String::from_utf8_lossy(&c).replace('\0', " ").trim() == cmdline)
-                .unwrap_or(false)
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_shuts_the_gateway_down_and_kills_in_flight_runs() {
     let s = setup();
@@ -586,7 +574,7 @@ async fn sigterm_shuts_the_gateway_down_and_kills_in_flight_runs() {
     });
     let mut pids = Vec::new();
     for _ in 0..200 {
-        pids = pids_of(marker);
+        pids = support::pids_with_cmdline(marker);
         if !pids.is_empty() {
             break;
         }

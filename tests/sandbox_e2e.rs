@@ -806,18 +806,6 @@ async fn a_writable_run_cannot_redirect_git_to_planted_hooks() {
     assert!(!marker.exists(), "a planted hook ran on the host");
 }
 
-fn pids_with_cmdline(cmdline: &str) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|c| String::from_utf8_lossy(&c).replace('\0', " ").trim() == cmdline)
-                .unwrap_or(false)
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn descendants_die_with_the_sandbox_even_if_they_leave_the_session() {
     if !bwrap_usable() {
@@ -841,7 +829,7 @@ async fn descendants_die_with_the_sandbox_even_if_they_leave_the_session() {
         .unwrap();
     assert!(out.timed_out);
     assert!(started.elapsed() < Duration::from_secs(20));
-    for pid in pids_with_cmdline("sleep 313") {
+    for pid in support::pids_with_cmdline("sleep 313") {
         assert!(wait_gone(pid), "sleep {pid} outlived the sandbox");
     }
 }

@@ -59,44 +59,8 @@ pub fn warden_in(home: &Path) -> Command {
     cmd
 }
 
-/// True if `pid` exists and is not a zombie.
-pub fn process_alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat[stat.rfind(')').unwrap_or(0) + 2..]
-                .chars()
-                .next()
-                .unwrap_or('X');
-            state != 'Z' && state != 'X'
-        }
-        Err(_) => false,
-    }
-}
-
-/// Wait up to ~5 s for `pid` to be gone.
-pub fn wait_gone(pid: i32) -> bool {
-    for _ in 0..250 {
-        if !process_alive(pid) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
-
-/// Wait for a pid file to be written and parse it.
-pub fn read_pid(path: &Path) -> i32 {
-    for _ in 0..250 {
-        if let Some(pid) = std::fs::read_to_string(path)
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-        {
-            return pid;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("pid file {} never written", path.display());
-}
+#[allow(unused_imports)] // each test binary uses a different subset
+pub use caps::testkit::{pids_with_cmdline, process_alive, read_pid, wait_gone};
 
 /// A running `warden approvals ui` (the real terminal approver), driven through its
 /// stdin, with a line reader on its stdout. Dropping it closes stdin, which stops it.

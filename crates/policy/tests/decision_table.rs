@@ -9,7 +9,7 @@ mod support;
 
 use std::path::Path;
 
-use caps::{Fs, MemoryFs, WriteOptions};
+use caps::MemoryFs;
 use policy::{
     Allowlist, ApproverAnswer, Ask, AskFallback, CaseMode, CommandInput, Config, Decision,
     DenyReason, ExecParams, Host, HostCeiling, Security, after_ask, decide,
@@ -55,21 +55,10 @@ fn oracle(
 }
 
 /// A world where `/usr/bin/hit` is allowlisted and `/usr/bin/miss` is not.
-fn world() -> MemoryFs {
-    let fs = MemoryFs::new();
-    fs.create_dir_all(Path::new("/usr/bin"), 0o755).unwrap();
-    for p in ["/usr/bin/hit", "/usr/bin/miss"] {
-        fs.write(
-            Path::new(p),
-            b"",
-            WriteOptions {
-                mode: 0o755,
-                ..Default::default()
-            },
-        )
-        .unwrap();
-    }
-    fs
+fn world() -> std::sync::Arc<MemoryFs> {
+    caps::testkit::MemoryWorld::new(1000)
+        .programs(&["/usr/bin/hit", "/usr/bin/miss"])
+        .build()
 }
 
 #[test]
