@@ -7,13 +7,15 @@ use std::time::Duration;
 
 use approvals::ipc::protocol::Request;
 use approvals::ipc::{AskOutcome, ClientConfig, DEFAULT_CONNECT_TIMEOUT, ask};
-use approvals::{Clock, Store};
+use approvals::{ApprovalsFile, Clock, Store};
 
 /// Asks a human.
 #[async_trait::async_trait]
 pub trait Approvals: Send + Sync {
-    /// Ask; never takes much longer than the approval timeout.
-    async fn ask(&self, request: &Request) -> AskOutcome;
+    /// Ask; never takes much longer than the approval timeout. `host_file` is this
+    /// host's approvals file as the request read it (where the approver's socket and
+    /// token are); `None` when the asker has not read it (it is read now).
+    async fn ask(&self, request: &Request, host_file: Option<&ApprovalsFile>) -> AskOutcome;
 }
 
 /// The approver UI on this host's socket.
@@ -36,18 +38,25 @@ impl SocketApprovals {
 
 #[async_trait::async_trait]
 impl Approvals for SocketApprovals {
-    async fn ask(&self, request: &Request) -> AskOutcome {
-        let snapshot = match self.store.load() {
-            Ok(s) => s,
-            Err(e) => return AskOutcome::NoApprover(format!("approvals file unusable: {e}")),
+    async fn ask(&self, request: &Request, host_file: Option<&ApprovalsFile>) -> AskOutcome {
+        let loaded;
+        let file = match host_file {
+            Some(file) => file,
+            None => match self.store.load() {
+                Ok(s) => {
+                    loaded = s.file;
+                    &loaded
+                }
+                Err(e) => return AskOutcome::NoApprover(format!("approvals file unusable: {e}")),
+            },
         };
-        let Some(token) = snapshot.file.token() else {
+        let Some(token) = file.token() else {
             return AskOutcome::NoApprover(
                 "no approver has ever been set up on this host (run `warden approvals ui`)".into(),
             );
         };
         let config = ClientConfig {
-            socket_path: self.store.socket_path(&snapshot.file),
+            socket_path: self.store.socket_path(file),
             token: token.to_owned(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             approval_timeout: self.approval_timeout,
@@ -62,7 +71,7 @@ pub struct NoApprover;
 
 #[async_trait::async_trait]
 impl Approvals for NoApprover {
-    async fn ask(&self, _request: &Request) -> AskOutcome {
+    async fn ask(&self, _request: &Request, _host_file: Option<&ApprovalsFile>) -> AskOutcome {
         AskOutcome::NoApprover("no approver is configured".into())
     }
 }

@@ -3,6 +3,7 @@
 //! from the plan that will run; the answer is bound to the prompt's digest; a
 //! cancelled request stops waiting (and the approver withdraws the prompt).
 
+use approvals::ApprovalsFile;
 use approvals::ipc::AskOutcome;
 use approvals::ipc::protocol::{Answer, Prompt, PromptKind, Request};
 use policy::{
@@ -60,12 +61,18 @@ impl Asked {
 
 impl Runner {
     /// Ask this host's approver about `prompt`; give up when `cancel` fires.
-    pub(crate) async fn ask(&self, prompt: Prompt, cancel: &CancellationToken) -> Asked {
+    /// `host_file` is the approvals file as the request read it (its socket and token).
+    pub(crate) async fn ask(
+        &self,
+        prompt: Prompt,
+        host_file: Option<&ApprovalsFile>,
+        cancel: &CancellationToken,
+    ) -> Asked {
         let request = Request::Prompt(prompt);
         tokio::select! {
             biased;
             _ = cancel.cancelled() => Asked::Cancelled,
-            outcome = self.host.approvals.ask(&request) => match outcome {
+            outcome = self.host.approvals.ask(&request, host_file) => match outcome {
                 AskOutcome::Answered(response) => Asked::Answered(response.answer),
                 AskOutcome::NoApprover(why) => {
                     tracing::info!("no approver: {why}");
@@ -107,7 +114,7 @@ impl Runner {
                     .collect(),
             },
         );
-        let asked = self.ask(prompt, cancel).await;
+        let asked = self.ask(prompt, decided.view.file.as_deref(), cancel).await;
         let answer = asked.answer()?;
         if answer == ApproverAnswer::AllowAlways {
             self.store_allow_always(&decided.request.agent, &derived.patterns)
@@ -181,7 +188,7 @@ impl Runner {
                 retry: None,
             },
         );
-        self.ask(prompt, cancel)
+        self.ask(prompt, None, cancel)
             .await
             .write_permission()
             .map_err(|(reason, why)| match reason {

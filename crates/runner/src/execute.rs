@@ -383,7 +383,7 @@ impl Runner {
                 retry: Some(plan.clone()),
             },
         );
-        let asked = self.ask(prompt, cancel).await;
+        let asked = self.ask(prompt, decided.view.file.as_deref(), cancel).await;
         if asked == crate::ask::Asked::Cancelled {
             let mut report = report;
             report.outcome = Outcome::Cancelled { started: true };

@@ -50,7 +50,7 @@ struct ScriptedApprover {
 
 #[async_trait::async_trait]
 impl Approvals for ScriptedApprover {
-    async fn ask(&self, request: &Request) -> AskOutcome {
+    async fn ask(&self, request: &Request, _: Option<&approvals::ApprovalsFile>) -> AskOutcome {
         self.seen.lock().unwrap().push(request.clone());
         if let Some(hook) = self.while_asked.lock().unwrap().take() {
             hook();
@@ -878,7 +878,7 @@ struct NeverAnswers;
 
 #[async_trait::async_trait]
 impl Approvals for NeverAnswers {
-    async fn ask(&self, _: &Request) -> AskOutcome {
+    async fn ask(&self, _: &Request, _: Option<&approvals::ApprovalsFile>) -> AskOutcome {
         std::future::pending().await
     }
 }
