@@ -39,12 +39,16 @@ pub use providers::local::{LocalFs, LocalShell};
 pub use providers::memory::{MemoryFs, NoProcesses, RecordedCall, ScriptedShell};
 pub use shell::{
     DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TAIL_BYTES, ExecOptions, ExecOutput, ExitStatus,
-    OutputLimits, RefusedWrites, Script, Shell, Stdin, TIMED_OUT_EXIT_CODE,
+    OutputLimits, RefusedWrites, ResourceLimits, Script, Shell, Stdin, TIMED_OUT_EXIT_CODE,
 };
 
 /// The process supervisor used by the local and bounded shells, for providers in other
-/// crates (the OS sandbox) that wrap a program such as `bwrap` around the command.
+/// crates (the OS sandbox) that wrap a program such as `bwrap` around the command, and
+/// the containment that holds each run's processes together.
 pub mod process {
+    pub use crate::providers::local::contain::{
+        Containment, Mechanism, REAPER_SUBCOMMAND, run_reaper,
+    };
     pub use crate::providers::local::process::{
         DRAIN_AFTER_EXIT, KILL_GRACE, ProcessSpec, WorkingDir, supervise,
     };

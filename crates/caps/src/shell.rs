@@ -34,6 +34,18 @@ impl Default for OutputLimits {
     }
 }
 
+/// How much of the machine one run may take, whatever its processes do. Enforced by the
+/// host's containment (a cgroup per run); `None` means no limit of that kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceLimits {
+    /// Processes and threads alive at once (a fork bomb stops here).
+    pub max_processes: Option<u64>,
+    /// Memory in bytes, swap included where the kernel can tell (a memory bomb is
+    /// killed by the kernel here).
+    pub max_memory: Option<u64>,
+}
+
 /// What the child reads on standard input.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Stdin {
@@ -58,6 +70,8 @@ pub struct ExecOptions {
     pub timeout: Duration,
     /// Output limits.
     pub limits: OutputLimits,
+    /// Resource limits of the whole run (processes, memory).
+    pub resources: ResourceLimits,
     /// The `argv[0]` the program sees, when it should differ from the path executed
     /// (a program resolved to its canonical file still sees the name it was called by).
     /// Only [`Shell::exec`] uses it.
@@ -79,6 +93,7 @@ impl ExecOptions {
             stdin: Stdin::Null,
             timeout,
             limits: OutputLimits::default(),
+            resources: ResourceLimits::default(),
             arg0: None,
             expect_program: None,
         }

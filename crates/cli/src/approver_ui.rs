@@ -221,7 +221,7 @@ async fn run_here(request: &ExecPrompt) -> ExecReport {
         return not_run("the request carries no plan to run".into());
     };
     let timeout = Duration::from_millis(request.timeout_ms.max(1));
-    let result = runner::launch(&LocalShell::new(), plan, timeout).await;
+    let result = runner::launch(&LocalShell::new(), plan, timeout, Default::default()).await;
     match result {
         Ok(out) => ExecReport {
             exit_code: out.exit_code(),

@@ -80,6 +80,15 @@ enum Command {
 }
 
 fn main() {
+    // The per-run subreaper (hosts without cgroups): `REAPER program argv0 args...`.
+    let raw: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if raw
+        .get(1)
+        .is_some_and(|a| a == caps::process::REAPER_SUBCOMMAND)
+        && raw.len() > 3
+    {
+        caps::process::run_reaper(&raw[2], &raw[3..]);
+    }
     // The in-sandbox helper: the last step inside bubblewrap, before anything else runs.
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some(sandbox::helper::SUBCOMMAND) {

@@ -159,6 +159,15 @@ impl Explanation {
             humantime::format_duration(p.max_timeout.value),
             p.max_timeout.source
         );
+        let _ = writeln!(
+            out,
+            "  {:<12} {} processes ({}), {} MiB of memory ({})",
+            "limits",
+            p.max_processes.value,
+            p.max_processes.source,
+            p.max_memory.value >> 20,
+            p.max_memory.source
+        );
         if !p.env_names.is_empty() {
             let names: Vec<String> = p
                 .env_names

@@ -56,7 +56,7 @@ pub use allowlist::{
     Allowlist, CaseMode, PatternKind, RejectedPattern, escape_glob, validate_pattern,
 };
 pub use config::{
-    AgentConfig, Config, ExecSettings, GatewaySettings, SandboxBackend, SandboxSettings,
+    AgentConfig, Config, ExecSettings, GatewaySettings, RunLimits, SandboxBackend, SandboxSettings,
 };
 pub use decision::{
     AllowReason, ApproverAnswer, AskReason, Decision, DenyReason, after_ask, decide,

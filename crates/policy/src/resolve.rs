@@ -153,6 +153,10 @@ pub struct ResolvedPolicy {
     pub max_timeout: Sourced<Duration>,
     /// Environment variable names requests may set beyond the built-in list.
     pub env_names: Vec<Sourced<String>>,
+    /// Processes and threads the run may have at once.
+    pub max_processes: Sourced<u64>,
+    /// Bytes of memory the run may use.
+    pub max_memory: Sourced<u64>,
 }
 
 impl ResolvedPolicy {
@@ -328,6 +332,30 @@ pub fn resolve(
                 .flat_map(|a| a.env.iter().map(|n| Sourced::new(n.clone(), Source::Agent))),
         )
         .collect();
+    let max_processes = first(
+        [
+            (
+                agent_exec.and_then(|a| a.max_processes.as_ref()),
+                Source::Agent,
+            ),
+            (global.max_processes.as_ref(), Source::Global),
+            (None, Source::Default),
+            (None, Source::Default),
+        ],
+        config.default_limits.max_processes,
+    );
+    let max_memory = first(
+        [
+            (
+                agent_exec.and_then(|a| a.max_memory.as_ref()),
+                Source::Agent,
+            ),
+            (global.max_memory.as_ref(), Source::Global),
+            (None, Source::Default),
+            (None, Source::Default),
+        ],
+        config.default_limits.max_memory,
+    );
     ResolvedPolicy {
         host,
         security,
@@ -339,6 +367,8 @@ pub fn resolve(
         timeout,
         max_timeout,
         env_names,
+        max_processes,
+        max_memory,
     }
 }
 

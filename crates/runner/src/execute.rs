@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use caps::{ExecOptions, ExecOutput, RefusedWrites, Script, Shell};
+use caps::{ExecOptions, ExecOutput, RefusedWrites, ResourceLimits, Script, Shell};
 use policy::{AllowReason, Decision, DenyReason, Launch, PermissionMode, PlanError, RunPlan};
 use tokio_util::sync::CancellationToken;
 
@@ -109,9 +109,11 @@ pub async fn launch(
     shell: &dyn Shell,
     plan: &RunPlan,
     timeout: Duration,
+    resources: ResourceLimits,
 ) -> caps::Result<ExecOutput> {
     let mut options = ExecOptions::new(&plan.cwd, timeout);
     options.env = plan.env.clone();
+    options.resources = resources;
     match &plan.launch {
         Launch::Exec {
             program,
@@ -284,7 +286,12 @@ impl Runner {
         events: &dyn EventSink,
         cancel: &CancellationToken,
     ) -> RunReport {
-        let timeout = decided.explanation.policy.timeout.value;
+        let policy = &decided.explanation.policy;
+        let timeout = policy.timeout.value;
+        let resources = ResourceLimits {
+            max_processes: Some(policy.max_processes.value),
+            max_memory: Some(policy.max_memory.value),
+        };
         report.executed = Some(Executed {
             argv: os_argv(plan),
             rebuilt,
@@ -299,7 +306,7 @@ impl Runner {
         let result = tokio::select! {
             biased;
             _ = cancel.cancelled() => None,
-            result = launch(shell, plan, timeout) => Some(result),
+            result = launch(shell, plan, timeout, resources) => Some(result),
         };
         conclude(report, events, result)
     }

@@ -409,6 +409,9 @@ fn engine_spec(
         stdin: Stdin::Null,
         keep_fds: Vec::new(),
         display_name: engine.display().to_string(),
+        // The command runs in the container; the engine client is held by its session.
+        containment: caps::process::Containment::session_only(),
+        resources: caps::ResourceLimits::default(),
     }
 }
 

@@ -29,6 +29,10 @@ pub struct ExecSettings {
     pub env: Vec<String>,
     /// `tools.exec.timeout`: the timeout when a request names none.
     pub timeout: Option<Duration>,
+    /// `tools.exec.max_processes`: processes and threads one run may have at once.
+    pub max_processes: Option<u64>,
+    /// `tools.exec.max_memory`: bytes of memory one run may use.
+    pub max_memory: Option<u64>,
 }
 
 /// One `[[agents.list]]` entry.
@@ -55,6 +59,47 @@ pub struct Config {
     pub sandbox: SandboxSettings,
     /// The `[gateway]` table: bounds on the HTTP endpoint's MCP sessions.
     pub gateway: GatewaySettings,
+    /// The run limits when the file sets none — not read from the file: the host's
+    /// composition fills them in from the machine (see [`RunLimits::for_host`]).
+    pub default_limits: RunLimits,
+}
+
+/// A run's process and memory limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunLimits {
+    /// Processes and threads alive at once.
+    pub max_processes: u64,
+    /// Bytes of memory.
+    pub max_memory: u64,
+}
+
+/// Processes one run may have unless configured: far above what builds use (a `make
+/// -j64` with compilers and their threads stays in the hundreds), far below what hurts
+/// a host.
+pub const DEFAULT_MAX_PROCESSES: u64 = 4096;
+/// Memory one run may use unless configured, at most: 8 GiB, or half the host's memory
+/// where that is less.
+pub const DEFAULT_MAX_MEMORY: u64 = 8 << 30;
+
+impl Default for RunLimits {
+    fn default() -> Self {
+        RunLimits {
+            max_processes: DEFAULT_MAX_PROCESSES,
+            max_memory: DEFAULT_MAX_MEMORY,
+        }
+    }
+}
+
+impl RunLimits {
+    /// The defaults for a host with `total_memory` bytes: half of it, at most
+    /// [`DEFAULT_MAX_MEMORY`].
+    pub fn for_host(total_memory: u64) -> Self {
+        RunLimits {
+            max_processes: DEFAULT_MAX_PROCESSES,
+            max_memory: (total_memory / 2).clamp(256 << 20, DEFAULT_MAX_MEMORY),
+        }
+    }
 }
 
 /// `[gateway]`: how many MCP sessions one credential may hold and how long an idle one
@@ -353,6 +398,35 @@ mod tests {
                 "{text:?}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn run_limits_are_read_at_both_levels_and_validated() {
+        let c = parse(
+            "[tools.exec]\nmax_processes = 512\nmax_memory = \"2GiB\"\n[[agents.list]]\nid = \"a\"\ntools.exec.max_memory = 268435456\n",
+        )
+        .unwrap();
+        assert_eq!(c.exec.max_processes, Some(512));
+        assert_eq!(c.exec.max_memory, Some(2 << 30));
+        assert_eq!(
+            c.agent("a").and_then(|a| a.exec.max_memory),
+            Some(256 << 20)
+        );
+        for (bad, key) in [
+            ("max_processes = 3", "tools.exec.max_processes"),
+            ("max_processes = \"many\"", "tools.exec.max_processes"),
+            ("max_memory = \"lots\"", "tools.exec.max_memory"),
+            ("max_memory = \"1MiB\"", "tools.exec.max_memory"),
+            ("max_memory = \"3 parsecs\"", "tools.exec.max_memory"),
+        ] {
+            let err = parse(&format!("[tools.exec]\n{bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(key), "{bad}: {err}");
+        }
+        let small = RunLimits::for_host(1 << 30);
+        assert_eq!(small.max_memory, 512 << 20);
+        assert_eq!(RunLimits::for_host(64 << 30).max_memory, DEFAULT_MAX_MEMORY);
     }
 
     #[test]

@@ -9,6 +9,31 @@ use super::{AgentConfig, Config, ExecSettings, GatewaySettings, SandboxBackend, 
 use crate::PolicyError;
 use crate::env::check_extra_env_name;
 
+/// The smallest process limit accepted: below it a shell pipeline cannot start (and the
+/// spawning thread itself counts while a run starts on cgroup v2).
+const MIN_PROCESSES: i64 = 32;
+/// The smallest memory limit accepted, in MiB.
+const MIN_MEMORY_MIB: u64 = 16;
+
+/// `"512MiB"`, `"4 GiB"`, `"2G"`, `"1048576"` → bytes.
+fn parse_size(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number.parse().ok()?;
+    let multiplier: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        _ => return None,
+    };
+    n.checked_mul(multiplier)
+}
+
 pub(super) struct Walker<'a> {
     pub(super) file: &'a Path,
 }
@@ -57,6 +82,23 @@ impl Walker<'_> {
                 .to_owned();
             self.invalid(key, value, expected)
         })
+    }
+
+    /// A memory size: bytes as an integer, or text like `"512MiB"`, `"4 GiB"`, `"2G"`.
+    fn size(&self, key: &str, value: &toml::Value) -> Result<u64, PolicyError> {
+        let expected = || {
+            format!("expected a size like \"512MiB\" or \"4GiB\", at least {MIN_MEMORY_MIB} MiB")
+        };
+        let bytes = match value {
+            toml::Value::Integer(n) if *n > 0 => Some(*n as u64),
+            toml::Value::String(s) => parse_size(s),
+            _ => None,
+        }
+        .ok_or_else(|| self.invalid(key, value, expected()))?;
+        if bytes < MIN_MEMORY_MIB * 1024 * 1024 {
+            return Err(self.invalid(key, value, expected()));
+        }
+        Ok(bytes)
     }
 
     fn duration(&self, key: &str, value: &toml::Value) -> Result<Duration, PolicyError> {
@@ -160,6 +202,20 @@ impl Walker<'_> {
                     }
                     "timeout" => settings.timeout = Some(self.duration(&full, value)?),
                     "max_timeout" if global => max = Some(self.duration(&full, value)?),
+                    "max_processes" => {
+                        let n = value
+                            .as_integer()
+                            .filter(|n| (MIN_PROCESSES..=1_000_000).contains(n))
+                            .ok_or_else(|| {
+                                self.invalid(
+                                    &full,
+                                    value,
+                                    format!("expected a number of processes from {MIN_PROCESSES} to 1000000"),
+                                )
+                            })?;
+                        settings.max_processes = Some(n as u64);
+                    }
+                    "max_memory" => settings.max_memory = Some(self.size(&full, value)?),
                     _ => return Err(self.unknown(full)),
                 }
             }

@@ -2,6 +2,7 @@
 // The local provider is where raw file and process access is the point.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
+pub mod contain;
 mod fs;
 pub mod process;
 mod shell;

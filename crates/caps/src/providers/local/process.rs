@@ -6,8 +6,10 @@
 //! does not reap it. While the child is an unreaped zombie its pid (= its process group
 //! and session id) cannot be reused, so `killpg` after exit hits only our own leftovers.
 //!
-//! Limits of process-group/session killing: a descendant that calls `setsid()` itself
-//! leaves both and is out of reach here; the OS sandbox's pid namespace closes that gap.
+//! Process group and session kill reach what stayed in them; the run's containment unit
+//! (`contain/`: a cgroup, or a subreaper) reaches everything else — a descendant that
+//! called `setsid()`, a double-forked daemon — and ends it when the run ends, whether by
+//! exit, timeout or cancellation.
 
 use std::ffi::OsString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -22,9 +24,10 @@ use nix::unistd::Pid;
 use tokio::io::AsyncWriteExt;
 use tokio::io::unix::AsyncFd;
 
+use super::contain::{Containment, Unit};
 use super::spawn::{SpawnCwd, StdinKind, spawn};
 use crate::output::{OutputCollector, Stream};
-use crate::shell::{ExecOptions, ExecOutput, ExitStatus, OutputLimits, Stdin};
+use crate::shell::{ExecOptions, ExecOutput, ExitStatus, OutputLimits, ResourceLimits, Stdin};
 use crate::{CapsError, Result};
 
 /// Time a process tree gets between SIGTERM and SIGKILL after a timeout: enough for a
@@ -67,6 +70,10 @@ pub struct ProcessSpec {
     pub keep_fds: Vec<OwnedFd>,
     /// The name used in error messages.
     pub display_name: String,
+    /// What holds the run's processes together.
+    pub containment: Containment,
+    /// The run's process and memory limits (enforced where the containment can).
+    pub resources: ResourceLimits,
 }
 
 impl ProcessSpec {
@@ -92,6 +99,8 @@ impl ProcessSpec {
             stdin: options.stdin.clone(),
             keep_fds: Vec::new(),
             display_name: display_name.to_owned(),
+            containment: Containment::session_only(),
+            resources: options.resources,
         }
     }
 }
@@ -116,6 +125,8 @@ pub async fn supervise(
         stdin,
         keep_fds,
         display_name,
+        containment,
+        resources,
     } = spec;
     if argv.is_empty() {
         return Err(CapsError::invalid("argv must not be empty"));
@@ -128,10 +139,21 @@ pub async fn supervise(
         WorkingDir::Path(p) => SpawnCwd::Path(p),
         WorkingDir::Handle(fd) => SpawnCwd::Fd(fd.as_raw_fd()),
     };
-    let child = spawn(&program, &argv, &env, spawn_cwd, stdin_kind, &keep_fds)
+    let mut unit = containment
+        .unit(resources)
+        .map_err(|source| CapsError::Io {
+            op: "contain the run of",
+            path: PathBuf::from(&display_name),
+            source,
+        })?;
+    let (program, argv) = unit.wrap(program, argv);
+    let (pid, child) = unit
+        .spawn(|| {
+            spawn(&program, &argv, &env, spawn_cwd, stdin_kind, &keep_fds).map(|c| (c.pid, c))
+        })
         .map_err(|e| spawn_error(&display_name, e))?;
     drop((cwd, keep_fds));
-    let mut guard = TreeGuard::new(Pid::from_raw(child.pid));
+    let mut guard = TreeGuard::new(Pid::from_raw(pid), unit);
     let (wake_r, wake_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| CapsError::from_io("pipe", &display_name, e.into()))?;
     guard.reader_wake = Some(wake_w);
@@ -167,15 +189,16 @@ pub async fn supervise(
                 kill_at = Some(tokio::time::Instant::now() + KILL_GRACE);
             }
             _ = escalate => {
-                guard.signal(Signal::SIGKILL);
+                guard.kill_all();
                 kill_at = None;
             }
         }
     }
 
     // The leader has exited but is not reaped: its group id cannot be recycled yet, so
-    // killing the group now reaches only what the run left behind.
-    guard.signal(Signal::SIGKILL);
+    // killing the group now reaches only what the run left behind — and the unit reaches
+    // whatever left the group.
+    guard.kill_all();
     if timed_out {
         guard.sweep_session();
     }
@@ -185,13 +208,24 @@ pub async fn supervise(
     let collector = match tokio::time::timeout(DRAIN_AFTER_EXIT, &mut reader).await {
         Ok(joined) => joined,
         Err(_) => {
-            // Only a descendant that left our session can still hold the pipes open.
+            // Only a descendant that escaped every containment can still hold the pipes.
             guard.wake_reader();
             reader.await
         }
     }
     .map_err(|e| CapsError::from_io("read output", &display_name, std::io::Error::other(e)))?;
-    Ok(collector.finish(status, timed_out, started.elapsed()))
+    let note = guard.finish_unit().await;
+    let mut output = collector.finish(status, timed_out, started.elapsed());
+    if let Some(note) = note {
+        for text in [&mut output.stderr, &mut output.combined] {
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&note);
+            text.push('\n');
+        }
+    }
+    Ok(output)
 }
 
 /// Map an exec failure to the typed errors the CLI turns into 127 / 126.
@@ -329,18 +363,21 @@ async fn wait_for_exit(pid: libc::pid_t) -> std::io::Result<()> {
 }
 
 /// Owns the run's process tree until it is reaped: kills the group on timeout, and when
-/// the supervising future is dropped early kills the group and session, releases the
-/// output reader, and reaps the child on a helper thread so no zombie is left.
+/// the supervising future is dropped early kills the group, the session and the
+/// containment unit, releases the output reader, and reaps the child on a helper thread
+/// so no zombie is left.
 struct TreeGuard {
     leader: Pid,
+    unit: Option<Unit>,
     reaped: bool,
     reader_wake: Option<OwnedFd>,
 }
 
 impl TreeGuard {
-    fn new(leader: Pid) -> Self {
+    fn new(leader: Pid, unit: Unit) -> Self {
         TreeGuard {
             leader,
+            unit: Some(unit),
             reaped: false,
             reader_wake: None,
         }
@@ -349,6 +386,19 @@ impl TreeGuard {
     fn signal(&self, signal: Signal) {
         // ESRCH (nothing left in the group) is the normal case after a clean exit.
         let _ = killpg(self.leader, signal);
+    }
+
+    /// End every process of the run: the unit (which also reaches what left the group),
+    /// then the group. A reaper leader ends its run itself when asked and must not be
+    /// killed before it has.
+    fn kill_all(&self) {
+        if let Some(unit) = &self.unit {
+            unit.kill();
+            if matches!(unit, Unit::Reaper { .. }) {
+                return;
+            }
+        }
+        self.signal(Signal::SIGKILL);
     }
 
     /// Kill every process still in the run's session, including members of process
@@ -378,6 +428,16 @@ impl TreeGuard {
         }
     }
 
+    /// Wait for the unit to be empty and remove it (off the async threads); what the
+    /// kernel enforced, if anything.
+    async fn finish_unit(&mut self) -> Option<String> {
+        let mut unit = self.unit.take()?;
+        tokio::task::spawn_blocking(move || unit.finish())
+            .await
+            .ok()
+            .flatten()
+    }
+
     /// Tell the output reader to stop waiting for end-of-file.
     fn wake_reader(&mut self) {
         if let Some(fd) = self.reader_wake.take() {
@@ -392,14 +452,37 @@ impl Drop for TreeGuard {
         if self.reaped {
             return;
         }
-        self.signal(Signal::SIGKILL);
+        let reaper = matches!(self.unit, Some(Unit::Reaper { .. }));
+        self.kill_all();
         self.sweep_session();
         let leader = self.leader;
-        // SIGKILL cannot be ignored, so this wait is short; it must not block the
+        let mut unit = self.unit.take();
+        // SIGKILL cannot be ignored, so these waits are short; they must not block the
         // async runtime that is dropping us.
-        std::thread::spawn(
-            move || while let Err(nix::errno::Errno::EINTR) = waitpid(leader, None) {},
-        );
+        std::thread::spawn(move || {
+            if reaper {
+                // The reaper ends its run and exits by itself; if it does not, kill it.
+                let deadline = Instant::now() + Duration::from_secs(2);
+                loop {
+                    match waitpid(leader, Some(nix::sys::wait::WaitPidFlag::WNOHANG)) {
+                        Ok(WaitStatus::StillAlive) if Instant::now() < deadline => {
+                            std::thread::sleep(Duration::from_millis(5));
+                        }
+                        Ok(WaitStatus::StillAlive) => {
+                            let _ = killpg(leader, Signal::SIGKILL);
+                            while let Err(nix::errno::Errno::EINTR) = waitpid(leader, None) {}
+                            break;
+                        }
+                        _ => break,
+                    }
+                }
+            } else {
+                while let Err(nix::errno::Errno::EINTR) = waitpid(leader, None) {}
+            }
+            if let Some(unit) = unit.as_mut() {
+                unit.finish();
+            }
+        });
     }
 }
 

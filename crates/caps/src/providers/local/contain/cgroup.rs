@@ -1,0 +1,603 @@
+//! A cgroup per run. Discovered from `/proc/self/mountinfo` and `/proc/self/cgroup`:
+//! cgroup v2 (`cgroup.kill`, and `pids.max` / `memory.max` where the controllers can be
+//! enabled for Warden's runs) and, on hybrid hosts, the v1 `pids` and `memory`
+//! hierarchies for the limits. Runs live under `warden.<pid>/run.<n>` beside the
+//! process's own cgroup.
+//!
+//! A process is put into its run's cgroup *before* it executes: for the instant of the
+//! spawn the spawning thread (v1 `tasks`) — or, on v2, where only whole processes move,
+//! this process — joins the run's cgroups, and goes back right after. The children it
+//! starts are members from their first instruction, and every descendant after them.
+//! Spawns are serialised for that instant. Ending a run never kills this process: it is
+//! checked to be out of the run's cgroup first.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::shell::ResourceLimits;
+
+/// Run numbers, unique within this process (every `Hierarchies` of the process shares
+/// the `warden.<pid>` parent).
+static NEXT_RUN: AtomicU64 = AtomicU64::new(0);
+
+/// Serialises join → spawn → leave: while this process sits in one run's cgroup, no
+/// other spawn may happen (its child would land in the wrong run).
+static SPAWN_LOCK: Mutex<()> = Mutex::new(());
+
+/// How long ending a run waits for its cgroup to empty before giving up on removing it.
+const EMPTY_WAIT: Duration = Duration::from_secs(2);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flavor {
+    /// cgroup v2: `cgroup.procs` moves whole processes; `cgroup.kill` ends a run.
+    V2,
+    /// A v1 hierarchy: `tasks` moves one thread.
+    V1Pids,
+    /// The v1 memory hierarchy.
+    V1Memory,
+}
+
+/// One hierarchy Warden may use: where this process is, and where its runs go.
+#[derive(Debug)]
+struct Hierarchy {
+    flavor: Flavor,
+    /// This process's own cgroup (where it returns after a spawn).
+    home: PathBuf,
+    /// `warden.<pid>`, the parent of this process's runs.
+    parent: PathBuf,
+    /// v2 only: `pids` and `memory` are enabled for the runs.
+    pids: bool,
+    memory: bool,
+}
+
+/// The cgroup hierarchies of this host that Warden can use.
+#[derive(Debug)]
+pub(crate) struct Hierarchies {
+    list: Vec<Hierarchy>,
+}
+
+/// One mounted cgroup filesystem: its mount point, the hierarchy path mounted there,
+/// and (v1) its controllers.
+struct Mount {
+    point: PathBuf,
+    root: String,
+    v2: bool,
+    controllers: Vec<String>,
+}
+
+fn mounts() -> io::Result<Vec<Mount>> {
+    let text = fs::read_to_string("/proc/self/mountinfo")?;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        // ID PARENT MAJ:MIN ROOT POINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPER_OPTS
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        let left: Vec<&str> = left.split(' ').collect();
+        let right: Vec<&str> = right.split(' ').collect();
+        let (Some(root), Some(point), Some(fstype)) = (left.get(3), left.get(4), right.first())
+        else {
+            continue;
+        };
+        let v2 = *fstype == "cgroup2";
+        if !v2 && *fstype != "cgroup" {
+            continue;
+        }
+        let controllers = right
+            .get(2)
+            .map(|o| o.split(',').map(str::to_owned).collect())
+            .unwrap_or_default();
+        out.push(Mount {
+            point: PathBuf::from(unescape(point)),
+            root: unescape(root),
+            v2,
+            controllers,
+        });
+    }
+    Ok(out)
+}
+
+/// mountinfo escapes spaces and the like as `\ooo`.
+fn unescape(field: &str) -> String {
+    let mut out = Vec::new();
+    let bytes = field.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\'
+            && i + 3 < bytes.len()
+            && let Ok(v) = u8::from_str_radix(&field[i + 1..i + 4], 8)
+        {
+            out.push(v);
+            i += 4;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `/proc/self/cgroup`: (v2 path, [(v1 controllers, path)]).
+fn own_cgroups() -> io::Result<(Option<String>, Vec<(Vec<String>, String)>)> {
+    let text = fs::read_to_string("/proc/self/cgroup")?;
+    let mut v2 = None;
+    let mut v1 = Vec::new();
+    for line in text.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(id), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        if id == "0" && controllers.is_empty() {
+            v2 = Some(path.to_owned());
+        } else {
+            v1.push((
+                controllers.split(',').map(str::to_owned).collect(),
+                path.to_owned(),
+            ));
+        }
+    }
+    Ok((v2, v1))
+}
+
+/// The directory of cgroup `path` in `mount`, when the mount shows it.
+fn dir_of(mount: &Mount, path: &str) -> Option<PathBuf> {
+    let rest = if mount.root == "/" {
+        path
+    } else {
+        path.strip_prefix(&mount.root)?
+    };
+    let rest = rest.trim_start_matches('/');
+    Some(if rest.is_empty() {
+        mount.point.clone()
+    } else {
+        mount.point.join(rest)
+    })
+}
+
+fn write(path: &Path, value: &str) -> io::Result<()> {
+    fs::write(path, value).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+}
+
+/// Make `warden.<pid>` under `home`; `Ok(None)` when this hierarchy is not ours to use.
+fn make_parent(home: &Path) -> Option<PathBuf> {
+    let parent = home.join(format!("warden.{}", std::process::id()));
+    match fs::create_dir(&parent) {
+        Ok(()) => Some(parent),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Some(parent),
+        Err(e) => {
+            tracing::debug!("cgroup {} is not usable: {e}", home.display());
+            None
+        }
+    }
+}
+
+fn contains_only_us(cgroup: &Path) -> bool {
+    let me = std::process::id().to_string();
+    fs::read_to_string(cgroup.join("cgroup.procs"))
+        .map(|procs| procs.lines().all(|p| p.trim() == me))
+        .unwrap_or(false)
+}
+
+/// Enable `pids` and `memory` for the runs under a v2 `parent` whose parent is `home`.
+/// The controllers must be enabled in `home`'s subtree too, which the kernel allows only
+/// for the root cgroup or one without processes: if this process is alone in `home`, it
+/// moves into a leaf of its own first (`home/warden.<pid>.self`).
+fn enable_v2_controllers(home: &mut PathBuf, parent: &Path, is_root: bool) -> (bool, bool) {
+    let available = fs::read_to_string(home.join("cgroup.controllers")).unwrap_or_default();
+    let wanted: Vec<&str> = ["pids", "memory"]
+        .into_iter()
+        .filter(|c| available.split_whitespace().any(|a| a == *c))
+        .collect();
+    if wanted.is_empty() {
+        return (false, false);
+    }
+    if !is_root && contains_only_us(home) {
+        let leaf = home.join(format!("warden.{}.self", std::process::id()));
+        let moved = fs::create_dir(&leaf)
+            .or_else(|e| {
+                if e.kind() == io::ErrorKind::AlreadyExists {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            })
+            .and_then(|()| write(&leaf.join("cgroup.procs"), &std::process::id().to_string()));
+        match moved {
+            Ok(()) => *home = leaf,
+            Err(e) => tracing::debug!("cannot move into a leaf cgroup: {e}"),
+        }
+    }
+    let enable = |dir: &Path| {
+        let text: String = wanted.iter().map(|c| format!("+{c} ")).collect();
+        write(&dir.join("cgroup.subtree_control"), text.trim_end())
+    };
+    let grandparent = parent.parent().map(Path::to_path_buf).unwrap_or_default();
+    if let Err(e) = enable(&grandparent).and_then(|()| enable(parent)) {
+        tracing::debug!("cgroup v2 controllers not available for runs: {e}");
+        return (false, false);
+    }
+    let enabled = fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
+    let has = |c: &str| enabled.split_whitespace().any(|e| e == c);
+    (has("pids"), has("memory"))
+}
+
+impl Hierarchies {
+    /// The hierarchies of this host Warden can make cgroups in; an error says why none.
+    pub(crate) fn detect() -> Result<Hierarchies, String> {
+        let mounts = mounts().map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+        let (v2_path, v1_paths) =
+            own_cgroups().map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
+        let mut list = Vec::new();
+        for (name, flavor) in [("pids", Flavor::V1Pids), ("memory", Flavor::V1Memory)] {
+            let Some(mount) = mounts
+                .iter()
+                .find(|m| !m.v2 && m.controllers.iter().any(|c| c == name))
+            else {
+                continue;
+            };
+            let Some((_, path)) = v1_paths
+                .iter()
+                .find(|(controllers, _)| controllers.iter().any(|c| c == name))
+            else {
+                continue;
+            };
+            let Some(home) = dir_of(mount, path) else {
+                continue;
+            };
+            if let Some(parent) = make_parent(&home) {
+                list.push(Hierarchy {
+                    flavor,
+                    home,
+                    parent,
+                    pids: false,
+                    memory: false,
+                });
+            }
+        }
+        if let (Some(mount), Some(path)) = (mounts.iter().find(|m| m.v2), v2_path)
+            && let Some(mut home) = dir_of(mount, &path)
+            && let Some(parent) = make_parent(&home)
+        {
+            // Limits come from v1 where it has them (hybrid hosts); else from v2.
+            let (pids, memory) = if list.is_empty() {
+                enable_v2_controllers(&mut home, &parent, path == "/")
+            } else {
+                (false, false)
+            };
+            list.push(Hierarchy {
+                flavor: Flavor::V2,
+                home,
+                parent,
+                pids,
+                memory,
+            });
+        }
+        let can_end_runs = list
+            .iter()
+            .any(|h| matches!(h.flavor, Flavor::V2 | Flavor::V1Pids));
+        if !can_end_runs {
+            for h in &list {
+                let _ = fs::remove_dir(&h.parent);
+            }
+            return Err("no cgroup hierarchy where this process may create cgroups".into());
+        }
+        Ok(Hierarchies { list })
+    }
+
+    /// Whether process and memory limits are enforced.
+    pub(crate) fn enforces_limits(&self) -> bool {
+        let pids = self
+            .list
+            .iter()
+            .any(|h| h.flavor == Flavor::V1Pids || h.pids);
+        let memory = self
+            .list
+            .iter()
+            .any(|h| h.flavor == Flavor::V1Memory || h.memory);
+        pids && memory
+    }
+
+    /// In words, for `warden doctor`.
+    pub(crate) fn describe(&self) -> String {
+        let has = |f: Flavor| self.list.iter().any(|h| h.flavor == f);
+        let v2 = self.list.iter().find(|h| h.flavor == Flavor::V2);
+        let ending = if v2.is_some() {
+            "cgroup v2 cgroup.kill ends a run"
+        } else {
+            "the v1 pids cgroup's members are killed to end a run"
+        };
+        let limits = match (
+            has(Flavor::V1Pids) || v2.is_some_and(|h| h.pids),
+            has(Flavor::V1Memory) || v2.is_some_and(|h| h.memory),
+        ) {
+            (true, true) => {
+                if has(Flavor::V1Pids) {
+                    "process and memory limits from the v1 pids and memory hierarchies (hybrid host)"
+                } else {
+                    "process and memory limits from the v2 pids and memory controllers"
+                }
+            }
+            (true, false) => "process limits only (no memory controller for Warden here)",
+            (false, true) => "memory limits only (no pids controller for Warden here)",
+            (false, false) => "no limits (no pids or memory controller for Warden here)",
+        };
+        format!("{ending}; {limits}")
+    }
+
+    /// A fresh cgroup for one run, in every hierarchy, with `limits` applied.
+    pub(crate) fn run_group(&self, limits: ResourceLimits) -> io::Result<RunGroup> {
+        let n = NEXT_RUN.fetch_add(1, Ordering::Relaxed);
+        let mut group = RunGroup {
+            dirs: Vec::new(),
+            finished: false,
+            oom_limit: limits.max_memory,
+        };
+        for h in &self.list {
+            let dir = h.parent.join(format!("run.{n}"));
+            fs::create_dir(&dir).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot create the run's cgroup {}: {e}", dir.display()),
+                )
+            })?;
+            group.dirs.push(Member {
+                flavor: h.flavor,
+                dir: dir.clone(),
+                home: h.home.clone(),
+            });
+            apply_limits(h, &dir, limits)?;
+        }
+        Ok(group)
+    }
+}
+
+impl Drop for Hierarchies {
+    fn drop(&mut self) {
+        // Fails (harmlessly) while another `Hierarchies` of this process has runs there.
+        for h in &self.list {
+            let _ = fs::remove_dir(&h.parent);
+        }
+    }
+}
+
+fn apply_limits(h: &Hierarchy, dir: &Path, limits: ResourceLimits) -> io::Result<()> {
+    match h.flavor {
+        Flavor::V2 => {
+            if let Some(n) = limits.max_processes.filter(|_| h.pids) {
+                write(&dir.join("pids.max"), &n.to_string())?;
+            }
+            if let Some(bytes) = limits.max_memory.filter(|_| h.memory) {
+                write(&dir.join("memory.max"), &bytes.to_string())?;
+                // A memory bomb must not push the host into swap instead.
+                let swap = dir.join("memory.swap.max");
+                if swap.exists() {
+                    write(&swap, "0")?;
+                }
+            }
+        }
+        Flavor::V1Pids => {
+            if let Some(n) = limits.max_processes {
+                write(&dir.join("pids.max"), &n.to_string())?;
+            }
+        }
+        Flavor::V1Memory => {
+            if let Some(bytes) = limits.max_memory {
+                write(&dir.join("memory.limit_in_bytes"), &bytes.to_string())?;
+                let memsw = dir.join("memory.memsw.limit_in_bytes");
+                if memsw.exists() {
+                    write(&memsw, &bytes.to_string())?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[derive(Debug)]
+struct Member {
+    flavor: Flavor,
+    dir: PathBuf,
+    home: PathBuf,
+}
+
+/// One run's cgroups.
+#[derive(Debug)]
+pub(crate) struct RunGroup {
+    dirs: Vec<Member>,
+    finished: bool,
+    oom_limit: Option<u64>,
+}
+
+fn gettid() -> i32 {
+    nix::unistd::gettid().as_raw()
+}
+
+/// Move this thread (v1) or process (v2) into `to` — the run's cgroup or back home.
+fn move_into(flavor: Flavor, to: &Path) -> io::Result<()> {
+    match flavor {
+        Flavor::V2 => write(&to.join("cgroup.procs"), &std::process::id().to_string()),
+        Flavor::V1Pids | Flavor::V1Memory => write(&to.join("tasks"), &gettid().to_string()),
+    }
+}
+
+fn members(dir: &Path) -> Vec<i32> {
+    fs::read_to_string(dir.join("cgroup.procs"))
+        .map(|t| t.lines().filter_map(|l| l.trim().parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+impl RunGroup {
+    /// Start a process inside the run: join, `spawn`, leave.
+    pub(crate) fn spawn_inside<T>(
+        &self,
+        spawn: impl FnOnce() -> io::Result<(i32, T)>,
+    ) -> io::Result<(i32, T)> {
+        let _serial = SPAWN_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+        let mut joined = Vec::new();
+        for m in &self.dirs {
+            if let Err(e) = move_into(m.flavor, &m.dir) {
+                self.leave(&joined);
+                return Err(e);
+            }
+            joined.push(m);
+        }
+        let started = spawn();
+        self.leave(&joined);
+        started
+    }
+
+    fn leave(&self, joined: &[&Member]) {
+        for m in joined {
+            if let Err(e) = move_into(m.flavor, &m.home) {
+                tracing::error!("could not leave a run's cgroup: {e}");
+            }
+        }
+    }
+
+    /// Kill every member of the run — never this process.
+    pub(crate) fn kill(&self) {
+        let me = std::process::id() as i32;
+        if let Some(v2) = self.dirs.iter().find(|m| m.flavor == Flavor::V2) {
+            let us_inside = members(&v2.dir).contains(&me);
+            if us_inside {
+                // A failed leave: get out before the whole cgroup is killed.
+                let _ = move_into(Flavor::V2, &v2.home);
+            }
+            if !members(&v2.dir).contains(&me) && write(&v2.dir.join("cgroup.kill"), "1").is_ok() {
+                return;
+            }
+        }
+        // No cgroup.kill (v1 only, or a kernel before 5.14): kill what is listed until
+        // nothing is; the pids limit bounds how fast a fork bomb refills it.
+        let Some(listed) = self
+            .dirs
+            .iter()
+            .find(|m| matches!(m.flavor, Flavor::V2 | Flavor::V1Pids))
+        else {
+            return;
+        };
+        for _ in 0..500 {
+            let pids: Vec<i32> = members(&listed.dir)
+                .into_iter()
+                .filter(|p| *p != me)
+                .collect();
+            if pids.is_empty() {
+                return;
+            }
+            for pid in pids {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Wait for the run's cgroups to empty, remove them, and say whether the kernel
+    /// enforced the memory limit.
+    pub(crate) fn finish(&mut self) -> Option<String> {
+        if self.finished {
+            return None;
+        }
+        self.finished = true;
+        let me = std::process::id() as i32;
+        let deadline = Instant::now() + EMPTY_WAIT;
+        let mut note = None;
+        for m in &self.dirs {
+            while members(&m.dir).iter().any(|p| *p != me) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            if let Some(limit) = self.oom_limit
+                && oom_killed(m)
+            {
+                note = Some(format!(
+                    "warden: the run reached its memory limit ({} MiB) and the kernel killed a process",
+                    limit / (1024 * 1024)
+                ));
+            }
+        }
+        for m in self.dirs.iter().rev() {
+            let mut tries = 0;
+            while let Err(e) = fs::remove_dir(&m.dir) {
+                tries += 1;
+                if tries > 50 {
+                    tracing::warn!("could not remove the run's cgroup {}: {e}", m.dir.display());
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        note
+    }
+}
+
+fn oom_killed(m: &Member) -> bool {
+    let count = |file: &str| {
+        fs::read_to_string(m.dir.join(file))
+            .ok()
+            .and_then(|t| {
+                t.lines()
+                    .find_map(|l| l.strip_prefix("oom_kill ").map(|v| v.trim().parse::<u64>()))
+            })
+            .and_then(Result::ok)
+            .unwrap_or(0)
+    };
+    match m.flavor {
+        Flavor::V2 => count("memory.events") > 0,
+        Flavor::V1Memory => count("memory.oom_control") > 0,
+        Flavor::V1Pids => false,
+    }
+}
+
+impl Drop for RunGroup {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.kill();
+        let mut rest = RunGroup {
+            dirs: std::mem::take(&mut self.dirs),
+            finished: false,
+            oom_limit: None,
+        };
+        self.finished = true;
+        // Waiting for the kernel to empty the cgroups must not block an async runtime.
+        std::thread::spawn(move || {
+            rest.finish();
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_fields_are_unescaped_and_paths_mapped_through_the_mount_root() {
+        assert_eq!(
+            unescape("/sys/fs/cgroup/my\\040dir"),
+            "/sys/fs/cgroup/my dir"
+        );
+        let m = Mount {
+            point: PathBuf::from("/sys/fs/cgroup/memory"),
+            root: "/docker/abc".into(),
+            v2: false,
+            controllers: vec!["memory".into()],
+        };
+        assert_eq!(
+            dir_of(&m, "/docker/abc/sub"),
+            Some(PathBuf::from("/sys/fs/cgroup/memory/sub"))
+        );
+        assert_eq!(
+            dir_of(&m, "/docker/abc"),
+            Some(PathBuf::from("/sys/fs/cgroup/memory"))
+        );
+        assert_eq!(dir_of(&m, "/elsewhere"), None);
+    }
+}

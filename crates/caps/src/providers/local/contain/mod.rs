@@ -1,0 +1,204 @@
+//! Containment: what holds every process of one run together, so that nothing a run
+//! starts outlives it — whatever it does with sessions and process groups (`setsid`,
+//! double forks, daemons) — and what bounds the processes and memory it may take.
+//!
+//! Three mechanisms, the strongest this host allows (chosen once, by the composition
+//! root, and reported by `warden doctor`):
+//!
+//! - **cgroups** (`cgroup.rs`): a cgroup per run. The process is started inside it (the
+//!   spawning thread, or the whole process on cgroup v2, joins the run's cgroup for the
+//!   instant of the spawn), so every descendant is a member from its first instruction.
+//!   Ending the run is `cgroup.kill` (v2), or killing every listed member until none is
+//!   left (v1). `pids.max` and `memory.max` bound the run. On hybrid v1/v2 hosts (Debian
+//!   without systemd) the v2 hierarchy holds the run for the kill and the v1 `pids` and
+//!   `memory` hierarchies hold it for the limits.
+//! - **a subreaper** (`reaper.rs`): where no cgroup can be made, a small helper becomes
+//!   the run's child subreaper: every orphan of the run is re-parented to it, and it
+//!   kills and reaps all of them when the command ends or the run is stopped. Limits are
+//!   then not enforced (the doctor says so).
+//! - **the session**: process group and session kill only — enough inside the OS
+//!   sandbox, whose pid namespace ends every descendant with it.
+
+mod cgroup;
+mod reaper;
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::shell::ResourceLimits;
+
+pub use reaper::{REAPER_SUBCOMMAND, run_reaper};
+
+/// Which mechanism holds a run together on this host.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "mechanism")]
+pub enum Mechanism {
+    /// A cgroup per run.
+    Cgroup {
+        /// What holds the run and what enforces its limits, in words.
+        detail: String,
+        /// Whether process and memory limits are enforced.
+        limits: bool,
+    },
+    /// A per-run child subreaper (no limits).
+    Subreaper,
+    /// Process group and session only.
+    Session,
+}
+
+impl std::fmt::Display for Mechanism {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Mechanism::Cgroup { detail, .. } => write!(f, "a cgroup per run ({detail})"),
+            Mechanism::Subreaper => f.write_str(
+                "a child subreaper per run (no cgroup could be made here, so process and memory limits are not enforced)",
+            ),
+            Mechanism::Session => f.write_str(
+                "process group and session only (descendants that call setsid can escape)",
+            ),
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Kind {
+    Cgroups(cgroup::Hierarchies),
+    Reaper(PathBuf),
+    Session,
+}
+
+/// How runs are contained on this host. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Containment(Arc<Kind>);
+
+impl Default for Containment {
+    fn default() -> Self {
+        Containment::session_only()
+    }
+}
+
+impl Containment {
+    /// Process group and session kill only (the OS sandbox adds its pid namespace).
+    pub fn session_only() -> Self {
+        Containment(Arc::new(Kind::Session))
+    }
+
+    /// The strongest mechanism this host allows: cgroups where Warden may make them,
+    /// else a subreaper run through `reaper` (a binary that dispatches
+    /// [`REAPER_SUBCOMMAND`] to [`run_reaper`]), else the session.
+    pub fn detect(reaper: Option<PathBuf>) -> Self {
+        match cgroup::Hierarchies::detect() {
+            Ok(h) => Containment(Arc::new(Kind::Cgroups(h))),
+            Err(why) => {
+                tracing::debug!("no cgroup containment: {why}");
+                match reaper {
+                    Some(helper) => Containment(Arc::new(Kind::Reaper(helper))),
+                    None => Containment::session_only(),
+                }
+            }
+        }
+    }
+
+    /// A subreaper per run through `helper`, even where cgroups exist (for tests of the
+    /// fallback).
+    pub fn subreaper(helper: PathBuf) -> Self {
+        Containment(Arc::new(Kind::Reaper(helper)))
+    }
+
+    /// Which mechanism this is.
+    pub fn mechanism(&self) -> Mechanism {
+        match self.0.as_ref() {
+            Kind::Cgroups(h) => Mechanism::Cgroup {
+                detail: h.describe(),
+                limits: h.enforces_limits(),
+            },
+            Kind::Reaper(_) => Mechanism::Subreaper,
+            Kind::Session => Mechanism::Session,
+        }
+    }
+
+    /// A containment unit for one run with `limits`. A cgroup that cannot be made fails
+    /// the run (it never runs uncontained where containment was promised).
+    pub(crate) fn unit(&self, limits: ResourceLimits) -> io::Result<Unit> {
+        Ok(match self.0.as_ref() {
+            Kind::Cgroups(h) => Unit::Cgroup(h.run_group(limits)?),
+            Kind::Reaper(helper) => Unit::Reaper {
+                helper: helper.clone(),
+                leader: None,
+            },
+            Kind::Session => Unit::Session,
+        })
+    }
+}
+
+/// One run's containment.
+#[derive(Debug)]
+pub(crate) enum Unit {
+    Cgroup(cgroup::RunGroup),
+    Reaper {
+        helper: PathBuf,
+        leader: Option<i32>,
+    },
+    Session,
+}
+
+impl Unit {
+    /// The program and argv to start: the command itself, or the reaper in front of it.
+    pub(crate) fn wrap(
+        &self,
+        program: PathBuf,
+        argv: Vec<std::ffi::OsString>,
+    ) -> (PathBuf, Vec<std::ffi::OsString>) {
+        match self {
+            Unit::Reaper { helper, .. } => {
+                let mut wrapped: Vec<std::ffi::OsString> = vec![
+                    helper.clone().into_os_string(),
+                    REAPER_SUBCOMMAND.into(),
+                    program.into_os_string(),
+                ];
+                wrapped.extend(argv);
+                (helper.clone(), wrapped)
+            }
+            _ => (program, argv),
+        }
+    }
+
+    /// Run `spawn` so that the process it starts is inside this unit from its first
+    /// instruction.
+    pub(crate) fn spawn<T>(
+        &mut self,
+        spawn: impl FnOnce() -> io::Result<(i32, T)>,
+    ) -> io::Result<(i32, T)> {
+        let started = match self {
+            Unit::Cgroup(group) => group.spawn_inside(spawn)?,
+            _ => spawn()?,
+        };
+        if let Unit::Reaper { leader, .. } = self {
+            *leader = Some(started.0);
+        }
+        Ok(started)
+    }
+
+    /// End every process of the run, however it left its group or session.
+    pub(crate) fn kill(&self) {
+        match self {
+            Unit::Cgroup(group) => group.kill(),
+            Unit::Reaper {
+                leader: Some(pid), ..
+            } => reaper::stop(*pid),
+            _ => {}
+        }
+    }
+
+    /// After the run: wait until the unit is empty and remove it. Returns what the
+    /// caller should know (a limit the kernel enforced).
+    pub(crate) fn finish(&mut self) -> Option<String> {
+        match self {
+            Unit::Cgroup(group) => group.finish(),
+            _ => None,
+        }
+    }
+}

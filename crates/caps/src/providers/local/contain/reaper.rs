@@ -1,0 +1,164 @@
+//! The subreaper fallback, for hosts where no cgroup can be made: a small process in
+//! front of the command that makes itself the run's child subreaper
+//! (`PR_SET_CHILD_SUBREAPER`), so that every process of the run that loses its parent —
+//! a double fork, a daemon that left the session — is re-parented to it instead of to
+//! init. When the command ends, or the supervisor asks (`SIGUSR1`), it kills every
+//! descendant it has, reaps them all, and exits with the command's status.
+//!
+//! It ignores the run's own `SIGTERM`/`SIGINT`/`SIGHUP` (the command receives them
+//! through its process group), so a timeout's polite signal cannot end the reaper before
+//! it has done its work.
+
+use std::ffi::{CString, OsString};
+use std::os::unix::ffi::OsStrExt;
+
+use nix::libc;
+use nix::sys::signal::{SigHandler, SigSet, SigmaskHow, Signal, kill, signal, sigprocmask};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::{ForkResult, Pid, execv, fork};
+
+/// The helper binary's subcommand that runs [`run_reaper`].
+pub const REAPER_SUBCOMMAND: &str = "__warden-reaper";
+
+/// Ask the reaper `pid` to end its run.
+pub(crate) fn stop(pid: i32) {
+    let _ = kill(Pid::from_raw(pid), Signal::SIGUSR1);
+}
+
+/// Every descendant of this process, from `/proc` (parents before children).
+fn descendants() -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut parent_of = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // The command name may hold spaces and parentheses: parse after the last `)`.
+        let ppid = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().nth(1))
+            .and_then(|p| p.parse::<i32>().ok());
+        if let Some(ppid) = ppid {
+            parent_of.push((pid, ppid));
+        }
+    }
+    let mut found = vec![me];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(
+            parent_of
+                .iter()
+                .filter(|(_, ppid)| *ppid == parent)
+                .map(|(pid, _)| *pid),
+        );
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+/// Reap whatever has ended; remember the command's status if it is among them.
+fn reap_ended(child: Pid, status: &mut Option<WaitStatus>) {
+    while let Ok(s) = waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+        match s {
+            WaitStatus::StillAlive => break,
+            WaitStatus::Exited(pid, _) | WaitStatus::Signaled(pid, _, _) if pid == child => {
+                *status = Some(s);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Kill and reap everything below this process until nothing is left.
+fn end_everything(child: Pid, status: &mut Option<WaitStatus>) {
+    for _ in 0..1000 {
+        let all = descendants();
+        if all.is_empty() {
+            reap_ended(child, status);
+            return;
+        }
+        for pid in all {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+        reap_ended(child, status);
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+fn exit_like(status: Option<WaitStatus>) -> ! {
+    match status {
+        Some(WaitStatus::Exited(_, code)) => std::process::exit(code),
+        Some(WaitStatus::Signaled(_, sig, _)) => {
+            // SAFETY: restoring the default action of one signal before raising it.
+            let _ = unsafe { signal(sig, SigHandler::SigDfl) };
+            let mut only = SigSet::empty();
+            only.add(sig);
+            let _ = sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&only), None);
+            let _ = nix::sys::signal::raise(sig);
+            std::process::exit(128 + sig as i32)
+        }
+        _ => std::process::exit(125),
+    }
+}
+
+/// Run `program` with `argv` (its `argv[0]` included) as the reaper described above.
+/// Never returns.
+pub fn run_reaper(program: &OsString, argv: &[OsString]) -> ! {
+    let cstr = |s: &OsString| CString::new(s.as_bytes()).unwrap_or_default();
+    let program_c = cstr(program);
+    let argv_c: Vec<CString> = argv.iter().map(cstr).collect();
+    // SAFETY: prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    let mut watched = SigSet::empty();
+    watched.add(Signal::SIGCHLD);
+    watched.add(Signal::SIGUSR1);
+    let _ = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&watched), None);
+    // SAFETY: this process is single-threaded (it was just started), so the child may
+    // run arbitrary code before it executes the command.
+    let child = match unsafe { fork() } {
+        Err(_) => std::process::exit(125),
+        Ok(ForkResult::Child) => {
+            let _ = sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&watched), None);
+            let _ = execv(&program_c, &argv_c);
+            // Exec failed: 127 for not found, 126 otherwise, as a shell would say.
+            let code = match nix::errno::Errno::last() {
+                nix::errno::Errno::ENOENT => 127,
+                _ => 126,
+            };
+            std::process::exit(code)
+        }
+        Ok(ForkResult::Parent { child }) => child,
+    };
+    for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        // SAFETY: ignoring signals in this single-threaded process.
+        let _ = unsafe { signal(sig, SigHandler::SigIgn) };
+    }
+    let mut status = None;
+    loop {
+        match watched.wait() {
+            Ok(Signal::SIGUSR1) => break,
+            Ok(_) => {
+                // SIGCHLD: reap what ended; the command's own end ends the run.
+                reap_ended(child, &mut status);
+                if status.is_some() {
+                    break;
+                }
+            }
+            Err(_) => continue,
+        }
+    }
+    end_everything(child, &mut status);
+    exit_like(status)
+}

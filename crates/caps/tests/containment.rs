@@ -1,0 +1,170 @@
+//! Containment on this host's cgroups: nothing a run starts outlives it — not a `setsid`
+//! child, not a double-forked daemon that closed its descriptors — and a fork bomb and a
+//! memory bomb stop at the run's limits. Skips loudly where no cgroup can be made (the
+//! subreaper fallback is tested end to end through the `warden` binary).
+
+// Tests set up and inspect real files and processes.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+// Test helpers panic on failure by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Skips and measurements are reported on stderr.
+#![allow(clippy::print_stderr)]
+
+use std::time::{Duration, Instant};
+
+use caps::process::{Containment, Mechanism};
+use caps::testkit::{pids_with_cmdline, wait_gone};
+use caps::{ExecOptions, LocalShell, ResourceLimits, Script, Shell};
+
+fn cgroups() -> Option<Containment> {
+    let c = Containment::detect(None);
+    match c.mechanism() {
+        Mechanism::Cgroup { .. } => Some(c),
+        other => {
+            eprintln!("SKIPPED: no cgroup containment on this host ({other})");
+            None
+        }
+    }
+}
+
+fn opts(timeout: Duration) -> ExecOptions {
+    ExecOptions::new("/", timeout).with_env("PATH", "/usr/bin:/bin")
+}
+
+/// A unique marker so concurrent tests never see each other's sleepers.
+fn marker(n: u32) -> String {
+    format!("{}", 40_000 + (std::process::id() % 10_000) * 10 + n)
+}
+
+fn assert_none_left(cmdline: &str) {
+    for pid in pids_with_cmdline(cmdline) {
+        assert!(wait_gone(pid), "{cmdline} (pid {pid}) outlived its run");
+    }
+    assert!(
+        pids_with_cmdline(cmdline).is_empty(),
+        "{cmdline} outlived its run"
+    );
+}
+
+#[tokio::test]
+async fn a_setsid_child_dies_with_its_run_on_timeout() {
+    let Some(c) = cgroups() else { return };
+    let shell = LocalShell::contained(c);
+    let n = marker(1);
+    let script = format!("setsid sh -c 'sleep {n}' & sleep {n}");
+    let out = shell
+        .run(&Script::sh(script), &opts(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    assert!(out.timed_out, "{out:?}");
+    assert_none_left(&format!("sleep {n}"));
+}
+
+#[tokio::test]
+async fn a_double_forked_daemon_dies_when_its_run_ends_normally() {
+    let Some(c) = cgroups() else { return };
+    let shell = LocalShell::contained(c);
+    let n = marker(2);
+    // The daemon leaves the session, closes every descriptor, and its parent exits: the
+    // run ends at once, with the daemon still running — until the run's unit ends it.
+    let script = format!(
+        "(setsid sh -c 'exec </dev/null >/dev/null 2>&1; sleep {n}' &) ; sleep 0.2; echo started"
+    );
+    let started = Instant::now();
+    let out = shell
+        .run(&Script::sh(script), &opts(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, "started\n", "{out:?}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_none_left(&format!("sleep {n}"));
+}
+
+#[tokio::test]
+async fn a_cancelled_run_takes_every_descendant_with_it() {
+    let Some(c) = cgroups() else { return };
+    let shell = LocalShell::contained(c);
+    let n = marker(3);
+    let script = format!("(setsid sleep {n} &); sleep {n}");
+    let (script, o) = (Script::sh(script), opts(Duration::from_secs(60)));
+    let run = shell.run(&script, &o);
+    // Dropping the future is cancellation.
+    let _ = tokio::time::timeout(Duration::from_millis(500), run).await;
+    assert_none_left(&format!("sleep {n}"));
+}
+
+#[tokio::test]
+async fn a_fork_bomb_stops_at_the_process_limit_and_nothing_survives() {
+    let Some(c) = cgroups() else { return };
+    if !matches!(c.mechanism(), Mechanism::Cgroup { limits: true, .. }) {
+        eprintln!("SKIPPED: this host's cgroups enforce no limits for Warden");
+        return;
+    }
+    let shell = LocalShell::contained(c);
+    let mut o = opts(Duration::from_secs(3));
+    o.resources = ResourceLimits {
+        max_processes: Some(64),
+        max_memory: Some(256 * 1024 * 1024),
+    };
+    let bomb = "b() { b | b & }; b; sleep 10";
+    let host_before = std::fs::read_dir("/proc").unwrap().count();
+    let bomb = Script::sh(bomb);
+    let run = shell.run(&bomb, &o);
+    tokio::pin!(run);
+    // While it runs, the host stays responsive and the run stays within its limit.
+    let mut worst = Duration::ZERO;
+    let mut peak = 0usize;
+    let out = loop {
+        tokio::select! {
+            out = &mut run => break out.unwrap(),
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {
+                let t = Instant::now();
+                let count = std::fs::read_dir("/proc").unwrap().count();
+                worst = worst.max(t.elapsed());
+                peak = peak.max(count.saturating_sub(host_before));
+            }
+        }
+    };
+    eprintln!("fork bomb: worst /proc listing {worst:?}, peak extra entries {peak}");
+    assert!(out.timed_out, "{out:?}");
+    assert!(
+        worst < Duration::from_secs(1),
+        "the host stalled: {worst:?}"
+    );
+    assert!(peak < 200, "the run grew to {peak} processes");
+    // Nothing of the bomb is left: the shell function runs as `sh`, children of no one.
+    let leftover = std::fs::read_dir("/proc").unwrap().count();
+    assert!(
+        leftover <= host_before + 20,
+        "{} processes left after the run",
+        leftover.saturating_sub(host_before)
+    );
+}
+
+#[tokio::test]
+async fn a_memory_bomb_is_killed_at_the_memory_limit_and_says_so() {
+    let Some(c) = cgroups() else { return };
+    if !matches!(c.mechanism(), Mechanism::Cgroup { limits: true, .. }) {
+        eprintln!("SKIPPED: this host's cgroups enforce no limits for Warden");
+        return;
+    }
+    let shell = LocalShell::contained(c);
+    let mut o = opts(Duration::from_secs(30));
+    o.resources = ResourceLimits {
+        max_processes: Some(64),
+        max_memory: Some(64 * 1024 * 1024),
+    };
+    // `tail` keeps a line without a newline in memory: 1 GiB of zeros is one such line.
+    let started = Instant::now();
+    let out = shell
+        .run(
+            &Script::sh("head -c 1G /dev/zero | tail -n 1 >/dev/null; echo survived"),
+            &o,
+        )
+        .await
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(20));
+    // The kernel killed `tail` at the limit (the shell goes on to say so), and the run
+    // tells which limit it was.
+    assert!(out.stderr.contains("memory limit (64 MiB)"), "{out:?}");
+}
