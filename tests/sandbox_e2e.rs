@@ -473,7 +473,7 @@ async fn network_off_means_no_tcp_udp_or_abstract_socket_reaches_the_host() {
     let got = lab.probe(true, "net", &env).await;
     assert_eq!(got["tcp"], "connected");
     // ...but host abstract sockets stay out of reach where Landlock can scope them (ABI 6).
-    if sandbox::bwrap::landlock_abi() >= 6 {
+    if sandbox::landlock::abi() >= 6 {
         assert_ne!(got["abstract"], "connected", "{got:?}");
         assert!(abstract_listener.accept().is_err());
     } else {
@@ -881,7 +881,7 @@ fn fails_closed_when_bubblewrap_is_missing_or_cannot_build_namespaces() {
         ..SandboxPolicy::default()
     };
     let result = Bwrap::new(required, PathBuf::from("/bin/true"), &trusted_dirs());
-    if sandbox::bwrap::landlock_abi() < 1 {
+    if sandbox::landlock::abi() < 1 {
         assert!(result.unwrap_err().0.contains("Landlock"));
     }
 }
@@ -971,7 +971,7 @@ fn doctor_reports_what_this_machine_can_do() {
             .contains("bubblewrap 0."),
         "the version is reported: {v}"
     );
-    assert_eq!(v["landlockAbi"], sandbox::bwrap::landlock_abi());
+    assert_eq!(v["landlockAbi"], sandbox::landlock::abi());
     assert_eq!(
         check("write watch")["ok"],
         sandbox::watch::available().is_ok()

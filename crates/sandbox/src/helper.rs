@@ -111,7 +111,7 @@ pub fn decode(args: &[String]) -> Result<HelperArgs, String> {
 }
 
 /// What to execute: the file, and the argv it sees (its `argv[0]` may differ).
-pub struct Target {
+struct Target {
     program: CString,
     argv: Vec<CString>,
 }
@@ -121,7 +121,7 @@ fn apply_landlock(writable: &[PathBuf], mode: LandlockMode) -> Result<RulesetSta
     // Ask for the write rights this kernel knows (up to ABI 5, the newest file-system
     // rights this helper uses): asking for more would make a hard requirement fail on an
     // older kernel.
-    let kernel_abi = crate::bwrap::landlock_abi();
+    let kernel_abi = crate::landlock::abi();
     let abi = ABI::from(kernel_abi.clamp(1, 5) as i32);
     let write = AccessFs::from_write(abi);
     let mut ruleset = Ruleset::default();
@@ -200,7 +200,7 @@ pub fn main(args: &[String]) -> ! {
     }
     let target = Target { program, argv };
     match parsed.watch_fd {
-        Some(fd) => crate::watch::run(fd, &parsed.watch_roots, &target, exec_command),
+        Some(fd) => crate::watch::run(fd, &parsed.watch_roots, &target),
         None => exec_command(&target),
     }
 }
@@ -217,6 +217,12 @@ fn close_from_to(first: u32, last: u32) {
         for fd in first..last.min(1024).saturating_add(1) {
             let _ = nix::unistd::close(fd as i32);
         }
+    }
+}
+
+impl crate::watch::Exec for Target {
+    fn exec(&self) -> ! {
+        exec_command(self)
     }
 }
 

@@ -21,6 +21,7 @@ pub mod bwrap;
 pub mod container;
 pub mod git;
 pub mod helper;
+pub mod landlock;
 pub mod mounts;
 pub mod probe;
 pub mod protect;

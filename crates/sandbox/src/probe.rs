@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 
 use serde::Serialize;
 
-use crate::bwrap::{find_bwrap, landlock_abi};
+use crate::bwrap::find_bwrap;
 
 /// One check.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -125,7 +125,7 @@ pub fn probe(bwrap_dirs: &[PathBuf]) -> Report {
             "not supported by this kernel".to_string()
         },
     ));
-    let abi = landlock_abi();
+    let abi = crate::landlock::abi();
     checks.push(check(
         "landlock",
         abi >= 1,

@@ -1,22 +1,13 @@
-//! The Linux backend: every command runs under bubblewrap.
-//!
-//! Layout inside: the host root read-only, fresh `/proc` and a minimal `/dev`, then the
-//! mount plan of `mounts.rs` (homes, `/run` and `/tmp` emptied; authorized paths bound
-//! back in — read-only, or writable in the writable profile — from descriptors opened and
-//! checked before launch, so no path is looked up again; Warden's state and, as root,
-//! credential stores hidden; all ordered parents first); repositories in a writable
-//! path kept from becoming a way out (`git.rs`: hooks and config read-only). New user,
-//! pid, ipc, uts and (unless allowed) net namespaces, a new session, death with the
-//! parent, every capability dropped — also when Warden runs as root — and two seccomp
-//! programs. The helper then applies Landlock and executes the
-//! command.
+//! The bubblewrap sandbox: a trusted `bwrap`, a [`Bwrap`] checked when it is built, and
+//! bubblewrap's command line for one run — namespaces and capabilities, the seccomp
+//! programs and every bind as a descriptor opened and checked now (so bubblewrap looks no
+//! path up again), the mount plan in order, git's protections in a writable profile, and
+//! the helper with its arguments.
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use caps::process::{ProcessSpec, WorkingDir, supervise};
-use caps::{CapsError, ExecOptions, ExecOutput, Script, Shell};
+use caps::CapsError;
 
 use crate::mounts::{Mount, MountPlan};
 use crate::{LandlockMode, Profile, SandboxPolicy, Unavailable, git, helper, seccomp};
@@ -41,22 +32,6 @@ pub fn find_bwrap(dirs: &[PathBuf]) -> Result<PathBuf, Unavailable> {
     }))
 }
 
-/// The Landlock ABI version the running kernel supports (0: none).
-pub fn landlock_abi() -> i64 {
-    const LANDLOCK_CREATE_RULESET_VERSION: u32 = 1;
-    // SAFETY: with a NULL attribute pointer, size 0 and the VERSION flag, this system call
-    // only returns the ABI version (or an error); it creates nothing and reads no memory.
-    let v = unsafe {
-        nix::libc::syscall(
-            nix::libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<u8>(),
-            0usize,
-            LANDLOCK_CREATE_RULESET_VERSION,
-        )
-    };
-    if v < 0 { 0 } else { v }
-}
-
 /// A configured bubblewrap sandbox.
 #[derive(Debug)]
 pub struct Bwrap {
@@ -68,6 +43,8 @@ pub struct Bwrap {
     seccomp_enosys: Vec<u8>,
 }
 
+/// An in-memory file holding `bytes`, read from the start (a seccomp program for
+/// bubblewrap).
 fn memfd_with(name: &str, bytes: &[u8]) -> Result<OwnedFd, CapsError> {
     let fd = rustix::fs::memfd_create(name, rustix::fs::MemfdFlags::CLOEXEC)
         .map_err(|e| CapsError::from_io("memfd_create", name, e.into()))?;
@@ -109,7 +86,7 @@ impl Bwrap {
         bwrap_dirs: &[PathBuf],
     ) -> Result<Bwrap, Unavailable> {
         let bwrap = find_bwrap(bwrap_dirs)?;
-        let abi = landlock_abi();
+        let abi = crate::landlock::abi();
         if policy.landlock == LandlockMode::Required && abi < 1 {
             return Err(Unavailable(
                 "Landlock is required (sandbox.landlock = \"required\") but this kernel does not support it".into(),
@@ -153,26 +130,6 @@ impl Bwrap {
     /// The policy.
     pub fn policy(&self) -> &SandboxPolicy {
         &self.policy
-    }
-
-    /// A shell running commands in this sandbox with `profile`.
-    pub fn shell(self: &Arc<Self>, profile: Profile) -> SandboxShell {
-        SandboxShell {
-            sandbox: Arc::clone(self),
-            profile,
-            watch_writes: false,
-        }
-    }
-
-    /// A read-only shell that also reports, in [`ExecOutput::refused_writes`], the writes
-    /// the kernel refused beneath the writable paths (see [`crate::watch`]). Approval
-    /// mode runs commands with it first.
-    pub fn watched_shell(self: &Arc<Self>) -> SandboxShell {
-        SandboxShell {
-            sandbox: Arc::clone(self),
-            profile: Profile::ReadOnly,
-            watch_writes: true,
-        }
     }
 
     /// How to launch `argv` in this sandbox. `report`, if given, is the write end of the
@@ -331,7 +288,7 @@ impl Bwrap {
 
     /// A working directory the sandbox hides cannot be entered inside: say so plainly
     /// instead of letting bubblewrap fail with "Can't chdir".
-    fn check_cwd_visible(&self, cwd: &Path) -> Result<(), CapsError> {
+    pub(super) fn check_cwd_visible(&self, cwd: &Path) -> Result<(), CapsError> {
         let bound: Vec<&PathBuf> = self
             .policy
             .writable_paths
@@ -350,108 +307,6 @@ impl Bwrap {
             authorized.join(", ")
         )))
     }
-
-    async fn run_argv(
-        &self,
-        profile: Profile,
-        watch_writes: bool,
-        argv: &[String],
-        arg0: Option<&str>,
-        options: &ExecOptions,
-    ) -> caps::Result<ExecOutput> {
-        options.validate_request(argv)?;
-        if !options.cwd.is_absolute() {
-            return Err(CapsError::invalid(format!(
-                "working directory must be absolute, got {}",
-                options.cwd.display()
-            )));
-        }
-        self.check_cwd_visible(&options.cwd)?;
-        let (report_read, report_write) = if watch_writes {
-            let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-                .map_err(|e| CapsError::from_io("pipe", "write watch", e.into()))?;
-            (Some(r), Some(w))
-        } else {
-            (None, None)
-        };
-        let launch = self.command_line(profile, &options.cwd, argv, arg0, report_write)?;
-        let mut full = vec![self.bwrap.to_string_lossy().into_owned()];
-        full.extend(launch.args);
-        let spec = ProcessSpec {
-            keep_fds: launch.fds,
-            ..ProcessSpec::for_request(
-                self.bwrap.clone(),
-                full.into_iter().map(Into::into).collect(),
-                WorkingDir::Path(PathBuf::from("/")),
-                options,
-                &argv[0],
-            )
-        };
-        let mut post_run = PostRun {
-            guards: launch.git_guards,
-            done: false,
-        };
-        let mut output = supervise(spec, options.timeout, options.limits).await?;
-        // Every sandboxed process is gone now (the pid namespace died with bubblewrap), so
-        // what the command planted in a repository cannot change under this check.
-        for note in post_run.finish() {
-            tracing::warn!("{note}");
-            for text in [&mut output.stderr, &mut output.combined] {
-                text.push_str(&note);
-                text.push('\n');
-            }
-        }
-        if let Some(report) = report_read {
-            let report = crate::watch::read_report(report);
-            if let Some(why) = &report.unavailable {
-                tracing::debug!("write watch unavailable: {why}");
-            }
-            output.refused_writes =
-                crate::classify_refused_writes(&output, report.refused_writes());
-        }
-        Ok(output)
-    }
-}
-
-/// The repository checks of one run, done when it ended — or, if the run was cancelled
-/// (its future dropped, which kills the tree), shortly after, once the sandbox's pid
-/// namespace has had time to die with bubblewrap.
-struct PostRun {
-    guards: Vec<git::Guard>,
-    done: bool,
-}
-
-impl PostRun {
-    fn finish(&mut self) -> Vec<String> {
-        self.done = true;
-        let stamp = unix_millis();
-        self.guards
-            .iter()
-            .flat_map(|g| g.undo_planted(stamp))
-            .collect()
-    }
-}
-
-impl Drop for PostRun {
-    fn drop(&mut self) {
-        if self.done || self.guards.is_empty() {
-            return;
-        }
-        let guards = std::mem::take(&mut self.guards);
-        std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_millis(200));
-            for note in guards.iter().flat_map(|g| g.undo_planted(unix_millis())) {
-                tracing::warn!("{note}");
-            }
-        });
-    }
-}
-
-fn unix_millis() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or(0)
 }
 
 /// How to launch one command: bubblewrap's arguments (after the program), the
@@ -465,43 +320,4 @@ pub struct Launch {
     pub fds: Vec<OwnedFd>,
     /// Checks after a writable run (see [`crate::git`]).
     pub git_guards: Vec<git::Guard>,
-}
-
-/// A `caps::Shell` that runs everything in a [`Bwrap`] sandbox with one profile.
-#[derive(Clone, Debug)]
-pub struct SandboxShell {
-    sandbox: Arc<Bwrap>,
-    profile: Profile,
-    watch_writes: bool,
-}
-
-impl SandboxShell {
-    /// The profile it runs with.
-    pub fn profile(&self) -> Profile {
-        self.profile
-    }
-}
-
-#[async_trait::async_trait]
-impl Shell for SandboxShell {
-    async fn exec(&self, argv: &[String], options: &ExecOptions) -> caps::Result<ExecOutput> {
-        // argv[0] may be a path resolved on the host; inside, the same path exists (the
-        // root is the host's, read-only). The helper executes it under `options.arg0`.
-        let arg0 = options.arg0.as_deref();
-        self.sandbox
-            .run_argv(self.profile, self.watch_writes, argv, arg0, options)
-            .await
-    }
-
-    async fn run(&self, script: &Script, options: &ExecOptions) -> caps::Result<ExecOutput> {
-        self.sandbox
-            .run_argv(
-                self.profile,
-                self.watch_writes,
-                &script.argv()?,
-                None,
-                options,
-            )
-            .await
-    }
 }

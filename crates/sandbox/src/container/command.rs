@@ -1,0 +1,145 @@
+//! The command lines run in the container: what every engine invocation needs
+//! ([`Target`]), the constant in-container scripts (the session sweep, the wrapper around
+//! each run and the killer), and the engine command lines that run a command and kill one.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use caps::process::ProcessSpec;
+use caps::{ExecOptions, Stdin};
+
+use super::engine::engine_spec;
+
+/// The shell inside the container that runs the wrapper, the probe and the killer.
+pub(super) const CONTAINER_SHELL: &str = "/bin/sh";
+
+/// Prefix of the marker argument (`$0`) of the wrapper; the killer searches
+/// `/proc/*/cmdline` for `warden-run:TOKEN:`.
+pub(super) const RUN_MARKER_PREFIX: &str = "warden-run:";
+
+/// `warden_sweep ROOT SPARE`: stop, then kill, process `ROOT`, every process in the
+/// session it leads, and every descendant of any of them, sparing pid `SPARE` (the
+/// wrapper sweeping its own session spares itself). Stopping first means a process found
+/// cannot fork behind our back; the scan repeats until it finds nothing new. Only shell
+/// builtins are used (`read`, `kill`, parameter expansion), so it works in any POSIX
+/// shell and costs no extra processes. `/proc/PID/stat` is parsed after the last `)`
+/// (the command name may contain spaces and parentheses): state, ppid, pgrp, session.
+const SWEEP_FUNCTION: &str = r#"warden_sweep() {
+  ws_root=$1 ws_spare=$2 ws_tree=" $1 " ws_found=' ' ws_more=1
+  if [ "$ws_root" != "$ws_spare" ]; then
+    kill -STOP "$ws_root" 2>/dev/null
+    ws_found=" $ws_root "
+  fi
+  while [ "$ws_more" = 1 ]; do
+    ws_more=0
+    for ws_f in /proc/[0-9]*/stat; do
+      ws_p=${ws_f#/proc/}
+      ws_p=${ws_p%/stat}
+      case "$ws_tree" in *" $ws_p "*) continue ;; esac
+      [ "$ws_p" = "$ws_spare" ] && continue
+      { IFS= read -r ws_l < "$ws_f"; } 2>/dev/null || continue
+      set -- ${ws_l##*\)}
+      case "$ws_tree" in *" $2 "*) ws_child=1 ;; *) ws_child=0 ;; esac
+      if [ "$4" = "$ws_root" ] || [ "$ws_child" = 1 ]; then
+        kill -STOP "$ws_p" 2>/dev/null
+        ws_tree="$ws_tree$ws_p "
+        ws_found="$ws_found$ws_p "
+        ws_more=1
+      fi
+    done
+  done
+  [ "$ws_found" = ' ' ] || kill -KILL $ws_found 2>/dev/null
+}
+"#;
+
+/// Runs `"$@"` (`ENV -i -- K=V... ARGV...`), then sweeps its own session so nothing the
+/// command left behind outlives the run, and exits with the command's status.
+const WRAPPER_BODY: &str = r#""$@"
+warden_status=$?
+warden_sweep $$ $$
+exit "$warden_status"
+"#;
+
+/// `$1` is the token: find every process whose command line holds `warden-run:TOKEN:`
+/// and sweep its session. Reading `/proc/PID/cmdline` with `read` works because shells
+/// drop the NUL separators (the probe verifies this per container). The killer's own
+/// command line holds the token but never the full marker, and it skips itself anyway.
+const KILLER_BODY: &str = r#"warden_hits=
+for wk_d in /proc/[0-9]*; do
+  wk_p=${wk_d#/proc/}
+  [ "$wk_p" = "$$" ] && continue
+  { while IFS= read -r wk_l || [ -n "$wk_l" ]; do
+      case "$wk_l" in *"warden-run:$1:"*) warden_hits="$warden_hits $wk_p"; break ;; esac
+    done < "$wk_d/cmdline"; } 2>/dev/null
+done
+for wk_p in $warden_hits; do warden_sweep "$wk_p" "$$"; done
+echo "warden-killed:$warden_hits"
+"#;
+
+/// What every engine invocation needs; shared with the kill guards of running commands,
+/// which may outlive the borrow of the shell.
+#[derive(Debug)]
+pub(super) struct Target {
+    /// The engine binary (a checked, canonical path).
+    pub(super) engine: PathBuf,
+    /// The container name or id (checked: cannot be mistaken for an option).
+    pub(super) container: String,
+    /// The absolute path of `env` inside the container.
+    pub(super) env_program: String,
+    /// The engine client's complete environment.
+    pub(super) engine_env: Vec<(OsString, OsString)>,
+}
+
+impl Target {
+    /// A spec running this target's engine with `args`.
+    pub(super) fn spec(&self, args: Vec<OsString>) -> ProcessSpec {
+        engine_spec(&self.engine, self.engine_env.clone(), args)
+    }
+
+    /// `ENGINE exec ... CONTAINER /bin/sh -c WRAPPER MARKER ENV -i -- K=V... ARGV...`.
+    pub(super) fn exec_spec(
+        &self,
+        argv: &[String],
+        options: &ExecOptions,
+        token: &str,
+    ) -> ProcessSpec {
+        let mut args: Vec<OsString> = vec!["exec".into()];
+        if matches!(options.stdin, Stdin::Bytes(_)) {
+            args.push("--interactive".into());
+        }
+        args.push("--workdir".into());
+        args.push(options.cwd.clone().into_os_string());
+        args.push(self.container.clone().into());
+        args.push(CONTAINER_SHELL.into());
+        args.push("-c".into());
+        args.push(format!("{SWEEP_FUNCTION}{WRAPPER_BODY}").into());
+        args.push(format!("{RUN_MARKER_PREFIX}{token}:").into());
+        args.push(self.env_program.clone().into());
+        args.push("-i".into());
+        args.push("--".into());
+        args.extend(
+            options
+                .env
+                .iter()
+                .map(|(k, v)| OsString::from(format!("{k}={v}"))),
+        );
+        args.extend(argv.iter().map(OsString::from));
+        let mut spec = self.spec(args);
+        spec.stdin = options.stdin.clone();
+        spec.display_name = argv[0].clone();
+        spec
+    }
+
+    /// `ENGINE exec CONTAINER /bin/sh -c KILLER warden-kill TOKEN`.
+    pub(super) fn kill_spec(&self, token: &str) -> ProcessSpec {
+        self.spec(vec![
+            "exec".into(),
+            self.container.clone().into(),
+            CONTAINER_SHELL.into(),
+            "-c".into(),
+            format!("{SWEEP_FUNCTION}{KILLER_BODY}").into(),
+            "warden-kill".into(),
+            token.into(),
+        ])
+    }
+}

@@ -1,0 +1,252 @@
+//! Watching for refused writes: how approval mode learns from the kernel — not from the
+//! command's output text — that a read-only run was refused a write that the writable
+//! profile would allow.
+//!
+//! In the watched read-only profile the helper forks. The child installs a seccomp filter
+//! that turns every write-intent file syscall into a user notification (`open`/`openat`/
+//! `creat` with a write access mode, `O_CREAT` or `O_TRUNC`; `openat2`; `mkdir`, `mknod`,
+//! `unlink`, `rmdir`, `rename`, `link`, `symlink`, `truncate`, `chmod`, `chown`, `utimes`
+//! and their `*at` forms), hands the listener to the parent and executes the command. The
+//! parent stays behind as an observer: for each notification it reads the path from the
+//! caller's memory, resolves it against the caller's working directory or directory
+//! descriptor, and records it if it lies beneath a writable path — which the read-only
+//! profile mounts read-only, so the kernel refuses the call with `EROFS`. It always
+//! answers `CONTINUE`: the kernel then performs the syscall exactly as it would without
+//! the watch.
+//!
+//! The watch decides nothing and enforces nothing; the read-only mount does. That is why
+//! the kernel's warning about `CONTINUE` (the caller's memory can change after it was
+//! read) costs at most a needless prompt here, never a write.
+//!
+//! When the child exits, the observer writes a small JSON-lines report to a pipe that the
+//! sandbox shell reads, and exits with the child's status (re-raising a fatal signal).
+//! Where the kernel has no user notification (before Linux 5.5), or a path could not be
+//! read, the report says so and the runner falls back to the `EROFS` message text.
+//!
+//! The parts: `calls.rs` (which syscalls are watched, and the filter built from them),
+//! `listener.rs` (installing the filter and handing its listener to the observer),
+//! `observer.rs` (what each notified call would write, and whether it counts) and
+//! `report.rs` (the report written after the run and read by the sandbox shell). This file
+//! is the process around them: fork, observe, exit as the command did.
+
+mod calls;
+mod listener;
+mod observer;
+mod report;
+
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+
+use nix::libc;
+
+pub use calls::program;
+pub use observer::refusable;
+pub use report::{MAX_REPORTED, WatchReport, parse_report, read_report};
+
+use listener::{install, receive_listener, send_listener};
+use observer::Observer;
+use report::write_all;
+
+/// The command to watch: how to execute it (in the child). The watch needs nothing else
+/// from its caller, the helper.
+pub trait Exec {
+    /// Execute the command in place of the calling process; never returns.
+    fn exec(&self) -> !;
+}
+
+/// Run `command` watched, report to `report_fd`, and exit with its status. Never returns.
+pub fn run(report_fd: RawFd, writable: &[PathBuf], command: &dyn Exec) -> ! {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+    use nix::sys::wait::{WaitStatus, waitpid};
+    use nix::unistd::{ForkResult, fork};
+
+    // The command must not inherit the report, and writing it must never block: the
+    // reader only reads after the run, and a report always fits the pipe.
+    // SAFETY: fcntl on a descriptor number; failure leaves it as it was.
+    unsafe {
+        libc::fcntl(report_fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        let flags = libc::fcntl(report_fd, libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(report_fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        }
+    }
+    let program = program().map_err(|e| e.to_string());
+    let pair = socketpair(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    );
+    if let Err(why) = available() {
+        write_all(report_fd, &report::unavailable(why));
+        command.exec()
+    }
+    let (Ok(program), Ok((parent_end, child_end))) = (program, pair) else {
+        write_all(
+            report_fd,
+            &report::unavailable("cannot set up the write watch".into()),
+        );
+        command.exec()
+    };
+    // SAFETY: the helper is single-threaded here (it has started no threads), so the
+    // child may run arbitrary code before it executes the command.
+    match unsafe { fork() } {
+        Err(e) => {
+            write_all(report_fd, &report::unavailable(format!("fork: {e}")));
+            command.exec()
+        }
+        Ok(ForkResult::Child) => {
+            drop(parent_end);
+            send_listener(child_end.as_raw_fd(), install(&program));
+            drop(child_end);
+            command.exec()
+        }
+        Ok(ForkResult::Parent { child }) => {
+            drop(child_end);
+            // The command runs as the same user: keep it out of our /proc entries (our
+            // descriptors include the report pipe).
+            // SAFETY: plain prctl.
+            unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+            let listener = receive_listener(parent_end.as_raw_fd());
+            drop(parent_end);
+            let mut observer = Observer::new(writable);
+            let (status, report) = match listener {
+                Ok(listener) => {
+                    let status = serve(&listener, child, &mut observer);
+                    (status, observer.report())
+                }
+                Err(why) => (waitpid(child, None), report::unavailable(why)),
+            };
+            write_all(report_fd, &report);
+            match status {
+                Ok(WaitStatus::Exited(_, code)) => std::process::exit(code),
+                Ok(WaitStatus::Signaled(_, signal, _)) => reraise(signal),
+                _ => std::process::exit(125),
+            }
+        }
+    }
+}
+
+/// Answer notifications until the child exits; return its status. The listener is
+/// served until then whatever happens: an unserved notification would hang the command.
+fn serve(
+    listener: &OwnedFd,
+    child: nix::unistd::Pid,
+    observer: &mut Observer,
+) -> nix::Result<nix::sys::wait::WaitStatus> {
+    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+    // Wake on the child's exit where pidfds exist; otherwise poll for it now and then.
+    let pidfd = rustix::process::Pid::from_raw(child.as_raw()).and_then(|pid| {
+        rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+    });
+    let mut listening = true;
+    loop {
+        let mut fds = [
+            libc::pollfd {
+                fd: pidfd.as_ref().map_or(-1, |p| p.as_raw_fd()),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: if listening { listener.as_raw_fd() } else { -1 },
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        let timeout = if pidfd.is_some() { -1 } else { 50 };
+        // SAFETY: polling two pollfd structs in a live array.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) };
+        if n < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return waitpid(child, None);
+        }
+        if fds[1].revents & libc::POLLIN != 0 {
+            answer_one(listener.as_raw_fd(), observer);
+        } else if fds[1].revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+            // Every process using the filter is gone.
+            listening = false;
+        }
+        if pidfd.is_none() || fds[0].revents & libc::POLLIN != 0 {
+            match waitpid(child, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) => {}
+                other => return other,
+            }
+        }
+    }
+}
+
+/// Whether this kernel can run the watch: `CONTINUE` answers need Linux 5.5. Without
+/// them the watch is not installed at all (and the runner falls back to the text).
+pub fn available() -> Result<(), String> {
+    let uname = rustix::system::uname();
+    let release = uname.release().to_string_lossy();
+    if release_at_least(&release, (5, 5)) {
+        Ok(())
+    } else {
+        Err(format!(
+            "the write watch needs Linux 5.5 or later (seccomp CONTINUE answers); this kernel is {release}"
+        ))
+    }
+}
+
+/// Compare a kernel release string (`6.1.0-18-amd64`) with `(major, minor)`.
+fn release_at_least(release: &str, want: (u32, u32)) -> bool {
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (major, minor) >= want
+}
+
+/// Receive one notification, observe it, and let the kernel carry on.
+fn answer_one(listener: RawFd, observer: &mut Observer) {
+    // SAFETY: the kernel requires a zeroed struct; it fills it in.
+    let mut req: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+    // SAFETY: RECV writes one seccomp_notif into `req`.
+    if unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_RECV as _, &mut req) } != 0 {
+        // The caller died or a signal interrupted it; nothing to answer.
+        return;
+    }
+    observer.observe(
+        listener,
+        req.pid,
+        req.data.nr as i64,
+        &req.data.args,
+        req.id,
+    );
+    let mut resp = libc::seccomp_notif_resp {
+        id: req.id,
+        val: 0,
+        error: 0,
+        flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
+    };
+    // SAFETY: SEND reads one seccomp_notif_resp from a valid pointer. ENOENT (the caller
+    // was interrupted meanwhile) needs no handling.
+    unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND as _, &mut resp) };
+}
+
+/// Die of `signal` as the command did, so the sandbox reports the same status.
+fn reraise(signal: nix::sys::signal::Signal) -> ! {
+    use nix::sys::signal::{SigHandler, SigSet, SigmaskHow, raise, signal as set, sigprocmask};
+    // SAFETY: restoring the default disposition of one signal.
+    let _ = unsafe { set(signal, SigHandler::SigDfl) };
+    let mut only = SigSet::empty();
+    only.add(signal);
+    let _ = sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&only), None);
+    let _ = raise(signal);
+    std::process::exit(128 + signal as i32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_releases_compare_by_major_and_minor() {
+        assert!(release_at_least("6.18.0-1-amd64", (5, 5)));
+        assert!(release_at_least("5.5.0", (5, 5)));
+        assert!(release_at_least("5.10.0-rc1+", (5, 5)));
+        assert!(!release_at_least("5.4.0-150-generic", (5, 5)));
+        assert!(!release_at_least("4.19.0", (5, 5)));
+        assert!(!release_at_least("", (5, 5)));
+    }
+}
