@@ -9,7 +9,8 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -296,6 +297,7 @@ fn client_of(home: &Path, ui: &TerminalApprover) -> (ClientConfig, tokio::runtim
     let config = ClientConfig {
         socket_path: ui.socket.clone(),
         token,
+        approver_uid: nix::unistd::geteuid().as_raw(),
         connect_timeout: Duration::from_secs(5),
         approval_timeout: Duration::from_secs(60),
     };
@@ -655,4 +657,76 @@ fn the_approved_file_runs_and_a_file_swapped_in_while_the_human_looks_never_does
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "SWAPPED-IN\n");
     ui.stop();
+}
+
+#[test]
+fn a_socket_path_others_could_take_is_refused_when_set_and_never_sent_to() {
+    let tmp = home();
+    let h = tmp.path();
+    let got = |h: &Path| -> serde_json::Value {
+        serde_json::from_slice(
+            &w(h)
+                .args(["approvals", "get", "--json"])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap()
+    };
+    // `approvals set` refuses a socket in a directory others can write (or create).
+    let world = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(world.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    for path in [
+        world.path().join("approver.sock"),
+        world.path().join("not-yet/approver.sock"),
+        PathBuf::from("/tmp/warden-approver.sock"),
+    ] {
+        let before = got(h);
+        let mut doc = before["file"].clone();
+        doc["socket"] = serde_json::json!({"path": path});
+        let edited = h.join("edited.json");
+        std::fs::write(&edited, serde_json::to_vec(&doc).unwrap()).unwrap();
+        let out = w(h)
+            .args(["approvals", "set", "--file"])
+            .arg(&edited)
+            .args(["--base-hash", before["hash"].as_str().unwrap()])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{}: {stderr}", path.display());
+        assert!(
+            stderr.contains("another user") && stderr.contains(&path.display().to_string()),
+            "{stderr}"
+        );
+        assert_eq!(got(h)["hash"], before["hash"], "the file changed");
+    }
+
+    // A file that names such a path anyway (edited by hand) gets nothing sent there:
+    // the runner refuses the directory and applies askFallback at once.
+    let open_dir = h.join("open");
+    std::fs::create_dir(&open_dir).unwrap();
+    std::fs::set_permissions(&open_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let socket = open_dir.join("a.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    support::configure(
+        h,
+        "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\nask = \"always\"\n",
+        &format!(
+            r#"{{"version":1,"socket":{{"path":"{}","token":"t0k"}},"defaults":{{"security":"allowlist","ask":"always","askFallback":"deny"}}}}"#,
+            socket.display()
+        ),
+    );
+    let out = w(h)
+        .args(["exec", "--json", "--", "echo", "secret-value"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(75), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rule = v["rule"].as_str().unwrap_or_default().to_owned() + &v.to_string();
+    assert!(rule.contains("not sent"), "{v:#}");
+    assert!(
+        listener.accept().is_err(),
+        "the runner connected to a socket in a directory others can enter"
+    );
 }

@@ -57,6 +57,7 @@ pub async fn median_round_trip(iterations: usize) -> anyhow::Result<Duration> {
     let config = ClientConfig {
         socket_path: path,
         token,
+        approver_uid: uid,
         connect_timeout: Duration::from_secs(2),
         approval_timeout: Duration::from_secs(5),
     };

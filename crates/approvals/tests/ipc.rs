@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use approvals::ipc::protocol::{
     Answer, ExecPrompt, ExecReport, Prompt, PromptKind, Request, Response, decode_challenge,
-    encode_request, encode_response,
+    encode_challenge, encode_request, encode_response,
 };
 use approvals::ipc::{
     Approver, AskOutcome, ClientConfig, Limits, ServerConfig, ask, bind_socket, read_frame, serve,
@@ -155,6 +155,7 @@ fn client(path: &Path, approval_timeout: Duration) -> ClientConfig {
     ClientConfig {
         socket_path: path.to_path_buf(),
         token: TOKEN.into(),
+        approver_uid: uid(),
         connect_timeout: Duration::from_secs(2),
         approval_timeout,
     }
@@ -164,6 +165,7 @@ fn generous() -> Limits {
     Limits {
         read_deadline: Duration::from_millis(500),
         max_connections: 64,
+        max_handshakes: 128,
         rate_per_sec: 100_000,
         burst: 100_000,
     }
@@ -448,6 +450,7 @@ async fn a_flood_from_one_peer_is_rate_limited_and_others_are_still_served() {
     let limits = Limits {
         read_deadline: Duration::from_millis(500),
         max_connections: 64,
+        max_handshakes: 128,
         rate_per_sec: 20,
         burst: 40,
     };
@@ -498,6 +501,99 @@ async fn a_peer_with_another_uid_is_refused_before_anything_is_read() {
             .unwrap();
     assert_eq!(out.trim(), "closed-without-challenge", "{out}");
     assert!(server.approver.seen.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_listener_of_another_user_is_sent_nothing() {
+    if uid() != 0 {
+        println!("SKIPPED: needs root to listen as another uid (setpriv)");
+        return;
+    }
+    // The socket path lies in a directory anyone can write; another user got there first.
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let socket = tmp.path().join("approver.sock");
+    let socket_text = socket.to_str().unwrap().to_owned();
+    let impostor = {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let exe = dir.path().join("helper");
+        std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let child = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&exe)
+            .args([
+                "--exact",
+                "helper_process",
+                "--nocapture",
+                "--test-threads=1",
+                "-q",
+            ])
+            .env("IPC_HELPER", "impostor")
+            .env("SOCKET", &socket_text)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        (child, dir)
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !socket.exists() {
+        assert!(Instant::now() < deadline, "the impostor never listened");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let outcome = ask(
+        &client(&socket, Duration::from_secs(5)),
+        &SystemClock,
+        &prompt_request("secret-env"),
+    )
+    .await;
+    let AskOutcome::NoApprover(why) = outcome else {
+        panic!("asked an impostor: {outcome:?}");
+    };
+    assert!(
+        why.contains("uid 65534") && why.contains("nothing was sent"),
+        "{why}"
+    );
+    let out = tokio::task::spawn_blocking(move || impostor.0.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("answered-bytes 0"),
+        "the impostor received: {said}"
+    );
+}
+
+#[tokio::test]
+async fn idle_connections_cannot_keep_a_real_requester_out() {
+    let server = start(Answer::AllowOnce, Duration::ZERO, generous()).await;
+    // Far more idle connections than there are places: each takes its challenge and
+    // then says nothing.
+    let mut idle = Vec::new();
+    for _ in 0..(generous().max_handshakes + generous().max_connections) * 2 {
+        let mut s = UnixStream::connect(&server.path).await.unwrap();
+        let _ = tokio::time::timeout(Duration::from_millis(200), read_frame(&mut s)).await;
+        idle.push(s);
+    }
+    let outcome = ask(
+        &client(&server.path, Duration::from_secs(5)),
+        &SystemClock,
+        &prompt_request("real"),
+    )
+    .await;
+    assert!(matches!(outcome, AskOutcome::Answered(_)), "{outcome:?}");
+    // The oldest idle ones were closed to make room.
+    let mut closed = 0;
+    for s in &mut idle {
+        if let Ok(Err(_)) = tokio::time::timeout(Duration::from_millis(50), read_frame(s)).await {
+            closed += 1;
+        }
+    }
+    assert!(
+        closed >= generous().max_handshakes,
+        "only {closed} idle connections were closed"
+    );
 }
 
 #[tokio::test]
@@ -732,6 +828,22 @@ fn helper_process() {
                     std::future::pending(),
                 )
                 .await;
+            }
+            "impostor" => {
+                // Listen as another user; report how many bytes any requester sent.
+                let listener = tokio::net::UnixListener::bind(&socket).unwrap();
+                std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o777)).unwrap();
+                println!("challenge-listening");
+                let (mut s, _) = listener.accept().await.unwrap();
+                let fake = encode_challenge(&[7u8; 32]);
+                let _ = write_frame(&mut s, &fake).await;
+                let mut got = Vec::new();
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(5),
+                    tokio::io::AsyncReadExt::read_to_end(&mut s, &mut got),
+                )
+                .await;
+                println!("answered-bytes {}", got.len());
             }
             other => panic!("unknown helper mode {other}"),
         }

@@ -69,6 +69,8 @@ pub fn run(_args: UiArgs) -> i32 {
 
 async fn run_async() -> anyhow::Result<()> {
     let facts = HostFacts::read()?;
+    // Requests run here are held like the gateway's: nothing they start outlives them.
+    let shell = LocalShell::contained(facts.containment()?);
     let store = facts.store();
     let (socket_path, token) = store.ensure_token(&OsRandom)?;
     let fs = facts.fs();
@@ -97,7 +99,7 @@ async fn run_async() -> anyhow::Result<()> {
     out.flush().await?;
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
-        result = terminal_loop(pending) => result?,
+        result = terminal_loop(pending, &shell) => result?,
         _ = tokio::signal::ctrl_c() => {}
         _ = sigterm.recv() => {}
     }
@@ -116,7 +118,10 @@ fn parse_answer(line: &str) -> Option<Answer> {
     }
 }
 
-async fn terminal_loop(mut pending: mpsc::UnboundedReceiver<Pending>) -> anyhow::Result<()> {
+async fn terminal_loop(
+    mut pending: mpsc::UnboundedReceiver<Pending>,
+    shell: &LocalShell,
+) -> anyhow::Result<()> {
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let mut out = tokio::io::stdout();
     loop {
@@ -191,7 +196,9 @@ async fn terminal_loop(mut pending: mpsc::UnboundedReceiver<Pending>) -> anyhow:
             }
         }
         let report = match (&item.kind, answer) {
-            (Kind::Exec(e), Answer::AllowOnce | Answer::AllowAlways) => Some(run_here(e).await),
+            (Kind::Exec(e), Answer::AllowOnce | Answer::AllowAlways) => {
+                Some(run_here(e, shell).await)
+            }
             _ => None,
         };
         out.write_all(
@@ -207,7 +214,7 @@ async fn terminal_loop(mut pending: mpsc::UnboundedReceiver<Pending>) -> anyhow:
 }
 
 /// Run an approved exec request in the approver's own context: exactly its plan.
-async fn run_here(request: &ExecPrompt) -> ExecReport {
+async fn run_here(request: &ExecPrompt, shell: &LocalShell) -> ExecReport {
     let not_run = |message: String| ExecReport {
         exit_code: runner::EXIT_WARDEN_ERROR,
         stdout: String::new(),
@@ -221,7 +228,7 @@ async fn run_here(request: &ExecPrompt) -> ExecReport {
         return not_run("the request carries no plan to run".into());
     };
     let timeout = Duration::from_millis(request.timeout_ms.max(1));
-    let result = runner::launch(&LocalShell::new(), plan, timeout, Default::default()).await;
+    let result = runner::launch(shell, plan, timeout, Default::default()).await;
     match result {
         Ok(out) => ExecReport {
             exit_code: out.exit_code(),

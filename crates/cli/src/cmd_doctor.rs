@@ -103,6 +103,54 @@ fn line(ok: bool, name: &str, detail: &str) -> String {
     format!("{} {name:<18} {detail}\n", if ok { "ok " } else { "NO " })
 }
 
+/// How runs are held together and bounded on this host, as `doctor` reports it.
+struct ContainmentReport {
+    ok: bool,
+    mechanism: serde_json::Value,
+    limits_enforced: bool,
+    defaults: Option<policy::RunLimits>,
+    detail: String,
+}
+
+fn containment(facts: &HostFacts, config: Option<&policy::Config>) -> ContainmentReport {
+    let defaults = config.map(|c| c.default_limits);
+    match facts.containment() {
+        Err(e) => ContainmentReport {
+            ok: false,
+            mechanism: serde_json::Value::Null,
+            limits_enforced: false,
+            defaults,
+            detail: format!("{e:#}"),
+        },
+        Ok(c) => {
+            let mechanism = c.mechanism();
+            let limits_enforced = matches!(
+                mechanism,
+                caps::process::Mechanism::Cgroup { limits: true, .. }
+            );
+            let limits = match (defaults, limits_enforced) {
+                (Some(d), true) => format!(
+                    "; each run is limited to {} processes and {} MiB by default (tools.exec.max_processes / max_memory)",
+                    d.max_processes,
+                    d.max_memory >> 20
+                ),
+                (_, true) => String::new(),
+                (_, false) if matches!(mechanism, caps::process::Mechanism::Cgroup { .. }) => {
+                    "; process and memory limits are NOT enforced here (no pids or memory controller Warden may use)".to_owned()
+                }
+                (_, false) => String::new(),
+            };
+            ContainmentReport {
+                ok: matches!(mechanism, caps::process::Mechanism::Cgroup { .. }),
+                mechanism: serde_json::to_value(&mechanism).unwrap_or_default(),
+                limits_enforced,
+                defaults,
+                detail: format!("{mechanism}{limits}"),
+            }
+        }
+    }
+}
+
 /// Run `warden doctor`: exit 0 when the configured sandbox backend is usable.
 pub fn run(args: DoctorArgs) -> i32 {
     let facts = match HostFacts::read() {
@@ -162,6 +210,7 @@ pub fn run(args: DoctorArgs) -> i32 {
         });
     let direct = facts.direct_switch().active_until();
     let protection = facts.protection(None).map_err(|e| format!("{e:#}"));
+    let containment = containment(&facts, config.as_ref().ok());
     if args.json {
         let v = json!({
             "checks": report.checks,
@@ -171,6 +220,14 @@ pub fn run(args: DoctorArgs) -> i32 {
                 "sandbox": { "backend": format!("{backend:?}").to_lowercase(), "available": sandbox_status.is_ok(), "detail": sandbox_status.clone().unwrap_or_else(|e| e) , "directModeUntil": direct },
                 "gateway": { "approvalsFile": store.config().path, "usable": store_status.is_ok(), "detail": store_status.clone().err() },
                 "node": { "available": false, "detail": "no node is paired (the Bridge is not part of this version)" },
+            },
+            "containment": {
+                "ok": containment.ok,
+                "mechanism": containment.mechanism,
+                "limitsEnforced": containment.limits_enforced,
+                "defaultMaxProcesses": containment.defaults.map(|d| d.max_processes),
+                "defaultMaxMemory": containment.defaults.map(|d| d.max_memory),
+                "detail": containment.detail,
             },
             "approver": { "listening": matches!(approver_status, Approver::Listening(_)), "usable": !matches!(approver_status, Approver::Unsafe(_)), "detail": approver_status.detail() },
             "protected": match &protection {
@@ -227,6 +284,7 @@ pub fn run(args: DoctorArgs) -> i32 {
             "approver",
             &approver_status.detail(),
         ));
+        out.push_str(&line(containment.ok, "containment", &containment.detail));
         out.push_str("\nprotected from commands and file tools\n");
         match &protection {
             Ok(list) => {

@@ -17,7 +17,9 @@ use crate::host::HostFacts;
     after_help = "Exit status: the command's own; 124 timed out; 125 Warden failed; \
                   126 not executable; 127 not found; 128+N killed by signal N; \
                   77 denied by policy or by the approver; 75 no approver answered and the \
-                  fallback denied; 130 interrupted; 141 stdout's reader went away."
+                  fallback denied; 130 interrupted (SIGINT), 143 terminated (SIGTERM), 129 hung up \
+                  (SIGHUP) — each after the command's whole process tree was killed; 141 \
+                  stdout's reader went away."
 )]
 pub struct ExecArgs {
     #[command(flatten)]
@@ -103,17 +105,36 @@ async fn run_async(args: ExecArgs) -> anyhow::Result<i32> {
         agent: args.agent,
         session: args.session,
     };
-    let cancel = gateway.shutdown_token();
-    let run = gateway.exec(&key, request);
+    let cancel = tokio_util::sync::CancellationToken::new();
+    use tokio::signal::unix::{SignalKind, signal};
+    let (mut terminate, mut hangup) = (
+        signal(SignalKind::terminate())?,
+        signal(SignalKind::hangup())?,
+    );
+    let run = gateway.exec(&key, request, cancel.clone().cancelled_owned());
     tokio::pin!(run);
+    // Every way `warden exec` is asked to stop ends the command's process tree first.
+    let stopped = |why: &str| eprintln!("warden: {why}; the command was killed");
     let report = tokio::select! {
         report = &mut run => report,
         _ = tokio::signal::ctrl_c() => {
             // Cancelling kills the command's process tree; let the run report it.
             cancel.cancel();
             let _ = run.await;
-            eprintln!("warden: interrupted; the command was killed");
+            stopped("interrupted");
             return Ok(exit::INTERRUPTED);
+        }
+        _ = terminate.recv() => {
+            cancel.cancel();
+            let _ = run.await;
+            stopped("terminated");
+            return Ok(exit::TERMINATED);
+        }
+        _ = hangup.recv() => {
+            cancel.cancel();
+            let _ = run.await;
+            stopped("hung up");
+            return Ok(exit::HUNG_UP);
         }
         _ = stdout_reader_gone() => {
             // `warden exec -- yes | head`: nobody will read the result; stop like a

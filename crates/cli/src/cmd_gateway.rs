@@ -228,8 +228,10 @@ async fn mcp_stdio(args: McpArgs) -> anyhow::Result<()> {
     let gateway = Arc::new(facts.gateway(args.workspace.as_deref())?);
     let session = args.session.unwrap_or_else(runner::new_run_id);
     let cancel = gateway.shutdown_token();
+    // The client closing stdin (or dying) stops its runs at once.
+    let input = gateway::stdio::EndOfInput::new(tokio::io::stdin(), cancel.clone());
     let service = gateway::WardenMcp::new(gateway, args.agent, session)
-        .serve(rmcp::transport::stdio())
+        .serve((input, tokio::io::stdout()))
         .await
         .context("MCP handshake over stdio failed")?;
     tokio::select! {

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use approvals::{Clock, Store, SystemClock};
+use caps::process::Containment;
 use caps::{LocalShell, Shell};
 use gateway::{
     DirectMode, DirectSwitch, FileTools, Gateway, PathAuthorization, Routes, SandboxRoute,
@@ -74,7 +75,12 @@ fn protected(
 pub const SANDBOX_OFF: &str = "sandbox.backend = \"off\": the sandbox host is switched off and its commands are refused (use host=gateway, or `warden sandbox direct --ttl 10m` to run them unconfined for a while)";
 
 /// The sandbox route for the configured backend, or its diagnosis.
-fn sandbox_route(config: &Config, auth: &PathAuthorization, hidden: Vec<PathBuf>) -> SandboxRoute {
+fn sandbox_route(
+    config: &Config,
+    auth: &PathAuthorization,
+    hidden: Vec<PathBuf>,
+    containment: Containment,
+) -> SandboxRoute {
     let policy = SandboxPolicy {
         writable_paths: auth.writable_paths.clone(),
         readable_extra_paths: auth.readable_extra_paths.clone(),
@@ -89,7 +95,7 @@ fn sandbox_route(config: &Config, auth: &PathAuthorization, hidden: Vec<PathBuf>
             .unwrap_or(LandlockMode::Required),
     };
     let shells: Result<SandboxShells, String> = match config.sandbox.backend {
-        SandboxBackend::Bwrap => sandbox_bwrap(policy),
+        SandboxBackend::Bwrap => sandbox_bwrap(policy, containment),
         SandboxBackend::Macos => {
             sandbox::seatbelt::SeatbeltShell::new(policy.clone(), Profile::ReadOnly)
                 .and_then(|ro| {
@@ -132,17 +138,17 @@ fn sandbox_route(config: &Config, auth: &PathAuthorization, hidden: Vec<PathBuf>
     }
 }
 
-fn sandbox_bwrap(policy: SandboxPolicy) -> Result<SandboxShells, String> {
-    let exe = std::env::current_exe()
-        .map_err(|e| format!("cannot locate the warden binary for the sandbox helper: {e}"))?;
-    // The dedicated helper binary when installed next to `warden`; else `warden` itself.
-    let small = exe.with_file_name("warden-sandbox-helper");
-    let helper = if small.is_file() { small } else { exe };
+fn sandbox_bwrap(policy: SandboxPolicy, containment: Containment) -> Result<SandboxShells, String> {
+    let helper = crate::host::helper_binary().map_err(|e| format!("{e:#}"))?;
     let dirs: Vec<PathBuf> = sandbox::bwrap::TRUSTED_BWRAP_DIRS
         .iter()
         .map(PathBuf::from)
         .collect();
-    let bwrap = Arc::new(Bwrap::new(policy, helper, &dirs).map_err(|e| e.0)?);
+    let bwrap = Arc::new(
+        Bwrap::new(policy, helper, &dirs)
+            .map_err(|e| e.0)?
+            .with_containment(containment),
+    );
     // bubblewrap present is not enough: the kernel must let it build its namespaces.
     sandbox::probe::namespaces_work(bwrap.bwrap_path())?;
     Ok(SandboxShells {
@@ -222,12 +228,13 @@ impl HostFacts {
             )))
             .clock(clock)
             .build();
-        let local: Arc<dyn Shell> = Arc::new(LocalShell::new());
+        let containment = self.containment()?;
+        let local: Arc<dyn Shell> = Arc::new(LocalShell::contained(containment.clone()));
         // Probing the sandbox backend starts processes: only when a command needs it.
         let sandbox = {
             let (config, auth) = (config.clone(), auth.clone());
             let hidden: Vec<PathBuf> = protection.iter().map(|p| p.real.clone()).collect();
-            SandboxRoute::deferred(move || sandbox_route(&config, &auth, hidden))
+            SandboxRoute::deferred(move || sandbox_route(&config, &auth, hidden, containment))
         };
         let routes = Routes {
             gateway: Executor::Direct {

@@ -11,6 +11,11 @@ pub const ASK: i32 = 10;
 pub const DENIED: i32 = runner::EXIT_DENIED;
 /// Interrupted by SIGINT (128 + 2), after the command's process tree was killed.
 pub const INTERRUPTED: i32 = runner::EXIT_CANCELLED;
+/// Terminated by SIGTERM (128 + 15), after the command's
+/// process tree was killed.
+pub const TERMINATED: i32 = 143;
+/// Hung up by SIGHUP (128 + 1), after the command's process tree was killed.
+pub const HUNG_UP: i32 = 129;
 /// Standard output's reader went away (128 + SIGPIPE), after the command's process tree
 /// was killed.
 pub const STDOUT_CLOSED: i32 = 141;

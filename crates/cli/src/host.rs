@@ -9,7 +9,8 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use approvals::{Store, StoreConfig};
 use caps::LocalFs;
-use policy::{CaseMode, Config, TrustedPath};
+use caps::process::Containment;
+use policy::{CaseMode, Config, RunLimits, TrustedPath};
 
 /// Fallback search path when Warden's own PATH is unset.
 pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -81,13 +82,31 @@ impl HostFacts {
         )
     }
 
-    /// `$WARDEN_HOME/config.toml` (missing means defaults).
+    /// `$WARDEN_HOME/config.toml` (missing means defaults), with the default run limits
+    /// of this machine.
     pub fn config(&self) -> anyhow::Result<Config> {
         let fs = self.fs();
-        Ok(Config::load(
-            fs.as_ref(),
-            &policy::config::config_path(&self.warden_home),
-        )?)
+        let mut config =
+            Config::load(fs.as_ref(), &policy::config::config_path(&self.warden_home))?;
+        if let Some(total) = total_memory() {
+            config.default_limits = RunLimits::for_host(total);
+        }
+        Ok(config)
+    }
+
+    /// How this host holds each run together (see `caps::process::Containment`): a
+    /// cgroup per run where Warden may make one, else a subreaper run through the
+    /// sandbox helper. `WARDEN_CONTAINMENT=subreaper` forces the fallback (to diagnose
+    /// or test it); no setting weakens containment further.
+    pub fn containment(&self) -> anyhow::Result<Containment> {
+        let helper = helper_binary()?;
+        match self.env.get("WARDEN_CONTAINMENT").map(String::as_str) {
+            None | Some("") | Some("auto") => Ok(Containment::detect(Some(helper))),
+            Some("subreaper") => Ok(Containment::subreaper(helper)),
+            Some(other) => bail!(
+                "WARDEN_CONTAINMENT={other:?} is not understood: use \"auto\" (the default: a cgroup per run, else a subreaper) or \"subreaper\""
+            ),
+        }
     }
 
     /// A path given on the command line, made absolute against the start directory.
@@ -98,4 +117,21 @@ impl HostFacts {
             self.cwd.join(path)
         }
     }
+}
+
+/// The machine's memory (`MemTotal` of `/proc/meminfo`), if it can be read.
+fn total_memory() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// The binary that runs inside the sandbox and as the subreaper: the dedicated
+/// `warden-sandbox-helper` when installed next to `warden`, else `warden` itself.
+pub fn helper_binary() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe()
+        .context("cannot locate the warden binary for the sandbox helper")?;
+    let small = exe.with_file_name("warden-sandbox-helper");
+    Ok(if small.is_file() { small } else { exe })
 }

@@ -83,23 +83,30 @@ impl Gateway {
 
     /// May `key`'s agent change `path` with a file tool? Its permission mode decides; in
     /// approval mode the human is asked, shown `detail`.
+    /// The question is withdrawn from the approver when `stop` resolves (or the gateway
+    /// shuts down).
     pub async fn authorize_write(
         &self,
         key: &SessionKey,
         path: &str,
         detail: String,
+        stop: impl Future<Output = ()>,
     ) -> Result<(), String> {
         let overrides = self.sessions.overrides(key);
-        self.runner
-            .authorize_write(
+        let cancel = self.shutdown.child_token();
+        until(
+            self.runner.authorize_write(
                 &key.agent,
                 &key.session,
                 &overrides,
                 vec![path.to_owned()],
                 detail,
-                &self.shutdown,
-            )
-            .await
+                &cancel,
+            ),
+            &cancel,
+            stop,
+        )
+        .await
     }
 
     /// Steps one and two for `key`'s session: the request decided against this host's
@@ -112,13 +119,32 @@ impl Gateway {
     }
 
     /// Run one exec for `key`'s session: decide, route by the resolved host, execute.
-    pub async fn exec(&self, key: &SessionKey, request: ExecRequest) -> RunReport {
+    ///
+    /// When `stop` resolves — the client cancelled the request, went away, or ended its
+    /// session — or the gateway shuts down, the run ends: a pending question is withdrawn
+    /// from the approver, a running command's whole tree is killed, and the report (and
+    /// the session's event) says it was cancelled.
+    pub async fn exec(
+        &self,
+        key: &SessionKey,
+        request: ExecRequest,
+        stop: impl Future<Output = ()>,
+    ) -> RunReport {
+        let cancel = self.shutdown.child_token();
+        until(self.run(key, request, &cancel), &cancel, stop).await
+    }
+
+    async fn run(
+        &self,
+        key: &SessionKey,
+        request: ExecRequest,
+        cancel: &CancellationToken,
+    ) -> RunReport {
         let decided = self.decide(key, request);
         let events = SessionEvents {
             sessions: &self.sessions,
             key: key.clone(),
         };
-        let cancel = &self.shutdown;
         match decided.host() {
             Host::Gateway => {
                 self.runner
@@ -150,6 +176,22 @@ impl Gateway {
             ),
         }
     }
+}
+
+/// Drive `work` to its end; if `stop` resolves first, cancel `cancel` (which `work`
+/// watches) and still let `work` finish, so that it reports what cancelling did.
+async fn until<T>(
+    work: impl Future<Output = T>,
+    cancel: &CancellationToken,
+    stop: impl Future<Output = ()>,
+) -> T {
+    tokio::pin!(work);
+    tokio::select! {
+        biased;
+        done = &mut work => return done,
+        () = stop => cancel.cancel(),
+    }
+    work.await
 }
 
 /// A request timeout given in seconds by a tool call.

@@ -13,6 +13,7 @@ pub mod http;
 pub mod mcp;
 mod route;
 mod sessions;
+pub mod stdio;
 
 pub use credentials::{Credentials, Identity};
 pub use direct::{DirectModeError, DirectSwitch, MAX_DIRECT_TTL};

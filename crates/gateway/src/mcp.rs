@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 use crate::credentials::Identity;
 use crate::gateway::{Gateway, seconds};
+use crate::http::RequestStop;
 use crate::sessions::SessionKey;
 
 /// One MCP connection's view of the gateway.
@@ -366,14 +367,35 @@ async fn authorize(
     gateway: &Gateway,
     key: &SessionKey,
     files: &crate::files::FileTools,
-    tool: &str,
-    path: &str,
-    detail: &str,
+    (tool, path, detail): (&str, &str, &str),
+    stop: impl Future<Output = ()>,
 ) -> Result<(), String> {
     files.check_writable(path).map_err(|e| e.to_string())?;
     gateway
-        .authorize_write(key, path, format!("{tool} {path}: {detail}"))
+        .authorize_write(key, path, format!("{tool} {path}: {detail}"), stop)
         .await
+}
+
+/// What ends the work of one request: the client's `notifications/cancelled` for it
+/// (rmcp's request token, which also fires when the connection's service ends) and,
+/// over HTTP, the client going away before its response is complete or its MCP session
+/// ending.
+fn stop_of(context: &RequestContext<RoleServer>) -> impl Future<Output = ()> + use<> {
+    let cancelled = context.ct.clone();
+    let gone = context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|p| p.extensions.get::<RequestStop>())
+        .map(|s| s.0.clone());
+    async move {
+        match gone {
+            Some(gone) => tokio::select! {
+                () = cancelled.cancelled() => {}
+                () = gone.cancelled() => {}
+            },
+            None => cancelled.cancelled().await,
+        }
+    }
 }
 
 impl WardenMcp {
@@ -383,6 +405,7 @@ impl WardenMcp {
         args: Option<JsonObject>,
         key: &SessionKey,
         events: Vec<String>,
+        stop: impl Future<Output = ()>,
     ) -> Result<CallToolResult, ErrorData> {
         let gateway = &self.gateway;
         let files = || {
@@ -403,7 +426,7 @@ impl WardenMcp {
         match name {
             "exec" => {
                 let request = exec_request(parse(args)?, gateway)?;
-                let report = gateway.exec(key, request).await;
+                let report = gateway.exec(key, request, stop).await;
                 let failed = !matches!(report.outcome, Outcome::Finished { .. });
                 Ok(result(
                     report_json(&report),
@@ -422,7 +445,9 @@ impl WardenMcp {
             "write" => {
                 let a: WriteArgs = parse(args)?;
                 let detail = format!("{} bytes: {}", a.content.len(), preview(&a.content));
-                if let Err(e) = authorize(gateway, key, files()?, "write", &a.path, &detail).await {
+                if let Err(e) =
+                    authorize(gateway, key, files()?, ("write", &a.path, &detail), stop).await
+                {
                     return Ok(result(json!({"error": e.clone()}), e, events, true));
                 }
                 let r = files()?
@@ -437,7 +462,9 @@ impl WardenMcp {
                     preview(&a.old_string),
                     preview(&a.new_string)
                 );
-                if let Err(e) = authorize(gateway, key, files()?, "edit", &a.path, &detail).await {
+                if let Err(e) =
+                    authorize(gateway, key, files()?, ("edit", &a.path, &detail), stop).await
+                {
                     return Ok(result(json!({"error": e.clone()}), e, events, true));
                 }
                 let r = files()?
@@ -525,7 +552,13 @@ impl ServerHandler for WardenMcp {
         // a protocol error delivers nothing, so they wait for the next one.
         let events = self.gateway.take_events(&key);
         let result = self
-            .dispatch(&request.name, request.arguments, &key, events.clone())
+            .dispatch(
+                &request.name,
+                request.arguments,
+                &key,
+                events.clone(),
+                stop_of(&context),
+            )
             .await;
         if result.is_err() {
             self.gateway.return_events(&key, events);

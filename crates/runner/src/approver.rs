@@ -55,9 +55,19 @@ impl Approvals for SocketApprovals {
                 "no approver has ever been set up on this host (run `warden approvals ui`)".into(),
             );
         };
+        let socket_path = self.store.socket_path(file);
+        let owner_uid = self.store.config().owner_uid;
+        // A socket outside a private directory could be anyone's: send it nothing.
+        if let Some(dir) = socket_path.parent()
+            && let Some(why) =
+                approvals::ipc::location::private_dir_problem(self.store.fs(), dir, owner_uid)
+        {
+            return AskOutcome::NoApprover(format!("{why}; the request was not sent"));
+        }
         let config = ClientConfig {
-            socket_path: self.store.socket_path(file),
+            socket_path,
             token: token.to_owned(),
+            approver_uid: owner_uid,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             approval_timeout: self.approval_timeout,
         };

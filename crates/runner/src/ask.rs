@@ -120,7 +120,16 @@ impl Runner {
             self.store_allow_always(&decided.request.agent, &derived.patterns)
                 .await;
         }
-        Some(policy::after_ask(&e.policy, answer, e.evaluation.satisfied))
+        let mut decision = policy::after_ask(&e.policy, answer, e.evaluation.satisfied);
+        if let Asked::NoApprover(why) = &asked {
+            // Say why nobody could be asked, next to the fallback that applied.
+            match &mut decision {
+                Decision::Allow { rule, .. }
+                | Decision::Ask { rule, .. }
+                | Decision::Deny { rule, .. } => rule.push_str(&format!("; no approver: {why}")),
+            }
+        }
+        Some(decision)
     }
 
     /// Persist what "allow always" stores — exactly the patterns the prompt showed. A

@@ -1,4 +1,5 @@
-//! Lifecycle events of a run (`exec.started`, `exec.finished`, `exec.denied`) and the
+//! Lifecycle events of a run (`exec.started`, `exec.finished`, `exec.cancelled`,
+//! `exec.denied`) and the
 //! sink they go to. The gateway maps them to the session that dispatched the run.
 
 use policy::DenyReason;
@@ -36,6 +37,15 @@ pub enum ExecEvent {
         /// The last 20,000 bytes of output.
         tail: String,
     },
+    /// `exec.cancelled`: its request was cancelled before it started (while a human was
+    /// asked); nothing ran.
+    #[serde(rename = "exec.cancelled")]
+    Cancelled {
+        /// The run id.
+        run_id: String,
+        /// Where it would have run.
+        host: RunHost,
+    },
     /// `exec.denied`: it did not run.
     #[serde(rename = "exec.denied")]
     Denied {
@@ -54,6 +64,7 @@ impl ExecEvent {
         match self {
             ExecEvent::Started { run_id, .. }
             | ExecEvent::Finished { run_id, .. }
+            | ExecEvent::Cancelled { run_id, .. }
             | ExecEvent::Denied { run_id, .. } => run_id,
         }
     }
@@ -80,6 +91,9 @@ impl ExecEvent {
                     text.push_str(tail);
                 }
                 text
+            }
+            ExecEvent::Cancelled { run_id, host } => {
+                format!("Exec cancelled before it started (node={host}, id={run_id}); nothing ran")
             }
             ExecEvent::Denied {
                 run_id,

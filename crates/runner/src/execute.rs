@@ -80,6 +80,16 @@ fn report_for(decided: &Decided, host: RunHost) -> RunReport {
     }
 }
 
+/// The request was cancelled before anything started (while a human was asked).
+fn cancelled_before_start(mut report: RunReport, events: &dyn EventSink) -> RunReport {
+    report.outcome = Outcome::Cancelled { started: false };
+    events.emit(ExecEvent::Cancelled {
+        run_id: report.run_id.clone(),
+        host: report.host.clone(),
+    });
+    report
+}
+
 fn plan_error(mut report: RunReport, e: &PlanError) -> RunReport {
     report.outcome = Outcome::Error {
         message: e.to_string(),
@@ -193,8 +203,7 @@ impl Runner {
                 let Some(decision) = self.ask_command(&decided, &plan, *reason, cancel).await
                 else {
                     // Cancelled while the human was asked: stop, never apply a fallback.
-                    report.outcome = Outcome::Cancelled { started: false };
-                    return report;
+                    return cancelled_before_start(report, events);
                 };
                 report.decision = decision.clone();
                 self.run_decided(report, &decided, &decision, shell.as_ref(), events, cancel)

@@ -21,6 +21,9 @@ pub struct ClientConfig {
     pub socket_path: PathBuf,
     /// The shared secret from the approvals file.
     pub token: String,
+    /// The user the approver must run as (root is accepted too). Whoever else listens
+    /// at the path is sent nothing.
+    pub approver_uid: u32,
     /// Time to connect and receive the challenge.
     pub connect_timeout: Duration,
     /// Time the human has to answer.
@@ -32,6 +35,7 @@ impl std::fmt::Debug for ClientConfig {
         f.debug_struct("ClientConfig")
             .field("socket_path", &self.socket_path)
             .field("token", &"<redacted>")
+            .field("approver_uid", &self.approver_uid)
             .field("connect_timeout", &self.connect_timeout)
             .field("approval_timeout", &self.approval_timeout)
             .finish()
@@ -58,16 +62,30 @@ pub enum AskOutcome {
 pub async fn ask(config: &ClientConfig, clock: &dyn Clock, request: &Request) -> AskOutcome {
     let path = config.socket_path.display().to_string();
     let connected = tokio::time::timeout(config.connect_timeout, async {
-        let mut stream = UnixStream::connect(&config.socket_path).await?;
-        let challenge = read_frame(&mut stream).await?;
-        Ok::<_, std::io::Error>((stream, challenge))
+        let mut stream = UnixStream::connect(&config.socket_path)
+            .await
+            .map_err(|e| format!("no approver is listening at {path}: {e}"))?;
+        // Who listens is checked before anything is read or sent: the request carries
+        // the command and its environment.
+        let peer = stream
+            .peer_cred()
+            .map_err(|e| format!("cannot tell who listens at {path}: {e}"))?;
+        if peer.uid() != config.approver_uid && peer.uid() != 0 {
+            return Err(format!(
+                "the process listening at {path} runs as uid {}, not as uid {} (or root); nothing was sent to it",
+                peer.uid(),
+                config.approver_uid
+            ));
+        }
+        let challenge = read_frame(&mut stream)
+            .await
+            .map_err(|e| format!("the approver at {path} closed the connection: {e}"))?;
+        Ok::<_, String>((stream, challenge))
     })
     .await;
     let (mut stream, challenge) = match connected {
         Err(_) => return AskOutcome::NoApprover(format!("the approver at {path} did not respond")),
-        Ok(Err(e)) => {
-            return AskOutcome::NoApprover(format!("no approver is listening at {path}: {e}"));
-        }
+        Ok(Err(why)) => return AskOutcome::NoApprover(why),
         Ok(Ok(pair)) => pair,
     };
     let nonce = match decode_challenge(&challenge) {

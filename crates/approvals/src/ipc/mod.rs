@@ -2,6 +2,7 @@
 
 mod client;
 mod frame;
+pub mod location;
 pub mod protocol;
 mod server;
 

@@ -2,9 +2,10 @@
 //! [`Approver`] (the terminal UI, a web page, a test script) for the decision.
 //!
 //! Order of checks on each connection, cheapest and most important first: same-UID peer
-//! (before a byte is read), per-peer rate limit, connection cap, fresh nonce, frame size,
-//! read deadline, MAC (constant time, full tag), label, nonce, TTL, strict JSON, plan
-//! digest. Any failure closes the connection without an answer.
+//! (before a byte is read), per-peer rate limit, a place among the pending handshakes
+//! (the oldest is closed when they are full), fresh nonce, frame size, read deadline,
+//! MAC (constant time, full tag), label, nonce, TTL, the cap on authenticated requests,
+//! strict JSON, plan digest. Any failure closes the connection without an answer.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -30,8 +31,13 @@ use crate::store::Randomness;
 pub struct Limits {
     /// Time a client has to send its request after the challenge.
     pub read_deadline: Duration,
-    /// Connections handled at once; more are closed immediately.
+    /// Authenticated requests handled at once (each may wait long for the human); more
+    /// are closed immediately.
     pub max_connections: usize,
+    /// Connections between the challenge and an authenticated request. When more
+    /// arrive, the oldest is closed to make room, so idle connections cannot keep a
+    /// real requester (who answers the challenge at once) out.
+    pub max_handshakes: usize,
     /// Sustained requests per second per peer process.
     pub rate_per_sec: u32,
     /// Burst allowance per peer process.
@@ -41,8 +47,9 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            read_deadline: Duration::from_secs(5),
+            read_deadline: Duration::from_secs(2),
             max_connections: 64,
+            max_handshakes: 128,
             rate_per_sec: 20,
             burst: 40,
         }
@@ -85,16 +92,9 @@ pub async fn bind_socket(
         .ok_or_else(|| ServeError::Unsafe(format!("{} has no parent directory", path.display())))?;
     fs.create_dir_all(dir, 0o700)
         .map_err(|e| ServeError::Io(e.to_string()))?;
-    let meta = fs
-        .symlink_metadata(dir)
-        .map_err(|e| ServeError::Io(e.to_string()))?;
-    if meta.kind != FileKind::Dir || meta.uid != owner_uid || meta.mode & 0o077 != 0 {
+    if let Some(why) = super::location::private_dir_problem(fs, dir, owner_uid) {
         return Err(ServeError::Unsafe(format!(
-            "the socket directory {} must be a real directory owned by uid {owner_uid} with mode 0700 (it is {}, uid {}, mode {:04o}); fix it with `chmod 700 {}` if it is yours",
-            dir.display(),
-            meta.kind,
-            meta.uid,
-            meta.mode & 0o7777,
+            "{why}; fix it with `chmod 700 {}` if it is yours",
             dir.display()
         )));
     }
@@ -173,8 +173,54 @@ impl RateLimiter {
     }
 }
 
+/// The connections waiting for their authenticated request, oldest first.
+struct Handshakes {
+    max: usize,
+    next_id: std::sync::atomic::AtomicU64,
+    pending: Mutex<std::collections::VecDeque<(u64, Arc<tokio::sync::Notify>)>>,
+}
+
+/// One connection's place among the handshakes; leaves when dropped.
+struct Handshake<'a> {
+    pool: &'a Handshakes,
+    id: u64,
+    evicted: Arc<tokio::sync::Notify>,
+}
+
+impl Handshakes {
+    /// Take a place, closing the oldest handshake if the pool is full.
+    fn enter(&self) -> Handshake<'_> {
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let evicted = Arc::new(tokio::sync::Notify::new());
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        while pending.len() >= self.max.max(1) {
+            if let Some((_, oldest)) = pending.pop_front() {
+                // `notify_one` keeps a permit, so the eviction lands even if the oldest
+                // is not waiting yet.
+                oldest.notify_one();
+            }
+        }
+        pending.push_back((id, Arc::clone(&evicted)));
+        Handshake {
+            pool: self,
+            id,
+            evicted,
+        }
+    }
+}
+
+impl Drop for Handshake<'_> {
+    fn drop(&mut self) {
+        let mut pending = self.pool.pending.lock().unwrap_or_else(|p| p.into_inner());
+        pending.retain(|(id, _)| *id != self.id);
+    }
+}
+
 struct Shared {
     config: ServerConfig,
+    handshakes: Handshakes,
     approver: Arc<dyn Approver>,
     clock: Arc<dyn Clock>,
     random: Arc<dyn Randomness>,
@@ -192,6 +238,11 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     let shared = Arc::new(Shared {
+        handshakes: Handshakes {
+            max: config.limits.max_handshakes,
+            next_id: Default::default(),
+            pending: Mutex::default(),
+        },
         slots: Semaphore::new(config.limits.max_connections),
         rate: RateLimiter {
             rate: f64::from(config.limits.rate_per_sec),
@@ -231,22 +282,29 @@ async fn handle(mut stream: UnixStream, shared: &Shared) -> Result<(), String> {
     if !shared.rate.allow(cred.pid().unwrap_or(-1)) {
         return Err("peer over its rate limit".into());
     }
-    let _slot = shared
-        .slots
-        .try_acquire()
-        .map_err(|_| "connection cap reached".to_string())?;
+    let handshake = shared.handshakes.enter();
     let mut nonce = [0u8; NONCE_LEN];
     shared.random.fill(&mut nonce)?;
     write_frame(&mut stream, &encode_challenge(&nonce))
         .await
         .map_err(|e| e.to_string())?;
-    let frame = tokio::time::timeout(shared.config.limits.read_deadline, read_frame(&mut stream))
-        .await
-        .map_err(|_| "request not received before the deadline".to_string())?
-        .map_err(|e| e.to_string())?;
+    let frame = tokio::select! {
+        read = tokio::time::timeout(shared.config.limits.read_deadline, read_frame(&mut stream)) => read
+            .map_err(|_| "request not received before the deadline".to_string())?
+            .map_err(|e| e.to_string())?,
+        () = handshake.evicted.notified() => {
+            return Err("closed to make room for newer connections".into());
+        }
+    };
     let token = shared.config.token.as_bytes();
     let (payload, request_mac) =
         decode_request(token, &nonce, shared.clock.now_ms(), &frame).map_err(|e| e.to_string())?;
+    drop(handshake);
+    // Only an authenticated request holds one of the slots that wait for the human.
+    let _slot = shared
+        .slots
+        .try_acquire()
+        .map_err(|_| "connection cap reached".to_string())?;
     let request: Request = parse_strict(payload).map_err(|e| e.to_string())?;
     let prompt = request.prompt();
     if prompt.digest != prompt.compute_digest() {

@@ -150,7 +150,15 @@ impl Store {
             serde_json::from_str(&text).map_err(|e| StoreError::Invalid {
                 problems: vec![format!("not a valid approvals document: {e}")],
             })?;
-        let problems = incoming.problems();
+        let mut problems = incoming.problems();
+        if incoming.socket.as_ref().is_some_and(|s| s.path.is_some()) {
+            let socket = self.socket_path(&incoming);
+            problems.extend(crate::ipc::location::location_problem(
+                self.fs(),
+                &socket,
+                self.config().owner_uid,
+            ));
+        }
         if !problems.is_empty() {
             return Err(StoreError::Invalid { problems });
         }

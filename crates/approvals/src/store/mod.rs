@@ -194,6 +194,11 @@ impl Store {
         }
     }
 
+    /// The filesystem it reads and writes through.
+    pub fn fs(&self) -> &dyn Fs {
+        self.fs.as_ref()
+    }
+
     /// Its configuration.
     pub fn config(&self) -> &StoreConfig {
         &self.config

@@ -9,12 +9,18 @@ use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::sessions::Owners;
+use super::sessions::{Admission, Owners, StopOnDrop};
 use crate::credentials::Credentials;
 
 /// The header through which earlier versions let a client choose its agent. Accepted
 /// only when it names the credential's own agent.
 pub const AGENT_HEADER: &str = "x-warden-agent";
+/// Put in a request's extensions: cancelled when the request's client goes away before
+/// its response is complete, or when its MCP session ends (DELETE, idle close). The MCP
+/// handler stops what the request started when it fires.
+#[derive(Clone, Debug)]
+pub struct RequestStop(pub tokio_util::sync::CancellationToken);
+
 /// The MCP session header.
 const SESSION_ID: &str = "mcp-session-id";
 
@@ -90,7 +96,20 @@ impl Guard {
             Err(refusal) => return refuse(refusal.status, refusal.message),
         };
         req.extensions_mut().insert(identity.clone());
+        // The work this request starts stops if its client goes away — also before the
+        // response has begun (the connection drops this future) — or its session ends.
+        let mut gone_early = match &admission {
+            Admission::Existing(_, stop) => {
+                req.extensions_mut().insert(RequestStop(stop.clone()));
+                Some(StopOnDrop::new(stop.clone()))
+            }
+            _ => None,
+        };
         let mut response = next.run(req).await;
+        // From here on the response body carries the guard (see `Finish::wrap`).
+        if let Some(guard) = gone_early.as_mut() {
+            guard.disarm();
+        }
         if is_delete && response.status() == StatusCode::ACCEPTED {
             // The session is gone and there is nothing to accept later: 204, which
             // clients expect from a DELETE (the Python SDK logs 202 as a failure).

@@ -27,6 +27,7 @@ use crate::credentials::Credentials;
 use crate::gateway::Gateway;
 use crate::mcp::WardenMcp;
 
+pub(crate) use auth::RequestStop;
 pub use sessions::SessionLimits;
 
 /// Largest MCP request body accepted.

@@ -13,6 +13,7 @@ use axum::body::Body;
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
 use futures_util::StreamExt as _;
+
 use rmcp::transport::streamable_http_server::session::SessionManager as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use tokio_util::sync::CancellationToken;
@@ -52,8 +53,8 @@ pub struct Refusal {
 
 /// What a request is, for its session bookkeeping.
 pub enum Admission {
-    /// A request in a session of its own credential.
-    Existing(String),
+    /// A request in a session of its own credential, with what stops the work it starts.
+    Existing(String, CancellationToken),
     /// A request that may create a session (counted against the cap while it runs).
     New,
     /// Anything else (rmcp answers it).
@@ -66,6 +67,8 @@ struct Owned {
     /// Requests (and open response streams) in this session right now: it is not idle
     /// while one is running, however long.
     in_flight: usize,
+    /// Cancelled when the session ends (DELETE, idle close): every run it started stops.
+    ended: CancellationToken,
 }
 
 #[derive(Default)]
@@ -131,7 +134,10 @@ impl Owners {
                 Some(owned) if owned.agent == agent => {
                     owned.in_flight += 1;
                     owned.last_seen = Instant::now();
-                    Ok(Admission::Existing(id.to_owned()))
+                    Ok(Admission::Existing(
+                        id.to_owned(),
+                        owned.ended.child_token(),
+                    ))
                 }
                 // Someone else's session is answered exactly like one that does not exist.
                 _ => Err(Refusal {
@@ -183,20 +189,26 @@ impl Owners {
                             agent: identity.agent.clone(),
                             last_seen: Instant::now(),
                             in_flight: 0,
+                            ended: CancellationToken::new(),
                         },
                     );
                 }
                 Finish(None)
             }
-            Admission::Existing(id) if is_delete && status.is_success() => {
-                table.sessions.remove(&id);
+            Admission::Existing(id, _) if is_delete && status.is_success() => {
+                if let Some(owned) = table.sessions.remove(&id) {
+                    // Whatever the session still runs stops now, not when rmcp's worker
+                    // gets round to it.
+                    owned.ended.cancel();
+                }
                 drop(table);
                 self.forget(&identity.agent, &id);
                 Finish(None)
             }
-            Admission::Existing(id) => Finish(Some(InFlight {
+            Admission::Existing(id, stop) => Finish(Some(InFlight {
                 table: Arc::clone(&self.table),
                 session: id,
+                stop: StopOnDrop(Some(stop)),
             })),
             Admission::Other => Finish(None),
         }
@@ -216,7 +228,12 @@ impl Owners {
                 .map(|(id, _)| id.clone())
                 .collect();
             ids.into_iter()
-                .filter_map(|id| table.sessions.remove(&id).map(|o| (id, o.agent)))
+                .filter_map(|id| {
+                    table.sessions.remove(&id).map(|o| {
+                        o.ended.cancel();
+                        (id, o.agent)
+                    })
+                })
                 .collect()
         };
         for (id, agent) in expired {
@@ -237,11 +254,38 @@ impl Owners {
     }
 }
 
+/// Cancels a request's stop token when dropped while armed: the client went away before
+/// the request's response was complete (the connection closed, or the client was killed),
+/// so what the request started must stop too. A response that reached its end disarms it.
+pub struct StopOnDrop(Option<CancellationToken>);
+
+impl StopOnDrop {
+    /// A guard for `stop`.
+    pub fn new(stop: CancellationToken) -> Self {
+        StopOnDrop(Some(stop))
+    }
+
+    /// The response was delivered (or another guard took over): nothing to stop.
+    pub fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if let Some(stop) = self.0.take() {
+            stop.cancel();
+        }
+    }
+}
+
 /// A running request in a session; when its response body is done (or dropped), the
-/// session counts as idle from then on.
+/// session counts as idle from then on, and a body dropped before its end stops the
+/// request's work.
 pub struct InFlight {
     table: Arc<Mutex<Table>>,
     session: String,
+    stop: StopOnDrop,
 }
 
 impl Drop for InFlight {
@@ -258,17 +302,38 @@ pub struct Finish(Option<InFlight>);
 
 impl Finish {
     /// The response, with its body keeping the request counted as running until the body
-    /// is finished or dropped (SSE streams run long).
+    /// is finished or dropped (SSE streams run long), and stopping the request's work if
+    /// the body is dropped before its end.
     pub fn wrap(self, response: Response) -> Response {
         let Some(in_flight) = self.0 else {
             return response;
         };
         response.map(|body| {
-            let stream = body.into_data_stream().map(move |chunk| {
-                let _running = &in_flight;
-                chunk
-            });
-            Body::from_stream(stream)
+            Body::from_stream(Tracked {
+                inner: body.into_data_stream(),
+                in_flight,
+            })
         })
+    }
+}
+
+/// A response body that knows whether it reached its end.
+struct Tracked<S> {
+    inner: S,
+    in_flight: InFlight,
+}
+
+impl<S: futures_util::Stream + Unpin> futures_util::Stream for Tracked<S> {
+    type Item = S::Item;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<S::Item>> {
+        let next = self.inner.poll_next_unpin(cx);
+        if let std::task::Poll::Ready(None) = next {
+            self.in_flight.stop.disarm();
+        }
+        next
     }
 }

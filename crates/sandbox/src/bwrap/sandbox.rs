@@ -41,6 +41,9 @@ pub struct Bwrap {
     landlock_abi: i64,
     seccomp_eperm: Vec<u8>,
     seccomp_enosys: Vec<u8>,
+    /// What holds each run (bubblewrap and everything in its pid namespace) and bounds
+    /// its processes and memory.
+    containment: caps::process::Containment,
 }
 
 /// An in-memory file holding `bytes`, read from the start (a seccomp program for
@@ -114,7 +117,21 @@ impl Bwrap {
             landlock_abi: abi,
             seccomp_eperm: seccomp::to_bytes(&seccomp_eperm),
             seccomp_enosys: seccomp::to_bytes(&seccomp_enosys),
+            containment: caps::process::Containment::session_only(),
         })
+    }
+
+    /// The same sandbox with each run held by `containment` — a cgroup that bounds the
+    /// processes and memory of bubblewrap and everything in its pid namespace. Without
+    /// it, runs are held by their pid namespace only and unlimited.
+    pub fn with_containment(mut self, containment: caps::process::Containment) -> Bwrap {
+        self.containment = containment;
+        self
+    }
+
+    /// What holds each run.
+    pub fn containment(&self) -> &caps::process::Containment {
+        &self.containment
     }
 
     /// The bubblewrap binary in use.

@@ -62,6 +62,7 @@ impl Bwrap {
         full.extend(launch.args);
         let spec = ProcessSpec {
             keep_fds: launch.fds,
+            containment: self.containment().clone(),
             ..ProcessSpec::for_request(
                 self.bwrap_path().to_path_buf(),
                 full.into_iter().map(Into::into).collect(),

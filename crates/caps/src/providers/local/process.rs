@@ -404,8 +404,13 @@ impl TreeGuard {
     /// Kill every process still in the run's session, including members of process
     /// groups the child created (shells with job control do that).
     fn sweep_session(&self) {
+        // A reaper leader is spared: killing it before it has ended its run would hand
+        // the run's orphans to init.
+        let spare = matches!(self.unit, Some(Unit::Reaper { .. })).then_some(self.leader.as_raw());
         for pid in session_members(self.leader.as_raw()) {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            if Some(pid) != spare {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
         }
     }
 

@@ -121,8 +121,11 @@ fn unescape(field: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// `/proc/self/cgroup`: (v2 path, [(v1 controllers, path)]).
-fn own_cgroups() -> io::Result<(Option<String>, Vec<(Vec<String>, String)>)> {
+/// One v1 membership line of `/proc/self/cgroup`: the hierarchy's controllers, the path.
+type V1Membership = (Vec<String>, String);
+
+/// `/proc/self/cgroup`: (v2 path, v1 memberships).
+fn own_cgroups() -> io::Result<(Option<String>, Vec<V1Membership>)> {
     let text = fs::read_to_string("/proc/self/cgroup")?;
     let mut v2 = None;
     let mut v1 = Vec::new();
@@ -165,6 +168,7 @@ fn write(path: &Path, value: &str) -> io::Result<()> {
 
 /// Make `warden.<pid>` under `home`; `Ok(None)` when this hierarchy is not ours to use.
 fn make_parent(home: &Path) -> Option<PathBuf> {
+    remove_stale_parents(home);
     let parent = home.join(format!("warden.{}", std::process::id()));
     match fs::create_dir(&parent) {
         Ok(()) => Some(parent),
@@ -173,6 +177,36 @@ fn make_parent(home: &Path) -> Option<PathBuf> {
             tracing::debug!("cgroup {} is not usable: {e}", home.display());
             None
         }
+    }
+}
+
+/// Remove what a Warden that died without cleaning up (SIGKILL, a crash) left in `home`:
+/// `warden.<pid>` (and `warden.<pid>.self`) directories of processes that no longer exist, with their emptied run
+/// cgroups. A cgroup that still has members is left alone (rmdir refuses it).
+fn remove_stale_parents(home: &Path) {
+    let Ok(entries) = fs::read_dir(home) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("warden."))
+            .map(|p| p.strip_suffix(".self").unwrap_or(p))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let stale = entry.path();
+        if let Ok(runs) = fs::read_dir(&stale) {
+            for run in runs.flatten().filter(|r| r.path().is_dir()) {
+                let _ = fs::remove_dir(run.path());
+            }
+        }
+        let _ = fs::remove_dir(&stale);
     }
 }
 

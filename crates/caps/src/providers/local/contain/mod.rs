@@ -54,7 +54,7 @@ impl std::fmt::Display for Mechanism {
         match self {
             Mechanism::Cgroup { detail, .. } => write!(f, "a cgroup per run ({detail})"),
             Mechanism::Subreaper => f.write_str(
-                "a child subreaper per run (no cgroup could be made here, so process and memory limits are not enforced)",
+                "a child subreaper per run (process and memory limits are not enforced)",
             ),
             Mechanism::Session => f.write_str(
                 "process group and session only (descendants that call setsid can escape)",

@@ -1,0 +1,277 @@
+//! End-to-end: nothing a command starts outlives its run, whatever it does to leave its
+//! process group (setsid, double forks, daemons), however the run ends (normal exit,
+//! timeout, SIGINT/SIGTERM/SIGHUP to `warden exec`); and a run cannot take the host's
+//! processes or memory (fork bomb, memory bomb). The real `warden` binary, real
+//! processes, the host's real cgroups — and the subreaper fallback, forced with
+//! `WARDEN_CONTAINMENT=subreaper`, since CI machines differ in what they allow.
+// Tests set up and inspect real files and processes.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+// Test helpers panic on failure by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Skips and measured times are reported on stderr.
+#![allow(clippy::print_stderr)]
+
+mod support;
+
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use support::{open_gateway_home, pids_with_cmdline, wait_gone, warden_in};
+
+/// The containment mechanisms this host offers, as `WARDEN_CONTAINMENT` values, each
+/// with the mechanism `warden doctor --json` must then report.
+fn mechanisms(home: &std::path::Path) -> Vec<(&'static str, String)> {
+    let mut list = Vec::new();
+    for setting in ["auto", "subreaper"] {
+        let out = warden_in(home)
+            .env("WARDEN_CONTAINMENT", setting)
+            .args(["doctor", "--json"])
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mechanism = v["containment"]["mechanism"]["mechanism"]
+            .as_str()
+            .unwrap_or("none")
+            .to_owned();
+        if setting == "auto" && mechanism != "cgroup" {
+            eprintln!(
+                "SKIPPED (cgroup half): this host lets Warden make no cgroup ({}); only the subreaper is tested",
+                v["containment"]["detail"]
+            );
+            continue;
+        }
+        list.push((setting, mechanism));
+    }
+    list
+}
+
+fn exec(home: &std::path::Path, containment: &str, args: &[&str]) -> Output {
+    warden_in(home)
+        .env("WARDEN_CONTAINMENT", containment)
+        .arg("exec")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Every process whose command line is `marker` is gone (none may survive the run;
+/// killing is synchronous, the grace is only for the kernel to reap).
+fn assert_none_left(marker: &str, context: &str) {
+    let survivors: Vec<i32> = pids_with_cmdline(marker)
+        .into_iter()
+        .filter(|pid| !wait_gone(*pid))
+        .collect();
+    assert!(
+        survivors.is_empty(),
+        "{context}: processes {survivors:?} ({marker}) outlived the run"
+    );
+}
+
+#[test]
+fn what_leaves_the_process_group_still_ends_with_the_run() {
+    let home = open_gateway_home();
+    let list = mechanisms(home.path());
+    assert!(!list.is_empty());
+    for (setting, mechanism) in list {
+        // Timeout: a setsid child, a double-forked daemon and a TERM-ignoring child.
+        let marker = format!("sleep 4711{}", std::process::id());
+        let script = format!(
+            "setsid sh -c '{marker}' & (setsid sh -c '{marker} &' &) ; (trap '' TERM; {marker}) & {marker}"
+        );
+        let out = exec(
+            home.path(),
+            setting,
+            &["--timeout", "2s", "--", "sh", "-c", &script],
+        );
+        assert_eq!(out.status.code(), Some(124), "{setting}: {out:?}");
+        assert_none_left(&marker, &format!("{mechanism}, timeout"));
+
+        // Normal exit: the command returns at once and leaves daemons behind.
+        let marker = format!("sleep 4712{}", std::process::id());
+        let script = format!(
+            "setsid sh -c '{marker}' & (setsid {marker} &) ; nohup {marker} >/dev/null 2>&1 & echo started"
+        );
+        let out = exec(home.path(), setting, &["--", "sh", "-c", &script]);
+        assert_eq!(out.status.code(), Some(0), "{setting}: {out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "started\n");
+        assert_none_left(&marker, &format!("{mechanism}, normal exit"));
+    }
+}
+
+#[test]
+fn signals_to_warden_exec_end_the_whole_tree() {
+    let home = open_gateway_home();
+    for (setting, mechanism) in mechanisms(home.path()) {
+        for (signal, code) in [
+            (nix::sys::signal::Signal::SIGINT, 130),
+            (nix::sys::signal::Signal::SIGTERM, 143),
+            (nix::sys::signal::Signal::SIGHUP, 129),
+        ] {
+            let marker = format!("sleep 4713{}{}", std::process::id(), signal as i32);
+            let ready = tempfile::NamedTempFile::new().unwrap();
+            let script = format!(
+                "setsid sh -c '{marker}' & (setsid {marker} &) ; echo up > {}; {marker}",
+                ready.path().display()
+            );
+            let child = warden_in(home.path())
+                .env("WARDEN_CONTAINMENT", setting)
+                .args(["exec", "--", "sh", "-c", &script])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            while std::fs::read_to_string(ready.path()).unwrap_or_default() != "up\n" {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the command never started"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            // Both setsid children are running before warden is signalled.
+            while pids_with_cmdline(&marker).len() < 3 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "children never started"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
+            let out = child.wait_with_output().unwrap();
+            assert_eq!(out.status.code(), Some(code), "{setting} {signal}: {out:?}");
+            assert!(
+                String::from_utf8_lossy(&out.stderr).contains("the command was killed"),
+                "{out:?}"
+            );
+            assert_none_left(&marker, &format!("{mechanism}, {signal}"));
+        }
+    }
+}
+
+/// A host where Warden may make cgroups with limits, or why not (the limit tests then
+/// skip loudly; the fallback is covered above).
+fn limits_enforced(home: &std::path::Path) -> bool {
+    let out = warden_in(home).args(["doctor", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    if v["containment"]["limitsEnforced"] == true {
+        return true;
+    }
+    eprintln!(
+        "SKIPPED: process and memory limits are not enforceable here: {}",
+        v["containment"]["detail"]
+    );
+    false
+}
+
+/// Whether host=sandbox works here (bubblewrap and namespaces), or why not.
+fn sandbox_usable(home: &std::path::Path) -> bool {
+    let out = warden_in(home)
+        .args(["exec", "--host", "sandbox", "--", "true"])
+        .output()
+        .unwrap();
+    if out.status.success() {
+        return true;
+    }
+    eprintln!(
+        "SKIPPED (sandbox half): host=sandbox is unavailable here: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    false
+}
+
+#[test]
+fn a_fork_bomb_is_bounded_and_the_host_can_still_start_processes() {
+    let home = open_gateway_home();
+    if !limits_enforced(home.path()) {
+        return;
+    }
+    support::configure(
+        home.path(),
+        "[tools.exec]\nhost = \"gateway\"\nsecurity = \"full\"\nask = \"off\"\nmax_processes = 64\n[sandbox]\npermission_mode = \"unrestricted\"\n",
+        r#"{"version":1,"defaults":{"security":"full","ask":"off","askFallback":"deny"}}"#,
+    );
+    let mut hosts = vec!["gateway"];
+    if sandbox_usable(home.path()) {
+        hosts.push("sandbox");
+    }
+    for host in hosts {
+        let marker = format!("forkbomb4714{host}{}", std::process::id());
+        // The classic bomb that survives refused forks: every process forks for ever.
+        let bomb = warden_in(home.path())
+            .args([
+                "exec",
+                "--host",
+                host,
+                "--timeout",
+                "4s",
+                "--",
+                "perl",
+                "-e",
+                "while (1) { fork }",
+                &marker,
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // While it runs, the host still starts processes: a bounded bomb cannot exhaust
+        // the machine's pids.
+        std::thread::sleep(Duration::from_millis(1500));
+        let bomb_cmdline = format!("perl -e while (1) {{ fork }} {marker}");
+        let peak = pids_with_cmdline(&bomb_cmdline).len();
+        for _ in 0..20 {
+            let status = Command::new("true").status().unwrap();
+            assert!(status.success());
+        }
+        let out = exec(home.path(), "auto", &["--", "echo", "still here"]);
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "still here\n");
+        let bombed = bomb.wait_with_output().unwrap();
+        assert_eq!(bombed.status.code(), Some(124), "{host}: {bombed:?}");
+        // At the limit (the sandbox's own bubblewrap processes count too), never past it.
+        assert!(
+            (16..=64).contains(&peak),
+            "{host}: {peak} bomb processes at once (limit 64)"
+        );
+        assert_none_left(&bomb_cmdline, &format!("fork bomb on {host}"));
+    }
+}
+
+#[test]
+fn a_memory_bomb_is_stopped_at_the_limit_and_says_so() {
+    let home = open_gateway_home();
+    if !limits_enforced(home.path()) {
+        return;
+    }
+    support::configure(
+        home.path(),
+        "[tools.exec]\nhost = \"gateway\"\nsecurity = \"full\"\nask = \"off\"\nmax_memory = \"64MiB\"\n[sandbox]\npermission_mode = \"unrestricted\"\n",
+        r#"{"version":1,"defaults":{"security":"full","ask":"off","askFallback":"deny"}}"#,
+    );
+    let mut hosts = vec!["gateway"];
+    if sandbox_usable(home.path()) {
+        hosts.push("sandbox");
+    }
+    // awk doubles a string until it has a gigabyte: far past the limit.
+    let bomb = "BEGIN { s = \"x\"; for (i = 0; i < 30; i++) s = s s; print length(s) }";
+    for host in hosts {
+        let out = exec(
+            home.path(),
+            "auto",
+            &["--host", host, "--timeout", "60s", "--", "awk", bomb],
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{host}: {out:?}");
+        assert!(
+            stderr.contains("reached its memory limit (64 MiB)"),
+            "{host}: {stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{host}: the bomb finished: {out:?}");
+    }
+    // The limit and where it comes from are in the explanation.
+    let out = warden_in(home.path())
+        .args(["policy", "explain", "--", "true"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("64 MiB"), "{text}");
+}
