@@ -10,7 +10,9 @@
 
 mod support;
 
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use rmcp::model::{CallToolRequestParams, CallToolResult};
@@ -272,6 +274,143 @@ async fn stdio_slash_commands_and_limits() {
             .contains("LD_PRELOAD")
     );
     client.cancel().await.unwrap();
+}
+
+/// Security invariant 9 over MCP: before the analysis was bounded, one `exec` with a few
+/// hundred nested groups overflowed a worker thread's stack and aborted `warden mcp` (the
+/// agent lost its tool server). Every such command is now an ordinary denial, and the
+/// server answers the next request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_survives_pathological_commands_and_keeps_answering() {
+    let s = setup();
+    let client = stdio_client(&s).await;
+    let nested =
+        |open: &str, close: &str, n: usize| format!("{}ls{}", open.repeat(n), close.repeat(n));
+    let commands = vec![
+        nested("{ ", "; }", 300),
+        nested("{ ", "; }", 12_000),
+        "{ ".repeat(50_000),
+        "{ ".repeat(1 << 19),
+        nested("( ", " )", 12_000),
+        nested("$( ", " )", 12_000),
+        nested("${a:-", "}", 10_000),
+        nested("if true; then ", "; fi", 3_000),
+        format!("echo \"{}\"", nested("$\\\n(", ")", 6_000)),
+        "( ".repeat(40),
+        nested("case x in a) ", " esac ", 30),
+        "ls 99999999999>x".to_string(),
+        "ls ~+99999999999999999999".to_string(),
+    ];
+    let started = Instant::now();
+    for command in &commands {
+        for args in [
+            json!({"command": command}),
+            json!({"argv": ["sh", "-c", command]}),
+        ] {
+            let r = call(&client, "exec", args).await;
+            let v = structured(&r);
+            // A miss: asking was required, and with nobody to ask, askFallback=deny.
+            assert_eq!(v["status"], "denied", "{:.60}…: {v:#}", command);
+            assert_eq!(v["reason"], "no-approver", "{:.60}…", command);
+            assert_eq!(r.is_error, Some(true));
+        }
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    // Still the same server, still serving.
+    let r = call(&client, "exec", json!({"command": "echo still here"})).await;
+    let v = structured(&r);
+    assert_eq!(v["status"], "finished", "{v:#}");
+    assert_eq!(v["stdout"], "still here\n");
+    client.cancel().await.unwrap();
+}
+
+/// Below the MCP client: JSON-RPC lines written straight to `warden mcp`'s stdin. A line
+/// that does not parse (nested 100,000 deep, or not JSON) is dropped by the transport
+/// without an answer; arguments nested just under serde_json's limit are refused as
+/// invalid parameters; and the server answers the next request.
+#[test]
+fn stdio_drops_undecodable_lines_and_keeps_answering() {
+    let s = setup();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(["mcp", "--agent", "coder", "--session", "s1", "--workspace"])
+        .arg(s.ws())
+        .env("WARDEN_HOME", &s.home)
+        .env("WARDEN_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Ok(v) = serde_json::from_str(&line)
+                && tx.send(v).is_err()
+            {
+                break;
+            }
+        }
+    });
+    // Owns stdin: dropping it is the end of input, after which the server exits.
+    let mut send = move |line: &str| {
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    };
+    let answer = |id: i64| loop {
+        let v = rx.recv_timeout(Duration::from_secs(30)).expect("an answer");
+        if v["id"] == id {
+            return v;
+        }
+    };
+    send(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}})
+        .to_string(),
+    );
+    assert!(answer(1)["result"]["serverInfo"].is_object());
+    send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    let deep = 100_000;
+    send(&format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"exec","arguments":{{"command":{}"x"{}}}}}}}"#,
+        "[".repeat(deep),
+        "]".repeat(deep)
+    ));
+    send(&format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":3,{}",
+        "{\"a\":".repeat(deep)
+    ));
+    send("\u{0}\u{fffd} not json at all");
+    let nested = 120;
+    send(&format!(
+        r#"{{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{{"name":"exec","arguments":{{"command":{}"x"{}}}}}}}"#,
+        "[".repeat(nested),
+        "]".repeat(nested)
+    ));
+    let refused = answer(4);
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    send(
+        &json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+            "name": "exec", "arguments": {"command": "echo after"}}})
+        .to_string(),
+    );
+    let ran = answer(5);
+    assert_eq!(
+        ran["result"]["structuredContent"]["stdout"], "after\n",
+        "{ran}"
+    );
+    assert!(child.try_wait().unwrap().is_none(), "warden mcp exited");
+    drop(send);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,6 +8,7 @@
 
 mod support;
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use support::warden;
@@ -103,4 +104,93 @@ fn bad_config_is_a_clear_error() {
         err.contains("tools.exec.security") && err.contains("maybe") && err.contains("config.toml"),
         "{err}"
     );
+}
+
+/// Security invariant 9: no shell string crashes `explain`. Before the analysis was
+/// bounded, a few hundred nested groups overflowed the stack (exit 134), and some numbers
+/// panicked the parser (exit 101); now each is an ordinary miss, with the limit named.
+#[test]
+fn pathological_shell_strings_are_a_miss_that_names_the_limit() {
+    let tmp = support::warden_home();
+    let h = tmp.path();
+    support::configure(
+        h,
+        "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\n",
+        r#"{"version":1,"defaults":{"security":"allowlist","ask":"on-miss","askFallback":"deny"},"agents":{"main":{"allowlist":[{"pattern":"/usr/bin/*"},{"pattern":"/bin/*"}]}}}"#,
+    );
+    let nested =
+        |open: &str, close: &str, n: usize| format!("{}ls{}", open.repeat(n), close.repeat(n));
+    // (shell string, expected miss reason, text the detail must contain)
+    let cases: Vec<(String, &str, &str)> = vec![
+        // The brief: a deeply nested 100 KB string.
+        ("{ ".repeat(50_000), "too-large", "65536 bytes"),
+        (nested("{ ", "; }", 12_000), "depth-limit", "64 levels"),
+        // The reported size: about 1.5 KB of nested groups.
+        (nested("{ ", "; }", 300), "depth-limit", "64 levels"),
+        (nested("$( ", " )", 12_000), "depth-limit", "64 levels"),
+        (
+            nested("\"$(echo ", ")\"", 6_000),
+            "depth-limit",
+            "64 levels",
+        ),
+        (nested("${a:-", "}", 10_000), "depth-limit", "64 levels"),
+        (
+            nested("if true; then ", "; fi", 3_000),
+            "depth-limit",
+            "64 levels",
+        ),
+        (
+            format!("echo $(( {} ))", nested("(", ")", 30_000)),
+            "depth-limit",
+            "64 levels",
+        ),
+        // Exponential in the parser before (seconds to hours): refused on its tokens.
+        ("( ".repeat(40), "unsupported-syntax", "arithmetic command"),
+        (
+            nested("case x in a) ", " esac ", 30),
+            "unsupported-syntax",
+            "case",
+        ),
+        // Panicked the parser before.
+        (
+            "ls 99999999999>x".into(),
+            "unsupported-syntax",
+            "file descriptor",
+        ),
+        ("ls ~+99999999999999999999".into(), "non-literal-word", "~"),
+    ];
+    for (script, reason, detail) in &cases {
+        let (code, v) = explain(h, &["--shell", script]);
+        let miss = &v["evaluation"]["analysis"]["miss"];
+        assert_eq!(miss["reason"], *reason, "{:.60}…: {v:#}", script);
+        assert!(
+            miss["detail"].as_str().unwrap().contains(detail),
+            "{:.60}…: {miss}",
+            script
+        );
+        assert_eq!(v["decision"]["decision"], "ask");
+        assert_eq!(code, 10, "{:.60}…", script);
+    }
+    // The same as a `sh -c` payload, and in the text report.
+    let payload = nested("( ", " )", 5_000);
+    let out = warden()
+        .env("WARDEN_HOME", h)
+        .args(["policy", "explain", "--", "sh", "-c", &payload])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(10));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("nesting deeper than 64 levels") && text.contains("(depth-limit)"),
+        "{text}"
+    );
+    // An argument that is not UTF-8 is a usage error, not a panic.
+    let out = warden()
+        .env("WARDEN_HOME", h)
+        .args(["policy", "explain", "--shell"])
+        .arg(std::ffi::OsStr::from_bytes(b"ls \xff"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid UTF-8"));
 }

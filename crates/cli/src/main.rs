@@ -90,8 +90,13 @@ fn main() {
         caps::process::run_reaper(&raw[2], &raw[3..]);
     }
     // The in-sandbox helper: the last step inside bubblewrap, before anything else runs.
-    let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some(sandbox::helper::SUBCOMMAND) {
+    // Recognised on the raw arguments: `std::env::args` panics on one that is not UTF-8,
+    // which clap below reports as a usage error instead.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a.as_os_str() == std::ffi::OsStr::new(sandbox::helper::SUBCOMMAND))
+    {
+        let args: Vec<String> = std::env::args().collect();
         sandbox::helper::main(&args[2..]);
     }
     tracing_subscriber::fmt()

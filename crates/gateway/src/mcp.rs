@@ -233,6 +233,40 @@ fn parse<T: serde::de::DeserializeOwned>(args: Option<JsonObject>) -> Result<T, 
         .map_err(|e| ErrorData::invalid_params(format!("invalid arguments: {e}"), None))
 }
 
+/// A tool call with its arguments decoded.
+#[derive(Debug)]
+enum ToolCall {
+    Exec(ExecArgs),
+    Read(ReadArgs),
+    Write(WriteArgs),
+    Edit(EditArgs),
+    List(ListArgs),
+    Grep(GrepArgs),
+    Session(SessionArgs),
+}
+
+/// Decode the arguments of tool `name`: the only place a client's JSON becomes typed
+/// values. The transport already parsed the request (serde_json stops at 128 levels of
+/// nesting, and rmcp ignores what does not parse); every field is a flat value, so
+/// nothing here recurses into what the client sent (`tests::decoding_*`).
+fn decode(name: &str, args: Option<JsonObject>) -> Result<ToolCall, ErrorData> {
+    Ok(match name {
+        "exec" => ToolCall::Exec(parse(args)?),
+        "read" => ToolCall::Read(parse(args)?),
+        "write" => ToolCall::Write(parse(args)?),
+        "edit" => ToolCall::Edit(parse(args)?),
+        "list" => ToolCall::List(parse(args)?),
+        "grep" => ToolCall::Grep(parse(args)?),
+        "session" => ToolCall::Session(parse(args)?),
+        other => {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool {other:?}"),
+                None,
+            ));
+        }
+    })
+}
+
 fn parse_mode<T: std::str::FromStr<Err = String>>(
     value: Option<String>,
 ) -> Result<Option<T>, ErrorData> {
@@ -423,9 +457,9 @@ impl WardenMcp {
             }
             Err(e) => result(json!({"error": e.to_string()}), e.to_string(), events, true),
         };
-        match name {
-            "exec" => {
-                let request = exec_request(parse(args)?, gateway)?;
+        match decode(name, args)? {
+            ToolCall::Exec(a) => {
+                let request = exec_request(a, gateway)?;
                 let report = gateway.exec(key, request, stop).await;
                 let failed = !matches!(report.outcome, Outcome::Finished { .. });
                 Ok(result(
@@ -435,15 +469,13 @@ impl WardenMcp {
                     failed,
                 ))
             }
-            "read" => {
-                let a: ReadArgs = parse(args)?;
+            ToolCall::Read(a) => {
                 let r = files()?
                     .read(&a.path, a.offset, a.limit)
                     .map(|t| json!({"path": a.path, "text": t}));
                 Ok(file_result(r, events))
             }
-            "write" => {
-                let a: WriteArgs = parse(args)?;
+            ToolCall::Write(a) => {
                 let detail = format!("{} bytes: {}", a.content.len(), preview(&a.content));
                 if let Err(e) =
                     authorize(gateway, key, files()?, ("write", &a.path, &detail), stop).await
@@ -455,8 +487,7 @@ impl WardenMcp {
                     .map(|n| json!({"path": a.path, "bytes": n, "text": format!("wrote {n} bytes to {}", a.path)}));
                 Ok(file_result(r, events))
             }
-            "edit" => {
-                let a: EditArgs = parse(args)?;
+            ToolCall::Edit(a) => {
                 let detail = format!(
                     "replace {} with {}",
                     preview(&a.old_string),
@@ -472,8 +503,7 @@ impl WardenMcp {
                     .map(|n| json!({"path": a.path, "replacements": if a.replace_all { n } else { 1 }, "text": format!("edited {}", a.path)}));
                 Ok(file_result(r, events))
             }
-            "list" => {
-                let a: ListArgs = parse(args)?;
+            ToolCall::List(a) => {
                 let r = files()?.list(&a.path).map(|(entries, truncated)| {
                     let text = entries
                         .iter()
@@ -484,8 +514,7 @@ impl WardenMcp {
                 });
                 Ok(file_result(r, events))
             }
-            "grep" => {
-                let a: GrepArgs = parse(args)?;
+            ToolCall::Grep(a) => {
                 let r = files()?.grep(&a.pattern, &a.path, a.glob.as_deref()).map(
                     |(matches, truncated)| {
                         let text = matches
@@ -498,27 +527,20 @@ impl WardenMcp {
                 );
                 Ok(file_result(r, events))
             }
-            "session" => {
-                let a: SessionArgs = parse(args)?;
-                Ok(match gateway.slash_command(key, &a.command) {
-                    Ok(message) => result(
-                        json!({"ok": true, "message": message}),
-                        message,
-                        events,
-                        false,
-                    ),
-                    Err(e) => result(
-                        json!({"ok": false, "error": e.to_string()}),
-                        e.to_string(),
-                        events,
-                        true,
-                    ),
-                })
-            }
-            other => Err(ErrorData::invalid_params(
-                format!("unknown tool {other:?}"),
-                None,
-            )),
+            ToolCall::Session(a) => Ok(match gateway.slash_command(key, &a.command) {
+                Ok(message) => result(
+                    json!({"ok": true, "message": message}),
+                    message,
+                    events,
+                    false,
+                ),
+                Err(e) => result(
+                    json!({"ok": false, "error": e.to_string()}),
+                    e.to_string(),
+                    events,
+                    true,
+                ),
+            }),
         }
     }
 }
@@ -564,5 +586,199 @@ impl ServerHandler for WardenMcp {
             self.gateway.return_events(&key, events);
         }
         result.map(Into::into)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// What the server does with decoded arguments before the analysis or the file tools
+    /// see them: policy modes, the timeout, prompt previews.
+    fn use_decoded(call: &ToolCall) {
+        match call {
+            ToolCall::Exec(a) => {
+                let _ = parse_mode::<policy::Host>(a.host.clone());
+                let _ = parse_mode::<policy::Security>(a.security.clone());
+                let _ = parse_mode::<policy::Ask>(a.ask.clone());
+                if let Some(t) = a.timeout {
+                    assert!(seconds(t).is_none_or(|d| d.as_secs_f64() <= 1e9));
+                }
+            }
+            ToolCall::Write(a) => {
+                let _ = preview(&a.content);
+            }
+            ToolCall::Edit(a) => {
+                let _ = (preview(&a.old_string), preview(&a.new_string));
+            }
+            _ => {}
+        }
+    }
+
+    /// A `tools/call` request as rmcp reads it off the wire: the whole JSON-RPC message
+    /// parsed by serde_json, then the arguments decoded. `Err(None)`: the transport drops
+    /// the line as unparsable (it answers nothing and keeps reading).
+    fn receive(params: &str) -> Result<ToolCall, Option<ErrorData>> {
+        let line = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{params}}}"#);
+        let message: Value = match serde_json::from_str(&line) {
+            Ok(v) => v,
+            Err(e) => {
+                // rmcp ignores syntax errors (too deep included) and truncated lines
+                // rather than failing.
+                use serde_json::error::Category;
+                assert!(
+                    matches!(e.classify(), Category::Syntax | Category::Eof),
+                    "{e}"
+                );
+                return Err(None);
+            }
+        };
+        let name = message["params"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let args = match message["params"].get("arguments") {
+            Some(Value::Object(map)) => Some(map.clone()),
+            _ => None,
+        };
+        let call = decode(&name, args).map_err(Some)?;
+        use_decoded(&call);
+        Ok(call)
+    }
+
+    /// Each file in `tests/corpus/mcp/` is the `params` of a `tools/call`, named
+    /// `<expected>--<what>.json`: `ok` decodes, `invalid` is refused with invalid params,
+    /// `unparsable` never reaches the decoding.
+    #[test]
+    #[allow(clippy::disallowed_methods)]
+    fn decoding_the_corpus_gives_the_expected_outcome() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/mcp");
+        let mut entries: Vec<_> = std::fs::read_dir(&dir)
+            .expect("corpus")
+            .map(|e| e.expect("entry").path())
+            .collect();
+        entries.sort();
+        assert!(entries.len() >= 20, "the corpus is gone");
+        for path in entries {
+            let name = path.file_stem().and_then(|n| n.to_str()).expect("name");
+            let (expected, _) = name.split_once("--").expect("expected outcome");
+            let bytes = std::fs::read(&path).expect("read");
+            let text = String::from_utf8_lossy(&bytes);
+            let got = match receive(&text) {
+                Ok(_) => "ok",
+                Err(Some(e)) => {
+                    assert_eq!(e.code, rmcp::model::ErrorCode::INVALID_PARAMS, "{name}");
+                    "invalid"
+                }
+                Err(None) => "unparsable",
+            };
+            assert_eq!(got, expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn decoding_is_bounded_by_the_transport_however_deep_or_long() {
+        // Nesting far past serde_json's limit is refused while parsing, long before any
+        // stack is at risk (10^6 levels: 2 MB of brackets).
+        for depth in [129, 5_000, 1_000_000] {
+            let params = format!(
+                r#"{{"name":"exec","arguments":{{"command":{}"x"{}}}}}"#,
+                "[".repeat(depth),
+                "]".repeat(depth)
+            );
+            assert!(matches!(receive(&params), Err(None)), "{depth}");
+        }
+        // Just under it, the value is built and the decoding refuses it at the first
+        // level: a command must be a string.
+        let params = format!(
+            r#"{{"name":"exec","arguments":{{"command":{}"x"{}}}}}"#,
+            "[".repeat(120),
+            "]".repeat(120)
+        );
+        assert!(matches!(receive(&params), Err(Some(_))));
+        // A megabyte of anything is just a long string here; the analysis bounds it.
+        let command = "{ ".repeat(1 << 19);
+        let params = serde_json::json!({"name": "exec", "arguments": {"command": command}});
+        assert!(matches!(
+            receive(&params.to_string()),
+            Ok(ToolCall::Exec(_))
+        ));
+    }
+
+    /// Any JSON value: every scalar kind (extreme numbers, odd strings) and nesting.
+    fn any_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
+            Just(Value::from(f64::MAX)),
+            Just(Value::from(f64::MIN_POSITIVE)),
+            any::<String>().prop_map(Value::from),
+            "[a-z/ .~-]{0,12}".prop_map(Value::from),
+            Just(Value::from("gateway")),
+            Just(Value::from("x".repeat(100_000))),
+        ];
+        leaf.prop_recursive(8, 64, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::from),
+                proptest::collection::btree_map(field(), inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// Field names: every tool's, and a few that are nobody's.
+    fn field() -> impl Strategy<Value = String> {
+        prop_oneof![
+            proptest::sample::select(vec![
+                "command",
+                "argv",
+                "cwd",
+                "env",
+                "timeout",
+                "host",
+                "security",
+                "ask",
+                "node",
+                "path",
+                "offset",
+                "limit",
+                "content",
+                "old_string",
+                "new_string",
+                "replace_all",
+                "pattern",
+                "glob",
+            ])
+            .prop_map(str::to_owned),
+            "[a-z_]{0,8}",
+            any::<String>(),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        /// Any arguments for any tool decode or are refused as invalid parameters; nothing
+        /// panics, and whatever decodes survives what the server does with it next.
+        #[test]
+        fn decoding_any_arguments_never_panics(
+            tool in proptest::sample::select(vec![
+                "exec", "read", "write", "edit", "list", "grep", "session", "", "rm",
+            ]),
+            fields in proptest::collection::btree_map(field(), any_json(), 0..8),
+            bare in any::<bool>(),
+        ) {
+            let args: JsonObject = fields.into_iter().collect();
+            let args = if bare && args.is_empty() { None } else { Some(args) };
+            match decode(tool, args) {
+                Ok(call) => use_decoded(&call),
+                Err(e) => prop_assert_eq!(e.code, rmcp::model::ErrorCode::INVALID_PARAMS),
+            }
+        }
     }
 }

@@ -6,7 +6,13 @@
 //! substitutions, redirections, assignments, subshells, groups, functions, control flow,
 //! background jobs, heredocs, `!`, `time`, parse errors — makes the whole command a miss,
 //! which can only lead to asking or denying, never to running something unchecked.
+//!
+//! Every input is bounded before the parser sees it ([`bounds`], [`compound`]): size,
+//! nesting depth, and everything the parser would recurse on, so no string crashes or
+//! stalls the analysis (security invariant 9).
 
+mod bounds;
+mod compound;
 mod words;
 mod wrappers;
 
@@ -14,16 +20,22 @@ use brush_parser::ParserOptions;
 use brush_parser::ast::{self, AndOr, Command, CommandPrefixOrSuffixItem, SeparatorOperator};
 use serde::Serialize;
 
+pub use bounds::MAX_NESTING_DEPTH;
 pub use words::{literal_value, quote};
 pub use wrappers::{
     CODE_RUNNERS, PRIVILEGE_WRAPPERS, SHELLS, TRANSPARENT_WRAPPERS, UNSAFE_BUILTINS, base_name,
     is_never_stored,
 };
 
-/// How deep `sh -c 'sh -c ...'` payloads are followed before the command is a miss.
+/// How deep `sh -c 'sh -c ...'` payloads are followed before the command is a miss. This
+/// also bounds Warden's own recursion over an analysis ([`Chain::leaves`], rebuilding):
+/// the only nesting a [`Chain`] has is a payload inside a segment.
 pub const MAX_SHELL_NESTING: usize = 3;
 
-/// Shell strings longer than this are a miss without parsing (bounded work per request).
+/// Shell strings longer than this are a miss without parsing (bounded work per request):
+/// no command typed or generated for one tool call is near it, and the slowest string
+/// this size that reaches the parser (32,000 one-word lines) takes about 80 ms to analyse
+/// in a release build.
 pub const MAX_SCRIPT_BYTES: usize = 64 * 1024;
 
 /// Argv longer than this is a miss.
@@ -127,10 +139,13 @@ pub enum MissReason {
     UnsafeBuiltin,
     /// `sh -c` nested deeper than [`MAX_SHELL_NESTING`].
     NestingTooDeep,
-    /// Empty command, or too large to analyse.
+    /// Empty command.
     Empty,
-    /// Too large to analyse.
+    /// Too large to analyse ([`MAX_SCRIPT_BYTES`], [`MAX_ARGV`]).
     TooLarge,
+    /// Nested deeper than [`MAX_NESTING_DEPTH`] (brackets, quotes, substitutions,
+    /// compound commands).
+    DepthLimit,
 }
 
 fn miss(reason: MissReason, detail: impl Into<String>) -> Miss {
@@ -161,12 +176,23 @@ pub(crate) fn parser_options() -> ParserOptions {
     }
 }
 
+/// The detail of the miss a panic inside the parser becomes.
+pub const PARSER_PANIC: &str = "the shell parser failed on this command";
+
 /// Analyse a command.
 pub fn analyze(input: CommandInput<'_>) -> Result<Chain, Miss> {
-    match input {
+    guard(|| match input {
         CommandInput::Argv(argv) => analyze_argv(argv, 0),
         CommandInput::Shell(script) => analyze_script(script, 0),
-    }
+    })
+}
+
+/// Run `f`, turning a panic into a miss. brush-parser `unwrap`s in places (numbers that do
+/// not fit); the pre-scan keeps the known cases away from it, and one it does not know is
+/// a parse failure of this command, not of the server. (brush's caches are not poisoned
+/// by it: they are not locked while parsing, `a_caught_parser_panic_leaves_it_usable`.)
+fn guard<T>(f: impl FnOnce() -> Result<T, Miss> + std::panic::UnwindSafe) -> Result<T, Miss> {
+    std::panic::catch_unwind(f).unwrap_or_else(|_| Err(miss(MissReason::ParseError, PARSER_PANIC)))
 }
 
 fn analyze_argv(argv: &[String], depth: usize) -> Result<Chain, Miss> {
@@ -195,11 +221,23 @@ fn analyze_script(script: &str, depth: usize) -> Result<Chain, Miss> {
     if script.contains('\0') {
         return Err(miss(MissReason::ParseError, "NUL byte in script"));
     }
+    bounds::prescan(script)?;
+    chain_of(&parse_prescanned(script)?, depth)
+}
+
+/// Tokenize and parse a pre-scanned `script` with brush-parser: compound syntax is
+/// refused between tokenizing and parsing (see [`bounds`] for why).
+fn parse_prescanned(script: &str) -> Result<ast::Program, Miss> {
     let options = parser_options();
-    let mut parser = brush_parser::Parser::new(script.as_bytes(), &options);
-    let program = parser
-        .parse_program()
+    let tokens = brush_parser::uncached_tokenize_str(script, &options.tokenizer_options())
         .map_err(|e| miss(MissReason::ParseError, e.to_string()))?;
+    compound::check_tokens(&tokens)?;
+    brush_parser::parse_tokens(&tokens, &options)
+        .map_err(|e| miss(MissReason::ParseError, e.to_string()))
+}
+
+/// The chain of simple commands a parsed program is, or why it is not one.
+fn chain_of(program: &ast::Program, depth: usize) -> Result<Chain, Miss> {
     let mut chain = Chain {
         segments: Vec::new(),
         ops: Vec::new(),
@@ -535,5 +573,52 @@ mod tests {
         ] {
             let _ = analyze(CommandInput::Shell(s));
         }
+        let deep = format!(
+            "{}ls{}",
+            "{ ".repeat(MAX_NESTING_DEPTH + 1),
+            "; }".repeat(70)
+        );
+        assert_eq!(miss_reason(&deep), MissReason::DepthLimit);
+        assert_eq!(
+            miss_reason("ls 99999999999>x"),
+            MissReason::UnsupportedSyntax
+        );
+        assert_eq!(
+            miss_reason("ls ~+99999999999999999999"),
+            MissReason::NonLiteralWord
+        );
+        // A payload is bounded like the command around it.
+        let payload = format!(
+            "{}ls{}",
+            "( ".repeat(MAX_NESTING_DEPTH + 1),
+            " )".repeat(65)
+        );
+        assert_eq!(
+            miss_reason(&format!("sh -c {}", quote(&payload))),
+            MissReason::DepthLimit
+        );
+    }
+
+    #[test]
+    fn the_guard_turns_a_panic_into_a_miss() {
+        let m = guard(|| -> Result<(), Miss> { panic!("parser bug") }).unwrap_err();
+        assert_eq!(m.reason, MissReason::ParseError);
+        assert_eq!(m.detail, PARSER_PANIC);
+        assert_eq!(guard(|| Ok(1)), Ok(1));
+    }
+
+    #[test]
+    fn a_caught_parser_panic_leaves_it_usable() {
+        // brush caches parsed words behind a lock; a panic inside a parse must not poison
+        // it, or every later analysis would fail.
+        let options = parser_options();
+        for _ in 0..2 {
+            let panicked = std::panic::catch_unwind(|| {
+                let _ = literal_value("~+99999999999999999999", &options);
+            });
+            assert!(panicked.is_err());
+            assert_eq!(literal_value("'a b'", &options).as_deref(), Ok("a b"));
+        }
+        assert_eq!(argvs("ls 'a b'"), vec![vec!["ls", "a b"]]);
     }
 }
