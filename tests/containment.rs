@@ -223,6 +223,16 @@ fn a_fork_bomb_is_bounded_and_the_host_can_still_start_processes() {
             let status = Command::new("true").status().unwrap();
             assert!(status.success());
         }
+        // A host-side /proc listing stays quick (unbounded, the same bomb made one take
+        // 10 s): the bound here is only loose enough for a slow CI machine.
+        let listing = std::time::Instant::now();
+        let entries = std::fs::read_dir("/proc").unwrap().count();
+        let took = listing.elapsed();
+        eprintln!("{host}: /proc listing ({entries} entries) during the bomb took {took:?}");
+        assert!(
+            took < Duration::from_secs(1),
+            "{host}: /proc listing took {took:?}"
+        );
         let out = exec(home.path(), "auto", &["--", "echo", "still here"]);
         assert_eq!(String::from_utf8_lossy(&out.stdout), "still here\n");
         let bombed = bomb.wait_with_output().unwrap();

@@ -27,6 +27,91 @@ fn cgroups() -> Option<Containment> {
     }
 }
 
+/// Containment with a spare run group prepared ahead (a thread already inside the next
+/// run's cgroups starts the process), waited for so the test exercises that path.
+async fn with_spare() -> Option<Containment> {
+    let c = cgroups()?;
+    c.keep_ready();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !c.prepared() {
+        if Instant::now() > deadline {
+            eprintln!("SKIPPED (spare half): no spare run group here (pure cgroup v2?)");
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Some(c)
+}
+
+#[tokio::test]
+async fn runs_started_by_a_prepared_spawner_are_contained_and_limited() {
+    let Some(c) = with_spare().await else { return };
+    let shell = LocalShell::contained(c.clone());
+    // Several runs in a row: each uses the spare and the next is prepared meanwhile.
+    for i in 0..3 {
+        let n = marker(10 + i);
+        let script = format!("setsid sh -c 'sleep {n}' & (setsid sleep {n} &); sleep {n}");
+        let started = Instant::now();
+        let out = shell
+            .run(&Script::sh(script), &opts(Duration::from_millis(800)))
+            .await
+            .unwrap();
+        eprintln!("spare run {i}: {:?}", started.elapsed());
+        assert!(out.timed_out, "{out:?}");
+        assert_none_left(&format!("sleep {n}"));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !c.prepared() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        eprintln!("spare {i} ready again after {:?}", started.elapsed());
+    }
+    if !matches!(c.mechanism(), Mechanism::Cgroup { limits: true, .. }) {
+        return;
+    }
+    let mut o = opts(Duration::from_secs(3));
+    o.resources = ResourceLimits {
+        max_processes: Some(64),
+        max_memory: Some(64 * 1024 * 1024),
+    };
+    let started = Instant::now();
+    let out = shell
+        .run(
+            &Script::sh("head -c 1G /dev/zero | tail -n 1 >/dev/null; echo survived"),
+            &o,
+        )
+        .await
+        .unwrap();
+    eprintln!("spare memory bomb: {:?}", started.elapsed());
+    assert!(out.stderr.contains("memory limit (64 MiB)"), "{out:?}");
+    let started = Instant::now();
+    let n = marker(19);
+    let cmdline = format!("perl -e while (1) {{ fork }} {n}");
+    let bomb = Script::sh(format!("perl -e 'while (1) {{ fork }}' {n}"));
+    // Count the bomb from another thread: this test's runtime must keep supervising.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let (stop, cmdline) = (std::sync::Arc::clone(&stop), cmdline.clone());
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(pids_with_cmdline(&cmdline).len());
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            peak
+        })
+    };
+    let out = shell.run(&bomb, &o).await.unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let peak = sampler.join().unwrap();
+    eprintln!("spare fork bomb: {:?}", started.elapsed());
+    assert!(out.timed_out, "{out:?}");
+    assert!(
+        (16..=64).contains(&peak),
+        "{peak} bomb processes at once (limit 64)"
+    );
+    assert_none_left(&cmdline);
+}
+
 fn opts(timeout: Duration) -> ExecOptions {
     ExecOptions::new("/", timeout).with_env("PATH", "/usr/bin:/bin")
 }

@@ -96,6 +96,8 @@ async fn stdout_reader_gone() {
 
 async fn run_async(args: ExecArgs) -> anyhow::Result<i32> {
     let facts = HostFacts::read()?;
+    // The run's cgroups are made (and a thread moved into them) while the rest starts.
+    facts.containment()?.prepare();
     let gateway = facts.gateway(None)?;
     let mut request = ExecRequest::new(&args.agent, &args.session, args.command.spec());
     request.cwd = args.cwd.as_ref().map(|c| facts.absolute(c));

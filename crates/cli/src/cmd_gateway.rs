@@ -184,6 +184,8 @@ async fn gateway_run(args: RunArgs) -> anyhow::Result<()> {
     }
     let facts = HostFacts::read()?;
     let config = facts.config()?;
+    // Each run's cgroups are ready before it starts (prepared after the previous one).
+    facts.containment()?.keep_ready();
     let gateway = Arc::new(facts.gateway(args.workspace.as_deref())?);
     let credentials = credentials(&facts)?;
     let limits = SessionLimits {
@@ -225,6 +227,8 @@ async fn gateway_run(args: RunArgs) -> anyhow::Result<()> {
 
 async fn mcp_stdio(args: McpArgs) -> anyhow::Result<()> {
     let facts = HostFacts::read()?;
+    // Each run's cgroups are ready before it starts (prepared after the previous one).
+    facts.containment()?.keep_ready();
     let gateway = Arc::new(facts.gateway(args.workspace.as_deref())?);
     let session = args.session.unwrap_or_else(runner::new_run_id);
     let cancel = gateway.shutdown_token();

@@ -80,6 +80,7 @@ fn sandbox_route(
     auth: &PathAuthorization,
     hidden: Vec<PathBuf>,
     containment: Containment,
+    probe_cache: &Path,
 ) -> SandboxRoute {
     let policy = SandboxPolicy {
         writable_paths: auth.writable_paths.clone(),
@@ -95,7 +96,7 @@ fn sandbox_route(
             .unwrap_or(LandlockMode::Required),
     };
     let shells: Result<SandboxShells, String> = match config.sandbox.backend {
-        SandboxBackend::Bwrap => sandbox_bwrap(policy, containment),
+        SandboxBackend::Bwrap => sandbox_bwrap(policy, containment, probe_cache),
         SandboxBackend::Macos => {
             sandbox::seatbelt::SeatbeltShell::new(policy.clone(), Profile::ReadOnly)
                 .and_then(|ro| {
@@ -138,7 +139,11 @@ fn sandbox_route(
     }
 }
 
-fn sandbox_bwrap(policy: SandboxPolicy, containment: Containment) -> Result<SandboxShells, String> {
+fn sandbox_bwrap(
+    policy: SandboxPolicy,
+    containment: Containment,
+    probe_cache: &Path,
+) -> Result<SandboxShells, String> {
     let helper = crate::host::helper_binary().map_err(|e| format!("{e:#}"))?;
     let dirs: Vec<PathBuf> = sandbox::bwrap::TRUSTED_BWRAP_DIRS
         .iter()
@@ -149,8 +154,9 @@ fn sandbox_bwrap(policy: SandboxPolicy, containment: Containment) -> Result<Sand
             .map_err(|e| e.0)?
             .with_containment(containment),
     );
-    // bubblewrap present is not enough: the kernel must let it build its namespaces.
-    sandbox::probe::namespaces_work(bwrap.bwrap_path())?;
+    // bubblewrap present is not enough: the kernel must let it build its namespaces
+    // (a success is remembered under a key of the kernel, its settings and bubblewrap).
+    sandbox::probe_cache::namespaces_work_cached(bwrap.bwrap_path(), probe_cache)?;
     Ok(SandboxShells {
         readonly: Arc::new(bwrap.shell(Profile::ReadOnly)),
         watched: Arc::new(bwrap.watched_shell()),
@@ -234,7 +240,11 @@ impl HostFacts {
         let sandbox = {
             let (config, auth) = (config.clone(), auth.clone());
             let hidden: Vec<PathBuf> = protection.iter().map(|p| p.real.clone()).collect();
-            SandboxRoute::deferred(move || sandbox_route(&config, &auth, hidden, containment))
+            // In Warden's protected state directory: no command can plant an answer.
+            let probe_cache = self.warden_home.join("cache").join("sandbox-probe");
+            SandboxRoute::deferred(move || {
+                sandbox_route(&config, &auth, hidden, containment, &probe_cache)
+            })
         };
         let routes = Routes {
             gateway: Executor::Direct {

@@ -30,6 +30,8 @@ pub struct HostFacts {
     pub trusted_path: TrustedPath,
     /// Warden's own environment (commands get only an allowlisted part of it).
     pub env: BTreeMap<String, String>,
+    /// How runs are contained here, decided once (see [`HostFacts::containment`]).
+    containment: Arc<std::sync::OnceLock<Containment>>,
 }
 
 impl HostFacts {
@@ -60,6 +62,7 @@ impl HostFacts {
             cwd,
             trusted_path,
             env,
+            containment: Arc::default(),
         })
     }
 
@@ -97,16 +100,21 @@ impl HostFacts {
     /// How this host holds each run together (see `caps::process::Containment`): a
     /// cgroup per run where Warden may make one, else a subreaper run through the
     /// sandbox helper. `WARDEN_CONTAINMENT=subreaper` forces the fallback (to diagnose
-    /// or test it); no setting weakens containment further.
+    /// or test it); no setting weakens containment further. Decided once per process:
+    /// every caller shares it (and the run cgroups it prepares).
     pub fn containment(&self) -> anyhow::Result<Containment> {
+        if let Some(c) = self.containment.get() {
+            return Ok(c.clone());
+        }
         let helper = helper_binary()?;
-        match self.env.get("WARDEN_CONTAINMENT").map(String::as_str) {
-            None | Some("") | Some("auto") => Ok(Containment::detect(Some(helper))),
-            Some("subreaper") => Ok(Containment::subreaper(helper)),
+        let chosen = match self.env.get("WARDEN_CONTAINMENT").map(String::as_str) {
+            None | Some("") | Some("auto") => Containment::detect(Some(helper)),
+            Some("subreaper") => Containment::subreaper(helper),
             Some(other) => bail!(
                 "WARDEN_CONTAINMENT={other:?} is not understood: use \"auto\" (the default: a cgroup per run, else a subreaper) or \"subreaper\""
             ),
-        }
+        };
+        Ok(self.containment.get_or_init(|| chosen).clone())
     }
 
     /// A path given on the command line, made absolute against the start directory.

@@ -24,6 +24,7 @@ pub mod helper;
 pub mod landlock;
 pub mod mounts;
 pub mod probe;
+pub mod probe_cache;
 pub mod protect;
 pub mod seatbelt;
 pub mod seccomp;

@@ -7,7 +7,7 @@ mod fs;
 pub mod process;
 mod shell;
 pub(crate) mod shell_support;
-mod spawn;
+pub(crate) mod spawn;
 
 pub use fs::LocalFs;
 pub use shell::LocalShell;

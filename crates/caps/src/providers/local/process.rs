@@ -12,7 +12,7 @@
 //! exit, timeout or cancellation.
 
 use std::ffi::OsString;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -25,7 +25,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::io::unix::AsyncFd;
 
 use super::contain::{Containment, Unit};
-use super::spawn::{SpawnCwd, StdinKind, spawn};
+use super::spawn::{OwnedCwd, SpawnRequest, StdinKind};
 use crate::output::{OutputCollector, Stream};
 use crate::shell::{ExecOptions, ExecOutput, ExitStatus, OutputLimits, ResourceLimits, Stdin};
 use crate::{CapsError, Result};
@@ -135,10 +135,6 @@ pub async fn supervise(
         Stdin::Null => (StdinKind::Null, None),
         Stdin::Bytes(bytes) => (StdinKind::Piped, Some(bytes)),
     };
-    let spawn_cwd = match &cwd {
-        WorkingDir::Path(p) => SpawnCwd::Path(p),
-        WorkingDir::Handle(fd) => SpawnCwd::Fd(fd.as_raw_fd()),
-    };
     let mut unit = containment
         .unit(resources)
         .map_err(|source| CapsError::Io {
@@ -147,12 +143,21 @@ pub async fn supervise(
             source,
         })?;
     let (program, argv) = unit.wrap(program, argv);
-    let (pid, child) = unit
-        .spawn(|| {
-            spawn(&program, &argv, &env, spawn_cwd, stdin_kind, &keep_fds).map(|c| (c.pid, c))
-        })
+    let request = SpawnRequest {
+        program,
+        argv,
+        env,
+        cwd: match cwd {
+            WorkingDir::Path(p) => OwnedCwd::Path(p),
+            WorkingDir::Handle(fd) => OwnedCwd::Fd(fd),
+        },
+        stdin: stdin_kind,
+        keep: keep_fds,
+    };
+    let child = unit
+        .spawn(request)
         .map_err(|e| spawn_error(&display_name, e))?;
-    drop((cwd, keep_fds));
+    let pid = child.pid;
     let mut guard = TreeGuard::new(Pid::from_raw(pid), unit);
     let (wake_r, wake_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| CapsError::from_io("pipe", &display_name, e.into()))?;

@@ -4,20 +4,27 @@
 //! hierarchies for the limits. Runs live under `warden.<pid>/run.<n>` beside the
 //! process's own cgroup.
 //!
-//! A process is put into its run's cgroup *before* it executes: for the instant of the
-//! spawn the spawning thread (v1 `tasks`) — or, on v2, where only whole processes move,
-//! this process — joins the run's cgroups, and goes back right after. The children it
-//! starts are members from their first instruction, and every descendant after them.
-//! Spawns are serialised for that instant. Ending a run never kills this process: it is
-//! checked to be out of the run's cgroup first.
+//! A process is put into its run's cgroup *before* it executes. Where a spare is
+//! prepared (`spare.rs`: v1 hierarchies), a thread already inside the run's cgroups
+//! starts it, and the v2 cgroup is entered at birth (`CLONE_INTO_CGROUP`) where glibc
+//! can, or left out (the v1 `pids` cgroup then ends the run). Otherwise, for the instant
+//! of the spawn, the spawning thread (v1 `tasks`) — or, on v2, where only whole
+//! processes move, this process — joins the run's cgroups and goes back right after;
+//! spawns are serialised for that instant. Either way the children are members from
+//! their first instruction, and every descendant after them. The CPU weight of a run is
+//! a quarter of the default, so a spinning run cannot starve Warden or the host. Ending
+//! a run never kills this process: it is checked to be out of the run's cgroup first.
 
 use std::fs;
 use std::io;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::spare::{self, Keeper, Parked};
+use crate::providers::local::spawn::{SpawnRequest, SpawnedChild};
 use crate::shell::ResourceLimits;
 
 /// Run numbers, unique within this process (every `Hierarchies` of the process shares
@@ -27,6 +34,13 @@ static NEXT_RUN: AtomicU64 = AtomicU64::new(0);
 /// Serialises join → spawn → leave: while this process sits in one run's cgroup, no
 /// other spawn may happen (its child would land in the wrong run).
 static SPAWN_LOCK: Mutex<()> = Mutex::new(());
+
+/// A run's CPU weight (v2; the default is 100) and shares (v1; the default is 1024):
+/// a quarter of any other cgroup's when the CPUs are contended, so a run that spins —
+/// a fork bomb at its process limit, a runaway build — cannot starve Warden (whose
+/// timeouts must fire) or the host. An idle machine still gives a run every CPU.
+const RUN_CPU_WEIGHT: u32 = 25;
+const RUN_CPU_SHARES: u32 = 256;
 
 /// How long ending a run waits for its cgroup to empty before giving up on removing it.
 const EMPTY_WAIT: Duration = Duration::from_secs(2);
@@ -39,6 +53,8 @@ enum Flavor {
     V1Pids,
     /// The v1 memory hierarchy.
     V1Memory,
+    /// The v1 cpu hierarchy: a run's share of the CPUs when they are contended.
+    V1Cpu,
 }
 
 /// One hierarchy Warden may use: where this process is, and where its runs go.
@@ -49,15 +65,30 @@ struct Hierarchy {
     home: PathBuf,
     /// `warden.<pid>`, the parent of this process's runs.
     parent: PathBuf,
-    /// v2 only: `pids` and `memory` are enabled for the runs.
+    /// v2 only: `pids`, `memory` and `cpu` are enabled for the runs.
     pids: bool,
     memory: bool,
+    cpu: bool,
 }
 
 /// The cgroup hierarchies of this host that Warden can use.
 #[derive(Debug)]
 pub(crate) struct Hierarchies {
-    list: Vec<Hierarchy>,
+    list: Arc<Vec<Hierarchy>>,
+    spare: Arc<(Mutex<Spare>, std::sync::Condvar)>,
+}
+
+/// How long a run waits for a spare that is being prepared (it is usually a grace
+/// period away) before making its own cgroups.
+const SPARE_WAIT: Duration = Duration::from_millis(200);
+
+/// The spare run group (see `spare.rs`): one ready, one being prepared, and whether
+/// using one prepares the next.
+#[derive(Debug, Default)]
+struct Spare {
+    ready: Option<(Vec<Member>, Parked)>,
+    preparing: bool,
+    keep: bool,
 }
 
 /// One mounted cgroup filesystem: its mount point, the hierarchy path mounted there,
@@ -221,14 +252,14 @@ fn contains_only_us(cgroup: &Path) -> bool {
 /// The controllers must be enabled in `home`'s subtree too, which the kernel allows only
 /// for the root cgroup or one without processes: if this process is alone in `home`, it
 /// moves into a leaf of its own first (`home/warden.<pid>.self`).
-fn enable_v2_controllers(home: &mut PathBuf, parent: &Path, is_root: bool) -> (bool, bool) {
+fn enable_v2_controllers(home: &mut PathBuf, parent: &Path, is_root: bool) -> (bool, bool, bool) {
     let available = fs::read_to_string(home.join("cgroup.controllers")).unwrap_or_default();
-    let wanted: Vec<&str> = ["pids", "memory"]
+    let wanted: Vec<&str> = ["pids", "memory", "cpu"]
         .into_iter()
         .filter(|c| available.split_whitespace().any(|a| a == *c))
         .collect();
     if wanted.is_empty() {
-        return (false, false);
+        return (false, false, false);
     }
     if !is_root && contains_only_us(home) {
         let leaf = home.join(format!("warden.{}.self", std::process::id()));
@@ -253,11 +284,11 @@ fn enable_v2_controllers(home: &mut PathBuf, parent: &Path, is_root: bool) -> (b
     let grandparent = parent.parent().map(Path::to_path_buf).unwrap_or_default();
     if let Err(e) = enable(&grandparent).and_then(|()| enable(parent)) {
         tracing::debug!("cgroup v2 controllers not available for runs: {e}");
-        return (false, false);
+        return (false, false, false);
     }
     let enabled = fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
     let has = |c: &str| enabled.split_whitespace().any(|e| e == c);
-    (has("pids"), has("memory"))
+    (has("pids"), has("memory"), has("cpu"))
 }
 
 impl Hierarchies {
@@ -267,7 +298,11 @@ impl Hierarchies {
         let (v2_path, v1_paths) =
             own_cgroups().map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
         let mut list = Vec::new();
-        for (name, flavor) in [("pids", Flavor::V1Pids), ("memory", Flavor::V1Memory)] {
+        for (name, flavor) in [
+            ("pids", Flavor::V1Pids),
+            ("memory", Flavor::V1Memory),
+            ("cpu", Flavor::V1Cpu),
+        ] {
             let Some(mount) = mounts
                 .iter()
                 .find(|m| !m.v2 && m.controllers.iter().any(|c| c == name))
@@ -290,6 +325,7 @@ impl Hierarchies {
                     parent,
                     pids: false,
                     memory: false,
+                    cpu: false,
                 });
             }
         }
@@ -298,10 +334,11 @@ impl Hierarchies {
             && let Some(parent) = make_parent(&home)
         {
             // Limits come from v1 where it has them (hybrid hosts); else from v2.
-            let (pids, memory) = if list.is_empty() {
+            // Hybrid hosts: v2 holds the run for ending it, v1 limits it.
+            let (pids, memory, cpu) = if list.iter().all(|h| h.flavor == Flavor::V1Cpu) {
                 enable_v2_controllers(&mut home, &parent, path == "/")
             } else {
-                (false, false)
+                (false, false, false)
             };
             list.push(Hierarchy {
                 flavor: Flavor::V2,
@@ -309,6 +346,7 @@ impl Hierarchies {
                 parent,
                 pids,
                 memory,
+                cpu,
             });
         }
         let can_end_runs = list
@@ -320,7 +358,10 @@ impl Hierarchies {
             }
             return Err("no cgroup hierarchy where this process may create cgroups".into());
         }
-        Ok(Hierarchies { list })
+        Ok(Hierarchies {
+            list: Arc::new(list),
+            spare: Arc::default(),
+        })
     }
 
     /// Whether process and memory limits are enforced.
@@ -340,10 +381,14 @@ impl Hierarchies {
     pub(crate) fn describe(&self) -> String {
         let has = |f: Flavor| self.list.iter().any(|h| h.flavor == f);
         let v2 = self.list.iter().find(|h| h.flavor == Flavor::V2);
-        let ending = if v2.is_some() {
-            "cgroup v2 cgroup.kill ends a run"
-        } else {
-            "the v1 pids cgroup's members are killed to end a run"
+        let ending = match (v2.is_some(), has(Flavor::V1Pids)) {
+            (true, true) => {
+                "cgroup v2 cgroup.kill, or for runs started from a prepared v1 cgroup the v1 pids cgroup (new processes refused, every member killed), ends a run"
+            }
+            (true, false) => "cgroup v2 cgroup.kill ends a run",
+            (false, _) => {
+                "the v1 pids cgroup ends a run (new processes refused, every member killed)"
+            }
         };
         let limits = match (
             has(Flavor::V1Pids) || v2.is_some_and(|h| h.pids),
@@ -363,37 +408,144 @@ impl Hierarchies {
         format!("{ending}; {limits}")
     }
 
-    /// A fresh cgroup for one run, in every hierarchy, with `limits` applied.
+    /// A fresh cgroup for one run, in every hierarchy, with `limits` applied — the spare
+    /// one, with its parked spawner, when one is ready.
     pub(crate) fn run_group(&self, limits: ResourceLimits) -> io::Result<RunGroup> {
-        let n = NEXT_RUN.fetch_add(1, Ordering::Relaxed);
-        let mut group = RunGroup {
-            dirs: Vec::new(),
+        let ready = {
+            let (slot, prepared) = &*self.spare;
+            let mut spare = lock(slot);
+            // One on its way is nearer than new cgroups of our own.
+            let deadline = Instant::now() + SPARE_WAIT;
+            while spare.ready.is_none() && spare.preparing {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                spare = prepared
+                    .wait_timeout(spare, left)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+            let ready = spare.ready.take();
+            if ready.is_some() && spare.keep {
+                drop(spare);
+                self.prepare(true);
+            }
+            ready
+        };
+        let (dirs, spawner) = match ready {
+            Some((dirs, parked)) => (dirs, Some(parked)),
+            None => (make_dirs(&self.list, |_| true)?, None),
+        };
+        // The spawner thread counts against the process limit while it waits for the
+        // run to end: one more.
+        let limits = ResourceLimits {
+            max_processes: limits
+                .max_processes
+                .map(|n| n + u64::from(spawner.is_some())),
+            ..limits
+        };
+        let group = RunGroup {
+            dirs,
             finished: false,
             oom_limit: limits.max_memory,
+            spawner,
+            keeper: None,
         };
-        for h in &self.list {
-            let dir = h.parent.join(format!("run.{n}"));
-            fs::create_dir(&dir).map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("cannot create the run's cgroup {}: {e}", dir.display()),
-                )
-            })?;
-            group.dirs.push(Member {
-                flavor: h.flavor,
-                dir: dir.clone(),
-                home: h.home.clone(),
-            });
-            apply_limits(h, &dir, limits)?;
+        // The limits are written now, before the child exists (a write, not a
+        // migration: cheap).
+        for m in &group.dirs {
+            if let Some(h) = self.list.iter().find(|h| h.flavor == m.flavor) {
+                apply_limits(h, &m.dir, limits)?;
+            }
         }
         Ok(group)
+    }
+
+    /// Whether a spare run group is ready.
+    pub(crate) fn has_spare(&self) -> bool {
+        lock(&self.spare.0).ready.is_some()
+    }
+
+    /// Prepare a spare run group in the background (where runs use v1 hierarchies);
+    /// with `keep`, prepare a new one each time one is used.
+    pub(crate) fn prepare(&self, keep: bool) {
+        if !self.list.iter().any(|h| h.flavor != Flavor::V2) {
+            // Pure v2: only whole processes move, so no thread can wait inside.
+            return;
+        }
+        {
+            let mut spare = lock(&self.spare.0);
+            spare.keep |= keep;
+            if spare.ready.is_some() || spare.preparing {
+                return;
+            }
+            spare.preparing = true;
+        }
+        let (list, slot) = (Arc::clone(&self.list), Arc::clone(&self.spare));
+        let into_v2 = crate::providers::local::spawn::can_spawn_into_cgroup();
+        spare::start(
+            move || {
+                // v2 only when the child can enter it at birth; a thread cannot.
+                let dirs = make_dirs(&list, |f| f != Flavor::V2 || into_v2)?;
+                for m in dirs.iter().filter(|m| m.flavor != Flavor::V2) {
+                    if let Err(e) = move_into(m.flavor, &m.dir) {
+                        remove_dirs(&dirs);
+                        return Err(e);
+                    }
+                }
+                Ok(dirs)
+            },
+            move |parked| {
+                let (slot, prepared) = &*slot;
+                let mut spare = lock(slot);
+                spare.preparing = false;
+                match parked {
+                    Ok(ready) => spare.ready = Some(ready),
+                    Err(e) => tracing::debug!("no spare run group: {e}"),
+                }
+                prepared.notify_all();
+            },
+        );
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Make `run.<n>` in every hierarchy whose flavor `include` accepts.
+fn make_dirs(list: &[Hierarchy], include: impl Fn(Flavor) -> bool) -> io::Result<Vec<Member>> {
+    let n = NEXT_RUN.fetch_add(1, Ordering::Relaxed);
+    let mut dirs = Vec::new();
+    for h in list.iter().filter(|h| include(h.flavor)) {
+        let dir = h.parent.join(format!("run.{n}"));
+        if let Err(e) = fs::create_dir(&dir) {
+            remove_dirs(&dirs);
+            return Err(io::Error::new(
+                e.kind(),
+                format!("cannot create the run's cgroup {}: {e}", dir.display()),
+            ));
+        }
+        dirs.push(Member {
+            flavor: h.flavor,
+            dir,
+            home: h.home.clone(),
+        });
+    }
+    Ok(dirs)
+}
+
+fn remove_dirs(dirs: &[Member]) {
+    for m in dirs {
+        let _ = fs::remove_dir(&m.dir);
     }
 }
 
 impl Drop for Hierarchies {
     fn drop(&mut self) {
         // Fails (harmlessly) while another `Hierarchies` of this process has runs there.
-        for h in &self.list {
+        for h in self.list.iter() {
             let _ = fs::remove_dir(&h.parent);
         }
     }
@@ -402,6 +554,9 @@ impl Drop for Hierarchies {
 fn apply_limits(h: &Hierarchy, dir: &Path, limits: ResourceLimits) -> io::Result<()> {
     match h.flavor {
         Flavor::V2 => {
+            if h.cpu {
+                write(&dir.join("cpu.weight"), &RUN_CPU_WEIGHT.to_string())?;
+            }
             if let Some(n) = limits.max_processes.filter(|_| h.pids) {
                 write(&dir.join("pids.max"), &n.to_string())?;
             }
@@ -419,6 +574,7 @@ fn apply_limits(h: &Hierarchy, dir: &Path, limits: ResourceLimits) -> io::Result
                 write(&dir.join("pids.max"), &n.to_string())?;
             }
         }
+        Flavor::V1Cpu => write(&dir.join("cpu.shares"), &RUN_CPU_SHARES.to_string())?,
         Flavor::V1Memory => {
             if let Some(bytes) = limits.max_memory {
                 write(&dir.join("memory.limit_in_bytes"), &bytes.to_string())?;
@@ -445,6 +601,10 @@ pub(crate) struct RunGroup {
     dirs: Vec<Member>,
     finished: bool,
     oom_limit: Option<u64>,
+    /// A thread already inside the v1 cgroups, to start the child (see `spare.rs`).
+    spawner: Option<Parked>,
+    /// That thread, kept until the run ends.
+    keeper: Option<Keeper>,
 }
 
 fn gettid() -> i32 {
@@ -455,7 +615,9 @@ fn gettid() -> i32 {
 fn move_into(flavor: Flavor, to: &Path) -> io::Result<()> {
     match flavor {
         Flavor::V2 => write(&to.join("cgroup.procs"), &std::process::id().to_string()),
-        Flavor::V1Pids | Flavor::V1Memory => write(&to.join("tasks"), &gettid().to_string()),
+        Flavor::V1Pids | Flavor::V1Memory | Flavor::V1Cpu => {
+            write(&to.join("tasks"), &gettid().to_string())
+        }
     }
 }
 
@@ -466,23 +628,63 @@ fn members(dir: &Path) -> Vec<i32> {
 }
 
 impl RunGroup {
-    /// Start a process inside the run: join, `spawn`, leave.
-    pub(crate) fn spawn_inside<T>(
-        &self,
-        spawn: impl FnOnce() -> io::Result<(i32, T)>,
-    ) -> io::Result<(i32, T)> {
+    /// Start `request`'s process inside the run. With a parked spawner, that thread —
+    /// already in the v1 cgroups — starts it. Otherwise the v2 cgroup is entered by the
+    /// child itself at birth where glibc and the kernel can (`CLONE_INTO_CGROUP`), and
+    /// the v1 hierarchies (and v2 otherwise) by the spawning thread joining for the
+    /// instant of the spawn — migrations, which wait for an RCU grace period.
+    pub(crate) fn spawn_inside(&mut self, request: SpawnRequest) -> io::Result<SpawnedChild> {
+        let open_v2 = || {
+            self.dirs
+                .iter()
+                .find(|m| m.flavor == Flavor::V2)
+                .filter(|_| crate::providers::local::spawn::can_spawn_into_cgroup())
+                .and_then(|m| {
+                    fs::File::open(&m.dir)
+                        .inspect_err(|e| tracing::debug!("cannot open {}: {e}", m.dir.display()))
+                        .ok()
+                })
+        };
+        if let Some(parked) = self.spawner.take() {
+            let (child, keeper) = parked.spawn(request, open_v2())?;
+            self.keeper = Some(keeper);
+            return Ok(child);
+        }
         let _serial = SPAWN_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+        let v2_dir = open_v2();
+        let started = self.with_joined(v2_dir.is_none(), || {
+            request.spawn(v2_dir.as_ref().map(|d| d.as_raw_fd()))
+        });
+        match started {
+            // An older kernel refuses CLONE_INTO_CGROUP: join v2 the slow way instead.
+            Err(e)
+                if v2_dir.is_some()
+                    && matches!(
+                        e.raw_os_error(),
+                        Some(nix::libc::EINVAL | nix::libc::ENOSYS | nix::libc::E2BIG)
+                    ) =>
+            {
+                tracing::debug!("spawning into a cgroup failed ({e}); migrating instead");
+                self.with_joined(true, || request.spawn(None))
+            }
+            other => other,
+        }
+    }
+
+    /// Run `f` with the calling thread in the run's v1 cgroups (and its v2 cgroup, with
+    /// `v2`), then leave them.
+    fn with_joined<R>(&self, v2: bool, f: impl FnOnce() -> io::Result<R>) -> io::Result<R> {
         let mut joined = Vec::new();
-        for m in &self.dirs {
+        for m in self.dirs.iter().filter(|m| v2 || m.flavor != Flavor::V2) {
             if let Err(e) = move_into(m.flavor, &m.dir) {
                 self.leave(&joined);
                 return Err(e);
             }
             joined.push(m);
         }
-        let started = spawn();
+        let result = f();
         self.leave(&joined);
-        started
+        result
     }
 
     fn leave(&self, joined: &[&Member]) {
@@ -506,8 +708,14 @@ impl RunGroup {
                 return;
             }
         }
-        // No cgroup.kill (v1 only, or a kernel before 5.14): kill what is listed until
-        // nothing is; the pids limit bounds how fast a fork bomb refills it.
+        // No cgroup.kill (v1 only, or a kernel before 5.14): first forbid every new
+        // process (pids.max = 0: a fork in the run fails from now on), then kill what is
+        // listed until nothing is.
+        for m in self.dirs.iter().filter(|m| m.flavor == Flavor::V1Pids) {
+            if let Err(e) = write(&m.dir.join("pids.max"), "0") {
+                tracing::debug!("cannot stop the run's forks: {e}");
+            }
+        }
         let Some(listed) = self
             .dirs
             .iter()
@@ -540,6 +748,8 @@ impl RunGroup {
             return None;
         }
         self.finished = true;
+        // The spawner thread may go now; it leaves the cgroups as it ends.
+        drop(self.keeper.take());
         let me = std::process::id() as i32;
         let deadline = Instant::now() + EMPTY_WAIT;
         let mut note = None;
@@ -585,7 +795,7 @@ fn oom_killed(m: &Member) -> bool {
     match m.flavor {
         Flavor::V2 => count("memory.events") > 0,
         Flavor::V1Memory => count("memory.oom_control") > 0,
-        Flavor::V1Pids => false,
+        Flavor::V1Pids | Flavor::V1Cpu => false,
     }
 }
 
@@ -599,6 +809,8 @@ impl Drop for RunGroup {
             dirs: std::mem::take(&mut self.dirs),
             finished: false,
             oom_limit: None,
+            spawner: None,
+            keeper: self.keeper.take(),
         };
         self.finished = true;
         // Waiting for the kernel to empty the cgroups must not block an async runtime.

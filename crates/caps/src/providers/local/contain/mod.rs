@@ -21,6 +21,7 @@
 
 mod cgroup;
 mod reaper;
+mod spare;
 
 use std::io;
 use std::path::PathBuf;
@@ -28,6 +29,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use super::spawn::{SpawnRequest, SpawnedChild};
 use crate::shell::ResourceLimits;
 
 pub use reaper::{REAPER_SUBCOMMAND, run_reaper};
@@ -108,6 +110,33 @@ impl Containment {
         Containment(Arc::new(Kind::Reaper(helper)))
     }
 
+    /// Prepare the next run's cgroups in the background — a thread made and moved into
+    /// them ahead of time — so that starting the run waits for no cgroup migration
+    /// (each waits for an RCU grace period, several milliseconds). A one-shot command
+    /// calls this once, early; a server calls [`Containment::keep_ready`]. No effect
+    /// without cgroups, or where only whole processes can move (pure cgroup v2).
+    pub fn prepare(&self) {
+        if let Kind::Cgroups(h) = self.0.as_ref() {
+            h.prepare(false);
+        }
+    }
+
+    /// Like [`Containment::prepare`], and prepare the next each time one is used.
+    pub fn keep_ready(&self) {
+        if let Kind::Cgroups(h) = self.0.as_ref() {
+            h.prepare(true);
+        }
+    }
+
+    /// Whether a prepared run's cgroups wait for the next run (see
+    /// [`Containment::prepare`]).
+    pub fn prepared(&self) -> bool {
+        match self.0.as_ref() {
+            Kind::Cgroups(h) => h.has_spare(),
+            _ => false,
+        }
+    }
+
     /// Which mechanism this is.
     pub fn mechanism(&self) -> Mechanism {
         match self.0.as_ref() {
@@ -166,18 +195,15 @@ impl Unit {
         }
     }
 
-    /// Run `spawn` so that the process it starts is inside this unit from its first
+    /// Start `request`'s process so that it is inside this unit from its first
     /// instruction.
-    pub(crate) fn spawn<T>(
-        &mut self,
-        spawn: impl FnOnce() -> io::Result<(i32, T)>,
-    ) -> io::Result<(i32, T)> {
+    pub(crate) fn spawn(&mut self, request: SpawnRequest) -> io::Result<SpawnedChild> {
         let started = match self {
-            Unit::Cgroup(group) => group.spawn_inside(spawn)?,
-            _ => spawn()?,
+            Unit::Cgroup(group) => group.spawn_inside(request)?,
+            _ => request.spawn(None)?,
         };
         if let Unit::Reaper { leader, .. } = self {
-            *leader = Some(started.0);
+            *leader = Some(started.pid);
         }
         Ok(started)
     }

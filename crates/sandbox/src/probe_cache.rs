@@ -1,0 +1,178 @@
+//! The namespace probe, remembered. Before the first sandboxed run a Warden process asks
+//! bubblewrap to build the sandbox's namespaces once (`probe::namespaces_work`), so that
+//! a host without user namespaces gets a diagnosis instead of a cryptic failure. Doing
+//! that on every `warden exec` costs a whole extra bubblewrap run; this module keeps a
+//! *success* on disk under a key of everything that decides the answer:
+//!
+//! - the kernel (release, build and boot id: a reboot re-probes),
+//! - every namespace setting the kernel exposes (`/proc/sys/user/max_*_namespaces`,
+//!   Debian's `unprivileged_userns_clone`, AppArmor's userns restriction),
+//! - the bubblewrap binary (path, device, inode, size, change and modification times),
+//! - the user, and the probe's own flags.
+//!
+//! Any change re-probes. A failure is never remembered, and a remembered success never
+//! means running unconfined: if namespaces stop working in a way the key misses, the run
+//! itself fails in bubblewrap — closed — with bubblewrap's message.
+
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+/// Bumped when the probe's flags change, so old entries stop matching.
+const PROBE_VERSION: &str = "namespaces-v1";
+
+/// The kernel files whose content is part of the key (missing ones count as absent).
+const KERNEL_FACTS: &[&str] = &[
+    "/proc/sys/kernel/osrelease",
+    "/proc/sys/kernel/version",
+    "/proc/sys/kernel/random/boot_id",
+    "/proc/sys/user/max_user_namespaces",
+    "/proc/sys/user/max_pid_namespaces",
+    "/proc/sys/user/max_net_namespaces",
+    "/proc/sys/user/max_ipc_namespaces",
+    "/proc/sys/user/max_uts_namespaces",
+    "/proc/sys/user/max_mnt_namespaces",
+    "/proc/sys/kernel/unprivileged_userns_clone",
+    "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+];
+
+/// Everything the probe's answer depends on, as one line of text.
+fn key(bwrap: &Path) -> std::io::Result<String> {
+    let meta = std::fs::metadata(bwrap)?;
+    let mut key = format!(
+        "{PROBE_VERSION} uid={} bwrap={} dev={} ino={} size={} mtime={}.{} ctime={}.{}",
+        nix::unistd::geteuid().as_raw(),
+        bwrap.display(),
+        meta.dev(),
+        meta.ino(),
+        meta.size(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.ctime(),
+        meta.ctime_nsec()
+    );
+    for fact in KERNEL_FACTS {
+        let value = std::fs::read_to_string(fact).unwrap_or_else(|_| "-".into());
+        key.push_str(&format!(" {fact}={}", value.trim()));
+    }
+    Ok(key)
+}
+
+/// Whether bubblewrap can build the sandbox's namespaces, answered from `cache` when it
+/// holds a success under the current key, else by probing (and remembering a success).
+/// `Err` is the diagnosis.
+pub fn namespaces_work_cached(bwrap: &Path, cache: &Path) -> Result<(), String> {
+    let Ok(key) = key(bwrap) else {
+        return crate::probe::namespaces_work(bwrap);
+    };
+    if std::fs::read_to_string(cache).is_ok_and(|stored| stored == key) {
+        return Ok(());
+    }
+    crate::probe::namespaces_work(bwrap)?;
+    if let Err(e) = remember(cache, &key) {
+        // Only speed is lost: the next call probes again.
+        tracing::debug!(
+            "cannot remember the namespace probe in {}: {e}",
+            cache.display()
+        );
+    }
+    Ok(())
+}
+
+/// Write `key` to `cache` atomically (0600, in a 0700 directory created if missing).
+fn remember(cache: &Path, key: &str) -> std::io::Result<()> {
+    let dir = cache
+        .parent()
+        .ok_or_else(|| std::io::Error::other("the cache path has no directory"))?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    if std::fs::symlink_metadata(dir)?.permissions().mode() & 0o077 != 0 {
+        return Err(std::io::Error::other("the cache directory is not private"));
+    }
+    let tmp = dir.join(format!(".probe.{}.tmp", std::process::id()));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    file.write_all(key.as_bytes())?;
+    drop(file);
+    std::fs::rename(&tmp, cache).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stand-in bubblewrap that records each run and succeeds or fails as told.
+    fn fake_bwrap(dir: &Path, succeed: bool) -> std::path::PathBuf {
+        let bwrap = dir.join("bwrap");
+        let log = dir.join("runs");
+        std::fs::write(
+            &bwrap,
+            format!(
+                "#!/bin/sh\necho run >> {}\n{}\n",
+                log.display(),
+                if succeed {
+                    "exit 0"
+                } else {
+                    "echo 'bwrap: No permissions to create new namespace' >&2; exit 1"
+                }
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&bwrap, std::fs::Permissions::from_mode(0o755)).unwrap();
+        bwrap
+    }
+
+    fn runs(dir: &Path) -> usize {
+        std::fs::read_to_string(dir.join("runs"))
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    }
+
+    #[test]
+    fn a_success_is_remembered_until_bubblewrap_changes_and_a_failure_never_is() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = tmp.path().join("state/cache/probe");
+        let bwrap = fake_bwrap(tmp.path(), false);
+        for _ in 0..2 {
+            let err = namespaces_work_cached(&bwrap, &cache).unwrap_err();
+            assert!(err.contains("No permissions"), "{err}");
+        }
+        assert_eq!(runs(tmp.path()), 2, "a failure must be probed again");
+        assert!(!cache.exists());
+
+        let bwrap = fake_bwrap(tmp.path(), true);
+        namespaces_work_cached(&bwrap, &cache).unwrap();
+        namespaces_work_cached(&bwrap, &cache).unwrap();
+        assert_eq!(
+            runs(tmp.path()),
+            3,
+            "the second success came from the cache"
+        );
+        let mode = std::fs::metadata(&cache).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+
+        // Replacing bubblewrap (a new file: another inode or change time) re-probes,
+        // and its failure is reported, not the old success.
+        std::fs::remove_file(&bwrap).unwrap();
+        let bwrap = fake_bwrap(tmp.path(), false);
+        assert!(namespaces_work_cached(&bwrap, &cache).is_err());
+        assert_eq!(runs(tmp.path()), 4);
+    }
+
+    #[test]
+    fn a_cache_entry_under_another_key_is_not_trusted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = tmp.path().join("probe");
+        let bwrap = fake_bwrap(tmp.path(), false);
+        std::fs::write(&cache, "namespaces-v1 uid=0 bwrap=/usr/bin/bwrap (planted)").unwrap();
+        assert!(namespaces_work_cached(&bwrap, &cache).is_err());
+        assert_eq!(runs(tmp.path()), 1);
+    }
+}
