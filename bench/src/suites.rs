@@ -471,6 +471,7 @@ async fn exec_sandbox(report: &mut Report, quick: bool) -> anyhow::Result<()> {
         watched: std::sync::Arc::clone(&readonly),
         writable: readonly,
         unconfined: None,
+        read_only_unavailable: None,
     });
     let cancel = tokio_util::sync::CancellationToken::new();
     let bwrap_args = [
