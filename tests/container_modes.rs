@@ -101,6 +101,9 @@ fn readonly_is_refused_every_write_and_never_asks() {
     let Some(fx) = Fixture::read_only_root("e2e-readonly") else {
         return;
     };
+    if !fx.user_namespaces_or_skip() {
+        return;
+    }
     std::fs::write(fx.workspace.join("in.txt"), "data").unwrap();
     let home = home_for(&fx, Some("readonly"));
     let (out, report) = exec(home.path(), &fx, "cat in.txt");
@@ -128,6 +131,9 @@ fn approval_runs_read_only_first_then_asks_and_retries_once_writable() {
     let Some(fx) = Fixture::read_only_root("e2e-approval") else {
         return;
     };
+    if !fx.user_namespaces_or_skip() {
+        return;
+    }
     // The built-in default mode is approval.
     let home = home_for(&fx, None);
     // No approver: the write is rejected (75, nobody answered) and nothing is written.
@@ -275,6 +281,9 @@ fn doctor_reports_the_container_backend_and_its_modes() {
     let Some(fx) = Fixture::read_only_root("e2e-doctor") else {
         return;
     };
+    if !fx.user_namespaces_or_skip() {
+        return;
+    }
     let doctor = |home: &Path| {
         let out = warden_in(home)
             .args(["doctor", "--json"])

@@ -649,6 +649,9 @@ async fn the_read_only_view_refuses_every_write_and_stays_locked() {
     let Some(fx) = Fixture::read_only_root("ro") else {
         return;
     };
+    if !fx.user_namespaces_or_skip() {
+        return;
+    }
     let ro = read_only_shell(&fx);
     let rw = shell(&fx);
     assert_eq!(
@@ -744,6 +747,9 @@ async fn the_read_only_view_runs_commands_exactly_as_the_writable_one() {
     let Some(fx) = Fixture::read_only_root("roexact") else {
         return;
     };
+    if !fx.user_namespaces_or_skip() {
+        return;
+    }
     let ro = read_only_shell(&fx);
     std::fs::write(fx.workspace.join("input.txt"), "hello\n").unwrap();
     let options = opts(&fx).with_env("WARDEN_A", "two words");
@@ -783,6 +789,9 @@ async fn a_timeout_kills_the_tree_inside_the_read_only_view() {
     let Some(fx) = Fixture::read_only_root("rotimeout") else {
         return;
     };
+    if !fx.user_namespaces_or_skip() {
+        return;
+    }
     let ro = std::sync::Arc::new(read_only_shell(&fx));
     let mut options = opts(&fx);
     options.timeout = Duration::from_secs(3);

@@ -294,6 +294,26 @@ impl Fixture {
         commands.iter().all(|c| procs.iter().any(|p| p == c))
     }
 
+    /// Whether user namespaces can be made inside the container, which the read-only
+    /// view needs; when this machine refuses them (a CI runner that is itself a
+    /// restricted container), say so loudly so the test can skip.
+    pub fn user_namespaces_or_skip(&self) -> bool {
+        let out = run_podman(
+            &self.podman,
+            &["exec", &self.name, "unshare", "-U", "-r", "-m", "true"],
+        );
+        if !out.status.success() {
+            let current = std::thread::current();
+            shout(&format!(
+                "SKIPPED: {} because this machine allows no user namespace inside a \
+                 container ({}), which the read-only view needs",
+                current.name().unwrap_or("a container test"),
+                text(&out.stderr).trim()
+            ));
+        }
+        out.status.success()
+    }
+
     /// Whether the container is still running.
     pub fn is_running(&self) -> bool {
         let out = run_podman(
