@@ -119,6 +119,7 @@ pub async fn run(
         watched: Arc::clone(&readonly),
         writable: readonly,
         unconfined: None,
+        read_only_unavailable: None,
     });
     let cancel = tokio_util::sync::CancellationToken::new();
     let through_runner = || async {

@@ -1,12 +1,14 @@
-//! `warden doctor`: probe what this machine can do — bubblewrap, user namespaces, a fresh
-//! `/proc`, seccomp, the Landlock ABI, a container engine — and say what that means for
-//! each host. `warden sandbox direct|status`: the operator's time-limited direct mode.
+//! `warden doctor`: probe what the configured sandbox backend needs on this machine —
+//! for bubblewrap: user namespaces, a fresh `/proc`, seccomp, the Landlock ABI, the write
+//! watch; for a container: the engine, the container, its mounts, the read-only view —
+//! which permission modes it serves, and what that means for each host. `warden sandbox direct|status`: the operator's time-limited direct mode.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use approvals::Clock;
-use policy::SandboxBackend;
+use policy::{PermissionMode, SandboxBackend};
+use sandbox::probe::Check;
 use serde_json::json;
 
 use crate::exit;
@@ -160,42 +162,30 @@ pub fn run(args: DoctorArgs) -> i32 {
             return exit::WARDEN_ERROR;
         }
     };
-    let dirs: Vec<PathBuf> = sandbox::bwrap::TRUSTED_BWRAP_DIRS
-        .iter()
-        .map(PathBuf::from)
-        .collect();
-    let report = sandbox::probe::probe(&dirs);
     let config = facts.config();
     let backend = config
         .as_ref()
         .map(|c| c.sandbox.backend)
         .unwrap_or(SandboxBackend::for_this_platform());
-    let engine = config
-        .as_ref()
-        .map(|c| c.sandbox.container_engine.clone())
-        .unwrap_or_else(|_| "podman".into());
-    let container_name = config
-        .as_ref()
-        .ok()
-        .and_then(|c| c.sandbox.container_name.clone())
-        .unwrap_or_default();
-    let engine_probe = sandbox::container::probe_engine(&sandbox::container::ContainerConfig {
-        engine: engine.clone(),
-        container: container_name,
-        engine_dirs: sandbox::container::TRUSTED_ENGINE_DIRS
-            .iter()
-            .map(PathBuf::from)
-            .collect(),
-    });
+    let checks = backend_checks(&facts, backend);
+    let modes = permission_modes(backend, &checks, config.as_ref().ok());
     let gateway = facts.gateway(None);
     // The gateway's own route decides, so doctor and every exec give the same answer.
     let sandbox_status = match (&gateway, backend) {
         (Err(e), _) => Err(format!("{e:#}")),
         (Ok(g), backend) => g.sandbox_available().map(|()| match backend {
-            SandboxBackend::Bwrap if report.landlock_abi >= 1 => format!(
+            SandboxBackend::Bwrap if sandbox::landlock::abi() >= 1 => format!(
                 "bubblewrap + seccomp + Landlock ABI {}",
-                report.landlock_abi
+                sandbox::landlock::abi()
             ),
+            SandboxBackend::Container => match config.as_ref() {
+                Ok(c) => format!(
+                    "container {} ({})",
+                    c.sandbox.container_name.as_deref().unwrap_or_default(),
+                    c.sandbox.container_engine
+                ),
+                Err(_) => "the container backend".to_owned(),
+            },
             SandboxBackend::Bwrap => "bubblewrap + seccomp".to_owned(),
             other => format!("{other:?} backend available"),
         }),
@@ -213,9 +203,10 @@ pub fn run(args: DoctorArgs) -> i32 {
     let containment = containment(&facts, config.as_ref().ok());
     if args.json {
         let v = json!({
-            "checks": report.checks,
-            "landlockAbi": report.landlock_abi,
-            "containerEngine": { "name": engine, "available": engine_probe.is_ok(), "detail": engine_probe.clone().unwrap_or_else(|e| e.0) },
+            "backend": backend,
+            "checks": checks,
+            "landlockAbi": sandbox::landlock::abi(),
+            "permissionModes": { "supported": modes.supported, "configured": modes.configured, "ok": modes.ok, "detail": modes.detail },
             "hosts": {
                 "sandbox": { "backend": format!("{backend:?}").to_lowercase(), "available": sandbox_status.is_ok(), "detail": sandbox_status.clone().unwrap_or_else(|e| e) , "directModeUntil": direct },
                 "gateway": { "approvalsFile": store.config().path, "usable": store_status.is_ok(), "detail": store_status.clone().err() },
@@ -242,15 +233,14 @@ pub fn run(args: DoctorArgs) -> i32 {
         });
         outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {
-        let mut out = String::from("checks\n");
-        for c in &report.checks {
+        let mut out = format!(
+            "checks (sandbox.backend = \"{}\")\n",
+            format!("{backend:?}").to_lowercase()
+        );
+        for c in &checks {
             out.push_str(&line(c.ok, &c.name, &c.detail));
         }
-        out.push_str(&line(
-            engine_probe.is_ok(),
-            "container engine",
-            &engine_probe.clone().unwrap_or_else(|e| e.0),
-        ));
+        out.push_str(&line(modes.ok, "permission modes", &modes.detail));
         out.push_str("\nhosts\n");
         out.push_str(&line(
             sandbox_status.is_ok(),
@@ -312,10 +302,94 @@ pub fn run(args: DoctorArgs) -> i32 {
         }
         out!("{out}");
     }
-    if sandbox_status.is_ok() && protection.is_ok() {
+    if sandbox_status.is_ok() && protection.is_ok() && modes.ok {
         0
     } else {
         1
+    }
+}
+
+/// The checks of the configured backend only: what the others would need is no concern
+/// of this host's commands.
+fn backend_checks(facts: &HostFacts, backend: SandboxBackend) -> Vec<Check> {
+    match backend {
+        SandboxBackend::Bwrap => {
+            let dirs: Vec<PathBuf> = sandbox::bwrap::TRUSTED_BWRAP_DIRS
+                .iter()
+                .map(PathBuf::from)
+                .collect();
+            sandbox::probe::probe(&dirs).checks
+        }
+        SandboxBackend::Container => facts.container_checks().unwrap_or_else(|e| {
+            vec![Check {
+                name: "container".into(),
+                ok: false,
+                detail: format!("{e:#}"),
+            }]
+        }),
+        SandboxBackend::Macos | SandboxBackend::Off => Vec::new(),
+    }
+}
+
+/// Which permission modes the backend serves, as `doctor` reports them.
+struct ModesReport {
+    supported: Vec<PermissionMode>,
+    configured: PermissionMode,
+    ok: bool,
+    detail: String,
+}
+
+fn permission_modes(
+    backend: SandboxBackend,
+    checks: &[Check],
+    config: Option<&policy::Config>,
+) -> ModesReport {
+    use PermissionMode::{Approval, Readonly, Unrestricted};
+    let configured = config
+        .and_then(|c| c.sandbox.permission_mode)
+        .unwrap_or_default();
+    let (supported, why) = match backend {
+        SandboxBackend::Off => (
+            Vec::new(),
+            Some("the sandbox host is switched off".to_owned()),
+        ),
+        SandboxBackend::Container => match checks.iter().find(|c| c.name == "read-only view") {
+            Some(c) if c.ok => (vec![Readonly, Approval, Unrestricted], None),
+            Some(c) => (
+                vec![Unrestricted],
+                Some(format!("readonly and approval are refused: {}", c.detail)),
+            ),
+            None => (
+                Vec::new(),
+                Some("the container cannot be used (see above)".to_owned()),
+            ),
+        },
+        SandboxBackend::Bwrap | SandboxBackend::Macos => {
+            (vec![Readonly, Approval, Unrestricted], None)
+        }
+    };
+    let ok = supported.contains(&configured);
+    let names: Vec<String> = supported.iter().map(ToString::to_string).collect();
+    let mut detail = if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
+    };
+    if let Some(why) = why {
+        detail.push_str(&format!(" — {why}"));
+    }
+    detail.push_str(&format!("; configured: {configured}"));
+    if !ok && !supported.is_empty() {
+        detail.push_str(
+            " (refused here: set sandbox.permission_mode = \"unrestricted\", or make the \
+             read-only view possible)",
+        );
+    }
+    ModesReport {
+        supported,
+        configured,
+        ok,
+        detail,
     }
 }
 

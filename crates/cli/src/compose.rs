@@ -44,14 +44,14 @@ fn authorization(config: &Config, workspace: &Path) -> anyhow::Result<PathAuthor
     })
 }
 
-/// One shell for every profile: a backend whose profiles do not differ (container) or
-/// the operator's unconfined direct mode.
+/// One shell for every profile: the operator's unconfined direct mode.
 fn same_shell(shell: Arc<dyn Shell>, unconfined: Option<&str>) -> SandboxShells {
     SandboxShells {
         readonly: Arc::clone(&shell),
         watched: Arc::clone(&shell),
         writable: shell,
         unconfined: unconfined.map(str::to_owned),
+        read_only_unavailable: None,
     }
 }
 
@@ -112,23 +112,12 @@ fn sandbox_route(
                         watched: ro,
                         writable: Arc::new(rw),
                         unconfined: None,
+                        read_only_unavailable: None,
                     }
                 })
                 .map_err(|e| e.0)
         }
-        SandboxBackend::Container => {
-            let container = sandbox::container::ContainerConfig {
-                engine: config.sandbox.container_engine.clone(),
-                container: config.sandbox.container_name.clone().unwrap_or_default(),
-                engine_dirs: sandbox::container::TRUSTED_ENGINE_DIRS
-                    .iter()
-                    .map(PathBuf::from)
-                    .collect(),
-            };
-            sandbox::container::ContainerShell::new(container)
-                .map(|c| same_shell(Arc::new(c), None))
-                .map_err(|e| e.0)
-        }
+        SandboxBackend::Container => sandbox_container(config, &policy),
         // The sandbox host is switched off: its commands are refused, never run unconfined
         // (only a time-limited `warden sandbox direct` does that).
         SandboxBackend::Off => Err(SANDBOX_OFF.to_owned()),
@@ -136,6 +125,36 @@ fn sandbox_route(
     match shells {
         Err(why) => SandboxRoute::Unavailable(why),
         Ok(shells) => SandboxRoute::Available(Executor::Sandbox(shells)),
+    }
+}
+
+/// The configured container, checked for `policy`. Where it cannot run commands
+/// read-only, no read-only shell exists: the runner refuses `readonly` and `approval`
+/// with the reason instead of running them writable.
+fn sandbox_container(config: &Config, policy: &SandboxPolicy) -> Result<SandboxShells, String> {
+    let container = sandbox::container::Container::connect(container_config(config), policy)
+        .map_err(|e| e.0)?;
+    // Without a read-only view the read-only shell refuses whatever reaches it; the
+    // runner refuses these modes before that, with the reason.
+    let readonly: Arc<dyn Shell> = Arc::new(container.shell(Profile::ReadOnly));
+    Ok(SandboxShells {
+        watched: Arc::clone(&readonly),
+        readonly,
+        writable: Arc::new(container.shell(Profile::Writable)),
+        unconfined: None,
+        read_only_unavailable: container.read_only().err().map(str::to_owned),
+    })
+}
+
+/// `[sandbox] container.*` as the container backend takes it.
+pub fn container_config(config: &Config) -> sandbox::container::ContainerConfig {
+    sandbox::container::ContainerConfig {
+        engine: config.sandbox.container_engine.clone(),
+        container: config.sandbox.container_name.clone().unwrap_or_default(),
+        engine_dirs: sandbox::container::TRUSTED_ENGINE_DIRS
+            .iter()
+            .map(PathBuf::from)
+            .collect(),
     }
 }
 
@@ -162,6 +181,7 @@ fn sandbox_bwrap(
         watched: Arc::new(bwrap.watched_shell()),
         writable: Arc::new(bwrap.shell(Profile::Writable)),
         unconfined: None,
+        read_only_unavailable: None,
     })
 }
 
@@ -210,6 +230,26 @@ impl HostFacts {
                 protection,
             })
             .collect())
+    }
+
+    /// `warden doctor`'s checks of the container backend, against the paths commands in
+    /// the current directory would be authorized for.
+    pub fn container_checks(&self) -> anyhow::Result<Vec<sandbox::probe::Check>> {
+        let config = self.config()?;
+        let workspace = std::fs::canonicalize(&self.cwd)?;
+        let auth = authorization(&config, &workspace)?;
+        let protection = protected(self, &self.store(), &auth.writable_paths)?;
+        let policy = SandboxPolicy {
+            writable_paths: auth.writable_paths,
+            readable_extra_paths: auth.readable_extra_paths,
+            hidden_paths: protection.into_iter().map(|p| p.real).collect(),
+            network: config.sandbox.network,
+            ..Default::default()
+        };
+        Ok(sandbox::container::diagnose(
+            &container_config(&config),
+            &policy,
+        ))
     }
 
     /// The gateway of this host, with `workspace` (default: the current directory) as the

@@ -73,6 +73,7 @@ async fn lab(sandbox: bool) -> Lab {
                 watched: Arc::clone(&sandboxed),
                 writable: sandboxed,
                 unconfined: None,
+                read_only_unavailable: None,
             }))
         } else {
             SandboxRoute::Unavailable("no backend in this test".into())

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use caps::{ExecOptions, ExecOutput, RefusedWrites, ResourceLimits, Script, Shell};
-use policy::{AllowReason, Decision, DenyReason, Launch, PermissionMode, PlanError, RunPlan};
+use policy::{
+    AllowReason, Decision, DenyReason, Launch, PermissionMode, PlanError, RunPlan, Source,
+};
 use tokio_util::sync::CancellationToken;
 
 use approvals::ipc::protocol::{Prompt, PromptKind};
@@ -55,6 +57,11 @@ pub struct SandboxShells {
     /// Why these shells do not confine at all (the operator's direct mode), said in every
     /// decision; `None` for a real sandbox.
     pub unconfined: Option<String>,
+    /// Why this sandbox cannot run a command read-only (a container that cannot make a
+    /// read-only view): `readonly` and `approval` are then refused before anything runs,
+    /// never served by the writable profile. `None` when `readonly` and `watched` are
+    /// read-only.
+    pub read_only_unavailable: Option<String>,
 }
 
 impl Executor {
@@ -339,6 +346,22 @@ impl Runner {
                 ),
             };
         }
+        if let Some(why) = &shells.read_only_unavailable
+            && mode.value != PermissionMode::Unrestricted
+        {
+            let rule = format!(
+                "permission_mode={} ({}) runs commands read-only first, which this sandbox \
+                 cannot do: {why}; nothing was run — {}",
+                mode.value,
+                mode.source,
+                mode_fix(mode.source, &decided.request.agent)
+            );
+            report.decision = Decision::Deny {
+                reason: DenyReason::SandboxUnavailable,
+                rule: rule.clone(),
+            };
+            return deny(report, DenyReason::SandboxUnavailable, rule, events);
+        }
         let plan = match decided.explanation.plans.as_written.as_ref() {
             Ok(plan) => plan.clone(),
             Err(e) => return plan_error(report, e),
@@ -430,6 +453,21 @@ impl Runner {
             cancel,
         )
         .await
+    }
+}
+
+/// Which setting to change when a permission mode from `source` cannot be served.
+fn mode_fix(source: Source, agent: &str) -> String {
+    let unrestricted = "permission_mode = \"unrestricted\" (the sandbox's own mounts then decide what commands write)";
+    match source {
+        Source::Session => format!(
+            "this session asked for it (/exec permission_mode=...); `/exec \
+             permission_mode=unrestricted` returns to the configured mode, or set sandbox.{unrestricted}"
+        ),
+        Source::Agent => format!(
+            "set sandbox.{unrestricted} in agent {agent:?}'s [[agents.list]] entry in config.toml"
+        ),
+        _ => format!("set {unrestricted} in the [sandbox] table of config.toml"),
     }
 }
 

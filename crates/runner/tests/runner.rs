@@ -608,6 +608,7 @@ impl SandboxWorld {
             watched: Arc::new(self.watched.clone()),
             writable: Arc::new(self.writable.clone()),
             unconfined: None,
+            read_only_unavailable: None,
         })
     }
 
@@ -757,6 +758,117 @@ async fn readonly_never_asks_and_unrestricted_writes_directly() {
 }
 
 #[tokio::test]
+async fn a_sandbox_that_cannot_run_read_only_refuses_those_modes_before_anything_runs() {
+    const WHY: &str = "container box was not started with --read-only";
+    for (config, mode, source, fix) in [
+        (
+            "",
+            "approval",
+            "built-in default",
+            "in the [sandbox] table of config.toml",
+        ),
+        (
+            "[sandbox]\npermission_mode = \"readonly\"\n",
+            "readonly",
+            "global",
+            "in the [sandbox] table of config.toml",
+        ),
+        (
+            "[[agents.list]]\nid = \"coder\"\nsandbox.permission_mode = \"readonly\"\n",
+            "readonly",
+            "agent",
+            "in agent \"coder\"'s [[agents.list]] entry",
+        ),
+    ] {
+        let w = sandbox_world(
+            "unrestricted",
+            Human::Says(Answer::AllowOnce),
+            ok_output(""),
+        );
+        let w = SandboxWorld {
+            world: world(r#"{"version":1}"#, config, Human::Says(Answer::AllowOnce)),
+            ..w
+        };
+        let executor = match w.executor() {
+            Executor::Sandbox(shells) => Executor::Sandbox(SandboxShells {
+                read_only_unavailable: Some(WHY.into()),
+                ..shells
+            }),
+            other => other,
+        };
+        let events = CollectEvents::default();
+        let report = w
+            .world
+            .runner
+            .run(
+                shell_string("echo x > a.txt"),
+                &executor,
+                &events,
+                &CancellationToken::new(),
+            )
+            .await;
+        assert_eq!(
+            denied(&report),
+            Some(DenyReason::SandboxUnavailable),
+            "{report:?}"
+        );
+        assert_eq!(report.exit_code(), EXIT_DENIED);
+        let Outcome::Denied { rule, .. } = &report.outcome else {
+            unreachable!()
+        };
+        assert!(
+            rule.contains(&format!("permission_mode={mode} ({source})"))
+                && rule.contains(WHY)
+                && rule.contains("nothing was run")
+                && rule.contains("permission_mode = \"unrestricted\"")
+                && rule.contains(fix),
+            "{rule}"
+        );
+        assert!(
+            matches!(
+                &report.decision,
+                Decision::Deny {
+                    reason: DenyReason::SandboxUnavailable,
+                    ..
+                }
+            ),
+            "the report never says it ran under a mode it did not: {report:?}"
+        );
+        // Nothing ran, on no profile, and the session hears a denial, not a start.
+        assert!(w.readonly.calls().is_empty() && w.watched.calls().is_empty());
+        assert!(w.writable.calls().is_empty());
+        assert!(
+            events
+                .events()
+                .iter()
+                .all(|e| matches!(e, ExecEvent::Denied { .. })),
+            "{:?}",
+            events.events()
+        );
+    }
+    // unrestricted runs, on the writable profile.
+    let w = sandbox_world("unrestricted", Human::Absent, ok_output("unused\n"));
+    let Executor::Sandbox(shells) = w.executor() else {
+        unreachable!()
+    };
+    let executor = Executor::Sandbox(SandboxShells {
+        read_only_unavailable: Some(WHY.into()),
+        ..shells
+    });
+    let report = w
+        .world
+        .runner
+        .run(
+            shell_string("echo x > a.txt"),
+            &executor,
+            &CollectEvents::default(),
+            &CancellationToken::new(),
+        )
+        .await;
+    assert_eq!(stdout_of(&report), "written\n");
+}
+
+#[tokio::test]
 async fn a_session_can_make_its_permission_mode_stricter_but_never_looser() {
     let w = sandbox_world(
         "approval",
@@ -842,6 +954,7 @@ async fn a_cancelled_run_ends_with_130_on_the_gateway_and_in_the_sandbox() {
         watched: Arc::clone(&never),
         writable: Arc::clone(&never),
         unconfined: None,
+        read_only_unavailable: None,
     });
     for (executor, mut req) in [(gateway, argv(&["ls"])), (sandbox, argv(&["ls"]))] {
         if matches!(executor, Executor::Sandbox(_)) {

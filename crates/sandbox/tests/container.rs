@@ -1,18 +1,15 @@
 //! The container backend against a real engine (Podman): exit status, output, the exact
 //! environment, working directory, stdin, the output cap, argv passed literally, and the
 //! process tree inside the container dying on timeout, on cancellation and when the
-//! command exits. Also every way construction fails closed.
+//! command exits. The container keeping the sandbox's promises (the workspace at its own
+//! path, nothing hidden or unauthorized mounted, no network) and the read-only view
+//! (every write refused by the kernel, the view locked, the container's other processes
+//! out of reach; refused where it cannot be made). Also every way construction fails
+//! closed.
 //!
-//! Nothing here needs a registry: each test builds its own image from a static busybox
-//! (`/bin/busybox` from Debian's `busybox-static`) with `podman import`, starts its own
-//! container, and removes both when it ends, under names unique to the test process.
-//! Without Podman the real tests print `SKIPPED: ...` and return; the fail-closed tests
-//! that need no engine always run.
-//!
-//! Setup uses `podman --runtime runc --cgroup-manager cgroupfs` (works in containers and
-//! VMs without systemd) and caps `nofile`/`nproc` so runc never has to raise a limit
-//! (which fails without `CAP_SYS_RESOURCE`). The backend itself needs none of this: it
-//! only runs `podman exec` and `podman container inspect`.
+//! Each test gets its own image, container and workspace (`support/podman.rs`). Without
+//! Podman the real tests print `SKIPPED: ...` and return; the fail-closed tests that need
+//! no engine always run.
 
 // Tests set up and inspect real files and processes.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
@@ -21,246 +18,69 @@
 // Skipped tests say so, loudly.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-use std::os::unix::fs::{PermissionsExt, symlink};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+#[path = "support/podman.rs"]
+mod podman;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use caps::{ExecOptions, ExitStatus, Script, Shell, Stdin, TRUNCATION_MARKER};
-use sandbox::Unavailable;
-use sandbox::container::{
-    ContainerConfig, ContainerShell, TRUSTED_ENGINE_DIRS, find_engine, probe_engine,
+use caps::{
+    CapsError, ExecOptions, ExitStatus, RefusedWrites, Script, Shell, Stdin, TRUNCATION_MARKER,
 };
+use podman::{
+    Applets, Fixture, Setup, Workspace, podman, podman_or_skip, run_podman, shout, trusted_dirs,
+    unique_name,
+};
+use sandbox::container::{Container, ContainerConfig, ContainerShell, probe_engine};
+use sandbox::{Profile, SandboxPolicy, Unavailable};
 
-/// Global options for the test's own podman calls (image and container setup).
-const SETUP_OPTIONS: &[&str] = &["--runtime", "runc", "--cgroup-manager", "cgroupfs"];
-
-fn trusted_dirs() -> Vec<PathBuf> {
-    TRUSTED_ENGINE_DIRS.iter().map(PathBuf::from).collect()
-}
-
-/// The podman binary the backend would use, if installed.
-fn podman() -> Option<PathBuf> {
-    find_engine("podman", &trusted_dirs()).ok()
-}
-
-/// Say something that must be seen even when the test passes: written to the stderr
-/// descriptor directly, which the test harness's output capture (it hooks the print
-/// macros only) does not swallow.
-fn shout(message: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "{message}");
-}
-
-/// `None` (after saying so, loudly) when podman is missing.
-fn podman_or_skip() -> Option<PathBuf> {
-    let found = podman();
-    if found.is_none() {
-        // The harness names each test's thread after the test.
-        let current = std::thread::current();
-        let test = current.name().unwrap_or("a container test");
-        shout(&format!(
-            "SKIPPED: {test} because podman is not installed \
-             (apt-get install podman runc busybox-static)"
-        ));
-    }
-    found
-}
-
-fn run_podman(podman: &Path, args: &[&str]) -> Output {
-    Command::new(podman)
-        .args(SETUP_OPTIONS)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run podman")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn unique_name(label: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!("warden-test-{label}-{}-{nanos}", std::process::id())
-}
-
-/// Which busybox applets the image gets.
-enum Applets {
-    /// Every applet (`busybox --list`).
-    All,
-    /// Every applet except these.
-    Without(&'static [&'static str]),
-}
-
-/// One image and one container made for one test, removed on drop.
-struct Fixture {
-    podman: PathBuf,
-    name: String,
-    image: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Fixture {
-    /// A running container with a full busybox, or `None` if podman is missing. `label`
-    /// goes into the container and image names.
-    fn start(label: &str) -> Option<Fixture> {
-        Fixture::with(label, Applets::All, true)
-    }
-
-    /// An image with `applets`, and a container from it, started or only created.
-    fn with(label: &str, applets: Applets, start: bool) -> Option<Fixture> {
-        let podman = podman_or_skip()?;
-        let busybox = Path::new("/bin/busybox");
-        assert!(
-            busybox.is_file(),
-            "podman is installed but /bin/busybox is missing: apt-get install busybox-static"
-        );
-        let name = unique_name(label);
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("rootfs");
-        for sub in ["bin", "tmp", "proc", "dev", "sys", "etc", "work/sub"] {
-            std::fs::create_dir_all(root.join(sub)).unwrap();
-        }
-        std::fs::set_permissions(root.join("tmp"), std::fs::Permissions::from_mode(0o1777))
-            .unwrap();
-        // A file unique to this test makes the image unique, so concurrent tests never
-        // share (and remove) each other's images.
-        std::fs::write(root.join("etc/warden-test-id"), &name).unwrap();
-        std::fs::copy(busybox, root.join("bin/busybox")).unwrap();
-        let list = Command::new(busybox).arg("--list").output().unwrap();
-        for applet in text(&list.stdout).lines() {
-            let skip = match &applets {
-                Applets::All => false,
-                Applets::Without(missing) => missing.contains(&applet),
-            };
-            if applet != "busybox" && !skip {
-                symlink("busybox", root.join("bin").join(applet)).unwrap();
-            }
-        }
-        let tar = dir.path().join("image.tar");
-        let status = Command::new("tar")
-            .arg("-C")
-            .arg(&root)
-            .arg("-cf")
-            .arg(&tar)
-            .arg(".")
-            .status()
-            .unwrap();
-        assert!(status.success(), "tar failed");
-        let image = format!("localhost/{name}:test");
-        let fixture = Fixture {
-            podman: podman.clone(),
-            name: name.clone(),
-            image: image.clone(),
-            _dir: dir,
-        };
-        let out = run_podman(&podman, &["import", "-q", tar.to_str().unwrap(), &image]);
-        assert!(out.status.success(), "podman import: {}", text(&out.stderr));
-        let verb = if start { "run" } else { "create" };
-        let mut args = vec![verb];
-        if start {
-            args.push("-d");
-        }
-        args.extend([
-            "--name",
-            &name,
-            "--network",
-            "none",
-            "--ulimit",
-            "nofile=1024:1024",
-            "--ulimit",
-            "nproc=1024:1024",
-            &image,
-            "/bin/sleep",
-            "1000000",
-        ]);
-        let out = run_podman(&podman, &args);
-        assert!(out.status.success(), "podman {verb}: {}", text(&out.stderr));
-        if start {
-            let out = run_podman(&podman, &["exec", &name, "/bin/busybox", "true"]);
-            assert!(
-                out.status.success(),
-                "cannot exec in the test container ({}); is /bin/busybox static \
-                 (apt-get install busybox-static)?",
-                text(&out.stderr)
-            );
-        }
-        Some(fixture)
-    }
-
-    fn config(&self) -> ContainerConfig {
-        ContainerConfig {
-            engine: "podman".into(),
-            container: self.name.clone(),
-            engine_dirs: trusted_dirs(),
-        }
-    }
-
-    fn shell(&self) -> ContainerShell {
-        ContainerShell::new(self.config()).expect("the container backend is available")
-    }
-
-    /// The command lines of the live (non-zombie) processes in the container.
-    fn processes(&self) -> Vec<String> {
-        let out = run_podman(&self.podman, &["exec", &self.name, "ps", "-o", "stat,args"]);
-        assert!(out.status.success(), "ps: {}", text(&out.stderr));
-        text(&out.stdout)
-            .lines()
-            .skip(1)
-            .filter_map(|l| l.trim_start().split_once(' '))
-            .filter(|(stat, _)| !stat.starts_with('Z'))
-            .map(|(_, args)| args.trim().to_owned())
-            .collect()
-    }
-
-    /// Live processes whose command line contains `needle` (the run's wrapper and shells
-    /// included, since their command lines hold the script).
-    fn alive(&self, needle: &str) -> Vec<String> {
-        self.processes()
-            .into_iter()
-            .filter(|args| args.contains(needle))
-            .collect()
-    }
-
-    /// True once every command line in `commands` runs in the container.
-    fn running(&self, commands: &[&str]) -> bool {
-        let procs = self.processes();
-        commands.iter().all(|c| procs.iter().any(|p| p == c))
+/// What a test's commands are authorized for: the fixture's workspace, writable.
+fn policy(fx: &Fixture) -> SandboxPolicy {
+    SandboxPolicy {
+        writable_paths: vec![fx.workspace.clone()],
+        ..Default::default()
     }
 }
 
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let rm = run_podman(&self.podman, &["rm", "-f", "-t", "0", &self.name]);
-        let rmi = run_podman(&self.podman, &["rmi", "-f", &self.image]);
-        if !rm.status.success() || !rmi.status.success() {
-            eprintln!(
-                "warning: cleanup of {} left something behind: {} {}",
-                self.name,
-                text(&rm.stderr),
-                text(&rmi.stderr)
-            );
-        }
-    }
+fn container(fx: &Fixture) -> Container {
+    Container::connect(fx.config(), &policy(fx)).expect("the container backend is available")
 }
 
-fn opts() -> ExecOptions {
-    ExecOptions::new("/", Duration::from_secs(20)).with_env("PATH", "/bin")
+/// The writable shell of the fixture's container.
+fn shell(fx: &Fixture) -> ContainerShell {
+    container(fx).shell(Profile::Writable)
+}
+
+/// The read-only shell of a container that can make the read-only view.
+fn read_only_shell(fx: &Fixture) -> ContainerShell {
+    let container = container(fx);
+    assert_eq!(
+        container.read_only(),
+        Ok(()),
+        "the read-only view works here"
+    );
+    container.shell(Profile::ReadOnly)
+}
+
+/// Run in the workspace with `PATH=/bin`.
+fn opts(fx: &Fixture) -> ExecOptions {
+    ExecOptions::new(&fx.workspace, Duration::from_secs(20)).with_env("PATH", "/bin")
 }
 
 fn argv(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| (*s).to_owned()).collect()
 }
 
-fn unavailable(config: ContainerConfig) -> String {
-    match ContainerShell::new(config) {
-        Ok(shell) => panic!("expected the backend to be unavailable, got {shell:?}"),
+fn unavailable_for(config: ContainerConfig, policy: &SandboxPolicy) -> String {
+    match Container::connect(config, policy) {
+        Ok(container) => panic!("expected the backend to be unavailable, got {container:?}"),
         Err(Unavailable(why)) => why,
     }
+}
+
+fn unavailable(config: ContainerConfig) -> String {
+    unavailable_for(config, &SandboxPolicy::default())
 }
 
 // ---------------------------------------------------------------- fail closed (always)
@@ -364,10 +184,7 @@ fn a_missing_container_is_unavailable() {
         shout(
             "NOTE: a_missing_container_is_unavailable: podman is not installed; checking the engine diagnosis instead",
         );
-        assert!(
-            why.contains("not found in the trusted directories"),
-            "{why}"
-        );
+        assert!(why.contains("not found in [/usr/bin, /bin]"), "{why}");
     }
 }
 
@@ -375,24 +192,43 @@ fn a_missing_container_is_unavailable() {
 
 #[test]
 fn a_container_that_is_not_running_is_unavailable() {
-    let Some(fx) = Fixture::with("stopped", Applets::All, false) else {
+    let Some(fx) = Fixture::with(
+        "stopped",
+        Setup {
+            start: false,
+            ..Setup::default()
+        },
+    ) else {
         return;
     };
-    let why = unavailable(fx.config());
+    let why = unavailable_for(fx.config(), &policy(&fx));
     assert!(why.contains("not running"), "{why}");
     assert!(why.contains(&format!("podman start {}", fx.name)), "{why}");
 }
 
 #[test]
 fn a_container_without_a_shell_or_env_is_unavailable() {
-    let Some(no_sh) = Fixture::with("nosh", Applets::Without(&["sh"]), true) else {
+    let Some(no_sh) = Fixture::with(
+        "nosh",
+        Setup {
+            applets: Applets::Without(&["sh"]),
+            ..Setup::default()
+        },
+    ) else {
         return;
     };
-    let why = unavailable(no_sh.config());
+    let why = unavailable_for(no_sh.config(), &policy(&no_sh));
     assert!(why.contains("/bin/sh"), "{why}");
     drop(no_sh);
-    let no_env = Fixture::with("noenv", Applets::Without(&["env"]), true).unwrap();
-    let why = unavailable(no_env.config());
+    let no_env = Fixture::with(
+        "noenv",
+        Setup {
+            applets: Applets::Without(&["env"]),
+            ..Setup::default()
+        },
+    )
+    .unwrap();
+    let why = unavailable_for(no_env.config(), &policy(&no_env));
     assert!(why.contains("no env program"), "{why}");
 }
 
@@ -417,11 +253,11 @@ async fn exit_status_stdout_and_stderr_pass_through() {
     let Some(fx) = Fixture::start("status") else {
         return;
     };
-    let shell = fx.shell();
+    let shell = shell(&fx);
     let out = shell
         .exec(
             &argv(&["sh", "-c", "echo out; echo err >&2; exit 42"]),
-            &opts(),
+            &opts(&fx),
         )
         .await
         .unwrap();
@@ -430,26 +266,29 @@ async fn exit_status_stdout_and_stderr_pass_through() {
     assert_eq!(out.stderr, "err\n");
     assert!(!out.timed_out && !out.truncated);
 
-    let out = shell.run(&Script::sh("exit 7"), &opts()).await.unwrap();
+    let out = shell.run(&Script::sh("exit 7"), &opts(&fx)).await.unwrap();
     assert_eq!(out.status, ExitStatus::Code(7));
-    let out = shell.exec(&argv(&["true"]), &opts()).await.unwrap();
+    let out = shell.exec(&argv(&["true"]), &opts(&fx)).await.unwrap();
     assert!(out.status.success());
-    let out = shell.exec(&argv(&["/bin/false"]), &opts()).await.unwrap();
+    let out = shell
+        .exec(&argv(&["/bin/false"]), &opts(&fx))
+        .await
+        .unwrap();
     assert_eq!(out.status, ExitStatus::Code(1));
     // Death by signal arrives as the shell convention (the engine reports a code).
     let out = shell
-        .exec(&argv(&["sh", "-c", "kill -KILL $$"]), &opts())
+        .exec(&argv(&["sh", "-c", "kill -KILL $$"]), &opts(&fx))
         .await
         .unwrap();
     assert_eq!(out.status.shell_code(), 137);
     // Not found inside the container: `env` says so with 127.
     let out = shell
-        .exec(&argv(&["no-such-program"]), &opts())
+        .exec(&argv(&["no-such-program"]), &opts(&fx))
         .await
         .unwrap();
     assert_eq!(out.status, ExitStatus::Code(127));
     // No PATH: a bare name is not looked up anywhere (the Shell contract).
-    let no_path = ExecOptions::new("/", Duration::from_secs(5));
+    let no_path = ExecOptions::new(&fx.workspace, Duration::from_secs(5));
     let err = shell.exec(&argv(&["true"]), &no_path).await.unwrap_err();
     assert!(
         matches!(err, caps::CapsError::ProgramNotFound { .. }),
@@ -462,11 +301,11 @@ async fn the_environment_is_exactly_what_was_given() {
     let Some(fx) = Fixture::start("env") else {
         return;
     };
-    let options = opts()
+    let options = opts(&fx)
         .with_env("WARDEN_A", "two words")
         .with_env("WARDEN_B", "a=b;$(echo no)`echo no`'\"")
         .with_env("EMPTY", "");
-    let out = fx.shell().exec(&argv(&["env"]), &options).await.unwrap();
+    let out = shell(&fx).exec(&argv(&["env"]), &options).await.unwrap();
     assert!(out.status.success(), "{out:?}");
     let mut got: Vec<&str> = out.stdout.lines().collect();
     got.sort_unstable();
@@ -483,24 +322,35 @@ async fn the_environment_is_exactly_what_was_given() {
 }
 
 #[tokio::test]
-async fn the_working_directory_is_respected() {
+async fn the_working_directory_is_the_host_path_the_container_sees() {
     let Some(fx) = Fixture::start("cwd") else {
         return;
     };
-    let shell = fx.shell();
-    let mut options = opts();
-    options.cwd = PathBuf::from("/work/sub");
+    let shell = shell(&fx);
+    let mut options = opts(&fx);
+    let sub = fx.workspace.join("sub");
+    options.cwd = sub.clone();
     let out = shell.exec(&argv(&["pwd"]), &options).await.unwrap();
-    assert_eq!(out.stdout, "/work/sub\n");
+    assert_eq!(out.stdout, format!("{}\n", sub.display()));
     let out = shell
-        .run(&Script::sh("pwd; ls /work"), &options)
+        .run(&Script::sh("pwd; ls .."), &options)
         .await
         .unwrap();
-    assert_eq!(out.stdout, "/work/sub\nsub\n");
-    // A directory missing inside the container fails the run, not Warden.
-    options.cwd = PathBuf::from("/does/not/exist");
-    let out = shell.exec(&argv(&["pwd"]), &options).await.unwrap();
-    assert!(!out.status.success(), "{out:?}");
+    assert_eq!(out.stdout, format!("{}\nsub\n", sub.display()));
+    // A directory the container does not see at the host's path is refused before
+    // anything runs, naming what it does see — not the runtime's "chdir" error, and not
+    // a run in an unrelated directory of the same name (/work/sub is in the image).
+    for elsewhere in ["/work/sub", "/does/not/exist", "/"] {
+        options.cwd = PathBuf::from(elsewhere);
+        let err = shell.exec(&argv(&["pwd"]), &options).await.unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, CapsError::InvalidInput { .. }), "{msg}");
+        assert!(
+            msg.contains("not visible at the same path") && msg.contains(&fx.name),
+            "{msg}"
+        );
+        assert!(msg.contains(&fx.workspace.display().to_string()), "{msg}");
+    }
     // Relative working directories are refused before anything runs.
     options.cwd = PathBuf::from("work");
     assert!(shell.exec(&argv(&["pwd"]), &options).await.is_err());
@@ -511,8 +361,8 @@ async fn stdin_is_the_given_bytes_or_empty() {
     let Some(fx) = Fixture::start("stdin") else {
         return;
     };
-    let shell = fx.shell();
-    let mut options = opts();
+    let shell = shell(&fx);
+    let mut options = opts(&fx);
     let input: Vec<u8> = (0..10_000u32)
         .flat_map(|i| format!("line {i}\n").into_bytes())
         .collect();
@@ -523,7 +373,7 @@ async fn stdin_is_the_given_bytes_or_empty() {
     assert_eq!(out.stdout.as_bytes(), &input[..]);
     // The default is /dev/null: `cat` sees end-of-file at once instead of waiting.
     let started = Instant::now();
-    let out = shell.exec(&argv(&["cat"]), &opts()).await.unwrap();
+    let out = shell.exec(&argv(&["cat"]), &opts(&fx)).await.unwrap();
     assert!(out.status.success() && out.stdout.is_empty(), "{out:?}");
     assert!(started.elapsed() < Duration::from_secs(10));
 }
@@ -533,11 +383,10 @@ async fn output_is_capped_at_the_default_limit() {
     let Some(fx) = Fixture::start("cap") else {
         return;
     };
-    let out = fx
-        .shell()
+    let out = shell(&fx)
         .run(
             &Script::sh("yes abcdefghi | head -c 1000000; printf END"),
-            &opts(),
+            &opts(&fx),
         )
         .await
         .unwrap();
@@ -584,12 +433,15 @@ async fn argv_with_shell_metacharacters_is_passed_literally() {
     ];
     let mut full = argv(&["printf", "[%s]\\n"]);
     full.extend(args.iter().map(|s| (*s).to_owned()));
-    let shell = fx.shell();
-    let out = shell.exec(&full, &opts()).await.unwrap();
+    let shell = shell(&fx);
+    let out = shell.exec(&full, &opts(&fx)).await.unwrap();
     assert!(out.status.success(), "{}", out.stderr);
     let expected: String = args.iter().map(|a| format!("[{a}]\n")).collect();
     assert_eq!(out.stdout, expected);
-    let out = shell.exec(&argv(&["ls", "/tmp"]), &opts()).await.unwrap();
+    let out = shell
+        .exec(&argv(&["ls", "/tmp"]), &opts(&fx))
+        .await
+        .unwrap();
     assert_eq!(out.stdout, "", "nothing was interpreted by a shell");
 }
 
@@ -600,8 +452,8 @@ async fn a_timeout_kills_the_process_tree_inside_the_container() {
     let Some(fx) = Fixture::start("timeout") else {
         return;
     };
-    let shell = std::sync::Arc::new(fx.shell());
-    let mut options = opts();
+    let shell = std::sync::Arc::new(shell(&fx));
+    let mut options = opts(&fx);
     options.timeout = Duration::from_secs(3);
     let run = {
         let shell = std::sync::Arc::clone(&shell);
@@ -628,12 +480,13 @@ async fn dropping_the_run_kills_the_process_tree_inside_the_container() {
     let Some(fx) = Fixture::start("cancel") else {
         return;
     };
-    let shell = std::sync::Arc::new(fx.shell());
+    let shell = std::sync::Arc::new(shell(&fx));
     let run = {
         let shell = std::sync::Arc::clone(&shell);
+        let options = opts(&fx);
         tokio::spawn(async move {
             let script = Script::sh("sleep 4721 & sleep 4722");
-            shell.run(&script, &opts()).await
+            shell.run(&script, &options).await
         })
     };
     wait_until(&fx, "the tree runs", Duration::from_secs(10), |fx| {
@@ -654,11 +507,10 @@ async fn background_leftovers_die_when_the_command_exits() {
     let Some(fx) = Fixture::start("leftover") else {
         return;
     };
-    let out = fx
-        .shell()
+    let out = shell(&fx)
         .run(
             &Script::sh("sleep 4731 & sleep 4732 & echo started"),
-            &opts(),
+            &opts(&fx),
         )
         .await
         .unwrap();
@@ -672,13 +524,13 @@ async fn one_runs_timeout_does_not_touch_another_run() {
     let Some(fx) = Fixture::start("isolation") else {
         return;
     };
-    let shell = fx.shell();
-    let mut short = opts();
+    let shell = shell(&fx);
+    let mut short = opts(&fx);
     short.timeout = Duration::from_secs(1);
     let (slow_script, doomed_script, long) = (
         Script::sh("sleep 2; echo survived"),
         Script::sh("sleep 4741"),
-        opts(),
+        opts(&fx),
     );
     let slow = shell.run(&slow_script, &long);
     let doomed = shell.run(&doomed_script, &short);
@@ -700,4 +552,323 @@ async fn wait_until(fx: &Fixture, what: &str, limit: Duration, check: impl Fn(&F
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+// ---------------------------------------------------------------- the sandbox's promises
+
+#[test]
+fn the_workspace_must_be_seen_at_its_own_path() {
+    for (label, workspace) in [
+        ("elsewhere", Workspace::At("/workspace")),
+        ("unmounted", Workspace::Unmounted),
+    ] {
+        let Some(fx) = Fixture::with(
+            label,
+            Setup {
+                workspace,
+                ..Setup::default()
+            },
+        ) else {
+            return;
+        };
+        let why = unavailable_for(fx.config(), &policy(&fx));
+        let ws = fx.workspace.display().to_string();
+        assert!(
+            why.contains(&format!("does not see {ws} at the same path")),
+            "{why}"
+        );
+        // Mounted elsewhere or not at all: at the workspace's path the container shows
+        // its own image (or nothing), not the workspace.
+        assert!(why.contains("no mount there"), "{why}");
+        // How to start a container that works, for this very policy.
+        assert!(
+            why.contains(&format!(
+                "podman run -d --name {} --read-only --network none -v {ws}:{ws} IMAGE sleep infinity",
+                fx.name
+            )),
+            "{why}"
+        );
+    }
+}
+
+#[test]
+fn mounts_beyond_the_authorized_paths_and_a_network_are_refused() {
+    let Some(_) = podman_or_skip() else {
+        return;
+    };
+    let state = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let state = std::fs::canonicalize(state.path()).unwrap();
+    let other = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let other = std::fs::canonicalize(other.path()).unwrap();
+    let (state_s, other_s) = (state.display().to_string(), other.display().to_string());
+    let fx = Fixture::with(
+        "promises",
+        Setup {
+            extra: vec![
+                "-v".into(),
+                format!("{state_s}:{state_s}:ro"),
+                "-v".into(),
+                format!("{other_s}:/data"),
+            ],
+            network: "host",
+            ..Setup::default()
+        },
+    )
+    .unwrap();
+    let mut p = policy(&fx);
+    // The state directory is what the sandbox hides (as Warden's own would be).
+    p.hidden_paths = vec![state.clone()];
+    let why = unavailable_for(fx.config(), &p);
+    assert!(
+        why.contains(&format!(
+            "host's {state_s} (at {state_s}), which shows {state_s}"
+        )),
+        "{why}"
+    );
+    assert!(
+        why.contains(&format!("host's {other_s} writable at /data")),
+        "{why}"
+    );
+    assert!(why.contains("has a network (host)"), "{why}");
+    // With the network allowed and nothing hidden mounted, only /data is left.
+    p.network = true;
+    p.hidden_paths.clear();
+    let why = unavailable_for(fx.config(), &p);
+    assert!(
+        !why.contains("network") && !why.contains("which shows"),
+        "{why}"
+    );
+    assert!(why.contains("writable at /data"), "{why}");
+    assert!(why.contains("mount it read-only or add it there"), "{why}");
+}
+
+// ---------------------------------------------------------------- the read-only view
+
+#[tokio::test]
+async fn the_read_only_view_refuses_every_write_and_stays_locked() {
+    let Some(fx) = Fixture::read_only_root("ro") else {
+        return;
+    };
+    if !fx.user_namespaces_or_skip() {
+        return;
+    }
+    let ro = read_only_shell(&fx);
+    let rw = shell(&fx);
+    assert_eq!(
+        (ro.profile(), rw.profile()),
+        (Profile::ReadOnly, Profile::Writable)
+    );
+    let ws = fx.workspace.display().to_string();
+    // The workspace, and the container's own writable tmpfs (/var/tmp, /run), are
+    // read-only in the view; the kernel says so and approval mode learns of it.
+    for script in [
+        "echo x > out.txt".to_owned(),
+        format!("mkdir {ws}/sub/new"),
+        "echo y > /var/tmp/planted".to_owned(),
+        "echo y > /run/planted".to_owned(),
+    ] {
+        let out = ro
+            .run(&Script::sh(script.clone()), &opts(&fx))
+            .await
+            .unwrap();
+        assert!(!out.status.success(), "{script}: {out:?}");
+        assert!(
+            out.stderr.contains("Read-only file system"),
+            "{script}: {out:?}"
+        );
+        assert_eq!(
+            out.refused_writes,
+            RefusedWrites::Refused(Vec::new()),
+            "{script}"
+        );
+    }
+    assert!(!fx.workspace.join("out.txt").exists());
+    assert!(!fx.workspace.join("sub/new").exists());
+    // Neither undoing the view nor going around it through another process's root helps,
+    // and the container's other processes cannot be signalled.
+    let bystander = run_podman(&fx.podman, &["exec", "-d", &fx.name, "sleep", "4799"]);
+    assert!(bystander.status.success());
+    wait_until(&fx, "the bystander runs", Duration::from_secs(10), |fx| {
+        fx.running(&["sleep 4799"])
+    })
+    .await;
+    let out = ro
+        .run(
+            &Script::sh(format!(
+                "mount -o remount,bind,rw {ws}; umount {ws}; umount -l {ws}; \
+                 echo x > {ws}/after-remount.txt; \
+                 echo x > /proc/1/root{ws}/via-proc.txt; \
+                 for p in $(pidof sleep); do kill -KILL $p; done; \
+                 echo done"
+            )),
+            &opts(&fx),
+        )
+        .await
+        .unwrap();
+    assert!(out.stdout.contains("done"), "{out:?}");
+    assert!(!fx.workspace.join("after-remount.txt").exists(), "{out:?}");
+    assert!(!fx.workspace.join("via-proc.txt").exists(), "{out:?}");
+    assert!(
+        out.stderr.contains("can't unmount")
+            && out.stderr.contains("via-proc.txt: Permission denied"),
+        "{out:?}"
+    );
+    assert!(fx.is_running() && fx.running(&["sleep 4799"]), "{out:?}");
+    // A private /tmp is writable, and gone with the run.
+    let out = ro
+        .run(
+            &Script::sh("echo t > /tmp/t && cat /tmp/t && id -u"),
+            &opts(&fx),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (out.status.success(), out.stdout.as_str()),
+        (true, "t\n0\n"),
+        "{out:?}"
+    );
+    let out = rw.exec(&argv(&["ls", "/tmp"]), &opts(&fx)).await.unwrap();
+    assert_eq!(out.stdout, "");
+    // The writable profile writes what the container's mounts allow.
+    let out = rw
+        .run(&Script::sh("echo x > out.txt"), &opts(&fx))
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(out.refused_writes, RefusedWrites::NotWatched);
+    assert_eq!(
+        std::fs::read_to_string(fx.workspace.join("out.txt")).unwrap(),
+        "x\n"
+    );
+}
+
+#[tokio::test]
+async fn the_read_only_view_runs_commands_exactly_as_the_writable_one() {
+    let Some(fx) = Fixture::read_only_root("roexact") else {
+        return;
+    };
+    if !fx.user_namespaces_or_skip() {
+        return;
+    }
+    let ro = read_only_shell(&fx);
+    std::fs::write(fx.workspace.join("input.txt"), "hello\n").unwrap();
+    let options = opts(&fx).with_env("WARDEN_A", "two words");
+    let out = ro.exec(&argv(&["env"]), &options).await.unwrap();
+    let mut got: Vec<&str> = out.stdout.lines().collect();
+    got.sort_unstable();
+    assert_eq!(got, ["PATH=/bin", "WARDEN_A=two words"], "{out:?}");
+    let out = ro
+        .run(
+            &Script::sh("pwd; cat input.txt; echo err >&2; exit 42"),
+            &opts(&fx),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.status, ExitStatus::Code(42));
+    assert_eq!(
+        out.stdout,
+        format!("{}\nhello\n", fx.workspace.display()),
+        "{out:?}"
+    );
+    assert_eq!(out.stderr, "err\n");
+    // Nothing failed on a write, so nothing counts as refused.
+    assert_eq!(out.refused_writes, RefusedWrites::None);
+    let out = ro
+        .exec(&argv(&["sh", "-c", "kill -KILL $$"]), &opts(&fx))
+        .await
+        .unwrap();
+    assert_eq!(out.status.shell_code(), 137);
+    let mut options = opts(&fx);
+    options.stdin = Stdin::Bytes(b"from stdin\n".to_vec());
+    let out = ro.exec(&argv(&["cat"]), &options).await.unwrap();
+    assert_eq!(out.stdout, "from stdin\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_kills_the_tree_inside_the_read_only_view() {
+    let Some(fx) = Fixture::read_only_root("rotimeout") else {
+        return;
+    };
+    if !fx.user_namespaces_or_skip() {
+        return;
+    }
+    let ro = std::sync::Arc::new(read_only_shell(&fx));
+    let mut options = opts(&fx);
+    options.timeout = Duration::from_secs(3);
+    let run = {
+        let ro = std::sync::Arc::clone(&ro);
+        tokio::spawn(async move {
+            let script = Script::sh("sleep 4751 & sleep 4752 & sh -c 'sleep 4753'; echo never");
+            ro.run(&script, &options).await
+        })
+    };
+    wait_until(&fx, "the tree runs", Duration::from_secs(3), |fx| {
+        fx.running(&["sleep 4751", "sleep 4752", "sleep 4753"])
+    })
+    .await;
+    let out = run.await.unwrap().unwrap();
+    assert!(out.timed_out, "{out:?}");
+    assert_eq!(fx.alive("475"), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn without_a_read_only_root_there_is_no_read_only_view() {
+    let Some(fx) = Fixture::start("rwroot") else {
+        return;
+    };
+    let container = container(&fx);
+    let why = container.read_only().unwrap_err().to_owned();
+    assert!(why.contains("was not started with --read-only"), "{why}");
+    assert!(
+        why.contains(&format!("podman run -d --name {} --read-only", fx.name)),
+        "{why}"
+    );
+    // The read-only shell refuses, it never runs the command writable.
+    let ro = container.shell(Profile::ReadOnly);
+    let err = ro
+        .run(&Script::sh("echo x > out.txt"), &opts(&fx))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, CapsError::Unsupported { .. }), "{err}");
+    assert!(err.to_string().contains("--read-only"), "{err}");
+    assert!(!fx.workspace.join("out.txt").exists());
+}
+
+#[test]
+fn the_read_only_view_needs_its_programs_and_user_namespaces() {
+    let Some(no_unshare) = Fixture::with(
+        "nounshare",
+        Setup {
+            applets: Applets::Without(&["unshare"]),
+            read_only_root: true,
+            ..Setup::default()
+        },
+    ) else {
+        return;
+    };
+    let why = container(&no_unshare).read_only().unwrap_err().to_owned();
+    assert!(why.contains("no unshare"), "{why}");
+    drop(no_unshare);
+    // A seccomp profile that refuses unshare(2), as Docker's default does for
+    // CLONE_NEWUSER.
+    let profile = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        profile.path(),
+        r#"{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["unshare"],"action":"SCMP_ACT_ERRNO"}]}"#,
+    )
+    .unwrap();
+    let no_userns = Fixture::with(
+        "nouserns",
+        Setup {
+            read_only_root: true,
+            extra: vec![
+                "--security-opt".into(),
+                format!("seccomp={}", profile.path().display()),
+            ],
+            ..Setup::default()
+        },
+    )
+    .unwrap();
+    let why = container(&no_userns).read_only().unwrap_err().to_owned();
+    assert!(why.contains("user namespaces must be allowed"), "{why}");
 }

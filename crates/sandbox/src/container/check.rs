@@ -1,11 +1,15 @@
 //! Checking a container before any command runs in it: a name that cannot be mistaken
-//! for an option, a container that exists and runs, and one that can host the wrapper
-//! (`/bin/sh`, an `env` program and a readable `/proc`, which a probe script verifies).
+//! for an option, a container that exists and runs (and what it sees of the host, see
+//! `view.rs`), and one that can host the wrapper (`/bin/sh`, an `env` program and a
+//! readable `/proc`, which a probe script verifies; the same probe finds the programs the
+//! read-only view needs).
 
 use caps::ExitStatus;
 
 use super::command::{CONTAINER_SHELL, RUN_MARKER_PREFIX, Target};
 use super::engine::{ENGINE_QUERY_TIMEOUT, describe_status, first_line, run_blocking};
+use super::readonly::FIND_PROGRAMS;
+use super::view::{INSPECT_FORMAT, Inspected};
 use crate::Unavailable;
 
 /// Checks what the wrapper and the killer rely on, and prints the `env` program to use.
@@ -55,13 +59,13 @@ pub(super) fn check_container_name(name: &str) -> Result<(), Unavailable> {
 }
 
 impl Target {
-    /// Fail unless the container exists and is running.
-    pub(super) fn check_running(&self, engine: &str) -> Result<(), Unavailable> {
+    /// What the engine says about the container; fails unless it exists and is running.
+    pub(super) fn inspect(&self, engine: &str) -> Result<Inspected, Unavailable> {
         let spec = self.spec(vec![
             "container".into(),
             "inspect".into(),
             "--format".into(),
-            "{{.State.Running}} {{.State.Status}}".into(),
+            INSPECT_FORMAT.into(),
             self.container.clone().into(),
         ]);
         let out = run_blocking(spec, ENGINE_QUERY_TIMEOUT).map_err(|e| {
@@ -95,27 +99,30 @@ impl Target {
                 },
             ));
         }
-        let answer = out.stdout.trim();
-        match answer.split_once(' ') {
-            Some(("true", _)) => Ok(()),
-            Some((_, status)) => Err(Unavailable(format!(
-                "container {c} exists but is not running (status: {status}) — start it with \
-                 `{engine} start {c}`"
-            ))),
-            None => Err(Unavailable(format!(
-                "unexpected answer from {engine} about container {c}: {answer:?}"
-            ))),
+        let inspected = Inspected::parse(&out.stdout).map_err(|e| {
+            Unavailable(format!(
+                "unexpected answer from {engine} about container {c}: {e}"
+            ))
+        })?;
+        if !inspected.running {
+            return Err(Unavailable(format!(
+                "container {c} exists but is not running (status: {}) — start it with \
+                 `{engine} start {c}`",
+                inspected.status
+            )));
         }
+        Ok(inspected)
     }
 
-    /// Check the container can host the wrapper; returns the `env` program to use.
-    pub(super) fn probe_container(&self, engine: &str) -> Result<String, Unavailable> {
+    /// Check the container can host the wrapper; returns the `env` program to use and
+    /// the probe's whole output (which also says where the read-only view's programs are).
+    pub(super) fn probe_container(&self, engine: &str) -> Result<(String, String), Unavailable> {
         let spec = self.spec(vec![
             "exec".into(),
             self.container.clone().into(),
             CONTAINER_SHELL.into(),
             "-c".into(),
-            PROBE_SCRIPT.into(),
+            format!("{PROBE_SCRIPT}{FIND_PROGRAMS}").into(),
             format!("{RUN_MARKER_PREFIX}probe:").into(),
         ]);
         let c = &self.container;
@@ -130,7 +137,7 @@ impl Target {
             .find_map(|l| l.strip_prefix("warden-probe-ok "))
             .filter(|_| out.status.success())
         {
-            return Ok(env.trim().to_owned());
+            return Ok((env.trim().to_owned(), out.stdout.clone()));
         }
         let err = first_line(&out.stderr);
         let why = match out.status {

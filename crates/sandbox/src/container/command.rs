@@ -9,6 +9,7 @@ use caps::process::ProcessSpec;
 use caps::{ExecOptions, Stdin};
 
 use super::engine::engine_spec;
+use super::readonly::ReadOnlyTools;
 
 /// The shell inside the container that runs the wrapper, the probe and the killer.
 pub(super) const CONTAINER_SHELL: &str = "/bin/sh";
@@ -96,12 +97,14 @@ impl Target {
         engine_spec(&self.engine, self.engine_env.clone(), args)
     }
 
-    /// `ENGINE exec ... CONTAINER /bin/sh -c WRAPPER MARKER ENV -i -- K=V... ARGV...`.
+    /// `ENGINE exec ... CONTAINER /bin/sh -c WRAPPER MARKER [VIEW...] ENV -i -- K=V... ARGV...`,
+    /// where `VIEW` builds the read-only view (see `readonly.rs`) when `read_only` is given.
     pub(super) fn exec_spec(
         &self,
         argv: &[String],
         options: &ExecOptions,
         token: &str,
+        read_only: Option<&ReadOnlyTools>,
     ) -> ProcessSpec {
         let mut args: Vec<OsString> = vec!["exec".into()];
         if matches!(options.stdin, Stdin::Bytes(_)) {
@@ -114,6 +117,9 @@ impl Target {
         args.push("-c".into());
         args.push(format!("{SWEEP_FUNCTION}{WRAPPER_BODY}").into());
         args.push(format!("{RUN_MARKER_PREFIX}{token}:").into());
+        if let Some(tools) = read_only {
+            args.extend(tools.launcher());
+        }
         args.push(self.env_program.clone().into());
         args.push("-i".into());
         args.push("--".into());

@@ -39,7 +39,7 @@ pub struct ContainerConfig {
 
 /// Find and check the engine, and report its version (`podman version 4.3.1`) for
 /// `warden doctor`. Fails with the same diagnosis
-/// [`ContainerShell::new`](super::ContainerShell::new) would give for the engine.
+/// [`Container::connect`](super::Container::connect) would give for the engine.
 pub fn probe_engine(config: &ContainerConfig) -> Result<String, Unavailable> {
     let engine = find_engine(&config.engine, &config.engine_dirs)?;
     let spec = engine_spec(
@@ -78,10 +78,12 @@ pub fn find_engine(engine: &str, dirs: &[PathBuf]) -> Result<PathBuf, Unavailabl
     };
     let searched: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
     Err(Unavailable(if problems.is_empty() {
+        // The directories are fixed (root-owned system directories, never `PATH`), so the
+        // fix is always to install the engine there.
         format!(
-            "the container engine {engine} was not found in the trusted directories [{}] — \
-             install it (Debian: apt-get install {}) or add its system directory to the \
-             trusted engine directories",
+            "the container engine {engine} was not found in [{}], the only directories \
+             Warden runs it from — install it with the system's package manager (Debian: \
+             apt-get install {}); a copy elsewhere, such as /usr/local/bin, is not used",
             searched.join(", "),
             if engine == "docker" {
                 "docker.io"

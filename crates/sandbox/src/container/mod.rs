@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! ENGINE --log-level=error exec [-i] --workdir CWD CONTAINER \
-//!     /bin/sh -c WRAPPER warden-run:TOKEN: ENV -i -- K=V... ARGV...
+//!     /bin/sh -c WRAPPER warden-run:TOKEN: [VIEW...] ENV -i -- K=V... ARGV...
 //! ```
 //!
 //! going through [`caps::process::supervise`], so Warden's timeout, output cap, tail and
@@ -32,7 +32,7 @@
 //!   run, as they do locally.
 //!
 //! The container must therefore provide `/bin/sh`, an `env` program and `/proc`;
-//! [`ContainerShell::new`] checks all three (and that the shell can read the token back
+//! [`Container::connect`] checks all three (and that the shell can read the token back
 //! from `/proc`) and fails closed with a diagnosis otherwise. Like process-group killing
 //! on the host, a descendant that calls `setsid()` and whose parent has exited escapes
 //! the sweep.
@@ -48,8 +48,16 @@
 //! client (as they would be with `--env K=V`), so on a shared host other local users can
 //! read them in `/proc/PID/cmdline` while the run lasts.
 //!
-//! What a command may write is decided by the container's own mounts: this backend does
-//! not distinguish a read-only from a writable profile.
+//! The container is the sandbox, so it must keep the sandbox's promises: connecting
+//! checks that it sees every authorized path at the same path (commands run at their
+//! host working directory), mounts nothing the bubblewrap sandbox hides, nothing
+//! writable beyond `sandbox.writable_paths`, the readable extra paths read-only, and has
+//! no network unless `sandbox.network = true` (`view.rs`). The writable profile then
+//! writes what the container's mounts allow. The read-only profile (`readonly`, approval
+//! mode's first run) runs the command in a read-only view of the container that the
+//! kernel enforces (`readonly.rs`); a container that cannot give one (no `--read-only`
+//! root, no user namespaces) has no read-only profile, and the caller refuses those modes
+//! with [`Container::read_only`]'s reason rather than running writable.
 //!
 //! Known differences from the local shell: [`ExecOptions::arg0`](caps::ExecOptions::arg0) is not supported (the
 //! engine cannot set `argv[0]` apart from the program), a program that cannot be found
@@ -59,15 +67,21 @@
 //!
 //! The parts: `engine.rs` (the engine CLI on the host and running it), `command.rs` (the
 //! scripts and command lines run in the container), `check.rs` (whether a container can
-//! be used), `kill.rs` (killing a run's tree) and `shell.rs` (the `caps::Shell`).
+//! be used), `view.rs` (what it sees of the host), `readonly.rs` (the read-only view),
+//! `kill.rs` (killing a run's tree), `shell.rs` (the connected container and its
+//! `caps::Shell`s) and `diagnose.rs` (`warden doctor`).
 
 mod check;
 mod command;
+mod diagnose;
 mod engine;
 mod kill;
+mod readonly;
 mod shell;
+mod view;
 
+pub use diagnose::diagnose;
 pub use engine::{
     ContainerConfig, SUPPORTED_ENGINES, TRUSTED_ENGINE_DIRS, find_engine, probe_engine,
 };
-pub use shell::ContainerShell;
+pub use shell::{Container, ContainerShell};

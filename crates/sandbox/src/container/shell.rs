@@ -1,6 +1,8 @@
-//! The [`caps::Shell`] implementation: [`ContainerShell`] connects to a checked container
-//! and runs each command as one supervised engine client, killing the in-container tree
-//! when the run does not end cleanly; the request checks and run tokens it needs.
+//! The [`caps::Shell`] implementation: [`Container`] connects to a checked container once
+//! (running, keeping the sandbox's promises, able to host the wrapper, and whether it can
+//! make the read-only view); each [`ContainerShell`] runs commands in it with one
+//! profile, as one supervised engine client, killing the in-container tree when a run
+//! does not end cleanly. Also the request checks and run tokens it needs.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -13,22 +15,30 @@ use super::check::check_container_name;
 use super::command::Target;
 use super::engine::{ContainerConfig, engine_env, find_engine};
 use super::kill::KillGuard;
-use crate::Unavailable;
+use super::readonly::{ReadOnlyTools, read_only_view};
+use super::view::{Inspected, check_promises};
+use crate::{Profile, SandboxPolicy, Unavailable};
 
-/// A `caps::Shell` that runs commands inside the container.
+/// A running container, checked once, that [`ContainerShell`]s run commands in.
 #[derive(Debug)]
-pub struct ContainerShell {
+pub struct Container {
     target: Arc<Target>,
+    inspected: Arc<Inspected>,
+    /// The programs that make the read-only view, or why this container cannot.
+    read_only: Result<ReadOnlyTools, String>,
 }
 
-impl ContainerShell {
-    /// Connect to the configured container; fails closed with a diagnosis when the engine
-    /// is missing or untrusted, the container does not exist or is not running, or the
-    /// container lacks what the backend needs (`/bin/sh`, `env`, `/proc`).
+impl Container {
+    /// Connect to the configured container for `policy`; fails closed with a diagnosis
+    /// when the engine is missing or untrusted, the container does not exist or is not
+    /// running, it does not see the authorized paths at their own paths or shows
+    /// commands more than the sandbox allows (see `view.rs`), or it lacks what the
+    /// backend needs (`/bin/sh`, `env`, `/proc`). Whether it can run commands read-only
+    /// is found out here too, by building the view once ([`Container::read_only`]).
     ///
-    /// This runs the engine (`inspect`, then one probe exec) and blocks until it answers,
-    /// up to 20 seconds per step; from async code, call it on a blocking thread.
-    pub fn new(config: ContainerConfig) -> Result<Self, Unavailable> {
+    /// This runs the engine (`inspect`, then up to two execs) and blocks until it
+    /// answers, up to 20 seconds per step; from async code, call it on a blocking thread.
+    pub fn connect(config: ContainerConfig, policy: &SandboxPolicy) -> Result<Self, Unavailable> {
         check_container_name(&config.container)?;
         let engine = find_engine(&config.engine, &config.engine_dirs)?;
         let engine_env = engine_env(&config.engine_dirs);
@@ -38,11 +48,39 @@ impl ContainerShell {
             env_program: String::new(),
             engine_env,
         };
-        target.check_running(&config.engine)?;
-        target.env_program = target.probe_container(&config.engine)?;
-        Ok(ContainerShell {
+        let inspected = target.inspect(&config.engine)?;
+        check_promises(&inspected, policy, &config.engine, &target.container)?;
+        let (env_program, probe) = target.probe_container(&config.engine)?;
+        target.env_program = env_program;
+        let read_only = read_only_view(&target, &probe, &inspected, &config.engine, policy);
+        Ok(Container {
             target: Arc::new(target),
+            inspected: Arc::new(inspected),
+            read_only,
         })
+    }
+
+    /// `Ok` when commands can run read-only here (the `readonly` permission mode and
+    /// approval mode's first run), else why not.
+    pub fn read_only(&self) -> Result<(), &str> {
+        self.read_only.as_ref().map(|_| ()).map_err(String::as_str)
+    }
+
+    /// A shell running commands with `profile`: [`Profile::Writable`] with the
+    /// container's own mounts, [`Profile::ReadOnly`] in the read-only view. Where this
+    /// container has no read-only view, the read-only shell refuses every command with
+    /// [`Container::read_only`]'s reason: it never falls back to running writable.
+    pub fn shell(&self, profile: Profile) -> ContainerShell {
+        let mode = match (profile, &self.read_only) {
+            (Profile::Writable, _) => Mode::Writable,
+            (Profile::ReadOnly, Ok(tools)) => Mode::ReadOnly(tools.clone()),
+            (Profile::ReadOnly, Err(why)) => Mode::Refused(why.clone()),
+        };
+        ContainerShell {
+            target: Arc::clone(&self.target),
+            inspected: Arc::clone(&self.inspected),
+            mode,
+        }
     }
 
     /// The engine binary in use.
@@ -59,13 +97,52 @@ impl ContainerShell {
     pub fn env_program(&self) -> &str {
         &self.target.env_program
     }
+}
+
+/// How a [`ContainerShell`] runs commands.
+#[derive(Clone, Debug)]
+enum Mode {
+    /// With the container's own mounts.
+    Writable,
+    /// In the read-only view these programs make.
+    ReadOnly(ReadOnlyTools),
+    /// Not at all: the container has no read-only view, for this reason.
+    Refused(String),
+}
+
+/// A `caps::Shell` that runs commands inside the container, with one profile.
+#[derive(Debug)]
+pub struct ContainerShell {
+    target: Arc<Target>,
+    inspected: Arc<Inspected>,
+    mode: Mode,
+}
+
+impl ContainerShell {
+    /// The profile commands run with.
+    pub fn profile(&self) -> Profile {
+        match self.mode {
+            Mode::Writable => Profile::Writable,
+            Mode::ReadOnly(_) | Mode::Refused(_) => Profile::ReadOnly,
+        }
+    }
 
     /// Run `argv` inside the container, killing the in-container tree if the run does not
     /// end cleanly (timeout, cancellation, engine client killed).
     async fn run_argv(&self, argv: &[String], options: &ExecOptions) -> caps::Result<ExecOutput> {
+        let read_only = match &self.mode {
+            Mode::Writable => None,
+            Mode::ReadOnly(tools) => Some(tools),
+            Mode::Refused(why) => {
+                return Err(CapsError::Unsupported {
+                    what: format!("running a command read-only in this container: {why}"),
+                });
+            }
+        };
         validate(argv, options)?;
+        self.check_cwd(&options.cwd)?;
         let token = run_token();
-        let spec = self.target.exec_spec(argv, options, &token);
+        let spec = self.target.exec_spec(argv, options, &token, read_only);
         let mut guard = KillGuard {
             target: Arc::clone(&self.target),
             token,
@@ -90,7 +167,39 @@ impl ContainerShell {
             guard.kill_now().await;
         }
         guard.armed = false;
-        result
+        let mut out = result?;
+        if read_only.is_some() {
+            // No watch here: a failed run that printed the kernel's EROFS message was
+            // refused a write (paths unknown), which approval mode may offer to retry.
+            out.refused_writes = crate::classify_refused_writes(&out, None);
+        }
+        Ok(out)
+    }
+
+    /// Commands run at the host path of their working directory, which must therefore be
+    /// a host directory the container sees at that same path — not the runtime's
+    /// "chdir: no such file or directory", or a different directory of the same name.
+    fn check_cwd(&self, cwd: &Path) -> caps::Result<()> {
+        if self.inspected.same_path(cwd) {
+            return Ok(());
+        }
+        let mapped: Vec<String> = self
+            .inspected
+            .mounts
+            .iter()
+            .filter(|m| m.host.as_ref() == Some(&m.destination))
+            .map(|m| m.destination.display().to_string())
+            .collect();
+        Err(CapsError::invalid(format!(
+            "working directory {} is not visible at the same path in container {} (it sees              the host's {} there); run from an authorized path, or mount the directory              into the container at its own path (-v {0}:{0})",
+            cwd.display(),
+            self.target.container,
+            if mapped.is_empty() {
+                "nothing".to_owned()
+            } else {
+                mapped.join(", ")
+            }
+        )))
     }
 }
 
