@@ -875,15 +875,14 @@ fn fails_closed_when_bubblewrap_is_missing_or_cannot_build_namespaces() {
         err.0.contains("writable by group or others") || err.0.contains("not owned by root"),
         "{err}"
     );
-    // Landlock required on a kernel without it is refused; with it, accepted.
+    // Landlock required on a kernel without it is refused (simulated, so on any kernel).
     let required = SandboxPolicy {
         landlock: LandlockMode::Required,
         ..SandboxPolicy::default()
     };
-    let result = Bwrap::new(required, PathBuf::from("/bin/true"), &trusted_dirs());
-    if sandbox::landlock::abi() < 1 {
-        assert!(result.unwrap_err().0.contains("Landlock"));
-    }
+    let err = Bwrap::for_landlock_abi(required, PathBuf::from("/bin/true"), &trusted_dirs(), 0)
+        .unwrap_err();
+    assert!(err.0.contains("Landlock is required"), "{err}");
 }
 
 #[test]

@@ -227,6 +227,7 @@ async fn same_plan_without_warden(sb: &sandbox::Bwrap, cwd: &Path) -> anyhow::Re
         &["/bin/true".to_owned()],
         None,
         None,
+        None,
     )?;
     let Some(cut) = launch.args.iter().position(|a| a == "--") else {
         bail!("no `--` before the helper in {:?}", launch.args);

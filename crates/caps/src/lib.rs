@@ -38,8 +38,9 @@ pub use providers::bounded::{Access, BoundedFs, BoundedShell, Guard};
 pub use providers::local::{LocalFs, LocalShell};
 pub use providers::memory::{MemoryFs, NoProcesses, RecordedCall, ScriptedShell};
 pub use shell::{
-    DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TAIL_BYTES, ExecOptions, ExecOutput, ExitStatus,
-    OutputLimits, RefusedWrites, ResourceLimits, Script, Shell, Stdin, TIMED_OUT_EXIT_CODE,
+    DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TAIL_BYTES, ExecAllowlist, ExecOptions, ExecOutput,
+    ExitStatus, OutputLimits, RefusedWrites, ResourceLimits, Script, Shell, Stdin,
+    TIMED_OUT_EXIT_CODE,
 };
 
 /// The process supervisor used by the local and bounded shells, for providers in other

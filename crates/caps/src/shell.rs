@@ -46,6 +46,18 @@ pub struct ResourceLimits {
     pub max_memory: Option<u64>,
 }
 
+/// Which programs a run may start: every `execve` of a file that is not one of `paths`
+/// or beneath one of them (a directory covers everything beneath it) is refused by the
+/// kernel, in the command and in all its descendants. Only a shell whose
+/// [`Shell::exec_allowlist_support`] is `Ok` may be given one, and it then enforces it or
+/// refuses the run: never runs it unrestricted.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ExecAllowlist {
+    /// Absolute paths of files and directories, as configured; the provider resolves
+    /// symlinks in its own world.
+    pub paths: Vec<PathBuf>,
+}
+
 /// What the child reads on standard input.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Stdin {
@@ -81,6 +93,8 @@ pub struct ExecOptions {
     /// ([`CapsError::Denied`]) and nothing starts. Only [`Shell::exec`] uses it, and only
     /// providers that run programs from this host's filesystem check it.
     pub expect_program: Option<crate::FileId>,
+    /// The programs the run may start (see [`ExecAllowlist`]); `None`: any.
+    pub exec_allowlist: Option<ExecAllowlist>,
 }
 
 impl ExecOptions {
@@ -96,6 +110,7 @@ impl ExecOptions {
             resources: ResourceLimits::default(),
             arg0: None,
             expect_program: None,
+            exec_allowlist: None,
         }
     }
 
@@ -290,4 +305,11 @@ pub trait Shell: Send + Sync + fmt::Debug {
 
     /// Run `script.source` as `script.shell -c SOURCE`.
     async fn run(&self, script: &Script, options: &ExecOptions) -> Result<ExecOutput>;
+
+    /// Whether this shell enforces [`ExecOptions::exec_allowlist`]; `Err` says why not.
+    /// The default is `Err`: a shell that does not override this ignores the option, so
+    /// whoever passes one (the runner) must ask first and never rely on it otherwise.
+    fn exec_allowlist_support(&self) -> std::result::Result<(), String> {
+        Err("this shell cannot restrict which programs a command executes".into())
+    }
 }

@@ -201,6 +201,13 @@ pub fn run(args: DoctorArgs) -> i32 {
     let direct = facts.direct_switch().active_until();
     let protection = facts.protection(None).map_err(|e| format!("{e:#}"));
     let containment = containment(&facts, config.as_ref().ok());
+    let layout = facts.sandbox_layout(None).ok();
+    let exec = config.as_ref().ok().map(|c| {
+        crate::exec_allowlist::doctor(c, |entries| match &layout {
+            Some(layout) => sandbox::exec_allowlist::diagnose(entries, layout),
+            None => Vec::new(),
+        })
+    });
     if args.json {
         let v = json!({
             "backend": backend,
@@ -220,6 +227,7 @@ pub fn run(args: DoctorArgs) -> i32 {
                 "defaultMaxMemory": containment.defaults.map(|d| d.max_memory),
                 "detail": containment.detail,
             },
+            "execAllowlist": exec.as_ref().map(|e| e.json.clone()),
             "approver": { "listening": matches!(approver_status, Approver::Listening(_)), "usable": !matches!(approver_status, Approver::Unsafe(_)), "detail": approver_status.detail() },
             "protected": match &protection {
                 Ok(list) => json!({"ok": true, "paths": list.iter().map(|r| json!({
@@ -255,6 +263,12 @@ pub fn run(args: DoctorArgs) -> i32 {
                 when(until),
                 remaining(until)
             ));
+        }
+        if let Some(exec) = &exec {
+            out.push_str(&line(exec.ok, "  exec allowlist", &exec.detail));
+            for note in &exec.notes {
+                out.push_str(&format!("    warning: {note}\n"));
+            }
         }
         out.push_str(&line(
             store_status.is_ok(),
@@ -302,7 +316,8 @@ pub fn run(args: DoctorArgs) -> i32 {
         }
         out!("{out}");
     }
-    if sandbox_status.is_ok() && protection.is_ok() && modes.ok {
+    let exec_ok = exec.as_ref().is_none_or(|e| e.ok);
+    if sandbox_status.is_ok() && protection.is_ok() && modes.ok && exec_ok {
         0
     } else {
         1

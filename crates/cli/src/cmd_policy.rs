@@ -71,9 +71,15 @@ fn explain_command(args: &ExplainArgs) -> anyhow::Result<i32> {
     let decided = gateway.decide(&key, request);
     let explanation = &decided.explanation;
     let code = decision_exit_code(&explanation.decision);
+    let direct_mode = facts.direct_switch().active_until().is_some();
+    let exec_status =
+        crate::exec_allowlist::for_exec(&facts.config()?, &explanation.policy, direct_mode);
     if args.json {
         let mut value = serde_json::to_value(explanation)?;
         value["exitCode"] = code.into();
+        if let Some(status) = &exec_status {
+            value["execAllowlistStatus"] = serde_json::to_value(status)?;
+        }
         if let Some(err) = decided.host_file_error() {
             value["hostFileError"] = err.into();
         }
@@ -89,6 +95,9 @@ fn explain_command(args: &ExplainArgs) -> anyhow::Result<i32> {
             );
         }
         out!("{}", explanation.to_text());
+        if let Some(status) = &exec_status {
+            outln!("exec allowlist: {}", status.detail);
+        }
     }
     Ok(code)
 }

@@ -252,6 +252,21 @@ impl HostFacts {
         ))
     }
 
+    /// The sandbox's layout for `workspace` (default: the current directory): the
+    /// authorized paths and what is hidden, as a run sees them.
+    pub fn sandbox_layout(&self, workspace: Option<&Path>) -> anyhow::Result<SandboxPolicy> {
+        let config = self.config()?;
+        let workspace = std::fs::canonicalize(self.absolute(workspace.unwrap_or(&self.cwd)))?;
+        let auth = authorization(&config, &workspace)?;
+        let protection = protected(self, &self.store(), &auth.writable_paths)?;
+        Ok(SandboxPolicy {
+            writable_paths: auth.writable_paths,
+            readable_extra_paths: auth.readable_extra_paths,
+            hidden_paths: protection.into_iter().map(|p| p.real).collect(),
+            ..Default::default()
+        })
+    }
+
     /// The gateway of this host, with `workspace` (default: the current directory) as the
     /// default working directory and file-tools root.
     pub fn gateway(&self, workspace: Option<&Path>) -> anyhow::Result<Gateway> {

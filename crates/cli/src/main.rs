@@ -34,6 +34,7 @@ mod cmd_exec;
 mod cmd_gateway;
 mod cmd_policy;
 mod compose;
+mod exec_allowlist;
 mod exit;
 mod host;
 

@@ -168,6 +168,9 @@ impl Explanation {
             p.max_memory.value >> 20,
             p.max_memory.source
         );
+        if let Some(list) = &p.exec_allowlist {
+            let _ = writeln!(out, "  {:<12} {}", "exec allow", list.describe());
+        }
         if !p.env_names.is_empty() {
             let names: Vec<String> = p
                 .env_names

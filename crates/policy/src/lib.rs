@@ -43,6 +43,7 @@ mod env;
 mod error;
 mod evaluate;
 mod exe;
+mod exec_allowlist;
 mod explain;
 mod modes;
 mod nodes;
@@ -67,8 +68,9 @@ pub use env::{
 pub use error::PolicyError;
 pub use evaluate::{EvalContext, Evaluation, ExeCache, LeafMatch, Rebuilt, evaluate};
 pub use exe::{Invocation, ResolveFailure, ResolvedExe, TrustedPath, resolve_executable};
+pub use exec_allowlist::{ResolvedExecAllowlist, resolve_exec_allowlist};
 pub use explain::{Explanation, Requester, explain};
-pub use modes::{Ask, AskFallback, Host, PermissionMode, Security};
+pub use modes::{Ask, AskFallback, ExecAllowlistMode, Host, PermissionMode, Security};
 pub use nodes::{MIN_ID_PREFIX, NodeInfo, normalize_name, select_node};
 pub use plan::{Launch, PlanError, PlanRequest, Plans, RunPlan, SHELL, hex};
 pub use resolve::{

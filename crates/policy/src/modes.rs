@@ -72,6 +72,19 @@ pub enum PermissionMode {
     Unrestricted,
 }
 
+/// What the sandbox does when it cannot enforce a configured exec allowlist
+/// (`sandbox.exec_allowlist_mode`): refuse the command, or run it without the allowlist
+/// and say so.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExecAllowlistMode {
+    /// Refuse host=sandbox commands where the allowlist cannot be enforced.
+    #[default]
+    Required,
+    /// Run them without it where it cannot be enforced (`doctor` and `explain` say so).
+    BestEffort,
+}
+
 impl Security {
     /// The stricter of two security modes (the lower one).
     pub fn stricter(self, other: Security) -> Security {
@@ -141,6 +154,7 @@ text_enum!(Security, "security", [Deny => "deny", Allowlist => "allowlist", Full
 text_enum!(Ask, "ask", [Off => "off", OnMiss => "on-miss", Always => "always"]);
 text_enum!(AskFallback, "askFallback", [Deny => "deny", Allowlist => "allowlist", Full => "full"]);
 text_enum!(PermissionMode, "permission mode", [Readonly => "readonly", Approval => "approval", Unrestricted => "unrestricted"]);
+text_enum!(ExecAllowlistMode, "exec allowlist mode", [Required => "required", BestEffort => "best-effort"]);
 
 #[cfg(test)]
 mod tests {

@@ -157,6 +157,8 @@ pub struct ResolvedPolicy {
     pub max_processes: Sourced<u64>,
     /// Bytes of memory the run may use.
     pub max_memory: Sourced<u64>,
+    /// The only programs a sandboxed run may execute (`null`: no such restriction).
+    pub exec_allowlist: Option<crate::exec_allowlist::ResolvedExecAllowlist>,
 }
 
 impl ResolvedPolicy {
@@ -369,6 +371,7 @@ pub fn resolve(
         env_names,
         max_processes,
         max_memory,
+        exec_allowlist: crate::exec_allowlist::resolve_exec_allowlist(config, agent),
     }
 }
 

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use caps::{ExecOptions, ExecOutput, RefusedWrites, ResourceLimits, Script, Shell};
+use caps::{ExecAllowlist, ExecOptions, ExecOutput, RefusedWrites, ResourceLimits, Script, Shell};
 use policy::{
     AllowReason, Decision, DenyReason, Launch, PermissionMode, PlanError, RunPlan, Source,
 };
@@ -128,9 +128,22 @@ pub async fn launch(
     timeout: Duration,
     resources: ResourceLimits,
 ) -> caps::Result<ExecOutput> {
+    launch_restricted(shell, plan, timeout, resources, None).await
+}
+
+/// [`launch`], letting the run execute only the programs of `exec_allowlist` — for a
+/// shell whose [`Shell::exec_allowlist_support`] said it enforces one.
+async fn launch_restricted(
+    shell: &dyn Shell,
+    plan: &RunPlan,
+    timeout: Duration,
+    resources: ResourceLimits,
+    exec_allowlist: Option<ExecAllowlist>,
+) -> caps::Result<ExecOutput> {
     let mut options = ExecOptions::new(&plan.cwd, timeout);
     options.env = plan.env.clone();
     options.resources = resources;
+    options.exec_allowlist = exec_allowlist;
     match &plan.launch {
         Launch::Exec {
             program,
@@ -279,6 +292,7 @@ impl Runner {
                 shell,
                 via_allowlist,
                 false,
+                None,
                 events,
                 cancel,
             )
@@ -299,6 +313,7 @@ impl Runner {
         shell: &dyn Shell,
         rebuilt: bool,
         writable_retry: bool,
+        exec_allowlist: Option<&ExecAllowlist>,
         events: &dyn EventSink,
         cancel: &CancellationToken,
     ) -> RunReport {
@@ -322,7 +337,7 @@ impl Runner {
         let result = tokio::select! {
             biased;
             _ = cancel.cancelled() => None,
-            result = launch(shell, plan, timeout, resources) => Some(result),
+            result = launch_restricted(shell, plan, timeout, resources, exec_allowlist.cloned()) => Some(result),
         };
         conclude(report, events, result)
     }
@@ -371,6 +386,29 @@ impl Runner {
             PermissionMode::Approval => &shells.watched,
             PermissionMode::Readonly => &shells.readonly,
         };
+        let restriction = match exec_restriction(&decided.explanation.policy, shells) {
+            Ok(restriction) => restriction,
+            Err(rule) => {
+                let reason = DenyReason::SandboxUnavailable;
+                report.decision = Decision::Deny {
+                    reason,
+                    rule: rule.clone(),
+                };
+                return deny(report, reason, rule, events);
+            }
+        };
+        let exec_allowlist = match restriction {
+            ExecRestriction::Unrestricted => None,
+            ExecRestriction::Enforced(list) => Some(list),
+            ExecRestriction::Unenforced(why) => {
+                if let Decision::Allow { rule, .. } = &mut report.decision {
+                    rule.push_str(&format!(
+                        "; exec allowlist NOT enforced (best-effort): {why}"
+                    ));
+                }
+                None
+            }
+        };
         let report = self
             .start(
                 report,
@@ -379,6 +417,7 @@ impl Runner {
                 first.as_ref(),
                 false,
                 false,
+                exec_allowlist.as_ref(),
                 &NoFinish(events),
                 cancel,
             )
@@ -449,6 +488,7 @@ impl Runner {
             shells.writable.as_ref(),
             false,
             true,
+            exec_allowlist.as_ref(),
             events,
             cancel,
         )
@@ -468,6 +508,44 @@ fn mode_fix(source: Source, agent: &str) -> String {
             "set sandbox.{unrestricted} in agent {agent:?}'s [[agents.list]] entry in config.toml"
         ),
         _ => format!("set {unrestricted} in the [sandbox] table of config.toml"),
+    }
+}
+
+/// Which programs a sandboxed run may execute.
+enum ExecRestriction {
+    /// Any: no exec allowlist is configured, or the operator's direct mode runs without
+    /// an OS sandbox at all (its decision already says it is unconfined).
+    Unrestricted,
+    /// Only these; every profile's shell enforces it.
+    Enforced(ExecAllowlist),
+    /// A best-effort allowlist these shells cannot enforce, and why: the run goes
+    /// without, and its decision says so.
+    Unenforced(String),
+}
+
+/// The restriction a sandboxed run goes with, or — a required allowlist these shells
+/// cannot enforce — the rule that refuses it.
+fn exec_restriction(
+    policy: &policy::ResolvedPolicy,
+    shells: &SandboxShells,
+) -> Result<ExecRestriction, String> {
+    let Some(list) = &policy.exec_allowlist else {
+        return Ok(ExecRestriction::Unrestricted);
+    };
+    if shells.unconfined.is_some() {
+        return Ok(ExecRestriction::Unrestricted);
+    }
+    // An approval-mode run may be retried writable: every profile must enforce it.
+    let unsupported = [&shells.readonly, &shells.watched, &shells.writable]
+        .iter()
+        .find_map(|shell| shell.exec_allowlist_support().err());
+    match unsupported {
+        None => Ok(ExecRestriction::Enforced(list.to_caps())),
+        Some(why) if list.required() => Err(format!(
+            "sandbox.exec_allowlist is required ({}) but cannot be enforced here: {why}; nothing was run",
+            list.mode.source
+        )),
+        Some(why) => Ok(ExecRestriction::Unenforced(why)),
     }
 }
 

@@ -626,7 +626,12 @@ impl SandboxWorld {
 }
 
 fn sandbox_world(mode: &str, human: Human, first: caps::ExecOutput) -> SandboxWorld {
-    let config = format!("[sandbox]\npermission_mode = \"{mode}\"\n");
+    sandbox_world_with(&format!("permission_mode = \"{mode}\"\n"), human, first)
+}
+
+/// [`sandbox_world`] with `sandbox` as the config's `[sandbox]` table.
+fn sandbox_world_with(sandbox: &str, human: Human, first: caps::ExecOutput) -> SandboxWorld {
+    let config = format!("[sandbox]\n{sandbox}");
     let world = world(r#"{"version":1}"#, &config, human);
     let (readonly, watched, writable) = (
         ScriptedShell::new(),
@@ -755,6 +760,157 @@ async fn readonly_never_asks_and_unrestricted_writes_directly() {
     let w = sandbox_world("unrestricted", Human::Absent, ok_output("unused\n"));
     assert_eq!(stdout_of(&w.run().await), "written\n");
     assert!(w.readonly.calls().is_empty() && w.watched.calls().is_empty());
+}
+
+/// The exec allowlist each call was given.
+fn exec_allowlists(shell: &ScriptedShell) -> Vec<Option<Vec<PathBuf>>> {
+    shell
+        .calls()
+        .iter()
+        .map(|c| match c {
+            RecordedCall::Exec { options, .. } | RecordedCall::Run { options, .. } => {
+                options.exec_allowlist.as_ref().map(|l| l.paths.clone())
+            }
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_exec_allowlist_goes_with_every_sandboxed_run_that_can_enforce_it() {
+    let refused = failed_output(
+        "",
+        RefusedWrites::Refused(vec![PathBuf::from("/work/a.txt")]),
+    );
+    let w = sandbox_world_with(
+        "permission_mode = \"approval\"\nexec_allowlist = [\"/usr/bin/git\", \"/bin/sh\"]\n",
+        Human::Says(Answer::AllowOnce),
+        refused,
+    );
+    for shell in [&w.readonly, &w.watched, &w.writable] {
+        shell.with_exec_allowlist_support();
+    }
+    let report = w.run().await;
+    assert_eq!(stdout_of(&report), "written\n");
+    let listed = Some(vec![
+        PathBuf::from("/usr/bin/git"),
+        PathBuf::from("/bin/sh"),
+    ]);
+    assert_eq!(exec_allowlists(&w.watched), vec![listed.clone()]);
+    assert_eq!(
+        exec_allowlists(&w.writable),
+        vec![listed],
+        "the writable retry too"
+    );
+    // Without one configured, nothing restricts the run.
+    let w = sandbox_world("unrestricted", Human::Absent, ok_output(""));
+    w.writable.with_exec_allowlist_support();
+    w.run().await;
+    assert_eq!(exec_allowlists(&w.writable), vec![None]);
+}
+
+#[tokio::test]
+async fn a_required_exec_allowlist_that_cannot_be_enforced_runs_nothing() {
+    // No shell enforces it, or one profile does not (a writable retry would go without).
+    for supported in [0, 2] {
+        let w = sandbox_world_with(
+            "permission_mode = \"approval\"\nexec_allowlist = [\"/usr/bin\"]\n",
+            Human::Says(Answer::AllowOnce),
+            ok_output("ran\n"),
+        );
+        for shell in [&w.readonly, &w.watched].into_iter().take(supported) {
+            shell.with_exec_allowlist_support();
+        }
+        let events = CollectEvents::default();
+        let report = w
+            .world
+            .runner
+            .run(
+                shell_string("echo x > a.txt"),
+                &w.executor(),
+                &events,
+                &CancellationToken::new(),
+            )
+            .await;
+        assert_eq!(
+            denied(&report),
+            Some(DenyReason::SandboxUnavailable),
+            "{report:?}"
+        );
+        assert_eq!(report.exit_code(), EXIT_DENIED);
+        let Outcome::Denied { rule, .. } = &report.outcome else {
+            unreachable!()
+        };
+        assert!(
+            rule.contains("sandbox.exec_allowlist is required (built-in default)")
+                && rule.contains("cannot"),
+            "{rule}"
+        );
+        assert!(matches!(report.decision, Decision::Deny { .. }));
+        assert!(
+            w.readonly.calls().is_empty()
+                && w.watched.calls().is_empty()
+                && w.writable.calls().is_empty(),
+            "nothing ran"
+        );
+        assert!(
+            events
+                .events()
+                .iter()
+                .any(|e| matches!(e, ExecEvent::Denied { .. }))
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_best_effort_exec_allowlist_that_cannot_be_enforced_is_off_and_says_so() {
+    let w = sandbox_world_with(
+        "permission_mode = \"unrestricted\"\nexec_allowlist = [\"/usr/bin\"]\nexec_allowlist_mode = \"best-effort\"\n",
+        Human::Absent,
+        ok_output(""),
+    );
+    let report = w.run().await;
+    assert_eq!(stdout_of(&report), "written\n");
+    assert_eq!(exec_allowlists(&w.writable), vec![None]);
+    let Decision::Allow { rule, .. } = &report.decision else {
+        panic!("{:?}", report.decision)
+    };
+    assert!(
+        rule.contains("exec allowlist NOT enforced (best-effort)"),
+        "{rule}"
+    );
+    // The operator's direct mode has no OS sandbox, so no allowlist either — whatever
+    // the mode — and its decision says it is unconfined.
+    let w = sandbox_world_with(
+        "permission_mode = \"unrestricted\"\nexec_allowlist = [\"/usr/bin\"]\n",
+        Human::Absent,
+        ok_output(""),
+    );
+    let direct = Executor::Sandbox(SandboxShells {
+        unconfined: Some("direct mode".into()),
+        ..match w.executor() {
+            Executor::Sandbox(s) => s,
+            Executor::Direct { .. } => unreachable!(),
+        }
+    });
+    let report = w
+        .world
+        .runner
+        .run(
+            shell_string("echo x > a.txt"),
+            &direct,
+            &CollectEvents::default(),
+            &CancellationToken::new(),
+        )
+        .await;
+    assert_eq!(stdout_of(&report), "written\n");
+    assert_eq!(exec_allowlists(&w.writable), vec![None]);
+    assert!(matches!(
+        report.decision,
+        Decision::Allow {
+            reason: AllowReason::Unconfined,
+            ..
+        }
+    ));
 }
 
 #[tokio::test]

@@ -1,9 +1,12 @@
 //! The in-sandbox helper (`warden __sandbox-helper`): runs inside bubblewrap as the last
 //! step before the command. It closes every inherited descriptor above 2 (bubblewrap's
 //! setup descriptors must not reach the command), applies Landlock (writes only beneath
-//! `/tmp`, `/dev` and — in the writable profile — the writable paths), and executes the
-//! command under the `argv[0]` it was called by — or, in the watched read-only profile,
-//! forks it and observes its writes (see [`crate::watch`]).
+//! `/tmp`, `/dev` and — in the writable profile — the writable paths; with an exec
+//! allowlist, a second layer that lets only the listed files execute, see
+//! [`crate::exec_allowlist`]), and executes the command under the `argv[0]` it was called
+//! by — or, in the watched read-only profile, forks it and observes its writes (see
+//! [`crate::watch`]). The helper itself was executed by bubblewrap before any of this, and
+//! executes nothing but the command afterwards, so the allowlist binds the command only.
 //!
 //! It runs after bubblewrap finished its mounts because a Landlock-restricted process
 //! may no longer change its mount topology.
@@ -25,8 +28,8 @@ pub const SUBCOMMAND: &str = "__sandbox-helper";
 const SETUP_FAILED: i32 = 125;
 
 /// The helper's arguments:
-/// `[--landlock MODE] [--rw PATH]... [--watch-writes FD [--watch-root PATH]...]
-/// [--arg0 NAME] -- PROGRAM ARGS...`.
+/// `[--landlock MODE] [--rw PATH]... [--exec-allowlist enforce [--exec-allow PATH]...]
+/// [--watch-writes FD [--watch-root PATH]...] [--arg0 NAME] -- PROGRAM ARGS...`.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct HelperArgs {
     /// Landlock mode.
@@ -34,6 +37,9 @@ pub struct HelperArgs {
     /// Paths Landlock allows writes beneath (besides `/tmp` and `/dev`): the writable
     /// paths in the writable profile, none in the read-only ones.
     pub writable: Vec<PathBuf>,
+    /// Only these files, and files beneath these directories, may be executed (real
+    /// paths); `Some(empty)` lets nothing execute, `None` anything.
+    pub exec_allowlist: Option<Vec<PathBuf>>,
     /// Watch for refused writes and report them to this descriptor.
     pub watch_fd: Option<i32>,
     /// Refused writes beneath these paths are reported (the writable paths).
@@ -54,6 +60,14 @@ pub fn encode(args: &HelperArgs) -> Vec<String> {
     for p in &args.writable {
         out.push("--rw".into());
         out.push(p.to_string_lossy().into_owned());
+    }
+    if let Some(paths) = &args.exec_allowlist {
+        // The marker first: an allowlist whose entries all vanished still restricts.
+        out.extend(["--exec-allowlist".to_owned(), "enforce".to_owned()]);
+        for p in paths {
+            out.push("--exec-allow".into());
+            out.push(p.to_string_lossy().into_owned());
+        }
     }
     if let Some(fd) = args.watch_fd {
         out.push("--watch-writes".into());
@@ -85,6 +99,20 @@ pub fn decode(args: &[String]) -> Result<HelperArgs, String> {
         match args[i].as_str() {
             "--landlock" => parsed.landlock = value("a value")?.parse()?,
             "--rw" => parsed.writable.push(value("a path")?.into()),
+            "--exec-allowlist" => match value("a value")?.as_str() {
+                "enforce" => {
+                    parsed.exec_allowlist.get_or_insert_with(Vec::new);
+                }
+                other => return Err(format!("invalid --exec-allowlist value {other:?}")),
+            },
+            "--exec-allow" => {
+                let path = PathBuf::from(value("a path")?);
+                match &mut parsed.exec_allowlist {
+                    Some(paths) if path.is_absolute() => paths.push(path),
+                    Some(_) => return Err(format!("--exec-allow {path:?} is not absolute")),
+                    None => return Err("--exec-allow before --exec-allowlist".into()),
+                }
+            }
             "--watch-root" => parsed.watch_roots.push(value("a path")?.into()),
             "--arg0" => parsed.arg0 = Some(value("a name")?),
             "--watch-writes" => {
@@ -114,6 +142,8 @@ pub fn decode(args: &[String]) -> Result<HelperArgs, String> {
 struct Target {
     program: CString,
     argv: Vec<CString>,
+    /// An exec allowlist applies: a refused execution says where to look.
+    exec_restricted: bool,
 }
 
 /// Apply Landlock for `writable`. Returns the enforcement status.
@@ -190,6 +220,16 @@ pub fn main(args: &[String]) -> ! {
             )),
         }
     }
+    // Last, so that nothing the helper does is bound by it — only the command and its
+    // descendants. Whoever asked for an allowlist made sure the kernel can enforce it; if
+    // it cannot after all, nothing runs.
+    if let Some(paths) = &parsed.exec_allowlist
+        && let Err(e) = crate::exec_allowlist::restrict(paths)
+    {
+        fail(&format!(
+            "the exec allowlist (sandbox.exec_allowlist) could not be enforced: {e}"
+        ))
+    }
     let to_c = |s: &str| {
         CString::new(s.as_bytes()).unwrap_or_else(|_| fail("argument contains a NUL byte"))
     };
@@ -198,7 +238,11 @@ pub fn main(args: &[String]) -> ! {
     if let Some(arg0) = &parsed.arg0 {
         argv[0] = to_c(arg0);
     }
-    let target = Target { program, argv };
+    let target = Target {
+        program,
+        argv,
+        exec_restricted: parsed.exec_allowlist.is_some(),
+    };
     match parsed.watch_fd {
         Some(fd) => crate::watch::run(fd, &parsed.watch_roots, &target),
         None => exec_command(&target),
@@ -253,9 +297,15 @@ fn exec_command(target: &Target) -> ! {
     } else {
         126
     };
+    // Landlock refuses with EACCES; say which rule a plain "Permission denied" comes from.
+    let why = if err == nix::errno::Errno::EACCES && target.exec_restricted {
+        " (only files in sandbox.exec_allowlist may be executed)"
+    } else {
+        ""
+    };
     let _ = nix::unistd::write(
         std::io::stderr(),
-        format!("warden sandbox: cannot execute {name}: {err}\n").as_bytes(),
+        format!("warden sandbox: cannot execute {name}: {err}{why}\n").as_bytes(),
     );
     std::process::exit(code)
 }
@@ -269,6 +319,7 @@ mod tests {
         let args = HelperArgs {
             landlock: LandlockMode::Required,
             writable: vec![PathBuf::from("/w s")],
+            exec_allowlist: Some(vec![PathBuf::from("/usr/bin/git"), PathBuf::from("/o pt")]),
             watch_fd: Some(7),
             watch_roots: vec![PathBuf::from("/w s"), PathBuf::from("/other")],
             arg0: Some("unxz".into()),
@@ -284,6 +335,28 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(decode(&encode(&plain)).unwrap(), plain);
+        // An allowlist with no entries left still restricts (nothing may execute).
+        let nothing = HelperArgs {
+            exec_allowlist: Some(Vec::new()),
+            argv: vec!["true".into()],
+            ..Default::default()
+        };
+        assert_eq!(decode(&encode(&nothing)).unwrap(), nothing);
+        for bad in [
+            &["--exec-allow", "/bin", "--", "x"][..],
+            &["--exec-allowlist", "maybe", "--", "x"],
+            &[
+                "--exec-allowlist",
+                "enforce",
+                "--exec-allow",
+                "bin",
+                "--",
+                "x",
+            ],
+        ] {
+            let bad: Vec<String> = bad.iter().map(|s| s.to_string()).collect();
+            assert!(decode(&bad).is_err(), "{bad:?}");
+        }
         assert!(decode(&["--watch-writes".into(), "1".into(), "--".into(), "x".into()]).is_err());
         assert!(decode(&["--rw".into()]).is_err());
         assert!(decode(&["--arg0".into()]).is_err());

@@ -3,7 +3,8 @@
 //! - [`bwrap`]: Linux bubblewrap — new user, pid, ipc, uts (and, unless allowed, net)
 //!   namespaces, a read-only root with user data hidden, writable binds only for
 //!   authorized paths, a private `/tmp`, no capabilities (even as root), seccomp filters,
-//!   and Landlock applied by a small helper right before the command executes.
+//!   and Landlock applied by a small helper right before the command executes (also the
+//!   optional exec allowlist, [`exec_allowlist`]).
 //! - [`container`]: exec into a long-running container through a Docker-compatible CLI.
 //! - [`seatbelt`]: the macOS `sandbox-exec` profile (generated and tested everywhere,
 //!   run only on macOS).
@@ -19,6 +20,7 @@
 
 pub mod bwrap;
 pub mod container;
+pub mod exec_allowlist;
 pub mod git;
 pub mod helper;
 pub mod landlock;

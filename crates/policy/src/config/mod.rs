@@ -10,7 +10,7 @@ use std::time::Duration;
 use caps::Fs;
 
 use crate::PolicyError;
-use crate::modes::{Ask, Host, PermissionMode, Security};
+use crate::modes::{Ask, ExecAllowlistMode, Host, PermissionMode, Security};
 use walk::Walker;
 
 /// The `tools.exec` settings at one level (global or one agent). `None` means "not set
@@ -44,6 +44,10 @@ pub struct AgentConfig {
     pub exec: ExecSettings,
     /// Its `sandbox.permission_mode` override.
     pub permission_mode: Option<PermissionMode>,
+    /// Its `sandbox.exec_allowlist` (replaces the global list for this agent).
+    pub exec_allowlist: Option<Vec<PathBuf>>,
+    /// Its `sandbox.exec_allowlist_mode`.
+    pub exec_allowlist_mode: Option<ExecAllowlistMode>,
 }
 
 /// The whole config file.
@@ -168,6 +172,11 @@ pub struct SandboxSettings {
     pub writable_paths: Vec<std::path::PathBuf>,
     /// `sandbox.readable_extra_paths`: read only.
     pub readable_extra_paths: Vec<std::path::PathBuf>,
+    /// `sandbox.exec_allowlist`: the only files (and directories' contents) a sandboxed
+    /// command may execute; `None`: no such restriction.
+    pub exec_allowlist: Option<Vec<PathBuf>>,
+    /// `sandbox.exec_allowlist_mode` (default `required`).
+    pub exec_allowlist_mode: Option<ExecAllowlistMode>,
     /// `sandbox.container.engine` (`podman` or `docker`).
     pub container_engine: String,
     /// `sandbox.container.name`.
@@ -183,6 +192,8 @@ impl Default for SandboxSettings {
             permission_mode: None,
             writable_paths: Vec::new(),
             readable_extra_paths: Vec::new(),
+            exec_allowlist: None,
+            exec_allowlist_mode: None,
             container_engine: "podman".into(),
             container_name: None,
         }

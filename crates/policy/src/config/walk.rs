@@ -271,6 +271,12 @@ impl Walker<'_> {
                                     "permission_mode" => {
                                         agent.permission_mode = Some(self.parsed(&full, v)?)
                                     }
+                                    "exec_allowlist" => {
+                                        agent.exec_allowlist = Some(self.exec_paths(&full, v)?)
+                                    }
+                                    "exec_allowlist_mode" => {
+                                        agent.exec_allowlist_mode = Some(self.parsed(&full, v)?)
+                                    }
                                     _ => return Err(self.unknown(full)),
                                 }
                             }
@@ -306,6 +312,54 @@ impl Walker<'_> {
                 .any(|c| c == std::path::Component::ParentDir)
             {
                 return Err(self.invalid(key, item, "`..` is not allowed in authorized paths"));
+            }
+            out.push(path);
+        }
+        Ok(out)
+    }
+
+    /// An exec allowlist: absolute paths of programs or of directories whose contents may
+    /// run. Empty lists and `/` are refused: the one would let nothing run, the other
+    /// everything — neither is what an operator who writes the key means.
+    fn exec_paths(
+        &self,
+        key: &str,
+        value: &toml::Value,
+    ) -> Result<Vec<std::path::PathBuf>, PolicyError> {
+        let expected = "expected a list of absolute paths of programs or directories";
+        let list = value
+            .as_array()
+            .ok_or_else(|| self.invalid(key, value, expected))?;
+        if list.is_empty() {
+            return Err(self.invalid(
+                key,
+                value,
+                format!("{expected}: an empty list would let nothing run (leave the key out for no exec allowlist)"),
+            ));
+        }
+        let mut out = Vec::new();
+        for item in list {
+            let text = self.string(key, item)?;
+            let path = std::path::PathBuf::from(text);
+            if !path.is_absolute() || text.contains('\0') {
+                return Err(self.invalid(
+                    key,
+                    item,
+                    "expected an absolute path (resolved on this host, symlinks followed)",
+                ));
+            }
+            if path
+                .components()
+                .any(|c| c == std::path::Component::ParentDir)
+            {
+                return Err(self.invalid(
+                    key,
+                    item,
+                    "`..` is not allowed in exec allowlist entries",
+                ));
+            }
+            if path.parent().is_none() {
+                return Err(self.invalid(key, item, "`/` would let every program run: list the programs, or the directories they live in"));
             }
             out.push(path);
         }
@@ -360,6 +414,8 @@ impl Walker<'_> {
                 "permission_mode" => s.permission_mode = Some(self.parsed(&full, value)?),
                 "writable_paths" => s.writable_paths = self.paths(&full, value)?,
                 "readable_extra_paths" => s.readable_extra_paths = self.paths(&full, value)?,
+                "exec_allowlist" => s.exec_allowlist = Some(self.exec_paths(&full, value)?),
+                "exec_allowlist_mode" => s.exec_allowlist_mode = Some(self.parsed(&full, value)?),
                 "container" => {
                     for (k, v) in self.table(&full, value)? {
                         let key = format!("{full}.{k}");

@@ -88,13 +88,25 @@ impl Bwrap {
         helper: PathBuf,
         bwrap_dirs: &[PathBuf],
     ) -> Result<Bwrap, Unavailable> {
-        let bwrap = find_bwrap(bwrap_dirs)?;
-        let abi = crate::landlock::abi();
+        Bwrap::for_landlock_abi(policy, helper, bwrap_dirs, crate::landlock::abi())
+    }
+
+    /// [`Bwrap::new`] on a kernel that offers Landlock ABI `abi` (0: none). Tests use it
+    /// to see the fail-closed side on any kernel: a kernel without Landlock cannot be had
+    /// on demand. A lower `abi` than the kernel's only ever makes the sandbox refuse more
+    /// (required Landlock, exec allowlists) or leave out its `auto` layer.
+    pub fn for_landlock_abi(
+        policy: SandboxPolicy,
+        helper: PathBuf,
+        bwrap_dirs: &[PathBuf],
+        abi: i64,
+    ) -> Result<Bwrap, Unavailable> {
         if policy.landlock == LandlockMode::Required && abi < 1 {
             return Err(Unavailable(
                 "Landlock is required (sandbox.landlock = \"required\") but this kernel does not support it".into(),
             ));
         }
+        let bwrap = find_bwrap(bwrap_dirs)?;
         for p in policy
             .writable_paths
             .iter()
@@ -149,8 +161,14 @@ impl Bwrap {
         &self.policy
     }
 
+    /// Whether runs here can be given an exec allowlist (see [`crate::exec_allowlist`]).
+    pub fn exec_allowlist_support(&self) -> Result<(), String> {
+        crate::exec_allowlist::kernel_support(self.landlock_abi)
+    }
+
     /// How to launch `argv` in this sandbox. `report`, if given, is the write end of the
-    /// pipe the helper's write watch reports to.
+    /// pipe the helper's write watch reports to; `exec_allowlist`, if given, the only
+    /// programs the command may execute (refused when this kernel cannot enforce it).
     pub fn command_line(
         &self,
         profile: Profile,
@@ -158,7 +176,24 @@ impl Bwrap {
         argv: &[String],
         arg0: Option<&str>,
         report: Option<OwnedFd>,
+        exec_allowlist: Option<&caps::ExecAllowlist>,
     ) -> Result<Launch, CapsError> {
+        // Checked before anything is prepared: a run that asked for an allowlist never
+        // runs without one.
+        let exec_allowlist = match exec_allowlist {
+            None => None,
+            Some(list) => {
+                self.exec_allowlist_support().map_err(|why| {
+                    CapsError::denied(
+                        argv.first().map(String::as_str).unwrap_or_default(),
+                        format!("the exec allowlist cannot be enforced: {why}; nothing was run"),
+                    )
+                })?;
+                // Resolved now, on the host, so the helper is handed the files as they are
+                // when the run starts (`/bin/sh` → `/usr/bin/dash`).
+                Some(crate::exec_allowlist::resolve(&list.paths))
+            }
+        };
         let mut args: Vec<String> = Vec::new();
         let mut keep: Vec<OwnedFd> = Vec::new();
         let push = |args: &mut Vec<String>, items: &[&str]| {
@@ -291,6 +326,7 @@ impl Bwrap {
             } else {
                 Vec::new()
             },
+            exec_allowlist,
             watch_fd,
             watch_roots: self.policy.writable_paths.clone(),
             arg0: arg0.map(str::to_owned),

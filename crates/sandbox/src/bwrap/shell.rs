@@ -57,7 +57,14 @@ impl Bwrap {
         } else {
             (None, None)
         };
-        let launch = self.command_line(profile, &options.cwd, argv, arg0, report_write)?;
+        let launch = self.command_line(
+            profile,
+            &options.cwd,
+            argv,
+            arg0,
+            report_write,
+            options.exec_allowlist.as_ref(),
+        )?;
         let mut full = vec![self.bwrap_path().to_string_lossy().into_owned()];
         full.extend(launch.args);
         let spec = ProcessSpec {
@@ -174,5 +181,9 @@ impl Shell for SandboxShell {
                 options,
             )
             .await
+    }
+
+    fn exec_allowlist_support(&self) -> Result<(), String> {
+        self.sandbox.exec_allowlist_support()
     }
 }

@@ -67,6 +67,8 @@ struct ScriptState {
     responder: Option<Arc<Responder>>,
     /// The world programs come from, for [`ExecOptions::expect_program`].
     files: Option<Arc<dyn crate::Fs>>,
+    /// Whether it claims to enforce [`ExecOptions::exec_allowlist`] (it records it).
+    exec_allowlist: bool,
 }
 
 impl fmt::Debug for ScriptedShell {
@@ -105,6 +107,13 @@ impl ScriptedShell {
     /// not recorded (nothing started).
     pub fn with_files(&self, files: Arc<dyn crate::Fs>) -> &Self {
         self.state().files = Some(files);
+        self
+    }
+
+    /// Claim to enforce [`ExecOptions::exec_allowlist`], as a sandbox that can does: the
+    /// allowlist then reaches the recorded options, for tests of who passes it on.
+    pub fn with_exec_allowlist_support(&self) -> &Self {
+        self.state().exec_allowlist = true;
         self
     }
 
@@ -161,5 +170,13 @@ impl Shell for ScriptedShell {
             script: script.clone(),
             options: options.clone(),
         })
+    }
+
+    fn exec_allowlist_support(&self) -> std::result::Result<(), String> {
+        if self.state().exec_allowlist {
+            Ok(())
+        } else {
+            Err("this scripted shell does not claim exec allowlist support".into())
+        }
     }
 }

@@ -1,0 +1,196 @@
+//! The exec allowlist of the bubblewrap sandbox: which files a command (and everything it
+//! starts) may `execve`. The kernel enforces it with Landlock's `EXECUTE` right, applied
+//! by the helper right before it executes the command, so it holds in every descendant
+//! and no program can lift it.
+//!
+//! What it covers: `execve`/`execveat` of a file — and whatever the kernel opens for
+//! execution on the way: a script's `#!` interpreter and an ELF program's dynamic loader
+//! (`PT_INTERP`). So the loader of every listed program is allowed with it ([`resolve`],
+//! [`interpreter`]), or no dynamically linked program could start; shared libraries are
+//! mapped, not executed, and need nothing. Files in memory (`memfd_create`) lie beneath
+//! no path and the kernel lets them execute whatever Landlock says, so under an allowlist
+//! a seccomp filter refuses to create a memfd that could be made executable
+//! ([`memfd_program`]: only `MFD_NOEXEC_SEAL` ones, Linux 6.3+, may be created).
+//!
+//! What it cannot cover: a program that runs code without `execve`. An allowed
+//! interpreter runs any script it is handed (`sh FILE`), and the dynamic loader, once
+//! allowed, runs any readable ELF file on an exec-mountable filesystem (`ld.so FILE` maps
+//! it; Landlock does not govern `mmap`) — [`diagnose`] and the threat model say so.
+//!
+//! Entries are resolved to their real paths on the host before each run ([`resolve`]);
+//! one that does not exist, or that the sandbox hides, allows nothing.
+
+mod diagnose;
+mod elf;
+
+pub use diagnose::{diagnose, dynamic_loaders};
+pub use elf::interpreter;
+
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    AccessFs, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetStatus,
+};
+
+/// Whether a kernel offering Landlock ABI `abi` can enforce an exec allowlist:
+/// `LANDLOCK_ACCESS_FS_EXECUTE` exists from ABI 1 on.
+pub fn kernel_support(abi: i64) -> Result<(), String> {
+    if abi >= 1 {
+        Ok(())
+    } else {
+        Err("this kernel does not offer Landlock, which enforces the exec allowlist".into())
+    }
+}
+
+/// What the kernel is told to allow for `entries`: their real paths on this host, in
+/// order and without duplicates, then the dynamic loaders they need — a listed ELF file's
+/// own `PT_INTERP`, and for a listed directory every loader of this host (its programs may
+/// use any). An entry that does not resolve is left out: a file that is not there cannot
+/// be allowed, and leaving it out only ever allows less.
+pub fn resolve(entries: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    let mut loaders: Vec<PathBuf> = Vec::new();
+    let mut directories = false;
+    for entry in entries {
+        let real = match std::fs::canonicalize(entry) {
+            Ok(real) => real,
+            Err(e) => {
+                tracing::debug!("exec allowlist entry {} skipped: {e}", entry.display());
+                continue;
+            }
+        };
+        if real.is_dir() {
+            directories = true;
+        } else if let Some(loader) =
+            elf::interpreter(&real).and_then(|l| std::fs::canonicalize(l).ok())
+        {
+            loaders.push(loader);
+        }
+        out.push(real);
+    }
+    if directories {
+        loaders.extend(dynamic_loaders());
+    }
+    for path in loaders {
+        if !covers(&out, &path) {
+            out.push(path);
+        }
+    }
+    let mut unique: Vec<PathBuf> = Vec::new();
+    for path in out {
+        if !unique.contains(&path) {
+            unique.push(path);
+        }
+    }
+    unique
+}
+
+/// `memfd_create` without `MFD_NOEXEC_SEAL` fails with EPERM: such a file could be
+/// written and executed from memory, where no Landlock rule reaches.
+pub fn memfd_program() -> Result<seccompiler::BpfProgram, String> {
+    use crate::seccomp::{compile, cond, rule};
+    use seccompiler::{SeccompAction, SeccompCmpArgLen, SeccompCmpOp};
+    const MFD_NOEXEC_SEAL: u64 = 0x0008;
+    let without_seal = cond(
+        1,
+        SeccompCmpArgLen::Dword,
+        SeccompCmpOp::MaskedEq(MFD_NOEXEC_SEAL),
+        0,
+    )
+    .and_then(|c| rule(vec![c]))
+    .map_err(|e| e.to_string())?;
+    let rules =
+        std::collections::BTreeMap::from([(nix::libc::SYS_memfd_create, vec![without_seal])]);
+    compile(rules, SeccompAction::Errno(nix::libc::EPERM as u32)).map_err(|e| e.to_string())
+}
+
+/// Restrict the calling process (and its future children) to executing only files that
+/// are, or lie beneath, `paths`, and to memfds that cannot be executed. Inside the
+/// sandbox, by the (single-threaded) helper. All or nothing: a kernel that cannot enforce
+/// it is an error, never a silent pass.
+pub fn restrict(paths: &[PathBuf]) -> Result<(), String> {
+    let memfd = memfd_program()?;
+    let ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessFs::Execute)
+        .map_err(|e| e.to_string())?;
+    let mut created = ruleset.create().map_err(|e| e.to_string())?;
+    for path in paths {
+        // Hidden inside (a home, Warden's state) or gone since it was resolved: nothing
+        // there can be executed anyway.
+        let Ok(fd) = PathFd::new(path) else { continue };
+        created = created
+            .add_rule(PathBeneath::new(fd, AccessFs::Execute))
+            .map_err(|e| e.to_string())?;
+    }
+    let status = created.restrict_self().map_err(|e| e.to_string())?;
+    if status.ruleset != RulesetStatus::FullyEnforced {
+        return Err(format!("the kernel enforces it only {:?}", status.ruleset));
+    }
+    // no_new_privs is set (by bubblewrap, and by restrict_self), so an unprivileged
+    // process may install it.
+    seccompiler::apply_filter(&memfd).map_err(|e| format!("memfd filter: {e}"))
+}
+
+/// True when `path` is one of `entries` or lies beneath one (both real paths): what the
+/// kernel will allow.
+pub fn covers(entries: &[PathBuf], path: &Path) -> bool {
+    entries.iter().any(|e| path.starts_with(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_kernel_with_landlock_can_enforce_it() {
+        assert!(kernel_support(0).unwrap_err().contains("Landlock"));
+        assert!(kernel_support(-1).is_err());
+        assert_eq!(kernel_support(1), Ok(()));
+        assert_eq!(kernel_support(7), Ok(()));
+    }
+
+    #[test]
+    fn entries_resolve_to_real_paths_and_missing_ones_allow_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let real_dir = std::fs::canonicalize(dir.path()).unwrap();
+        let tool = real_dir.join("tool");
+        std::fs::write(&tool, "").unwrap();
+        let link = real_dir.join("link");
+        std::os::unix::fs::symlink(&tool, &link).unwrap();
+        let resolved = resolve(&[link.clone(), tool.clone(), real_dir.join("missing")]);
+        assert_eq!(
+            resolved,
+            vec![tool.clone()],
+            "an empty file needs no loader"
+        );
+        assert!(covers(&resolved, &tool));
+        assert!(
+            !covers(&resolved, &link),
+            "the link itself is not what runs"
+        );
+        assert!(covers(std::slice::from_ref(&real_dir), &tool));
+        assert!(!covers(std::slice::from_ref(&tool), &real_dir));
+    }
+
+    #[test]
+    fn a_listed_program_brings_its_dynamic_loader_and_a_directory_all_of_them() {
+        let me = std::fs::canonicalize(std::env::current_exe().unwrap()).unwrap();
+        let Some(loader) = interpreter(&me) else {
+            eprintln!("SKIPPED: this test binary is statically linked");
+            return;
+        };
+        let loader = std::fs::canonicalize(loader).unwrap();
+        let resolved = resolve(std::slice::from_ref(&me));
+        assert_eq!(resolved, vec![me.clone(), loader.clone()]);
+        let dir = me.parent().unwrap().to_path_buf();
+        let resolved = resolve(std::slice::from_ref(&dir));
+        assert_eq!(resolved[0], dir);
+        assert!(resolved.contains(&loader), "{resolved:?}");
+        // Listed twice, or covered by a listed directory: once.
+        let loader_dir = loader.parent().unwrap().to_path_buf();
+        let resolved = resolve(&[loader_dir.clone(), me.clone(), loader_dir.clone()]);
+        assert_eq!(resolved, vec![loader_dir, me]);
+    }
+}

@@ -1,0 +1,539 @@
+//! End-to-end: the sandbox's exec allowlist (`sandbox.exec_allowlist`) for real —
+//! bubblewrap, the helper and the kernel's Landlock `EXECUTE` right. A program copied into
+//! the writable workspace or `/tmp` cannot run, a listed one runs with its libraries, an
+//! interpreter that is not listed cannot run a script; per-agent lists and modes reach
+//! each run through `warden exec`; `explain` and `doctor` say whether it is in force; and
+//! where it cannot be enforced, `required` runs nothing.
+
+// Tests set up and inspect real files and processes.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+// Test helpers panic on failure by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Skips report on stderr.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use caps::{ExecAllowlist, ExecOptions, ExecOutput, Shell};
+use sandbox::{Bwrap, LandlockMode, Profile, SandboxPolicy};
+use support::{configure, warden_home, warden_in};
+
+fn trusted_dirs() -> Vec<PathBuf> {
+    sandbox::bwrap::TRUSTED_BWRAP_DIRS
+        .iter()
+        .map(PathBuf::from)
+        .collect()
+}
+
+/// Skip (loudly) when this machine cannot run bubblewrap, or the kernel has no Landlock
+/// to enforce an allowlist with (the fail-closed side is tested without either).
+fn usable() -> bool {
+    let bwrap = match sandbox::bwrap::find_bwrap(&trusted_dirs()) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("SKIPPED: {}", e.0);
+            return false;
+        }
+    };
+    if let Err(e) = sandbox::probe::namespaces_work(&bwrap) {
+        eprintln!("SKIPPED: {e}");
+        return false;
+    }
+    if let Err(e) = sandbox::exec_allowlist::kernel_support(sandbox::landlock::abi()) {
+        eprintln!("SKIPPED: {e}");
+        return false;
+    }
+    true
+}
+
+/// A writable workspace and a sandbox over it.
+struct Lab {
+    workspace: tempfile::TempDir,
+}
+
+impl Lab {
+    fn new() -> Lab {
+        Lab {
+            workspace: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn ws(&self) -> PathBuf {
+        std::fs::canonicalize(self.workspace.path()).unwrap()
+    }
+
+    fn sandbox(&self, abi: i64) -> Arc<Bwrap> {
+        let policy = SandboxPolicy {
+            writable_paths: vec![self.ws()],
+            landlock: LandlockMode::Auto,
+            ..Default::default()
+        };
+        Arc::new(
+            Bwrap::for_landlock_abi(
+                policy,
+                PathBuf::from(env!("CARGO_BIN_EXE_warden")),
+                &trusted_dirs(),
+                abi,
+            )
+            .unwrap(),
+        )
+    }
+
+    /// Run `argv` writable, allowed to execute only `allowed` (`None`: anything).
+    async fn run(&self, allowed: Option<&[&str]>, argv: &[&str]) -> ExecOutput {
+        let mut options = ExecOptions::new(self.ws(), Duration::from_secs(60))
+            .with_env("PATH", "/usr/local/bin:/usr/bin:/bin");
+        options.exec_allowlist = allowed.map(|paths| ExecAllowlist {
+            paths: paths.iter().map(PathBuf::from).collect(),
+        });
+        let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
+        self.sandbox(sandbox::landlock::abi())
+            .shell(Profile::Writable)
+            .exec(&argv, &options)
+            .await
+            .unwrap()
+    }
+
+    /// Put an executable file at `name` in the workspace.
+    fn executable(&self, name: &str, contents: &[u8]) -> PathBuf {
+        let path = self.ws().join(name);
+        std::fs::write(&path, contents).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        path
+    }
+}
+
+fn text(out: &ExecOutput) -> String {
+    format!("exit {}: {}", out.exit_code(), out.combined)
+}
+
+/// `/bin/true`'s real file (merged-/usr systems link /bin to /usr/bin).
+fn true_binary() -> PathBuf {
+    std::fs::canonicalize("/bin/true").unwrap()
+}
+
+#[tokio::test]
+async fn a_program_copied_into_the_writable_workspace_or_tmp_cannot_run() {
+    if !usable() {
+        return;
+    }
+    let lab = Lab::new();
+    let copy = lab.executable("true", &std::fs::read(true_binary()).unwrap());
+    let copy = copy.to_string_lossy().into_owned();
+    let usr_bin = true_binary()
+        .parent()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    // Without an allowlist the copy runs: it is the allowlist that stops it below.
+    assert_eq!(lab.run(None, &[&copy]).await.exit_code(), 0);
+    let out = lab.run(Some(&[&usr_bin]), &[&copy]).await;
+    assert_eq!(out.exit_code(), 126, "{}", text(&out));
+    assert!(
+        out.stderr.contains("Permission denied") && out.stderr.contains("sandbox.exec_allowlist"),
+        "{}",
+        text(&out)
+    );
+    // The same bytes at their listed path run.
+    let listed = true_binary().to_string_lossy().into_owned();
+    assert_eq!(lab.run(Some(&[&usr_bin]), &[&listed]).await.exit_code(), 0);
+    // Written by a listed shell into the workspace or the private /tmp, by the command
+    // itself: its descendants are bound too.
+    let out = lab
+        .run(
+            Some(&[&usr_bin]),
+            &[
+                "/bin/sh",
+                "-c",
+                "cp /bin/true ./t2 && ./t2; echo ws=$?; cp /bin/true /tmp/t3 && /tmp/t3; echo tmp=$?",
+            ],
+        )
+        .await;
+    assert!(
+        out.stdout.contains("ws=126") && out.stdout.contains("tmp=126"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        lab.ws().join("t2").exists(),
+        "the workspace stayed writable"
+    );
+}
+
+#[tokio::test]
+async fn a_listed_program_runs_with_its_libraries_and_an_unlisted_one_does_not() {
+    if !usable() {
+        return;
+    }
+    let lab = Lab::new();
+    // A dynamically linked program: its loader and libraries come with it.
+    let git = Path::new("/usr/bin/git");
+    let (program, args, expect): (&str, &[&str], &str) = if git.exists() {
+        ("/usr/bin/git", &["--version"], "git version")
+    } else {
+        eprintln!("note: no /usr/bin/git here, using /usr/bin/ls");
+        ("/usr/bin/ls", &["-d", "/"], "/")
+    };
+    assert!(
+        sandbox::exec_allowlist::interpreter(Path::new(program)).is_some(),
+        "{program} is dynamically linked"
+    );
+    let mut argv = vec![program];
+    argv.extend_from_slice(args);
+    let out = lab.run(Some(&[program]), &argv).await;
+    assert_eq!(out.exit_code(), 0, "{}", text(&out));
+    assert!(out.stdout.contains(expect), "{}", text(&out));
+    // Not listed: refused, though it sits right next to the listed one.
+    let out = lab.run(Some(&[program]), &["/usr/bin/id", "-u"]).await;
+    assert_eq!(out.exit_code(), 126, "{}", text(&out));
+    // An entry through a symlink allows the file it resolves to (/bin/sh → dash or bash).
+    let out = lab
+        .run(Some(&["/bin/sh"]), &["/bin/sh", "-c", "exit 3"])
+        .await;
+    assert_eq!(out.exit_code(), 3, "{}", text(&out));
+    // Entries that do not exist allow nothing, and do not stop the listed ones.
+    let out = lab.run(Some(&["/nonexistent/bin", program]), &argv).await;
+    assert_eq!(out.exit_code(), 0, "{}", text(&out));
+}
+
+#[tokio::test]
+async fn a_script_interpreter_that_is_not_listed_cannot_run_the_script() {
+    if !usable() {
+        return;
+    }
+    let lab = Lab::new();
+    let script = lab.executable("s.sh", b"#!/bin/sh\necho script ran\n");
+    let script_s = script.to_string_lossy().into_owned();
+    let sh = std::fs::canonicalize("/bin/sh").unwrap();
+    let sh_s = sh.to_string_lossy().into_owned();
+    let true_s = true_binary().to_string_lossy().into_owned();
+    // `sh script` with sh not listed.
+    let out = lab.run(Some(&[&true_s]), &["/bin/sh", &script_s]).await;
+    assert_eq!(out.exit_code(), 126, "{}", text(&out));
+    assert!(!out.stdout.contains("script ran"));
+    // `./script`: the kernel opens both the script and its `#!` interpreter for
+    // execution, so both must be listed.
+    let out = lab.run(Some(&[&script_s]), &[&script_s]).await;
+    assert_eq!(
+        out.exit_code(),
+        126,
+        "interpreter not listed: {}",
+        text(&out)
+    );
+    let out = lab.run(Some(&[&sh_s]), &[&script_s]).await;
+    assert_eq!(out.exit_code(), 126, "script not listed: {}", text(&out));
+    let out = lab.run(Some(&[&sh_s, &script_s]), &[&script_s]).await;
+    assert_eq!(out.stdout, "script ran\n", "{}", text(&out));
+    // A listed interpreter reads any script it is handed: reading is not executing.
+    let out = lab.run(Some(&[&sh_s]), &["/bin/sh", &script_s]).await;
+    assert_eq!(out.stdout, "script ran\n", "{}", text(&out));
+    // Another interpreter, not listed, cannot run its script either.
+    if Path::new("/usr/bin/perl").exists() {
+        let pl = lab.executable("x.pl", b"print \"perl ran\\n\";\n");
+        let out = lab
+            .run(Some(&[&sh_s]), &["/usr/bin/perl", &pl.to_string_lossy()])
+            .await;
+        assert_eq!(out.exit_code(), 126, "{}", text(&out));
+    } else {
+        eprintln!("SKIPPED (part): no /usr/bin/perl for the second interpreter");
+    }
+}
+
+#[tokio::test]
+async fn a_memfd_cannot_become_a_way_to_execute_an_unlisted_program() {
+    if !usable() {
+        return;
+    }
+    let perl = Path::new("/usr/bin/perl");
+    if !perl.exists() {
+        eprintln!("SKIPPED: needs /usr/bin/perl to call memfd_create");
+        return;
+    }
+    let lab = Lab::new();
+    // memfd_create(2) is syscall 319 on x86_64 and 279 on aarch64.
+    let nr = match std::env::consts::ARCH {
+        "x86_64" => 319,
+        "aarch64" => 279,
+        other => {
+            eprintln!("SKIPPED: memfd_create number unknown for {other}");
+            return;
+        }
+    };
+    let script = format!(
+        r#"my $n = "x"; my $fd = syscall({nr}, $n, 0);
+if ($fd < 0) {{ print "memfd refused: $!\n"; exit 0 }}
+open(my $s, "<:raw", "/bin/true") or die; local $/; my $b = <$s>;
+open(my $d, ">&=", $fd) or die; binmode $d; syswrite($d, $b) or die;
+exec("/proc/self/fd/$fd"); print "exec failed: $!\n";
+"#
+    );
+    let pl = lab.executable("m.pl", script.as_bytes());
+    let pl = pl.to_string_lossy().into_owned();
+    // Without an allowlist the memfd runs /bin/true (the exec replaces perl: no output).
+    let out = lab.run(None, &["/usr/bin/perl", &pl]).await;
+    assert_eq!(out.stdout, "", "{}", text(&out));
+    let out = lab
+        .run(Some(&["/usr/bin/perl"]), &["/usr/bin/perl", &pl])
+        .await;
+    assert!(
+        out.stdout
+            .contains("memfd refused: Operation not permitted"),
+        "{}",
+        text(&out)
+    );
+}
+
+/// A documented limit, pinned so that the documentation is revisited if it changes: the
+/// dynamic loader, which every dynamically linked program needs, maps and runs an
+/// unlisted file when handed one (Landlock governs `execve`, not `mmap`).
+#[tokio::test]
+async fn known_limit_the_dynamic_loader_runs_a_file_it_is_handed() {
+    if !usable() {
+        return;
+    }
+    let lab = Lab::new();
+    let Some(loader) =
+        sandbox::exec_allowlist::interpreter(&std::fs::canonicalize("/bin/sh").unwrap())
+    else {
+        eprintln!("SKIPPED: /bin/sh is statically linked");
+        return;
+    };
+    let script = format!(
+        "cp /bin/true /tmp/t && {} /tmp/t && echo loader ran it",
+        loader.display()
+    );
+    let out = lab
+        .run(
+            Some(&["/bin/sh", "/usr/bin/cp"]),
+            &["/bin/sh", "-c", &script],
+        )
+        .await;
+    assert!(out.stdout.contains("loader ran it"), "{}", text(&out));
+}
+
+#[tokio::test]
+async fn without_landlock_an_allowlist_is_refused_and_nothing_runs() {
+    // The policy side (required refuses, best-effort runs without) is tested everywhere in
+    // the runner's tests; this is the sandbox's own refusal, on a simulated kernel.
+    let Ok(bwrap) = sandbox::bwrap::find_bwrap(&trusted_dirs()) else {
+        eprintln!("SKIPPED: no bubblewrap (the runner's tests cover the refusal)");
+        return;
+    };
+    if sandbox::probe::namespaces_work(&bwrap).is_err() {
+        eprintln!("SKIPPED: bubblewrap cannot build namespaces here");
+        return;
+    }
+    let lab = Lab::new();
+    let sandbox = lab.sandbox(0);
+    let shell = sandbox.shell(Profile::Writable);
+    assert!(
+        shell
+            .exec_allowlist_support()
+            .unwrap_err()
+            .contains("Landlock")
+    );
+    let mut options = ExecOptions::new(lab.ws(), Duration::from_secs(30));
+    options.exec_allowlist = Some(ExecAllowlist {
+        paths: vec!["/usr/bin".into()],
+    });
+    let marker = lab.ws().join("ran");
+    let argv: Vec<String> = vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        format!("touch {}", marker.display()),
+    ];
+    let err = shell.exec(&argv, &options).await.unwrap_err();
+    assert!(
+        err.to_string().contains("cannot be enforced") && err.to_string().contains("Landlock"),
+        "{err}"
+    );
+    assert!(!marker.exists(), "nothing ran");
+    // Without an allowlist the same simulated kernel still runs commands (Landlock auto).
+    options.exec_allowlist = None;
+    assert_eq!(shell.exec(&argv, &options).await.unwrap().exit_code(), 0);
+    assert!(marker.exists());
+}
+
+#[test]
+fn per_agent_lists_and_modes_reach_each_run_through_warden_exec() {
+    if !usable() {
+        return;
+    }
+    let home = warden_home();
+    let ws = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(ws.path()).unwrap();
+    configure(
+        home.path(),
+        "[sandbox]\npermission_mode = \"unrestricted\"\nexec_allowlist = [\"/bin/sh\", \"/usr/bin/cp\"]\n\
+         [[agents.list]]\nid = \"builder\"\nsandbox.exec_allowlist = [\"/usr/bin\"]\n\
+         sandbox.exec_allowlist_mode = \"best-effort\"\n\
+         [[agents.list]]\nid = \"reviewer\"\nsandbox.permission_mode = \"approval\"\n",
+        r#"{"version":1}"#,
+    );
+    let exec = |args: &[&str]| {
+        warden_in(home.path())
+            .arg("exec")
+            .args(args)
+            .current_dir(&ws)
+            .output()
+            .unwrap()
+    };
+    let out = exec(&["--", "/usr/bin/id", "-u"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(126), "{stderr}");
+    assert!(stderr.contains("sandbox.exec_allowlist"), "{stderr}");
+    // The builder's own list replaces the global one.
+    let out = exec(&["--agent", "builder", "--", "/usr/bin/id", "-u"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A program the command writes itself never runs.
+    let out = exec(&["--shell", "cp /bin/true ./mine && ./mine"]);
+    assert_eq!(out.status.code(), Some(126));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Permission denied"));
+    // Approval mode's watched first run is restricted too, and a listed shell still works.
+    let out = exec(&["--agent", "reviewer", "--shell", "echo listed"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "listed\n");
+    let out = exec(&["--agent", "reviewer", "--", "/usr/bin/id"]);
+    assert_eq!(out.status.code(), Some(126));
+}
+
+#[test]
+fn a_bad_entry_is_an_error_naming_the_key_and_nothing_runs() {
+    let home = warden_home();
+    let ws = tempfile::tempdir().unwrap();
+    for (config, key) in [
+        (
+            "[sandbox]\nexec_allowlist = [\"usr/bin\"]\n",
+            "sandbox.exec_allowlist",
+        ),
+        (
+            "[[agents.list]]\nid = \"main\"\nsandbox.exec_allowlist = []\n",
+            "agents.list[0].sandbox.exec_allowlist",
+        ),
+        (
+            "[sandbox]\nexec_allowlist = [\"/usr/bin\"]\nexec_allowlist_mode = \"maybe\"\n",
+            "sandbox.exec_allowlist_mode",
+        ),
+    ] {
+        configure(home.path(), config, r#"{"version":1}"#);
+        let marker = ws.path().join("ran");
+        let out = warden_in(home.path())
+            .args(["exec", "--", "/bin/sh", "-c"])
+            .arg(format!("touch {}", marker.display()))
+            .current_dir(ws.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{config}: {stderr}");
+        assert!(
+            stderr.contains(&format!("`{key}`")) && stderr.contains("config.toml"),
+            "{config}: {stderr}"
+        );
+        assert!(!marker.exists(), "{config}: nothing ran");
+        let out = warden_in(home.path())
+            .args(["policy", "explain", "--", "true"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(125));
+    }
+}
+
+#[test]
+fn explain_and_doctor_say_whether_it_is_in_force() {
+    let home = warden_home();
+    let ws = tempfile::tempdir().unwrap();
+    // The container backend cannot enforce it, whatever the kernel: required refuses,
+    // best-effort is off — said by explain (text and JSON) and doctor, on any machine.
+    configure(
+        home.path(),
+        "[sandbox]\nbackend = \"container\"\ncontainer.name = \"none\"\nexec_allowlist = [\"/usr/bin/git\"]\n\
+         [[agents.list]]\nid = \"lax\"\nsandbox.exec_allowlist_mode = \"best-effort\"\n",
+        r#"{"version":1}"#,
+    );
+    let explain = |args: &[&str]| {
+        let out = warden_in(home.path())
+            .args(["policy", "explain"])
+            .args(args)
+            .current_dir(ws.path())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let text = explain(&["--", "git", "status"]);
+    assert!(
+        text.contains("exec allow   /usr/bin/git (global); required (built-in default)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("exec allowlist: REFUSED") && text.contains("container backend"),
+        "{text}"
+    );
+    let text = explain(&["--agent", "lax", "--", "git", "status"]);
+    assert!(text.contains("exec allowlist: OFF: best-effort"), "{text}");
+    let text = explain(&["--host", "gateway", "--", "git", "status"]);
+    assert!(text.contains("exec allowlist: not applied"), "{text}");
+    let json: serde_json::Value =
+        serde_json::from_str(&explain(&["--json", "--", "git", "status"])).unwrap();
+    assert_eq!(json["execAllowlistStatus"]["state"], "refused", "{json}");
+    assert_eq!(
+        json["policy"]["execAllowlist"]["paths"]["value"][0],
+        "/usr/bin/git"
+    );
+    assert_eq!(json["policy"]["execAllowlist"]["mode"]["source"], "default");
+    let out = warden_in(home.path())
+        .args(["doctor", "--json"])
+        .current_dir(ws.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "required and unenforceable");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let lists = &v["execAllowlist"]["lists"];
+    assert_eq!(lists[0]["level"], "global");
+    assert_eq!(lists[0]["state"], "refused");
+    assert_eq!(lists[1]["level"], "agent lax");
+    assert_eq!(lists[1]["state"], "off");
+    // Nothing configured: explain prints no exec allowlist and JSON has null.
+    configure(home.path(), "", r#"{"version":1}"#);
+    let text = explain(&["--", "true"]);
+    assert!(!text.contains("exec allow"), "{text}");
+    let json: serde_json::Value =
+        serde_json::from_str(&explain(&["--json", "--", "true"])).unwrap();
+    assert!(json["policy"]["execAllowlist"].is_null());
+    assert!(json.get("execAllowlistStatus").is_none());
+    // On bubblewrap with Landlock: active.
+    if !usable() {
+        return;
+    }
+    configure(
+        home.path(),
+        "[sandbox]\nexec_allowlist = [\"/usr/bin/git\"]\n",
+        r#"{"version":1}"#,
+    );
+    let text = explain(&["--", "git", "status"]);
+    assert!(
+        text.contains(&format!(
+            "exec allowlist: active (Landlock ABI {}",
+            sandbox::landlock::abi()
+        )),
+        "{text}"
+    );
+    let out = warden_in(home.path())
+        .args(["doctor"])
+        .current_dir(ws.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("exec allowlist") && text.contains("global: 1 entry, required — active"),
+        "{text}"
+    );
+}
