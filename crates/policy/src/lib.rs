@@ -47,14 +47,18 @@ mod explain;
 mod modes;
 mod nodes;
 mod plan;
+pub mod profiles;
 mod resolve;
+mod rules;
 pub mod shell;
 mod slash;
 
-pub use allow_always::{AllowAlways, Skipped, derive_allow_always};
+pub use allow_always::{AllowAlways, AlwaysOption, Scope, Skipped, derive_allow_always};
 pub use allowlist::{
-    Allowlist, CaseMode, PatternKind, RejectedPattern, escape_glob, validate_pattern,
+    Allowlist, CaseMode, PatternKind, RejectedPattern, RuleMatch, escape_glob, validate_pattern,
 };
+pub use profiles::{ProfileHit, Profiles};
+pub use rules::{ArgsMatch, Examples, RuleSpec, escape_word};
 pub use config::{
     AgentConfig, Config, ExecSettings, GatewaySettings, RunLimits, SandboxBackend, SandboxSettings,
 };
