@@ -335,7 +335,8 @@ fn prompt(id: &str, argv: &[&str], agent: &str, allow_always: &[&str]) -> Reques
             security: policy::Security::Allowlist,
             ask: policy::Ask::OnMiss,
             reason: policy::AskReason::AllowlistMiss,
-            allow_always: allow_always.iter().map(|s| s.to_string()).collect(),
+            allow_always: policy::AlwaysOption::programs(allow_always),
+            allow_always_default: 0,
             not_stored: Vec::new(),
         },
     ))

@@ -96,7 +96,8 @@ fn prompt_request(id: &str) -> Request {
             security: policy::Security::Allowlist,
             ask: policy::Ask::OnMiss,
             reason: policy::AskReason::AllowlistMiss,
-            allow_always: vec!["/usr/bin/rg".into()],
+            allow_always: policy::AlwaysOption::programs(&["/usr/bin/rg"]),
+            allow_always_default: 0,
             not_stored: Vec::new(),
         },
     ))
@@ -303,6 +304,7 @@ async fn a_bit_flip_in_any_byte_of_a_response_is_rejected() {
                 id: req.prompt().id.clone(),
                 digest: req.prompt().digest.clone(),
                 answer: Answer::AllowOnce,
+                allow_always_option: None,
                 report: None,
             };
             let mut out = encode_response(

@@ -58,6 +58,23 @@ pub struct AlwaysOption {
     pub rules: Vec<RuleSpec>,
 }
 
+impl AlwaysOption {
+    /// One option storing each of `patterns` alone (any arguments): what a prompt of an
+    /// earlier version offered.
+    pub fn programs<S: AsRef<str>>(patterns: &[S]) -> Vec<AlwaysOption> {
+        if patterns.is_empty() {
+            return Vec::new();
+        }
+        vec![AlwaysOption {
+            scope: Scope::Program,
+            rules: patterns
+                .iter()
+                .map(|p| RuleSpec::program(p.as_ref()))
+                .collect(),
+        }]
+    }
+}
+
 /// The choices, and what was left out. `options` may be empty: then nothing is stored
 /// and `skipped` says why.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -83,9 +100,8 @@ impl AllowAlways {
 /// The rule for `leaf` at `scope`.
 fn rule_for(leaf: &LeafMatch, path: &str, scope: Scope) -> RuleSpec {
     let command = &leaf.argv[leaf.program_index..];
-    let words = |upto: usize| -> Vec<String> {
-        command[1..upto].iter().map(|w| escape_word(w)).collect()
-    };
+    let words =
+        |upto: usize| -> Vec<String> { command[1..upto].iter().map(|w| escape_word(w)).collect() };
     let mut hits: Vec<String> = leaf.profile.iter().map(|h| h.name.clone()).collect();
     hits.sort();
     hits.dedup();

@@ -139,7 +139,9 @@ impl KindMatcher {
                 builder.add(glob);
                 glob_index.push(index);
             } else {
-                let group = literals.entry(fold(&expanded, case).into_owned()).or_default();
+                let group = literals
+                    .entry(fold(&expanded, case).into_owned())
+                    .or_default();
                 match first {
                     Some(word) => group.by_first.entry(word).or_default().push(index),
                     None => group.rest.push(index),
@@ -162,7 +164,10 @@ impl KindMatcher {
         if let Some(group) = self.literals.get(fold(text, self.case).as_ref()) {
             out.extend_from_slice(&group.rest);
             match first {
-                None => group.by_first.values().for_each(|l| out.extend_from_slice(l)),
+                None => group
+                    .by_first
+                    .values()
+                    .for_each(|l| out.extend_from_slice(l)),
                 Some(word) => {
                     if let Some(list) = word.and_then(|f| group.by_first.get(f)) {
                         out.extend_from_slice(list);
@@ -171,7 +176,12 @@ impl KindMatcher {
             }
         }
         if !self.glob_index.is_empty() && self.globs.is_match(text) {
-            out.extend(self.globs.matches(text).into_iter().map(|i| self.glob_index[i]));
+            out.extend(
+                self.globs
+                    .matches(text)
+                    .into_iter()
+                    .map(|i| self.glob_index[i]),
+            );
         }
     }
 }
@@ -257,9 +267,7 @@ impl Allowlist {
                     other => other.to_string(),
                 })
                 .and_then(|kind| build_glob(pattern, home, case).map(|g| (kind, g)))
-                .and_then(|(kind, glob)| {
-                    ArgPatterns::compile(rule).map(|args| (kind, glob, args))
-                });
+                .and_then(|(kind, glob)| ArgPatterns::compile(rule).map(|args| (kind, glob, args)));
             match compiled {
                 Ok((kind, glob, args)) => {
                     let first = args.first_literal().map(str::to_owned);
@@ -345,7 +353,11 @@ impl Allowlist {
             if !rule.args.matches(args) {
                 continue;
             }
-            if result.hits.iter().all(|h| h.allowed_by(&rule.spec.allow_flags)) {
+            if result
+                .hits
+                .iter()
+                .all(|h| h.allowed_by(&rule.spec.allow_flags))
+            {
                 result.rule = Some(rule.spec.clone());
                 result.blocked = None;
                 return result;

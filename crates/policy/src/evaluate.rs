@@ -7,9 +7,9 @@ use caps::Fs;
 use serde::Serialize;
 
 use crate::allowlist::Allowlist;
+use crate::exe::{ResolveFailure, ResolvedExe, TrustedPath, resolve_executable};
 use crate::profiles::ProfileHit;
 use crate::rules::RuleSpec;
-use crate::exe::{ResolveFailure, ResolvedExe, TrustedPath, resolve_executable};
 use crate::shell::{Chain, CommandInput, Miss, Segment, analyze, base_name, quote};
 
 /// Remembers executable resolutions (name and, for relative names, cwd → result) for
@@ -226,8 +226,7 @@ pub fn evaluate(input: CommandInput<'_>, ctx: &EvalContext<'_>) -> Evaluation {
                     let command = &segment.argv[segment.program..];
                     let m = ctx.allowlist.match_command(&exe, command);
                     let profiles = ctx.allowlist.profiles();
-                    let resolved_name =
-                        exe.path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                    let resolved_name = exe.path.file_name().and_then(|n| n.to_str()).unwrap_or("");
                     let invoked = base_name(&program);
                     let multi_command = profiles.is_multi_command(invoked)
                         || profiles.is_multi_command(resolved_name);
@@ -261,12 +260,9 @@ pub fn evaluate(input: CommandInput<'_>, ctx: &EvalContext<'_>) -> Evaluation {
                         failure: None,
                     }
                 }
-                Err(failure) => LeafMatch::unresolved(
-                    segment.argv.clone(),
-                    program,
-                    segment.program,
-                    failure,
-                ),
+                Err(failure) => {
+                    LeafMatch::unresolved(segment.argv.clone(), program, segment.program, failure)
+                }
             }
         })
         .collect();

@@ -50,9 +50,9 @@ impl Examples {
     }
 }
 
-/// One allowlist entry as the policy reads it.
+/// One allowlist entry as the policy reads it (and as approval prompts carry it).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RuleSpec {
     /// The path glob or bare name (unchanged from version 1).
     pub pattern: String,
@@ -140,9 +140,9 @@ impl RuleSpec {
             };
             match (want, why_not) {
                 (true, Some(why)) => {
-                    return Err(self.invalid(format!(
-                        "example {argv:?} must match but does not: {why}"
-                    )));
+                    return Err(
+                        self.invalid(format!("example {argv:?} must match but does not: {why}"))
+                    );
                 }
                 (false, None) => {
                     return Err(self.invalid(format!("example {argv:?} must not match but does")));
@@ -201,10 +201,11 @@ impl WordPattern {
         let mut it = text.chars();
         while let Some(c) = it.next() {
             chars.push(match c {
-                '\\' => GlobChar::Char(
-                    it.next()
-                        .ok_or_else(|| format!("argument pattern {text:?} ends with a lone `\\`"))?,
-                ),
+                '\\' => {
+                    GlobChar::Char(it.next().ok_or_else(|| {
+                        format!("argument pattern {text:?} ends with a lone `\\`")
+                    })?)
+                }
                 '*' => {
                     wild = true;
                     GlobChar::Star

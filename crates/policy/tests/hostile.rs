@@ -162,7 +162,10 @@ fn hostile_argvs_are_never_allowed() {
 fn stored(e: &policy::Explanation) -> Vec<String> {
     let always = policy::derive_allow_always(&e.evaluation);
     for rule in always.default_rules() {
-        assert!(rule.args.is_none(), "single-purpose programs are stored alone: {rule:?}");
+        assert!(
+            rule.args.is_none(),
+            "single-purpose programs are stored alone: {rule:?}"
+        );
     }
     always
         .default_rules()
@@ -183,10 +186,7 @@ fn allow_always_never_stores_shells_interpreters_or_wrappers() {
     };
     let explain = |text| explain_request(&setup, &ExecParams::default(), CommandInput::Shell(text));
     let e = explain("bash -c 'ls -l && python3 x.py' | cat");
-    assert_eq!(
-        stored(&e),
-        vec!["/usr/bin/ls", "/usr/bin/cat"]
-    );
+    assert_eq!(stored(&e), vec!["/usr/bin/ls", "/usr/bin/cat"]);
     assert_eq!(policy::derive_allow_always(&e.evaluation).skipped.len(), 1);
     let e = explain("python3 x.py");
     assert!(stored(&e).is_empty());

@@ -69,7 +69,10 @@ mod tests {
         assert_eq!(names("{ print > \"/tmp/x\" }"), vec![">"]);
         assert_eq!(names("{ printf \"%s\", $1 >> \"/tmp/x\" }"), vec![">"]);
         assert_eq!(names("@load \"filefuncs\""), vec!["@"]);
-        assert_eq!(names("BEGIN { f = \"system\"; @f(\"id\") }"), vec!["system()", "@"]);
+        assert_eq!(
+            names("BEGIN { f = \"system\"; @f(\"id\") }"),
+            vec!["system()", "@"]
+        );
         // A quote inside a regex cannot hide what follows it.
         assert_eq!(names("/\"/ { system(\"id\") } \""), vec!["system()"]);
         assert_eq!(names("{ mysystem(1) }"), Vec::<&str>::new());

@@ -241,7 +241,9 @@ fn compile_program(spec: &ProgramSpec) -> Result<Program, String> {
     let label = spec.names[0].clone();
     let check_flag = |f: &str| -> Result<(), String> {
         if !f.starts_with('-') || f == "-" || f == "--" || f.contains('=') {
-            return Err(format!("{label}: {f:?} is not an option (`-x`, `--long`, `-long`)"));
+            return Err(format!(
+                "{label}: {f:?} is not an option (`-x`, `--long`, `-long`)"
+            ));
         }
         Ok(())
     };
@@ -300,7 +302,10 @@ fn compile_rule(
         return Err(format!("{label}: every rule needs a `name` and a `reason`"));
     }
     if !r.values.is_empty() && r.flags.is_empty() {
-        return Err(format!("{label}: rule {:?} has `values` but no `flags`", r.name));
+        return Err(format!(
+            "{label}: rule {:?} has `values` but no `flags`",
+            r.name
+        ));
     }
     let compile = |list: &[String], lower: bool| -> Result<Vec<WordPattern>, String> {
         list.iter()
@@ -336,7 +341,10 @@ fn check_examples(program: &Program, spec: &ProgramSpec) -> Result<(), String> {
             .chain(r.examples.miss.iter().map(|a| (a, false)))
         {
             if argv.is_empty() {
-                return Err(format!("{}: rule {:?} has an empty example", program.label, r.name));
+                return Err(format!(
+                    "{}: rule {:?} has an empty example",
+                    program.label, r.name
+                ));
             }
             let got = program_hits(program, argv).iter().any(|h| h.name == r.name);
             if got != want {
@@ -411,7 +419,11 @@ fn program_hits(program: &Program, argv: &[String]) -> Vec<ProfileHit> {
             continue;
         }
         if rule.any {
-            add(&rule.name, &rule.reason, argv.first().map_or("", String::as_str));
+            add(
+                &rule.name,
+                &rule.reason,
+                argv.first().map_or("", String::as_str),
+            );
             continue;
         }
         if rule.flags.is_empty() && rule.words.is_empty() {
@@ -453,7 +465,9 @@ fn program_hits(program: &Program, argv: &[String]) -> Vec<ProfileHit> {
                     let hit = if rule.values.is_empty() && !rule.equals_only {
                         true
                     } else {
-                        value.is_some_and(|v| rule.values.is_empty() || value_matches(&rule.values, v))
+                        value.is_some_and(|v| {
+                            rule.values.is_empty() || value_matches(&rule.values, v)
+                        })
                     };
                     if hit {
                         add(&rule.name, &rule.reason, word);

@@ -48,7 +48,10 @@ impl Program {
 }
 
 /// The tokens of `argv` (argv[0] is the program and is skipped).
-pub(crate) fn walk<'a>(program: &'a Program, argv: &'a [String]) -> impl Iterator<Item = Token> + 'a {
+pub(crate) fn walk<'a>(
+    program: &'a Program,
+    argv: &'a [String],
+) -> impl Iterator<Item = Token> + 'a {
     let mut out = Vec::new();
     let mut phase = if program.subcommands {
         Phase::Global

@@ -16,7 +16,10 @@ pub(super) fn hits(script: &str) -> Vec<(&'static str, &'static str)> {
     };
     let c: Vec<char> = script.chars().collect();
     let mut i = 0;
-    let unreadable = ("script", "a script Warden cannot read (it may run commands)");
+    let unreadable = (
+        "script",
+        "a script Warden cannot read (it may run commands)",
+    );
     while i < c.len() {
         // Separators, blocks and negation between commands.
         if c[i].is_whitespace() || matches!(c[i], ';' | '{' | '}' | '!') {
@@ -172,10 +175,7 @@ fn skip_address(c: &[char], i: &mut usize) -> bool {
         match c.get(*i) {
             Some(d) if d.is_ascii_digit() || *d == '+' || *d == '~' => {
                 *i += 1;
-                while c
-                    .get(*i)
-                    .is_some_and(|d| d.is_ascii_digit() || *d == '~')
-                {
+                while c.get(*i).is_some_and(|d| d.is_ascii_digit() || *d == '~') {
                     *i += 1;
                 }
             }

@@ -33,9 +33,15 @@ fn every_vector_of_the_issue_is_a_hit() {
         (&["git", "log", "--output=/tmp/elsewhere"], "--output"),
         (&["git", "-c", "core.pager=id", "log"], "-c core.pager"),
         (&["git", "--exec-path=/tmp", "x"], "--exec-path"),
-        (&["git", "-c", "diff.external=id", "diff"], "-c diff.external"),
+        (
+            &["git", "-c", "diff.external=id", "diff"],
+            "-c diff.external",
+        ),
         (&["git", "bisect", "run", "id"], "bisect run"),
-        (&["git", "rebase", "--exec", "id", "HEAD~1"], "rebase --exec"),
+        (
+            &["git", "rebase", "--exec", "id", "HEAD~1"],
+            "rebase --exec",
+        ),
         (&["git", "submodule", "foreach", "id"], "submodule foreach"),
         (&["git", "difftool", "-x", "id"], "difftool -x"),
         (&["find", ".", "-exec", "id", ";"], "-exec"),
@@ -86,8 +92,19 @@ fn every_vector_of_the_issue_is_a_hit() {
 #[test]
 fn options_are_read_the_way_the_programs_read_them() {
     // -c anywhere before the subcommand, after options that take values.
-    assert!(hit_names(&["git", "-C", "/r", "--git-dir", "/r/.git", "-c", "alias.x=!id", "x"])
-        .contains(&"-c alias.*".to_string()));
+    assert!(
+        hit_names(&[
+            "git",
+            "-C",
+            "/r",
+            "--git-dir",
+            "/r/.git",
+            "-c",
+            "alias.x=!id",
+            "x"
+        ])
+        .contains(&"-c alias.*".to_string())
+    );
     // ...but not after it, where `-c` is the subcommand's own option.
     assert!(hit_names(&["git", "commit", "-c", "alias.x"]).is_empty());
     // A value-taking option consumes the next word: it is not the subcommand.
@@ -99,10 +116,15 @@ fn options_are_read_the_way_the_programs_read_them() {
         Profiles::shipped().subcommand_index("cargo", &argv(&["cargo", "+nightly", "build"])),
         Some(2)
     );
-    assert_eq!(Profiles::shipped().subcommand_index("rg", &argv(&["rg", "x"])), None);
+    assert_eq!(
+        Profiles::shipped().subcommand_index("rg", &argv(&["rg", "x"])),
+        None
+    );
     // Combined short flags, stuck and separate values, abbreviations.
     assert!(hit_names(&["rsync", "-avze", "id", "a", "b:"]).contains(&"-e".to_string()));
-    assert!(hit_names(&["ssh", "-voProxyCommand=id", "h"]).contains(&"-o ProxyCommand".to_string()));
+    assert!(
+        hit_names(&["ssh", "-voProxyCommand=id", "h"]).contains(&"-o ProxyCommand".to_string())
+    );
     assert!(hit_names(&["sed", "-ne", "1e id"]).contains(&"e".to_string()));
     assert!(hit_names(&["sed", "--expr=1e id"]).contains(&"e".to_string()));
     assert!(hit_names(&["tar", "--to-c=id", "-xf", "a"]).contains(&"--to-command".to_string()));
@@ -173,7 +195,12 @@ fn a_bad_profiles_file_is_refused_with_the_reason() {
         ),
     ];
     for (text, want) in cases {
-        let err = Profiles::parse(text, "/h/profiles.toml").unwrap_err().to_string();
-        assert!(err.contains("/h/profiles.toml") && err.contains(want), "{err}");
+        let err = Profiles::parse(text, "/h/profiles.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("/h/profiles.toml") && err.contains(want),
+            "{err}"
+        );
     }
 }
