@@ -195,7 +195,12 @@ impl Profiles {
         let Some(program) = self.program(name) else {
             return Vec::new();
         };
-        program_hits(program, argv)
+        let mut hits = program_hits(program, argv);
+        // Named as the command names it (`mawk system()`, `node any invocation`).
+        for h in &mut hits {
+            h.program = name.to_owned();
+        }
+        hits
     }
 
     /// For a multi-command tool (git, cargo, kubectl…): the index in `argv` of the
