@@ -233,7 +233,7 @@ fn expand_home(pattern: &str, home: &Path) -> String {
 pub struct RuleMatch {
     /// The first entry (stored order) that allows the segment.
     pub rule: Option<RuleSpec>,
-    /// The profile hits of the segment (computed when some entry names its program).
+    /// The profile hits of the segment.
     pub hits: Vec<ProfileHit>,
     /// An entry that names the program and its arguments but does not allow the hits,
     /// when no entry allows the segment.
@@ -343,11 +343,12 @@ impl Allowlist {
     pub fn match_command(&self, exe: &ResolvedExe, argv: &[String]) -> RuleMatch {
         let args = argv.get(1..).unwrap_or_default();
         let candidates = self.candidates(exe, Some(args.first().map(String::as_str)));
-        let mut result = RuleMatch::default();
-        if candidates.is_empty() {
-            return result;
-        }
-        result.hits = self.hits(exe, argv);
+        // The hits are wanted even when no entry names the program: "allow always"
+        // stores a command that uses one exactly as written.
+        let mut result = RuleMatch {
+            hits: self.hits(exe, argv),
+            ..RuleMatch::default()
+        };
         for index in candidates {
             let rule = &self.rules[index];
             if !rule.args.matches(args) {
