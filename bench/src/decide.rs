@@ -72,8 +72,20 @@ pub fn rules() -> Vec<RuleSpec> {
         "date", "uname", "echo", "mkdir", "cp", "mv", "stat", "nice", "timeout", "env",
     ];
     let first_words = [
-        "-la", "-n", "--stat", "pattern with spaces", "double quoted", "src/main.rs", "--",
-        "status", "log", "-rn", "-c", "10", "TODO", "notes.txt",
+        "-la",
+        "-n",
+        "--stat",
+        "pattern with spaces",
+        "double quoted",
+        "src/main.rs",
+        "--",
+        "status",
+        "log",
+        "-rn",
+        "-c",
+        "10",
+        "TODO",
+        "notes.txt",
     ];
     let rule = |pattern: String, args: &[&str], exact: bool| RuleSpec {
         pattern,
@@ -92,13 +104,21 @@ pub fn rules() -> Vec<RuleSpec> {
         }
     }
     for i in 0..100 {
-        r.push(rule("/usr/bin/git".into(), &[&format!("sub{i}"), "*"], false));
+        r.push(rule(
+            "/usr/bin/git".into(),
+            &[&format!("sub{i}"), "*"],
+            false,
+        ));
     }
     let mut i = 0;
     while r.len() < 1000 {
         r.push(match i % 4 {
             0 => rule(format!("/opt/tool{i}/bin/*"), &["run", "--fast"], true),
-            1 => rule(format!("~/Projects/p{i}/**/bin/run"), &["--target=*"], false),
+            1 => rule(
+                format!("~/Projects/p{i}/**/bin/run"),
+                &["--target=*"],
+                false,
+            ),
             2 => rule(format!("tool{i}"), &["build", "*"], false),
             _ => rule(format!("/srv/app{i}/bin/[a-c]*"), &["-v"], false),
         });

@@ -537,7 +537,7 @@ fn argument_rules_are_stored_checked_and_matched_per_rule() {
     // The same rule again is no change; the same pattern with other rules is another.
     assert!(
         !store
-            .add_rules("coder", &[status.clone()], &[], true)
+            .add_rules("coder", std::slice::from_ref(&status), &[], true)
             .unwrap()
             .written
     );

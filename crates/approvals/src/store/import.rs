@@ -7,7 +7,7 @@ use policy::{Ask, AskFallback, Security};
 use serde_json::{Map, Value};
 
 use super::{Store, StoreError, Updated};
-use crate::file::{AgentEntry, ApprovalsFile, Ceilings, EVERY_AGENT};
+use crate::file::{ApprovalsFile, Ceilings, EVERY_AGENT};
 
 /// What an import added, flagged and left out.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -166,10 +166,7 @@ pub fn merge_import(file: &mut ApprovalsFile, incoming: ApprovalsFile) -> Import
                 .map_or(every_before, |e| e.ceilings.over(every_before))
         };
         let scope = format!("agents.{id}");
-        let ours = file
-            .agents
-            .entry(id.clone())
-            .or_insert_with(AgentEntry::default);
+        let ours = file.agents.entry(id.clone()).or_default();
         merge_ceilings(
             &mut ours.ceilings,
             theirs.ceilings,
