@@ -87,33 +87,6 @@ impl Ceilings {
     pub fn apply(&mut self, change: Ceilings) {
         *self = change.over(*self);
     }
-
-    /// Take `theirs` where a value is unset, and record each as `prefix.key = value`:
-    /// an unset value means the strict default, so filling it can loosen the host.
-    pub fn fill_from(&mut self, theirs: Ceilings, prefix: &str, set: &mut Vec<String>) {
-        fn fill<T: Copy + std::fmt::Display>(
-            ours: &mut Option<T>,
-            theirs: Option<T>,
-            name: String,
-            set: &mut Vec<String>,
-        ) {
-            if ours.is_none()
-                && let Some(value) = theirs
-            {
-                set.push(format!("{name} = {value}"));
-                *ours = Some(value);
-            }
-        }
-        fill(
-            &mut self.security,
-            theirs.security,
-            format!("{prefix}.security"),
-            set,
-        );
-        fill(&mut self.ask, theirs.ask, format!("{prefix}.ask"), set);
-        let name = format!("{prefix}.askFallback");
-        fill(&mut self.ask_fallback, theirs.ask_fallback, name, set);
-    }
 }
 
 /// `defaults`.

@@ -555,6 +555,7 @@ fn argument_rules_are_stored_checked_and_matched_per_rule() {
         examples: policy::Examples {
             matches: vec![vec!["git".into(), "push".into()]],
             not_matches: vec![],
+            ..Default::default()
         },
         ..status.clone()
     };
@@ -570,12 +571,29 @@ fn argument_rules_are_stored_checked_and_matched_per_rule() {
     let file = store.load().unwrap().file;
     assert_eq!(file.agents["coder"].allowlist[0].last_used_at, None);
     assert_eq!(file.agents["coder"].allowlist[1].last_used_at, Some(5));
+    // Fields a later version may add inside an entry's new fields are kept too.
+    store
+        .update(None, |f| {
+            let e = &mut f.agents.get_mut("coder").unwrap().allowlist[1];
+            e.examples = Some(
+                serde_json::from_str(r#"{"match": [["git", "log", "x"]], "since": "v9"}"#).unwrap(),
+            );
+            Ok(())
+        })
+        .unwrap();
+    store
+        .add_patterns("coder", &["/usr/bin/ls".into()], &[], true)
+        .unwrap();
+    let json = serde_json::to_value(store.load().unwrap().file).unwrap();
+    assert_eq!(
+        json["agents"]["coder"]["allowlist"][1]["examples"]["since"],
+        "v9"
+    );
+    store.remove_pattern("coder", "/usr/bin/ls").unwrap();
     // Removing one rule leaves the other.
     store.remove_rule("coder", &status).unwrap();
-    assert_eq!(
-        store.load().unwrap().file.rules_for(Some("coder")),
-        vec![log]
-    );
+    let left = store.load().unwrap().file.rules_for(Some("coder"));
+    assert!(left.len() == 1 && left[0].same_rule(&log), "{left:?}");
     // An operator's profiles file that cannot be used denies everything, saying why.
     let broken = store.clone().with_profiles(Err(
         "/h/profiles.toml: bad; this host denies every command".into(),

@@ -131,6 +131,7 @@ impl RuleArgs {
             examples: policy::Examples {
                 matches: parse(&self.matches, "--match")?,
                 not_matches: parse(&self.not_matches, "--not-match")?,
+                ..Default::default()
             },
         })
     }

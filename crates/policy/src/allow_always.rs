@@ -49,7 +49,7 @@ impl Scope {
 }
 
 /// One choice the approver may take: the rules stored for every program of the command.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AlwaysOption {
     /// Its scope.

@@ -33,8 +33,8 @@ impl ArgsMatch {
 
 /// Commands a rule must and must not accept, checked at load time (as in Codex's
 /// execpolicy): each is a whole argv whose first word names the program.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Examples {
     /// Commands the rule must accept.
     #[serde(default, rename = "match", skip_serializing_if = "Vec::is_empty")]
@@ -42,16 +42,19 @@ pub struct Examples {
     /// Commands the rule must refuse.
     #[serde(default, rename = "notMatch", skip_serializing_if = "Vec::is_empty")]
     pub not_matches: Vec<Vec<String>>,
+    /// Fields this version does not know (kept when the approvals file is rewritten).
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Examples {
     fn is_empty(&self) -> bool {
-        self.matches.is_empty() && self.not_matches.is_empty()
+        self.matches.is_empty() && self.not_matches.is_empty() && self.extra.is_empty()
     }
 }
 
 /// One allowlist entry as the policy reads it (and as approval prompts carry it).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RuleSpec {
     /// The path glob or bare name (unchanged from version 1).

@@ -249,6 +249,7 @@ fn entries_that_cannot_hold_are_set_aside_and_say_why() {
             examples: policy::Examples {
                 matches: vec![vec!["git".into(), "push".into()]],
                 not_matches: vec![],
+                ..Default::default()
             },
             ..rule("/usr/bin/git", Some(&["status"]), false, &[])
         },
@@ -256,6 +257,7 @@ fn entries_that_cannot_hold_are_set_aside_and_say_why() {
             examples: policy::Examples {
                 matches: vec![],
                 not_matches: vec![vec!["git".into(), "status".into()]],
+                ..Default::default()
             },
             ..rule("/usr/bin/git", Some(&["status"]), false, &[])
         },
@@ -268,6 +270,7 @@ fn entries_that_cannot_hold_are_set_aside_and_say_why() {
                     "x".into(),
                 ]],
                 not_matches: vec![],
+                ..Default::default()
             },
             ..rule("/usr/bin/git", None, false, &[])
         },
@@ -307,6 +310,7 @@ fn entries_that_cannot_hold_are_set_aside_and_say_why() {
                     "status".into(),
                 ],
             ],
+            ..Default::default()
         },
         ..rule("/usr/bin/git", Some(&["status"]), false, &[])
     };

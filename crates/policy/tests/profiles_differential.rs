@@ -207,6 +207,7 @@ fn programs() -> Vec<(&'static str, Vector, Vec<Vector>)> {
                 s("echo x > in", &["sed", "-n", "1e touch {M}", "in"], "e"),
                 s("echo x > in", &["sed", "-ne", "1e touch {M}", "in"], "e"),
                 s("echo x > in", &["sed", "--expr=1e touch {M}", "in"], "e"),
+                s("echo x > in", &["sed", "--e=1e touch {M}", "in"], "e"),
                 s("echo x > in", &["sed", "s|.*|touch {M}|e", "in"], "s///e"),
                 s("echo x > in", &["sed", "-n", "w {M}", "in"], "w"),
                 s("echo x > in", &["sed", "s/x/y/w {M}", "in"], "s///w"),
@@ -230,6 +231,11 @@ fn programs() -> Vec<(&'static str, Vector, Vec<Vector>)> {
                 list.push(v(
                     &["gawk", "BEGIN { f = \"system\"; @f(\"touch {M}\") }"],
                     "@",
+                ));
+                list.push(s(
+                    "echo 'BEGIN { system(\"touch {M}\") }' > p.awk",
+                    &["gawk", "--e", "p.awk"],
+                    "-f",
                 ));
                 list
             },

@@ -383,7 +383,8 @@ fn names_flag(program: &Program, name: &str, flag: &str) -> bool {
     match (name.strip_prefix("--"), flag.strip_prefix("--")) {
         // GNU getopt_long and git accept any unambiguous prefix; an ambiguous one is
         // refused by the program, so counting it is only ever cautious.
-        (Some(n), Some(f)) => program.abbreviations && n.len() >= 2 && f.starts_with(n),
+        // Even one letter: `sed --e=CMD` is `--expression`, `gawk --e FILE` `--exec`.
+        (Some(n), Some(f)) => program.abbreviations && !n.is_empty() && f.starts_with(n),
         (None, None) if flag.len() > 2 && program.single_dash_long => {
             // `-exec`, `-execdir`; zip's `-TT` inside a cluster such as `-rTT`.
             name.len() > 1 && name[1..].contains(&flag[1..])

@@ -40,7 +40,7 @@ impl Program {
         self.long_values.iter().any(|l| {
             l == name
                 || (self.abbreviations
-                    && name.len() >= 4
+                    && name.len() >= 3
                     && l.starts_with(name)
                     && name.starts_with("--"))
         })
@@ -208,7 +208,7 @@ fn script_texts(program: &Program, script: Script, argv: &[String]) -> Vec<Strin
         list.iter().any(|f| {
             *f == name
                 || (program.abbreviations
-                    && name.len() >= 4
+                    && name.len() >= 3
                     && name.starts_with("--")
                     && f.starts_with(name))
         })
