@@ -54,7 +54,7 @@ async fn decide(report: &mut Report, quick: bool) -> anyhow::Result<()> {
     report.ratio(
         RatioSpec {
             id: "decide",
-            what: "full policy decision, 1,000 realistic commands × 1,000 patterns (median)",
+            what: "full policy decision, 1,000 realistic commands × 1,000 argument-aware rules + profiles (median)",
             baseline: "bare spawn+wait of /bin/true",
             unit: "ms",
             max_ratio: 0.01,
