@@ -81,6 +81,9 @@ pub struct ExecOptions {
     /// ([`CapsError::Denied`]) and nothing starts. Only [`Shell::exec`] uses it, and only
     /// providers that run programs from this host's filesystem check it.
     pub expect_program: Option<crate::FileId>,
+    /// Where the run's output is also copied while it runs (progress reports). Providers
+    /// that cannot stream leave it empty; the final output is unaffected either way.
+    pub live: Option<crate::LiveOutput>,
 }
 
 impl ExecOptions {
@@ -96,6 +99,7 @@ impl ExecOptions {
             resources: ResourceLimits::default(),
             arg0: None,
             expect_program: None,
+            live: None,
         }
     }
 
@@ -216,6 +220,13 @@ pub struct ExecOutput {
     pub stdout: String,
     /// Standard error (its share of the combined cap).
     pub stderr: String,
+    /// The bytes behind `stdout` when they are not UTF-8 (the text replaced what it could
+    /// not carry); `None` when `stdout` is exact.
+    #[serde(skip)]
+    pub stdout_bytes: Option<Vec<u8>>,
+    /// The bytes behind `stderr` when they are not UTF-8.
+    #[serde(skip)]
+    pub stderr_bytes: Option<Vec<u8>>,
     /// stdout and stderr interleaved in arrival order, capped at `max_output_bytes`.
     pub combined: String,
     /// The last `tail_bytes` of the combined stream, kept even past the cap (for events).

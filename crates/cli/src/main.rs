@@ -77,6 +77,46 @@ enum Command {
     /// Operator controls for the sandbox host (time-limited direct mode).
     #[command(subcommand)]
     Sandbox(cmd_doctor::SandboxCommand),
+    /// Print a completion script for a shell (bash, zsh, fish) on stdout.
+    Completions(CompletionsArgs),
+}
+
+/// Arguments of `warden completions`.
+#[derive(Debug, clap::Args)]
+struct CompletionsArgs {
+    /// The shell: `warden completions bash > /etc/bash_completion.d/warden`,
+    /// `warden completions zsh > "${fpath[1]}/_warden"`,
+    /// `warden completions fish > ~/.config/fish/completions/warden.fish`.
+    shell: CompletionShell,
+}
+
+/// The shells completions are written for.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+/// `warden completions SHELL`.
+fn completions(args: CompletionsArgs) -> i32 {
+    use clap::CommandFactory as _;
+    let shell = match args.shell {
+        CompletionShell::Bash => clap_complete::Shell::Bash,
+        CompletionShell::Zsh => clap_complete::Shell::Zsh,
+        CompletionShell::Fish => clap_complete::Shell::Fish,
+    };
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "warden", &mut script);
+    out!("{}", String::from_utf8_lossy(&script));
+    0
+}
+
+/// Colour on stderr only for a person at a terminal, and never when `NO_COLOR` is set to
+/// anything (no-color.org): logs read by a client or a file stay plain text.
+fn stderr_colour() -> bool {
+    use std::io::IsTerminal as _;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 fn main() {
@@ -105,6 +145,7 @@ fn main() {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(stderr_colour())
         .init();
     let cli = Cli::parse();
     let code = match cli.command {
@@ -115,6 +156,7 @@ fn main() {
         Command::Mcp(args) => cmd_gateway::mcp(args),
         Command::Doctor(args) => cmd_doctor::run(args),
         Command::Sandbox(command) => cmd_doctor::sandbox(command),
+        Command::Completions(args) => completions(args),
     };
     std::process::exit(code);
 }

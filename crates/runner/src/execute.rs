@@ -120,10 +120,12 @@ pub async fn launch(
     plan: &RunPlan,
     timeout: Duration,
     resources: ResourceLimits,
+    live: Option<caps::LiveOutput>,
 ) -> caps::Result<ExecOutput> {
     let mut options = ExecOptions::new(&plan.cwd, timeout);
     options.env = plan.env.clone();
     options.resources = resources;
+    options.live = live;
     match &plan.launch {
         Launch::Exec {
             program,
@@ -315,7 +317,7 @@ impl Runner {
         let result = tokio::select! {
             biased;
             _ = cancel.cancelled() => None,
-            result = launch(shell, plan, timeout, resources) => Some(result),
+            result = launch(shell, plan, timeout, resources, decided.request.live.clone()) => Some(result),
         };
         conclude(report, events, result)
     }

@@ -8,6 +8,7 @@
 //! bound. `/bridge` is reserved for node connections.
 
 mod auth;
+mod frames;
 mod sessions;
 
 use std::net::SocketAddr;
@@ -56,6 +57,8 @@ pub fn app(gateway: Arc<Gateway>, credentials: Credentials, limits: SessionLimit
     Router::new()
         .nest_service("/mcp", mcp)
         .route("/bridge", get(bridge_not_ready).post(bridge_not_ready))
+        // Inside the guard: only an authenticated request's frames are looked at.
+        .layer(axum::middleware::from_fn(frames::check))
         .layer(axum::middleware::from_fn(
             move |req: Request, next: Next| {
                 let guard = Arc::clone(&guard);
