@@ -139,9 +139,18 @@ fn main() {
         let args: Vec<String> = std::env::args().collect();
         sandbox::helper::main(&args[2..]);
     }
+    let wanted = std::env::var("WARDEN_LOG").unwrap_or_else(|_| "warn".into());
+    // rmcp logs every error response at WARN; a client's invalid call is answered to the
+    // client (-32602 naming the field), not worth a line on stderr each time, which
+    // agent clients show their users. WARDEN_LOG=rmcp=… brings them back.
+    let quiet_rmcp = if wanted.contains("rmcp") {
+        String::new()
+    } else {
+        ",rmcp::service=error".into()
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("WARDEN_LOG")
+            tracing_subscriber::EnvFilter::try_new(format!("{wanted}{quiet_rmcp}"))
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
