@@ -9,6 +9,7 @@
 mod decide;
 mod harness;
 mod ipc_bench;
+mod mcp_bench;
 mod suites;
 
 use std::path::PathBuf;
