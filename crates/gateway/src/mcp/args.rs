@@ -542,17 +542,21 @@ mod tests {
     }
 
     /// The published input schemas, compiled once.
-    fn validators() -> Vec<(String, jsonschema::Validator)> {
-        super::super::tools::tools()
-            .into_iter()
-            .map(|t| {
-                let schema = Value::Object(t.input_schema.as_ref().clone());
-                (
-                    t.name.to_string(),
-                    jsonschema::draft202012::new(&schema).expect("a valid schema"),
-                )
-            })
-            .collect()
+    fn validators() -> &'static [(String, jsonschema::Validator)] {
+        static COMPILED: std::sync::OnceLock<Vec<(String, jsonschema::Validator)>> =
+            std::sync::OnceLock::new();
+        COMPILED.get_or_init(|| {
+            super::super::tools::tools()
+                .into_iter()
+                .map(|t| {
+                    let schema = Value::Object(t.input_schema.as_ref().clone());
+                    (
+                        t.name.to_string(),
+                        jsonschema::draft202012::new(&schema).expect("a valid schema"),
+                    )
+                })
+                .collect()
+        })
     }
 
     /// Any JSON value: every scalar kind (extreme numbers, odd strings) and nesting.
@@ -623,7 +627,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
 
         /// Any arguments for any tool decode or are refused as invalid parameters; nothing
         /// panics, and whatever decodes survives what the server does with it next.
