@@ -385,12 +385,21 @@ fn cancelling_a_request_withdraws_its_question_from_the_approver() {
     approver.read_until("withdrawn");
     // Nothing ran, and the session hears that the request was cancelled before it began.
     assert_eq!(sleeps(&m), 0);
-    raw.send(
-        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
-        "name": "session", "arguments": {"command": "/exec"}}}),
-    );
-    let later = raw.response(3);
-    let events = later["result"]["structuredContent"]["events"].to_string();
+    // The approver sees the question withdrawn a moment before the runner reports it:
+    // ask again until the event has arrived.
+    let mut events = String::new();
+    for id in 3..8 {
+        raw.send(
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "session", "arguments": {"command": "/exec"}}}),
+        );
+        let later = raw.response(id);
+        events.push_str(&later["result"]["structuredContent"]["events"].to_string());
+        if events.contains("Exec cancelled") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
     assert!(
         events.contains("Exec cancelled before it started") && events.contains("nothing ran"),
         "{events}"

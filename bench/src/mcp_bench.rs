@@ -3,7 +3,8 @@
 //! `warden gateway run` over Streamable HTTP on loopback.
 //!
 //! `mcp-exec` runs an allowlisted `/bin/true` on the gateway host; its baseline is the
-//! same exec through the runner in this process (`exec-gateway`'s Warden figure),
+//! same exec through the runner in this process (`exec-gateway`'s Warden side, with the
+//! containment the `warden` binary uses on this host, a cgroup per run where it can),
 //! interleaved call by call so machine noise hits both sides. `mcp-read` reads a 1 KiB
 //! file over stdio and is judged in absolute time.
 
@@ -95,6 +96,31 @@ async fn exec_true(client: &Client) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// p50 in ms of `read` of the 1 KiB file, `iterations` sequential calls after `warmup`.
+async fn read_kib(client: &Client, warmup: usize, iterations: usize) -> anyhow::Result<f64> {
+    let mut samples = Vec::with_capacity(iterations);
+    for i in 0..warmup + iterations {
+        let took = time_async(|| async {
+            let r = client
+                .call_tool(
+                    CallToolRequestParams::new("read")
+                        .with_arguments(args(json!({"path": "kib.txt"}))),
+                )
+                .await?;
+            let v = r.structured_content.unwrap_or_default();
+            if v["text"].as_str().map(str::len) != Some(1024) {
+                bail!("read over MCP: {v}");
+            }
+            Ok(())
+        })
+        .await?;
+        if i >= warmup {
+            samples.push(took);
+        }
+    }
+    Ok(ms(median(&samples)))
+}
+
 async fn stdio_client(setup: &Setup) -> anyhow::Result<Client> {
     let mut cmd = setup.warden()?;
     cmd.args(["mcp", "--agent", "bench", "--workspace"])
@@ -159,7 +185,7 @@ pub async fn run(
         RatioSpec {
             id: "mcp-exec-stdio",
             what: "exec of an allowlisted /bin/true through `warden mcp` (stdio, rmcp client), p50 of sequential calls",
-            baseline: "the same exec through the runner in-process (exec-gateway's Warden side)",
+            baseline: "the same exec through the runner in-process (exec-gateway's Warden side, same containment)",
             unit: "ms",
             max_ratio: 1.3,
             iterations,
@@ -168,30 +194,10 @@ pub async fn run(
         warden,
     );
 
-    let mut samples = Vec::with_capacity(iterations);
-    for i in 0..warmup + iterations {
-        let took = time_async(|| async {
-            let r = stdio
-                .call_tool(
-                    CallToolRequestParams::new("read")
-                        .with_arguments(args(json!({"path": "kib.txt"}))),
-                )
-                .await?;
-            let v = r.structured_content.unwrap_or_default();
-            if v["text"].as_str().map(str::len) != Some(1024) {
-                bail!("read over MCP: {v}");
-            }
-            Ok(())
-        })
-        .await?;
-        if i >= warmup {
-            samples.push(took);
-        }
-    }
     report.value(
         "mcp-read",
         "read of a 1 KiB file through `warden mcp` (stdio, rmcp client), p50 of sequential calls",
-        ms(median(&samples)),
+        read_kib(&stdio, warmup, iterations).await?,
         "ms",
         0.5,
         iterations,
@@ -199,6 +205,11 @@ pub async fn run(
     stdio.cancel().await?;
 
     let (_gateway_process, http) = http_client(&setup).await?;
+    // For context: what one call costs over HTTP with no command to run.
+    eprintln!(
+        "mcp: read of 1 KiB over HTTP, p50 {:.3} ms",
+        read_kib(&http, warmup, iterations).await?
+    );
     let (base, warden) = compare(
         warmup,
         iterations,
@@ -210,7 +221,7 @@ pub async fn run(
         RatioSpec {
             id: "mcp-exec-http",
             what: "exec of an allowlisted /bin/true through `warden gateway run` (Streamable HTTP on loopback, rmcp client), p50 of sequential calls",
-            baseline: "the same exec through the runner in-process (exec-gateway's Warden side)",
+            baseline: "the same exec through the runner in-process (exec-gateway's Warden side, same containment)",
             unit: "ms",
             max_ratio: 1.5,
             iterations,

@@ -30,7 +30,11 @@ pub async fn run_all(report: &mut Report, quick: bool, filter: &[&String]) -> an
         ask_ipc(report, quick).await?;
     }
     if wanted("mcp-exec") || wanted("mcp-read") {
-        let gateway = InProcess::new()?;
+        // The `warden` binary holds every run in the containment this host allows (a
+        // cgroup per run here); the in-process baseline does the same, so that the ratio
+        // is what MCP costs, not what a cgroup costs.
+        let helper = std::env::current_exe()?.with_file_name("warden-sandbox-helper");
+        let gateway = InProcess::new(Some(caps::process::Containment::detect(Some(helper))))?;
         crate::mcp_bench::run(report, quick, &gateway).await?;
     }
     Ok(())
@@ -323,7 +327,8 @@ pub struct InProcess {
 }
 
 impl InProcess {
-    pub fn new() -> anyhow::Result<InProcess> {
+    /// With each run held by `containment` (`None`: its process group and session only).
+    pub fn new(containment: Option<caps::process::Containment>) -> anyhow::Result<InProcess> {
         let home = std::env::temp_dir().join(format!("warden-bench-gw-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&home);
         std::fs::create_dir_all(&home)?;
@@ -363,8 +368,12 @@ impl InProcess {
             .clock(clock)
             .build(),
         );
+        let shell = match containment {
+            Some(c) => LocalShell::contained(c),
+            None => LocalShell::new(),
+        };
         let executor = runner::Executor::Direct {
-            shell: std::sync::Arc::new(LocalShell::new()),
+            shell: std::sync::Arc::new(shell),
             host: runner::RunHost::Gateway,
         };
         Ok(InProcess {
@@ -403,7 +412,7 @@ impl Drop for InProcess {
 /// host (approvals file, policy, environment, spawn in its own session, capture, events).
 async fn exec_gateway(report: &mut Report, quick: bool) -> anyhow::Result<()> {
     let (warmup, iterations) = if quick { (3, 10) } else { (50, 500) };
-    let gateway = InProcess::new()?;
+    let gateway = InProcess::new(None)?;
     let (base, warden) = compare(
         warmup,
         iterations,
