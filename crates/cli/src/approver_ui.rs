@@ -267,7 +267,7 @@ async fn run_here(request: &ExecPrompt, shell: &LocalShell) -> ExecReport {
         return not_run("the request carries no plan to run".into());
     };
     let timeout = Duration::from_millis(request.timeout_ms.max(1));
-    let result = runner::launch(shell, plan, timeout, Default::default()).await;
+    let result = runner::launch(shell, plan, timeout, Default::default(), None).await;
     match result {
         Ok(out) => ExecReport {
             exit_code: out.exit_code(),
