@@ -1,29 +1,41 @@
 //! `warden approvals ui`: the terminal approver. It hosts the approval socket and shows
 //! each prompt — argv, cwd and environment escaped so that what you see is what runs —
-//! and takes allow once / allow always / deny from the terminal. Prompts that arrive
-//! together are queued; a prompt whose requester gave up is withdrawn.
+//! and takes allow once / allow always / deny from the terminal: one key press on a
+//! terminal, a line from a pipe. Prompts that arrive together are queued; a prompt whose
+//! requester gave up is withdrawn. An exec request (`tools.exec.run_in_approver`) says
+//! before the human decides that this approver will run the command itself.
+//!
+//! `--web` serves the same decisions, and the operator console, on a local page instead
+//! (`crate::web`).
 //!
 //! "Allow always" stores exactly the patterns the prompt shows (the runner derived them
 //! from the plan — never a shell, interpreter or wrapper); the runner that asked stores
 //! them in its host's approvals file.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use approvals::display::render_prompt;
+use approvals::display::{escape, render_prompt};
 use approvals::ipc::protocol::{Answer, ExecPrompt, ExecReport, Prompt, PromptKind};
 use approvals::ipc::{Approver, Limits, ServerConfig, bind_socket, serve};
 use approvals::{OsRandom, SystemClock};
 use caps::LocalShell;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::approver_run::{run_here, summary};
 use crate::exit;
 use crate::host::HostFacts;
+use crate::term_input::Input;
 
 /// Arguments of `warden approvals ui`.
 #[derive(Debug, clap::Args)]
-pub struct UiArgs {}
+pub struct UiArgs {
+    /// Answer on a local web page (with the operator console) instead of this terminal.
+    #[arg(long)]
+    pub web: bool,
+    #[command(flatten)]
+    pub web_options: crate::web::WebArgs,
+}
 
 enum Kind {
     Prompt(Prompt),
@@ -62,8 +74,12 @@ impl Approver for TerminalApprover {
     }
 }
 
-/// Run the terminal approver until stdin closes or SIGINT/SIGTERM.
-pub fn run(_args: UiArgs) -> i32 {
+/// Run the terminal approver until stdin closes or SIGINT/SIGTERM (or, with `--web`,
+/// the web approver until SIGINT/SIGTERM).
+pub fn run(args: UiArgs) -> i32 {
+    if args.web {
+        return crate::web::run(args.web_options);
+    }
     exit::block_on(true, async { run_async().await.map(|()| 0) })
 }
 
@@ -109,8 +125,8 @@ async fn run_async() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn parse_answer(line: &str) -> Option<Answer> {
-    match line.trim().to_ascii_lowercase().as_str() {
+fn parse_answer(input: &str) -> Option<Answer> {
+    match input.trim().to_ascii_lowercase().as_str() {
         "o" | "once" | "y" | "yes" => Some(Answer::AllowOnce),
         "a" | "always" => Some(Answer::AllowAlways),
         "d" | "deny" | "n" | "no" => Some(Answer::Deny),
@@ -122,8 +138,12 @@ async fn terminal_loop(
     mut pending: mpsc::UnboundedReceiver<Pending>,
     shell: &LocalShell,
 ) -> anyhow::Result<()> {
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    let mut input = Input::open();
     let mut out = tokio::io::stdout();
+    if input.single_key() {
+        out.write_all(b"(answers are single keys: o, a or d; no Enter needed)\n")
+            .await?;
+    }
     loop {
         // While idle, still watch stdin: closing it ends the approver, and stray input
         // typed before a prompt appears is discarded rather than taken as an answer.
@@ -132,7 +152,7 @@ async fn terminal_loop(
                 Some(item) => item,
                 None => return Ok(()),
             },
-            line = lines.next_line() => match line? {
+            typed = input.next() => match typed? {
                 Some(_) => {
                     out.write_all(b"(no request is pending; input ignored)\n").await?;
                     continue;
@@ -143,46 +163,69 @@ async fn terminal_loop(
                 }
             },
         };
-        let prompt = match &item.kind {
-            Kind::Prompt(p) => p.clone(),
-            Kind::Exec(e) => e.prompt.clone(),
+        let (prompt, runs_here) = match &item.kind {
+            Kind::Prompt(p) => (p.clone(), false),
+            Kind::Exec(e) => (e.prompt.clone(), true),
         };
         if item.reply.is_closed() {
             out.write_all(format!("(request {} was withdrawn)\n", prompt.id).as_bytes())
                 .await?;
             continue;
         }
+        if runs_here {
+            out.write_all(
+                format!(
+                    "!! if you allow it, {} runs this command ITSELF, with its own permissions, and returns the output\n",
+                    crate::approver_run::runner_identity()
+                )
+                .as_bytes(),
+            )
+            .await?;
+        }
         out.write_all(render_prompt(&prompt).as_bytes()).await?;
+        let question: &[u8] = if runs_here {
+            b"run it HERE: allow [o]nce, allow [a]lways, [d]eny? "
+        } else {
+            b"allow [o]nce, allow [a]lways, [d]eny? "
+        };
         let answer = loop {
-            out.write_all(b"allow [o]nce, allow [a]lways, [d]eny? ")
-                .await?;
+            out.write_all(question).await?;
             out.flush().await?;
-            let line = tokio::select! {
-                line = lines.next_line() => line?,
+            let typed = tokio::select! {
+                typed = input.next() => typed?,
                 _ = item.reply.closed() => {
                     out.write_all(b"\n(the requester gave up; withdrawn)\n").await?;
                     break None;
                 }
             };
-            let Some(line) = line else {
+            let Some(typed) = typed else {
                 // stdin closed: nobody can answer any more. Dropping the reply tells the
                 // requester at once, so it applies askFallback without waiting.
                 out.write_all(b"\nstdin closed: this prompt goes unanswered (the requester applies askFallback); the approver stops\n").await?;
                 return Ok(());
             };
-            if let Some(a) = parse_answer(&line) {
+            if let Some(a) = parse_answer(&typed) {
+                if input.single_key() {
+                    // No echo in key mode: show what was taken.
+                    out.write_all(format!("{}\n", typed.trim()).as_bytes())
+                        .await?;
+                }
                 break Some(a);
+            }
+            if input.single_key() {
+                out.write_all(b"\n").await?;
             }
         };
         let Some(mut answer) = answer else { continue };
         if answer == Answer::AllowAlways {
             match &prompt.kind {
                 PromptKind::Command { allow_always, .. } if !allow_always.is_empty() => {
+                    let shown: Vec<String> = allow_always.iter().map(|p| escape(p)).collect();
                     out.write_all(
                         format!(
                             "{} will be stored for {}\n",
-                            allow_always.join(", "),
-                            prompt.agent
+                            shown.join(", "),
+                            escape(&prompt.agent)
                         )
                         .as_bytes(),
                     )
@@ -197,7 +240,12 @@ async fn terminal_loop(
         }
         let report = match (&item.kind, answer) {
             (Kind::Exec(e), Answer::AllowOnce | Answer::AllowAlways) => {
-                Some(run_here(e, shell).await)
+                out.write_all(b"running it here...\n").await?;
+                out.flush().await?;
+                let report = run_here(e, shell).await;
+                out.write_all(format!("ran here: {}\n", summary(&report)).as_bytes())
+                    .await?;
+                Some(report)
             }
             _ => None,
         };
@@ -210,39 +258,5 @@ async fn terminal_loop(
         )
         .await?;
         let _ = item.reply.send((answer, report));
-    }
-}
-
-/// Run an approved exec request in the approver's own context: exactly its plan.
-async fn run_here(request: &ExecPrompt, shell: &LocalShell) -> ExecReport {
-    let not_run = |message: String| ExecReport {
-        exit_code: runner::EXIT_WARDEN_ERROR,
-        stdout: String::new(),
-        stderr: String::new(),
-        truncated: false,
-        timed_out: false,
-        duration_ms: 0,
-        error: Some(message),
-    };
-    let Some(plan) = request.prompt.plan() else {
-        return not_run("the request carries no plan to run".into());
-    };
-    let timeout = Duration::from_millis(request.timeout_ms.max(1));
-    let result = runner::launch(shell, plan, timeout, Default::default()).await;
-    match result {
-        Ok(out) => ExecReport {
-            exit_code: out.exit_code(),
-            stdout: out.stdout,
-            stderr: out.stderr,
-            truncated: out.truncated,
-            timed_out: out.timed_out,
-            duration_ms: out.duration.as_millis() as u64,
-            error: None,
-        },
-        Err(e) => ExecReport {
-            error: Some(e.to_string()),
-            exit_code: e.exit_code(),
-            ..not_run(String::new())
-        },
     }
 }
