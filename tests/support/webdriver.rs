@@ -7,6 +7,8 @@
 // Test helpers panic on failure by design.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(dead_code)]
+// Skipping says so on stderr, loudly.
+#![allow(clippy::print_stderr)]
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -600,7 +600,7 @@ fn based_edits_apply_only_to_the_version_they_were_based_on() {
     // changes nothing, whatever it was.
     let stale = added.hash.clone();
     store
-        .add_patterns(&"coder".to_owned(), &["/usr/bin/git".into()], &known, false)
+        .add_patterns("coder", &["/usr/bin/git".into()], &known, false)
         .unwrap();
     let now = store.load().unwrap();
     let edits: Vec<Result<(), StoreError>> = vec![
