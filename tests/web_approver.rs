@@ -524,3 +524,31 @@ fetch("{target}", {{method: "POST", mode: "no-cors", credentials: "include",
     driver.goto(&web.login);
     driver.wait_text("body", "used already");
 }
+
+#[test]
+fn the_page_is_served_on_loopback_only() {
+    let tmp = support::warden_home();
+    let h = tmp.path();
+    for addr in ["0.0.0.0:0", "192.0.2.1:7879", "[::]:0"] {
+        let out = support::warden_in(h)
+            .args(["approvals", "ui", "--web", "--listen", addr])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(125), "{addr}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("loopback only"), "{addr}: {err}");
+        assert!(
+            !h.join("exec-approvals.sock").exists(),
+            "{addr}: the socket was bound before the refusal"
+        );
+    }
+    // --listen belongs to --web.
+    let out = support::warden_in(h)
+        .args(["approvals", "ui", "--listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--web"));
+}
