@@ -261,6 +261,7 @@ fn prompts_are_answered_in_the_browser_and_the_console_edits_the_allowlist() {
         ".agent[data-agent='main'] td.last-command",
         &format!("cat {config}"),
     );
+    driver.script("document.querySelector(\".agent[data-agent='main']\").scrollIntoView()");
     screenshot(&driver, "web-approver-console.png");
 
     // Switches: the agent's security ceiling to deny, and the next run is denied.
@@ -336,6 +337,7 @@ fn prompts_are_answered_in_the_browser_and_the_console_edits_the_allowlist() {
         "{text}"
     );
     assert!(text.contains("(exit code 0)"), "{text}");
+    driver.script("document.querySelector('#explain-section').scrollIntoView()");
     screenshot(&driver, "web-approver-explain.png");
 }
 
