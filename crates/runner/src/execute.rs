@@ -643,6 +643,10 @@ fn ran_in_approver(
         writable_retry: false,
         in_approver: true,
     });
+    // Whoever reads the decision (the agent's result, `--json`) learns where it ran.
+    if let Decision::Allow { rule, .. } = &mut report.decision {
+        rule.push_str("; run by the approver, in its own context (tools.exec.run_in_approver)");
+    }
     events.emit(ExecEvent::Started {
         run_id: report.run_id.clone(),
         host: report.host.clone(),

@@ -1272,6 +1272,11 @@ async fn with_run_in_approver_an_approved_command_is_run_by_the_approver_not_her
     assert_eq!(executed.argv, ["/usr/bin/rm", "-r", "build"]);
     let json = serde_json::to_value(&report).unwrap();
     assert_eq!(json["executed"]["in_approver"], true, "{json}");
+    assert!(
+        matches!(&report.decision, Decision::Allow { rule, .. } if rule.contains("run by the approver")),
+        "{:?}",
+        report.decision
+    );
     assert_eq!(
         events.iter().map(ExecEvent::text).collect::<Vec<_>>(),
         vec![
