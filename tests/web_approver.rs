@@ -156,11 +156,18 @@ const GATEWAY_ALLOWLIST: &str = "[tools.exec]\nhost = \"gateway\"\nsecurity = \"
 const HOST_ALLOWLIST: &str =
     r#"{"version":1,"defaults":{"security":"allowlist","ask":"on-miss","askFallback":"deny"}}"#;
 
-/// Log `driver` in and wait for the page to be live.
-fn log_in(driver: &Driver, web: &WebApprover) {
+/// Log `driver` in and wait for the page to be live; the page's address (under the
+/// server's secret path, ending in `/`).
+fn log_in(driver: &Driver, web: &WebApprover) -> String {
     driver.goto(&web.login);
     driver.wait_text("#status", "live");
     driver.wait_text(".agent h3", "main");
+    let app = driver.url();
+    assert!(
+        app.starts_with(&format!("{}/s/", web.base())) && app.ends_with('/'),
+        "{app}"
+    );
+    app
 }
 
 #[test]
@@ -172,11 +179,11 @@ fn prompts_are_answered_in_the_browser_and_the_console_edits_the_allowlist() {
     let h = tmp.path();
     support::configure(h, GATEWAY_ALLOWLIST, HOST_ALLOWLIST);
     let web = WebApprover::start(h);
-    log_in(&driver, &web);
+    let app = log_in(&driver, &web);
 
     // A second tab of the same browser shares the session.
     let first_tab = driver.new_tab();
-    driver.goto(&web.base());
+    driver.goto(&app);
     driver.wait_text("#status", "live");
     driver.wait_text(".agent h3", "main");
     driver.switch_to(&first_tab);
@@ -412,7 +419,8 @@ fn forged_cross_origin_posts_foreign_origins_and_wrong_hosts_are_refused() {
     let h = tmp.path();
     support::configure(h, GATEWAY_ALLOWLIST, HOST_ALLOWLIST);
     let web = WebApprover::start(h);
-    log_in(&driver, &web);
+    let app = log_in(&driver, &web);
+    let path = app.trim_start_matches(&web.base()).to_owned();
     let hash = || -> String {
         let out = support::warden_in(h)
             .args(["approvals", "get", "--json"])
@@ -426,7 +434,7 @@ fn forged_cross_origin_posts_foreign_origins_and_wrong_hosts_are_refused() {
 
     // A page of another origin (same site: 127.0.0.1, so the browser even sends the
     // SameSite cookie) posts a valid edit, as a form and with fetch.
-    let target = format!("{}/api/edit", web.base());
+    let target = format!("{app}api/edit");
     let body = format!(r#"{{"op":"create-agent","base":"{base}","agent":"evil"}}"#);
     let page = format!(
         r#"<!doctype html><title>attacker</title>
@@ -455,7 +463,7 @@ fetch("{target}", {{method: "POST", mode: "no-cors", credentials: "include",
     // The same request with the real session cookie and CSRF token, but from a
     // foreign origin, is refused; from the page's own origin it is taken (so it is
     // the origin that refused it).
-    driver.goto(&web.base());
+    driver.goto(&app);
     driver.wait_text("#status", "live");
     let csrf = driver
         .script("return document.querySelector('meta[name=\"warden-csrf\"]').content")
@@ -471,6 +479,9 @@ fetch("{target}", {{method: "POST", mode: "no-cors", credentials: "include",
         .unwrap();
     assert_eq!(session["httpOnly"], true);
     assert_eq!(session["sameSite"], "Strict");
+    // Cookies are not isolated by port: the secret path keeps the browser from sending
+    // this one to any other server on 127.0.0.1.
+    assert_eq!(session["path"].as_str(), Some(path.as_str()));
     let cookie = format!("warden_console={}", session["value"].as_str().unwrap());
     let post = |host: &str, origin: Option<&str>, csrf: &str, agent: &str| {
         let body = format!(
@@ -483,7 +494,7 @@ fetch("{target}", {{method: "POST", mode: "no-cors", credentials: "include",
         http(
             &web.addr,
             &format!(
-                "POST /api/edit HTTP/1.1\r\nHost: {host}\r\n{origin}Cookie: {cookie}\r\n\
+                "POST {path}api/edit HTTP/1.1\r\nHost: {host}\r\n{origin}Cookie: {cookie}\r\n\
                  X-Warden-CSRF: {csrf}\r\nContent-Type: application/json\r\n\
                  Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
                 body.len()
@@ -520,8 +531,17 @@ fetch("{target}", {{method: "POST", mode: "no-cors", credentials: "include",
     // mapped to 127.0.0.1) and gets a refusal, not the console or its state.
     driver.goto(&format!("http://evil.test:{port}/"));
     driver.wait_text("body", "is not this approver");
-    driver.goto(&format!("http://evil.test:{port}/api/state"));
+    driver.goto(&format!("http://evil.test:{port}{path}api/state"));
     driver.wait_text("body", "DNS rebinding");
+    // Nothing is served outside the secret path, even with the session cookie.
+    let (status, _, _) = http(
+        &web.addr,
+        &format!(
+            "GET /api/state HTTP/1.1\r\nHost: {}\r\nCookie: {cookie}\r\nConnection: close\r\n\r\n",
+            web.addr
+        ),
+    );
+    assert_eq!(status, 404);
     // And the login link works once only.
     driver.goto(&web.login);
     driver.wait_text("body", "used already");

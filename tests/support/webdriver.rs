@@ -215,6 +215,14 @@ impl Driver {
         self.session_call("POST", "/url", Some(json!({ "url": url })));
     }
 
+    /// The current tab's address.
+    pub fn url(&self) -> String {
+        self.session_call("GET", "/url", None)
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
     /// The elements matching `css` now.
     pub fn find_all(&self, css: &str) -> Vec<String> {
         self.session_call(

@@ -34,24 +34,26 @@ when it started.</p>";
 
 type Shared = State<Arc<App>>;
 
-/// All routes, behind the access guard.
+/// All routes, behind the access guard: the login link at `/login`, everything else
+/// under the server's secret path (`Auth::prefix`).
 pub fn router(app: Arc<App>) -> Router {
+    let at = |path: &str| format!("{}{path}", app.auth.prefix());
     Router::new()
-        .route("/", get(index))
         .route("/login", get(login))
+        .route(&at("/"), get(index))
         .route(
-            "/assets/app.js",
+            &at("/assets/app.js"),
             get(|| asset(APP_JS, "text/javascript; charset=utf-8")),
         )
         .route(
-            "/assets/app.css",
+            &at("/assets/app.css"),
             get(|| asset(APP_CSS, "text/css; charset=utf-8")),
         )
-        .route("/api/events", get(events))
-        .route("/api/state", get(state))
-        .route("/api/answer", post(answer))
-        .route("/api/edit", post(edit))
-        .route("/api/explain", post(explain))
+        .route(&at("/api/events"), get(events))
+        .route(&at("/api/state"), get(state))
+        .route(&at("/api/answer"), post(answer))
+        .route(&at("/api/edit"), post(edit))
+        .route(&at("/api/explain"), post(explain))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&app),
             auth::guard,
@@ -85,9 +87,12 @@ async fn login(State(app): Shared, uri: Uri) -> Response {
         Ok(session) => (
             StatusCode::SEE_OTHER,
             [
-                (header::SET_COOKIE, auth::session_cookie(&session)),
+                (
+                    header::SET_COOKIE,
+                    auth::session_cookie(&session, app.auth.prefix()),
+                ),
                 // The link's secret leaves the address bar (and the history) at once.
-                (header::LOCATION, "/".to_owned()),
+                (header::LOCATION, format!("{}/", app.auth.prefix())),
             ],
         )
             .into_response(),

@@ -7,6 +7,10 @@
 //!   do), and `Sec-Fetch-Site`, when sent, must say `same-origin`.
 //! - **Login**: a one-time link printed at start creates the only session; its cookie
 //!   is HttpOnly and SameSite=Strict. Every other tab of that browser shares it.
+//! - **A secret path**: the page and its API live under `/s/<random>/`, and the cookie's
+//!   `Path` is that prefix. Cookies are not isolated by port, so without it the browser
+//!   would also send the session cookie to any other server on 127.0.0.1 it visits —
+//!   another user's, say — which could then act as the operator.
 //! - **CSRF**: every mutation carries the session's token in `X-Warden-CSRF` (the page
 //!   gets it inside its own HTML) and a JSON body, which no cross-origin form can send.
 //!
@@ -40,6 +44,7 @@ struct Secrets {
 
 /// The server's names and secrets.
 pub struct Auth {
+    prefix: String,
     hosts: Vec<String>,
     origins: Vec<String>,
     secrets: Mutex<Secrets>,
@@ -70,8 +75,10 @@ impl Auth {
         }
         let origins = hosts.iter().map(|h| format!("http://{h}")).collect();
         let login = secret(random)?;
+        let prefix = format!("/s/{}", secret(random)?);
         Ok((
             Auth {
+                prefix,
                 hosts,
                 origins,
                 secrets: Mutex::new(Secrets {
@@ -82,6 +89,11 @@ impl Auth {
             },
             login,
         ))
+    }
+
+    /// The secret path the page and its API live under (no trailing `/`).
+    pub fn prefix(&self) -> &str {
+        &self.prefix
     }
 
     fn secrets(&self) -> std::sync::MutexGuard<'_, Secrets> {
@@ -200,9 +212,9 @@ pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
         .map(|(_, v)| v.to_owned())
 }
 
-/// The `Set-Cookie` value of a new session.
-pub fn session_cookie(session: &str) -> String {
-    format!("{COOKIE}={session}; HttpOnly; SameSite=Strict; Path=/")
+/// The `Set-Cookie` value of a new session, sent back only under `prefix`.
+pub fn session_cookie(session: &str, prefix: &str) -> String {
+    format!("{COOKIE}={session}; HttpOnly; SameSite=Strict; Path={prefix}/")
 }
 
 /// Every request passes here first; every response leaves with headers that keep the

@@ -1,6 +1,7 @@
 // The web approver's page: plain JavaScript, no framework, no build step. Everything the
 // server sends from an agent is already escaped (approvals::display); it is still only
-// ever put on the page as text (textContent), never as HTML.
+// ever put on the page as text (textContent), never as HTML. URLs are relative: the
+// page lives under a secret path (see web/auth.rs).
 "use strict";
 
 const CSRF = document.querySelector('meta[name="warden-csrf"]').content;
@@ -104,7 +105,7 @@ async function answer(p, what) {
     notice("Nothing can be stored for this request: use Allow once.", true);
     return;
   }
-  const r = await post("/api/answer", { key: p.key, digest: p.digest, answer: what });
+  const r = await post("api/answer", { key: p.key, digest: p.digest, answer: what });
   if (r.ok) notice(`${p.id}: ${r.data.answer}${r.data.note ? " — " + r.data.note : ""}`);
   else notice(r.data.error || `answer refused (${r.status})`, true);
 }
@@ -226,7 +227,7 @@ function agentCard(a) {
 // cleared (before the reload, which keeps what is typed elsewhere) and the view reloads.
 async function edit(body, errBox, input = null) {
   errBox.textContent = "";
-  const r = await post("/api/edit", body);
+  const r = await post("api/edit", body);
   if (r.ok) {
     if (input) input.value = "";
     notice("Saved.");
@@ -271,7 +272,7 @@ function renderConsole(c) {
 }
 
 async function loadConsole() {
-  const response = await fetch("/api/state", { credentials: "same-origin" });
+  const response = await fetch("api/state", { credentials: "same-origin" });
   if (!response.ok) { notice(`cannot load the state (${response.status})`, true); return; }
   const state = await response.json();
   renderConsole(state.console);
@@ -292,7 +293,7 @@ $("#explain-form").addEventListener("submit", async (e) => {
   e.preventDefault();
   const f = e.target;
   const out = $("#explain-out");
-  const r = await post("/api/explain", { agent: f.agent.value, host: f.host.value, command: f.command.value });
+  const r = await post("api/explain", { agent: f.agent.value, host: f.host.value, command: f.command.value });
   out.hidden = false;
   out.textContent = r.ok ? `${r.data.text}\n(exit code ${r.data.exitCode})` : r.data.error || `refused (${r.status})`;
   out.classList.toggle("error", !r.ok);
@@ -301,7 +302,7 @@ $("#explain-form").addEventListener("submit", async (e) => {
 // ── Real time ──────────────────────────────────────────────────────────────────────
 
 function connect() {
-  const events = new EventSource("/api/events");
+  const events = new EventSource("api/events");
   events.addEventListener("open", () => { $("#status").textContent = "live"; $("#status").className = "status live"; });
   events.addEventListener("error", () => { $("#status").textContent = "disconnected — retrying"; $("#status").className = "status down"; });
   events.addEventListener("state", async (e) => {
