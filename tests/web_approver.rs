@@ -331,8 +331,20 @@ fn prompts_are_answered_in_the_browser_and_the_console_edits_the_allowlist() {
     driver.wait_text(".agent[data-agent='main'] td.pattern", &head);
     assert_eq!(
         patterns(h, "main"),
-        vec![ls, cat, "/usr/bin/true".to_owned(), head]
+        vec![
+            ls.clone(),
+            cat.clone(),
+            "/usr/bin/true".to_owned(),
+            head.clone()
+        ]
     );
+    // Remove takes out exactly that entry.
+    driver.click(
+        &format!("{MAIN} tr[data-pattern='/usr/bin/true'] button.remove-pattern"),
+        "Remove",
+    );
+    driver.wait_gone(&format!("{MAIN} tr[data-pattern='/usr/bin/true']"));
+    assert_eq!(patterns(h, "main"), vec![ls, cat, head]);
 
     // The effective policy of a command, as `policy explain` prints it.
     driver.type_into("#explain-form input[name='command']", "ls / | head -n1");
