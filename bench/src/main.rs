@@ -9,6 +9,7 @@
 mod decide;
 mod harness;
 mod ipc_bench;
+mod mcp_bench;
 mod sandbox_bench;
 mod suites;
 

@@ -96,7 +96,8 @@ fn prompt_request(id: &str) -> Request {
             security: policy::Security::Allowlist,
             ask: policy::Ask::OnMiss,
             reason: policy::AskReason::AllowlistMiss,
-            allow_always: vec!["/usr/bin/rg".into()],
+            allow_always: policy::AlwaysOption::programs(&["/usr/bin/rg"]),
+            allow_always_default: 0,
             not_stored: Vec::new(),
         },
     ))
@@ -303,6 +304,7 @@ async fn a_bit_flip_in_any_byte_of_a_response_is_rejected() {
                 id: req.prompt().id.clone(),
                 digest: req.prompt().digest.clone(),
                 answer: Answer::AllowOnce,
+                allow_always_option: None,
                 report: None,
             };
             let mut out = encode_response(
@@ -848,4 +850,209 @@ fn helper_process() {
             other => panic!("unknown helper mode {other}"),
         }
     });
+}
+
+/// A prompt offering two allow-always scopes for `git status -s`.
+fn scoped_request() -> Request {
+    let rule = |args: Option<Vec<String>>, exact: bool| policy::RuleSpec {
+        args,
+        args_match: if exact {
+            policy::ArgsMatch::Exact
+        } else {
+            policy::ArgsMatch::Prefix
+        },
+        ..policy::RuleSpec::program("/usr/bin/git")
+    };
+    Request::Prompt(Prompt::new(
+        "r-scope",
+        "coder",
+        "s1",
+        "gateway",
+        PromptKind::Command {
+            plan: plan(),
+            command: "git status -s".into(),
+            security: policy::Security::Allowlist,
+            ask: policy::Ask::OnMiss,
+            reason: policy::AskReason::AllowlistMiss,
+            allow_always: vec![
+                policy::AlwaysOption {
+                    scope: policy::Scope::Exact,
+                    rules: vec![rule(Some(vec!["status".into(), "-s".into()]), true)],
+                },
+                policy::AlwaysOption {
+                    scope: policy::Scope::Subcommand,
+                    rules: vec![rule(Some(vec!["status".into()]), false)],
+                },
+            ],
+            allow_always_default: 1,
+            not_stored: Vec::new(),
+        },
+    ))
+}
+
+#[tokio::test]
+async fn an_allow_always_choice_must_be_one_the_prompt_offered() {
+    // A fake approver (it holds the token) that answers with whatever choice it is set
+    // to, correctly authenticated: only the requester's check stands in its way.
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("fake.sock");
+    let listener = tokio::net::UnixListener::bind(&path).unwrap();
+    let reply: Arc<Mutex<(Answer, Option<usize>)>> =
+        Arc::new(Mutex::new((Answer::AllowOnce, None)));
+    let reply_server = reply.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let nonce = [5u8; 32];
+            write_frame(&mut s, &encode_challenge(&nonce))
+                .await
+                .unwrap();
+            let frame = read_frame(&mut s).await.unwrap();
+            let (payload, mac) = approvals::ipc::protocol::decode_request(
+                TOKEN.as_bytes(),
+                &nonce,
+                SystemClock.now_ms(),
+                &frame,
+            )
+            .unwrap();
+            let req: Request = serde_json::from_slice(payload).unwrap();
+            let (answer, choice) = *reply_server.lock().unwrap();
+            let resp = Response {
+                id: req.prompt().id.clone(),
+                digest: req.prompt().digest.clone(),
+                answer,
+                allow_always_option: choice,
+                report: None,
+            };
+            let out = encode_response(
+                TOKEN.as_bytes(),
+                &nonce,
+                &mac,
+                SystemClock.now_ms(),
+                &serde_json::to_vec(&resp).unwrap(),
+            );
+            let _ = write_frame(&mut s, &out).await;
+        }
+    });
+    let c = client(&path, Duration::from_secs(5));
+    let request = scoped_request();
+    let cases = [
+        ((Answer::AllowAlways, None), Ok(Some("status"))),
+        ((Answer::AllowAlways, Some(0)), Ok(Some("-s"))),
+        ((Answer::AllowAlways, Some(1)), Ok(Some("status"))),
+        ((Answer::AllowAlways, Some(2)), Err("only 2 were offered")),
+        (
+            (Answer::AllowAlways, Some(usize::MAX)),
+            Err("only 2 were offered"),
+        ),
+        ((Answer::AllowOnce, Some(0)), Err("without allow-always")),
+        ((Answer::Deny, Some(1)), Err("without allow-always")),
+    ];
+    for ((answer, choice), want) in cases {
+        *reply.lock().unwrap() = (answer, choice);
+        let outcome = ask(&c, &SystemClock, &request).await;
+        match (want, outcome) {
+            (Ok(last_word), AskOutcome::Answered(r)) => {
+                let rules = request
+                    .prompt()
+                    .allow_always_rules(r.allow_always_option)
+                    .unwrap();
+                let args = rules[0].args.clone().unwrap();
+                assert_eq!(args.last().map(String::as_str), last_word, "{choice:?}");
+            }
+            (Err(why), AskOutcome::NoApprover(got)) => {
+                assert!(got.contains(why), "{choice:?}: {got}");
+            }
+            (want, got) => panic!("{answer:?} {choice:?}: want {want:?}, got {got:?}"),
+        }
+    }
+    // The options are part of the digest: another set of scopes is another prompt.
+    let mut other = scoped_request();
+    if let Request::Prompt(p) = &mut other
+        && let PromptKind::Command { allow_always, .. } = &mut p.kind
+    {
+        allow_always.swap(0, 1);
+        assert_ne!(p.compute_digest(), p.digest);
+    }
+}
+
+/// Allows always with the first scope, and for an exec request reports a run.
+struct ChoosesFirstScope;
+
+#[async_trait::async_trait]
+impl Approver for ChoosesFirstScope {
+    async fn decide(&self, _: &Prompt) -> Answer {
+        Answer::AllowAlways
+    }
+    async fn decide_with_choice(&self, _: &Prompt) -> (Answer, Option<usize>) {
+        (Answer::AllowAlways, Some(0))
+    }
+    async fn exec(&self, request: &ExecPrompt) -> (Answer, Option<ExecReport>) {
+        let (answer, _, report) = self.exec_with_choice(request).await;
+        (answer, report)
+    }
+    async fn exec_with_choice(
+        &self,
+        _: &ExecPrompt,
+    ) -> (Answer, Option<usize>, Option<ExecReport>) {
+        let report = ExecReport {
+            exit_code: 0,
+            stdout: "ran".into(),
+            stderr: String::new(),
+            truncated: false,
+            timed_out: false,
+            duration_ms: 1,
+            error: None,
+        };
+        (Answer::AllowAlways, Some(0), Some(report))
+    }
+}
+
+#[tokio::test]
+async fn an_exec_request_answered_allow_always_carries_the_chosen_scope_and_the_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("state/approvals.sock");
+    let fs = LocalFs::new("/").unwrap();
+    let listener = bind_socket(&fs, &path, uid()).await.unwrap();
+    let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let config = ServerConfig {
+        token: TOKEN.into(),
+        owner_uid: uid(),
+        limits: generous(),
+    };
+    tokio::spawn(serve(
+        listener,
+        config,
+        Arc::new(ChoosesFirstScope),
+        Arc::new(SystemClock),
+        Arc::new(OsRandom),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let Request::Prompt(prompt) = scoped_request() else {
+        unreachable!()
+    };
+    let c = client(&path, Duration::from_secs(5));
+    // A prompt and an exec request of the same prompt: both carry the choice.
+    for request in [
+        Request::Prompt(prompt.clone()),
+        Request::Exec(ExecPrompt {
+            prompt: prompt.clone(),
+            timeout_ms: 1000,
+        }),
+    ] {
+        let AskOutcome::Answered(r) = ask(&c, &SystemClock, &request).await else {
+            panic!("{request:?}")
+        };
+        assert_eq!(r.answer, Answer::AllowAlways);
+        assert_eq!(r.allow_always_option, Some(0));
+        let rules = prompt.allow_always_rules(r.allow_always_option).unwrap();
+        assert_eq!(rules[0].args_match, policy::ArgsMatch::Exact);
+        assert_eq!(
+            r.report.is_some(),
+            matches!(request, Request::Exec(_)),
+            "{r:?}"
+        );
+    }
 }

@@ -33,7 +33,7 @@ pub async fn run_here(request: &ExecPrompt, shell: &LocalShell) -> ExecReport {
         return not_run("the request carries no plan to run".into());
     };
     let timeout = Duration::from_millis(request.timeout_ms.max(1));
-    match runner::launch(shell, plan, timeout, Default::default()).await {
+    match runner::launch(shell, plan, timeout, Default::default(), None).await {
         Ok(out) => ExecReport {
             exit_code: out.exit_code(),
             stdout: out.stdout,

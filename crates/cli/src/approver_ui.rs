@@ -8,9 +8,12 @@
 //! `--web` serves the same decisions, and the operator console, on a local page instead
 //! (`crate::web`).
 //!
-//! "Allow always" stores exactly the patterns the prompt shows (the runner derived them
+//! "Allow always" stores exactly the rules the prompt shows (the runner derived them
 //! from the plan — never a shell, interpreter or wrapper); the runner that asked stores
-//! them in its host's approvals file.
+//! them in its host's approvals file. When the prompt offers several scopes (exactly
+//! these arguments, the program with its subcommand, the program alone), `a` takes the
+//! preselected one and another is chosen by its number: the key `1`, `2`… on a
+//! terminal, the line `a1`, `a2`… from a pipe.
 
 use std::sync::Arc;
 
@@ -42,9 +45,13 @@ enum Kind {
     Exec(ExecPrompt),
 }
 
+/// The human's answer, the allow-always option chosen (`None`: the preselected one),
+/// and the report of a run done here.
+type Reply = (Answer, Option<usize>, Option<ExecReport>);
+
 struct Pending {
     kind: Kind,
-    reply: oneshot::Sender<(Answer, Option<ExecReport>)>,
+    reply: oneshot::Sender<Reply>,
 }
 
 /// Queues prompts for the terminal loop.
@@ -53,23 +60,36 @@ struct TerminalApprover {
 }
 
 impl TerminalApprover {
-    async fn submit(&self, kind: Kind) -> (Answer, Option<ExecReport>) {
+    async fn submit(&self, kind: Kind) -> Reply {
         let (reply, answer) = oneshot::channel();
         if self.queue.send(Pending { kind, reply }).is_err() {
-            return (Answer::Deny, None);
+            return (Answer::Deny, None, None);
         }
         // If the terminal loop is gone, nobody approved: deny.
-        answer.await.unwrap_or((Answer::Deny, None))
+        answer.await.unwrap_or((Answer::Deny, None, None))
     }
 }
 
 #[async_trait::async_trait]
 impl Approver for TerminalApprover {
     async fn decide(&self, prompt: &Prompt) -> Answer {
-        self.submit(Kind::Prompt(prompt.clone())).await.0
+        self.decide_with_choice(prompt).await.0
+    }
+
+    async fn decide_with_choice(&self, prompt: &Prompt) -> (Answer, Option<usize>) {
+        let (answer, choice, _) = self.submit(Kind::Prompt(prompt.clone())).await;
+        (answer, choice)
     }
 
     async fn exec(&self, request: &ExecPrompt) -> (Answer, Option<ExecReport>) {
+        let (answer, _, report) = self.exec_with_choice(request).await;
+        (answer, report)
+    }
+
+    async fn exec_with_choice(
+        &self,
+        request: &ExecPrompt,
+    ) -> (Answer, Option<usize>, Option<ExecReport>) {
         self.submit(Kind::Exec(request.clone())).await
     }
 }
@@ -125,13 +145,41 @@ async fn run_async() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn parse_answer(input: &str) -> Option<Answer> {
-    match input.trim().to_ascii_lowercase().as_str() {
-        "o" | "once" | "y" | "yes" => Some(Answer::AllowOnce),
-        "a" | "always" => Some(Answer::AllowAlways),
-        "d" | "deny" | "n" | "no" => Some(Answer::Deny),
-        _ => None,
+/// An answer typed at the prompt: `o`, `a` (the preselected scope), `aN` (scope N of
+/// `options`, counted from 1), `d`; with `single_key` (a terminal), the key `N` alone
+/// is `aN`.
+fn parse_answer(input: &str, options: usize, single_key: bool) -> Option<(Answer, Option<usize>)> {
+    let text = input.trim().to_ascii_lowercase();
+    match text.as_str() {
+        "o" | "once" | "y" | "yes" => return Some((Answer::AllowOnce, None)),
+        "a" | "always" => return Some((Answer::AllowAlways, None)),
+        "d" | "deny" | "n" | "no" => return Some((Answer::Deny, None)),
+        _ => {}
     }
+    let number = match text
+        .strip_prefix("always")
+        .or_else(|| text.strip_prefix('a'))
+    {
+        Some(rest) => rest.trim(),
+        None if single_key => text.as_str(),
+        None => return None,
+    };
+    let n: usize = number.parse().ok()?;
+    (1..=options)
+        .contains(&n)
+        .then_some((Answer::AllowAlways, Some(n - 1)))
+}
+
+/// The question asked for a prompt with `options` allow-always scopes; an exec request
+/// (`runs_here`) says that it runs here.
+fn question(options: usize, single_key: bool, runs_here: bool) -> String {
+    let always = match (options, single_key) {
+        (0 | 1, _) => "allow [a]lways".to_owned(),
+        (n, true) => format!("allow [a]lways (1–{}: another scope)", n.min(9)),
+        (n, false) => format!("allow [a]lways (a1–a{n}: another scope)"),
+    };
+    let here = if runs_here { "run it HERE: " } else { "" };
+    format!("{here}allow [o]nce, {always}, [d]eny? ")
 }
 
 async fn terminal_loop(
@@ -141,8 +189,10 @@ async fn terminal_loop(
     let mut input = Input::open();
     let mut out = tokio::io::stdout();
     if input.single_key() {
-        out.write_all(b"(answers are single keys: o, a or d; no Enter needed)\n")
-            .await?;
+        out.write_all(
+            b"(answers are single keys: o, a or d, and 1-9 for another allow-always scope; no Enter needed)\n",
+        )
+        .await?;
     }
     loop {
         // While idle, still watch stdin: closing it ends the approver, and stray input
@@ -183,13 +233,13 @@ async fn terminal_loop(
             .await?;
         }
         out.write_all(render_prompt(&prompt).as_bytes()).await?;
-        let question: &[u8] = if runs_here {
-            b"run it HERE: allow [o]nce, allow [a]lways, [d]eny? "
-        } else {
-            b"allow [o]nce, allow [a]lways, [d]eny? "
+        let options = match &prompt.kind {
+            PromptKind::Command { allow_always, .. } => allow_always.len(),
+            PromptKind::Write { .. } => 0,
         };
+        let question = question(options, input.single_key(), runs_here);
         let answer = loop {
-            out.write_all(question).await?;
+            out.write_all(question.as_bytes()).await?;
             out.flush().await?;
             let typed = tokio::select! {
                 typed = input.next() => typed?,
@@ -204,7 +254,7 @@ async fn terminal_loop(
                 out.write_all(b"\nstdin closed: this prompt goes unanswered (the requester applies askFallback); the approver stops\n").await?;
                 return Ok(());
             };
-            if let Some(a) = parse_answer(&typed) {
+            if let Some(a) = parse_answer(&typed, options, input.single_key()) {
                 if input.single_key() {
                     // No echo in key mode: show what was taken.
                     out.write_all(format!("{}\n", typed.trim()).as_bytes())
@@ -216,11 +266,13 @@ async fn terminal_loop(
                 out.write_all(b"\n").await?;
             }
         };
-        let Some(mut answer) = answer else { continue };
+        let Some((mut answer, choice)) = answer else {
+            continue;
+        };
         if answer == Answer::AllowAlways {
-            match &prompt.kind {
-                PromptKind::Command { allow_always, .. } if !allow_always.is_empty() => {
-                    let shown: Vec<String> = allow_always.iter().map(|p| escape(p)).collect();
+            match prompt.allow_always_rules(choice) {
+                Ok(rules) if !rules.is_empty() => {
+                    let shown: Vec<String> = rules.iter().map(|r| escape(&r.describe())).collect();
                     out.write_all(
                         format!(
                             "{} will be stored for {}\n",
@@ -257,6 +309,57 @@ async fn terminal_loop(
             .as_bytes(),
         )
         .await?;
-        let _ = item.reply.send((answer, report));
+        let choice = choice.filter(|_| answer == Answer::AllowAlways);
+        let _ = item.reply.send((answer, choice, report));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_and_lines_choose_the_scope() {
+        // A line from a pipe: aN chooses, a bare number does not.
+        assert_eq!(
+            parse_answer("a\n", 3, false),
+            Some((Answer::AllowAlways, None))
+        );
+        assert_eq!(
+            parse_answer("a2\n", 3, false),
+            Some((Answer::AllowAlways, Some(1)))
+        );
+        assert_eq!(
+            parse_answer("always 3", 3, false),
+            Some((Answer::AllowAlways, Some(2)))
+        );
+        assert_eq!(parse_answer("a7\n", 3, false), None);
+        assert_eq!(parse_answer("2\n", 3, false), None);
+        assert_eq!(parse_answer("d\n", 3, false), Some((Answer::Deny, None)));
+        // One key on a terminal: the digit alone.
+        assert_eq!(
+            parse_answer("1", 3, true),
+            Some((Answer::AllowAlways, Some(0)))
+        );
+        assert_eq!(parse_answer("4", 3, true), None);
+        assert_eq!(parse_answer("0", 3, true), None);
+        assert_eq!(parse_answer("1", 0, true), None);
+        assert_eq!(parse_answer("o", 0, true), Some((Answer::AllowOnce, None)));
+    }
+
+    #[test]
+    fn the_question_names_the_scope_keys() {
+        assert_eq!(
+            question(3, true, false),
+            "allow [o]nce, allow [a]lways (1–3: another scope), [d]eny? "
+        );
+        assert_eq!(
+            question(3, false, false),
+            "allow [o]nce, allow [a]lways (a1–a3: another scope), [d]eny? "
+        );
+        assert_eq!(
+            question(1, true, true),
+            "run it HERE: allow [o]nce, allow [a]lways, [d]eny? "
+        );
     }
 }

@@ -81,10 +81,11 @@ impl Input {
             match byte {
                 EOT => return Ok(None),
                 ESC => self.skip_escape_sequence().await?,
-                // Only lower-case letters are answers: an arrow or function key sends
-                // upper-case letters inside its escape sequence (Up is `ESC [ A`), and
-                // no such key may ever pass for "a".
-                b'a'..=b'z' => return Ok(Some(char::from(byte).to_string())),
+                // Only lower-case letters and the digits 1-9 (an allow-always scope) are
+                // answers: an arrow or function key sends upper-case letters and digits
+                // inside its escape sequence (Up is `ESC [ A`, Ctrl-Up `ESC [ 1 ; 5 A`),
+                // which is skipped whole, and no such key may ever pass for "a" or "1".
+                b'a'..=b'z' | b'1'..=b'9' => return Ok(Some(char::from(byte).to_string())),
                 _ => continue,
             }
         }

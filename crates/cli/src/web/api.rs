@@ -181,10 +181,19 @@ struct AnswerBody {
     key: u64,
     digest: String,
     answer: Answer,
+    /// With allow-always: the index of the scope chosen among the prompt's options
+    /// (absent: the preselected one), sent on as the protocol's `allowAlwaysOption`.
+    #[serde(default, rename = "allowAlwaysOption")]
+    allow_always_option: Option<usize>,
 }
 
 async fn answer(State(app): Shared, Json(body): Json<AnswerBody>) -> Response {
-    match app.queue.answer(body.key, &body.digest, body.answer) {
+    match app.queue.answer(
+        body.key,
+        &body.digest,
+        body.answer,
+        body.allow_always_option,
+    ) {
         Ok((answer, note)) => Json(json!({ "answer": answer, "note": note })).into_response(),
         Err(AnswerError::Gone) => error(
             StatusCode::GONE,
@@ -197,6 +206,10 @@ async fn answer(State(app): Shared, Json(body): Json<AnswerBody>) -> Response {
         Err(AnswerError::Running) => {
             error(StatusCode::CONFLICT, "that request was already answered")
         }
+        Err(AnswerError::Option(why)) => error(
+            StatusCode::BAD_REQUEST,
+            format!("{why}; nothing was answered"),
+        ),
     }
 }
 

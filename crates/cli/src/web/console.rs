@@ -5,7 +5,9 @@
 //! explanation `warden policy explain` prints.
 
 use approvals::{Ceilings, Store, StoreError};
-use policy::{Ask, AskFallback, Config, ExecParams, Host, Security, SessionOverrides};
+use policy::{
+    ArgsMatch, Ask, AskFallback, Config, ExecParams, Host, RuleSpec, Security, SessionOverrides,
+};
 use runner::{CommandSpec, ExecRequest};
 use serde::{Deserialize, Serialize};
 
@@ -15,10 +17,17 @@ use crate::host::HostFacts;
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EntryView {
-    /// The pattern exactly as stored (what a removal names).
+    /// The pattern exactly as stored.
     pattern: String,
     /// The pattern as shown.
     shown: String,
+    /// The whole rule as shown: the pattern, its argument patterns (`…` a prefix,
+    /// `(exactly)`), the profile flags it allows.
+    description: String,
+    /// The rule exactly as stored, examples aside (what a removal names).
+    rule: RuleSpec,
+    /// How many load-time examples it carries.
+    examples: usize,
     last_used_at: Option<u64>,
     last_used_command: Option<String>,
     last_resolved_path: Option<String>,
@@ -125,6 +134,15 @@ pub fn view(facts: &HostFacts, store: &Store) -> ConsoleView {
                             .map(|a| EntryView {
                                 pattern: a.pattern.clone(),
                                 shown: approvals::display::escape(&a.pattern),
+                                description: approvals::display::escape(&a.rule().describe()),
+                                rule: RuleSpec {
+                                    examples: Default::default(),
+                                    ..a.rule()
+                                },
+                                examples: a
+                                    .examples
+                                    .as_ref()
+                                    .map_or(0, |e| e.matches.len() + e.not_matches.len()),
                                 last_used_at: a.last_used_at,
                                 last_used_command: a
                                     .last_used_command
@@ -163,7 +181,9 @@ pub fn view(facts: &HostFacts, store: &Store) -> ConsoleView {
 #[derive(Debug, Deserialize)]
 #[serde(tag = "op", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Edit {
-    /// Add one pattern to an agent's allowlist.
+    /// Add one entry to an agent's allowlist: a pattern, optionally with argument
+    /// patterns and the profile flags it allows (as `warden approvals allowlist add
+    /// --arg … --exact --allow-flag …`).
     AddPattern {
         /// The version shown.
         base: String,
@@ -171,8 +191,26 @@ pub enum Edit {
         agent: String,
         /// The pattern.
         pattern: String,
+        /// Argument patterns, one per word after the program; none: any arguments.
+        #[serde(default)]
+        args: Vec<String>,
+        /// The arguments must be exactly `args` (else they start with them).
+        #[serde(default)]
+        exact: bool,
+        /// Profile hits the entry allows by name.
+        #[serde(default, rename = "allowFlags")]
+        allow_flags: Vec<String>,
     },
-    /// Remove one pattern, named exactly as stored.
+    /// Remove the one entry that is `rule` (pattern, argument rules, allowed flags).
+    RemoveRule {
+        /// The version shown.
+        base: String,
+        /// The agent.
+        agent: String,
+        /// The rule, as the page was given it.
+        rule: RuleSpec,
+    },
+    /// Remove every entry with this pattern, named exactly as stored.
     RemovePattern {
         /// The version shown.
         base: String,
@@ -227,22 +265,44 @@ pub fn apply(facts: &HostFacts, store: &Store, edit: Edit) -> Result<String, Edi
             base,
             agent,
             pattern,
+            args,
+            exact,
+            allow_flags,
         } => {
             if pattern.trim().is_empty() {
                 return Err(EditError::Invalid("the pattern is empty".into()));
             }
+            if exact && args.is_empty() {
+                return Err(EditError::Invalid(
+                    "\"exactly\" needs the argument patterns the arguments must equal".into(),
+                ));
+            }
+            let rule = RuleSpec {
+                pattern,
+                args: (!args.is_empty()).then_some(args),
+                args_match: if exact {
+                    ArgsMatch::Exact
+                } else {
+                    ArgsMatch::Prefix
+                },
+                allow_flags,
+                ..RuleSpec::default()
+            };
             store
-                .add_patterns_based(Some(&base), &agent, &[pattern], &known, false)
+                .add_rules_based(Some(&base), &agent, &[rule], &known, false)
                 .and_then(|u| {
                     if u.value.is_empty() {
                         Err(StoreError::Invalid {
-                            problems: vec!["that pattern is already in the allowlist".into()],
+                            problems: vec!["that entry is already in the allowlist".into()],
                         })
                     } else {
                         Ok(u.hash)
                     }
                 })
         }
+        Edit::RemoveRule { base, agent, rule } => store
+            .remove_rule_based(Some(&base), &agent, &rule)
+            .map(|u| u.hash),
         Edit::RemovePattern {
             base,
             agent,

@@ -40,7 +40,22 @@ struct Entry {
     runs_here: bool,
     phase: Phase,
     received_ms: u64,
-    reply: Option<oneshot::Sender<Answer>>,
+    reply: Option<oneshot::Sender<(Answer, Option<usize>)>>,
+}
+
+/// One of the scopes "allow always" may store, as the page offers it.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AlwaysView {
+    /// Its index among the prompt's options: what the answer names
+    /// (`allowAlwaysOption`), and, plus one, its number in the prompt's text.
+    index: usize,
+    /// exact, subcommand or program.
+    scope: &'static str,
+    /// The rules it stores, escaped, one line each.
+    rules: Vec<String>,
+    /// The option the runner preselected (`a`).
+    preselected: bool,
 }
 
 /// A request as the page shows it.
@@ -56,8 +71,9 @@ pub struct PendingView {
     kind: &'static str,
     /// The whole prompt, exactly as the terminal approver prints it.
     text: String,
-    /// The rules "allow always" stores (escaped); empty: nothing can be stored.
-    allow_always: Vec<String>,
+    /// The scopes "allow always" may store, the preselected one first; empty: nothing
+    /// can be stored.
+    allow_always: Vec<AlwaysView>,
     /// For an exec request: who will run it.
     runs_here: Option<String>,
     phase: Phase,
@@ -111,6 +127,8 @@ pub enum AnswerError {
     Digest,
     /// Already answered and running.
     Running,
+    /// An allow-always option the prompt did not offer (why); nothing was answered.
+    Option(String),
 }
 
 fn now_ms() -> u64 {
@@ -123,6 +141,11 @@ fn now_ms() -> u64 {
 /// Escape every line of command output, keeping the line breaks.
 fn escape_output(text: &str) -> String {
     text.split('\n').map(escape).collect::<Vec<_>>().join("\n")
+}
+
+/// Rules as the human sees them: escaped, one line each.
+fn shown_rules(rules: &[policy::RuleSpec]) -> Vec<String> {
+    rules.iter().map(|r| escape(&r.describe())).collect()
 }
 
 fn answer_name(answer: Answer) -> String {
@@ -167,8 +190,26 @@ impl Queue {
             .map(|(key, e)| {
                 let p = &e.prompt;
                 let (kind, allow_always) = match &p.kind {
-                    PromptKind::Command { allow_always, .. } => {
-                        ("command", allow_always.iter().map(|s| escape(s)).collect())
+                    PromptKind::Command {
+                        allow_always,
+                        allow_always_default,
+                        ..
+                    } => {
+                        let mut options: Vec<AlwaysView> = allow_always
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, o)| !o.rules.is_empty())
+                            .map(|(index, o)| AlwaysView {
+                                index,
+                                scope: o.scope.as_str(),
+                                rules: shown_rules(&o.rules),
+                                preselected: index == *allow_always_default,
+                            })
+                            .collect();
+                        // The preselected scope first (what `a` answers), then the others
+                        // in the runner's order, narrowest first.
+                        options.sort_by_key(|o| !o.preselected);
+                        ("command", options)
                     }
                     PromptKind::Write { .. } => ("write", Vec::new()),
                 };
@@ -196,45 +237,58 @@ impl Queue {
         inner.recent.truncate(RECENT);
     }
 
-    /// The human's answer to request `key`, whose prompt had `digest` on their screen.
-    /// "Allow always" for a request that can store nothing becomes "allow once", and the
-    /// note says so.
+    /// The human's answer to request `key`, whose prompt had `digest` on their screen;
+    /// with "allow always", `option` is the scope chosen (`None`: the preselected one),
+    /// which must be one the prompt offered. "Allow always" for a request that can store
+    /// nothing becomes "allow once", and the note says so.
     pub fn answer(
         &self,
         key: u64,
         digest: &str,
         answer: Answer,
+        option: Option<usize>,
     ) -> Result<(Answer, Option<String>), AnswerError> {
         let mut inner = self.lock();
         let entry = inner.pending.get_mut(&key).ok_or(AnswerError::Gone)?;
         if entry.prompt.digest != digest {
             return Err(AnswerError::Digest);
         }
-        let reply = entry.reply.take().ok_or(AnswerError::Running)?;
-        let storable = matches!(&entry.prompt.kind, PromptKind::Command { allow_always, .. } if !allow_always.is_empty());
+        if entry.reply.is_none() {
+            return Err(AnswerError::Running);
+        }
+        let option = match answer {
+            Answer::AllowAlways => option,
+            _ if option.is_some() => {
+                return Err(AnswerError::Option(
+                    "an allow-always scope was sent with another answer".into(),
+                ));
+            }
+            _ => None,
+        };
         let (answer, note) = match answer {
-            Answer::AllowAlways if !storable => (
-                Answer::AllowOnce,
-                Some("nothing can be stored for this request; allowed once".to_owned()),
-            ),
-            Answer::AllowAlways => {
-                let PromptKind::Command { allow_always, .. } = &entry.prompt.kind else {
-                    unreachable!("storable is a command")
-                };
-                let shown: Vec<String> = allow_always.iter().map(|s| escape(s)).collect();
-                (
+            Answer::AllowAlways => match entry.prompt.allow_always_rules(option) {
+                Err(why) => return Err(AnswerError::Option(why)),
+                Ok([]) => (
+                    Answer::AllowOnce,
+                    Some("nothing can be stored for this request; allowed once".to_owned()),
+                ),
+                Ok(rules) => (
                     answer,
                     Some(format!(
                         "stored for {}: {}",
                         escape(&entry.prompt.agent),
-                        shown.join(", ")
+                        shown_rules(rules).join(", ")
                     )),
-                )
-            }
+                ),
+            },
             other => (other, None),
         };
+        let option = option.filter(|_| answer == Answer::AllowAlways);
+        let Some(reply) = entry.reply.take() else {
+            return Err(AnswerError::Running);
+        };
         // The requester may have gone in between: then nothing is decided.
-        if reply.send(answer).is_err() {
+        if reply.send((answer, option)).is_err() {
             return Err(AnswerError::Gone);
         }
         let allowed = answer != Answer::Deny;
@@ -258,8 +312,13 @@ impl Queue {
         Ok((answer, note))
     }
 
-    /// Put a request on the page and wait for the human; `None` if the page is gone.
-    async fn wait(&self, prompt: &Prompt, runs_here: bool) -> (Slot<'_>, Option<Answer>) {
+    /// Put a request on the page and wait for the human (the answer and the
+    /// allow-always option chosen); `None` if the page is gone.
+    async fn wait(
+        &self,
+        prompt: &Prompt,
+        runs_here: bool,
+    ) -> (Slot<'_>, Option<(Answer, Option<usize>)>) {
         let (reply, answered) = oneshot::channel();
         let key = {
             let mut inner = self.lock();
@@ -336,23 +395,43 @@ impl Drop for Slot<'_> {
 #[async_trait::async_trait]
 impl Approver for Queue {
     async fn decide(&self, prompt: &Prompt) -> Answer {
+        self.decide_with_choice(prompt).await.0
+    }
+
+    async fn decide_with_choice(&self, prompt: &Prompt) -> (Answer, Option<usize>) {
         // `answer` recorded the decision and took the request off the page.
         let (_slot, answer) = self.wait(prompt, false).await;
-        answer.unwrap_or(Answer::Deny)
+        answer.unwrap_or((Answer::Deny, None))
     }
 
     async fn exec(&self, request: &ExecPrompt) -> (Answer, Option<ExecReport>) {
+        let (answer, _, report) = self.exec_with_choice(request).await;
+        (answer, report)
+    }
+
+    async fn exec_with_choice(
+        &self,
+        request: &ExecPrompt,
+    ) -> (Answer, Option<usize>, Option<ExecReport>) {
         let (slot, answer) = self.wait(&request.prompt, true).await;
-        let answer = answer.unwrap_or(Answer::Deny);
+        let (answer, option) = answer.unwrap_or((Answer::Deny, None));
         if answer == Answer::Deny {
-            return (answer, None);
+            return (answer, None, None);
         }
         let report = run_here(request, &self.shell).await;
         slot.finish(RecentView {
             id: escape(&request.prompt.id),
             agent: escape(&request.prompt.agent),
             outcome: answer_name(answer),
-            note: Some(format!("ran here by {}", runner_identity())),
+            note: Some(match (answer, request.prompt.allow_always_rules(option)) {
+                (Answer::AllowAlways, Ok(rules)) if !rules.is_empty() => format!(
+                    "ran here by {}; stored for {}: {}",
+                    runner_identity(),
+                    escape(&request.prompt.agent),
+                    shown_rules(rules).join(", ")
+                ),
+                _ => format!("ran here by {}", runner_identity()),
+            }),
             ran: Some(RanView {
                 summary: summary(&report),
                 exit_code: report.exit_code,
@@ -361,6 +440,6 @@ impl Approver for Queue {
             }),
             at_ms: now_ms(),
         });
-        (answer, Some(report))
+        (answer, option, Some(report))
     }
 }

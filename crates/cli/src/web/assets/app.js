@@ -84,28 +84,45 @@ function requestCard(p) {
     card.append(el("p", { class: "phase", text: "Allowed — running here…" }));
     return card;
   }
-  const always = p.allowAlways.length
-    ? `Allow always — stores ${p.allowAlways.join(", ")}`
-    : "Allow always — nothing can be stored";
-  const actions = el("div", { class: "actions" },
-    el("button", { type: "button", class: "allow-once", text: p.runsHere ? "Run here once (o)" : "Allow once (o)" }),
-    el("button", { type: "button", class: "allow-always", text: always + " (a)",
-                   title: p.allowAlways.join("\n"), disabled: !p.allowAlways.length }),
-    el("button", { type: "button", class: "deny", text: "Deny (d)" }));
-  actions.querySelector(".allow-once").addEventListener("click", (e) => { e.stopPropagation(); answer(p, "allow-once"); });
-  actions.querySelector(".allow-always").addEventListener("click", (e) => { e.stopPropagation(); answer(p, "allow-always"); });
-  actions.querySelector(".deny").addEventListener("click", (e) => { e.stopPropagation(); answer(p, "deny"); });
+  const once = el("button", { type: "button", class: "allow-once", text: p.runsHere ? "Run here once (o)" : "Allow once (o)" });
+  once.addEventListener("click", (e) => { e.stopPropagation(); answer(p, "allow-once"); });
+  const actions = el("div", { class: "actions" }, once);
+  // One button per scope "allow always" may store, the preselected one first (key a);
+  // each names exactly the rules it stores. With several, key N chooses scope N, as
+  // numbered in the prompt's text.
+  const several = p.allowAlways.length > 1;
+  for (const o of p.allowAlways) {
+    const key = o.preselected ? "a" : String(o.index + 1);
+    const scope = several ? `, ${o.scope}` : "";
+    const button = el("button", { type: "button",
+      class: "allow-always" + (o.preselected ? " preselected" : ""),
+      "data-option": String(o.index), "data-scope": o.scope,
+      text: `Allow always${o.preselected ? "" : scope} — stores ${o.rules.join(", ")} (${key})`,
+      title: `${o.scope}${o.preselected ? " (preselected)" : ""}:\n${o.rules.join("\n")}` });
+    button.addEventListener("click", (e) => { e.stopPropagation(); answer(p, "allow-always", o); });
+    actions.append(button);
+  }
+  if (!p.allowAlways.length) {
+    actions.append(el("button", { type: "button", class: "allow-always",
+                                  text: "Allow always — nothing can be stored (a)", disabled: true }));
+  }
+  const deny = el("button", { type: "button", class: "deny", text: "Deny (d)" });
+  deny.addEventListener("click", (e) => { e.stopPropagation(); answer(p, "deny"); });
+  actions.append(deny);
   card.append(actions);
   return card;
 }
 
-async function answer(p, what) {
+// Answer `p`; with allow-always, `option` is the scope chosen (one of p.allowAlways).
+async function answer(p, what, option = null) {
   if (p.phase !== "waiting") return;
-  if (what === "allow-always" && !p.allowAlways.length) {
+  if (what === "allow-always" && !option) {
     notice("Nothing can be stored for this request: use Allow once.", true);
     return;
   }
-  const r = await post("api/answer", { key: p.key, digest: p.digest, answer: what });
+  const body = { key: p.key, digest: p.digest, answer: what };
+  if (option) body.allowAlwaysOption = option.index;
+  const r = await post("api/answer", body);
   if (r.ok) notice(`${p.id}: ${r.data.answer}${r.data.note ? " — " + r.data.note : ""}`);
   else notice(r.data.error || `answer refused (${r.status})`, true);
 }
@@ -139,8 +156,16 @@ document.addEventListener("keydown", (e) => {
     renderPending(pending);
     return;
   }
-  const what = { o: "allow-once", a: "allow-always", d: "deny" }[e.key];
-  if (what && i >= 0) { e.preventDefault(); answer(pending[i], what); }
+  if (i < 0) return;
+  const p = pending[i];
+  if (e.key === "a") { e.preventDefault(); answer(p, "allow-always", p.allowAlways[0] || null); return; }
+  if (/^[1-9]$/.test(e.key)) {
+    const option = p.allowAlways.find((o) => o.index === Number(e.key) - 1);
+    if (option) { e.preventDefault(); answer(p, "allow-always", option); }
+    return;
+  }
+  const what = { o: "allow-once", d: "deny" }[e.key];
+  if (what) { e.preventDefault(); answer(p, what); }
 });
 
 // ── Allowlists and settings ────────────────────────────────────────────────────────
@@ -152,7 +177,8 @@ const CHOICES = {
 };
 
 function editorDirty() {
-  return [...document.querySelectorAll(".pattern-input, .new-agent-input")].some((i) => i.value.trim());
+  return [...document.querySelectorAll(".pattern-input, .args-input, .flags-input, .new-agent-input")]
+    .some((i) => i.value.trim());
 }
 
 function settingsRow(agent, settings) {
@@ -188,7 +214,7 @@ function agentCard(a) {
     a.inFile ? el("span", { class: "tag", text: "exec-approvals.json" }) : null));
   card.append(settingsRow(a.id, a.settings));
   const table = el("table", { class: "allowlist" },
-    el("thead", {}, el("tr", {}, ...["pattern", "last used", "last command", "last resolved path", ""]
+    el("thead", {}, el("tr", {}, ...["entry", "last used", "last command", "last resolved path", ""]
       .map((h) => el("th", { text: h })))));
   const body = el("tbody");
   if (!a.allowlist.length) {
@@ -196,26 +222,39 @@ function agentCard(a) {
   }
   for (const entry of a.allowlist) {
     const remove = el("button", { type: "button", class: "remove-pattern", text: "Remove" });
-    const row = el("tr", { "data-pattern": entry.pattern },
-      el("td", { class: "pattern", text: entry.shown }),
+    const row = el("tr", { "data-pattern": entry.pattern, "data-rule": entry.description },
+      el("td", { class: "pattern", text: entry.description,
+                 title: entry.examples ? `${entry.examples} load-time example(s)` : "" }),
       el("td", { class: "last-used", text: entry.lastUsedAt ? new Date(entry.lastUsedAt).toLocaleString() : "never" }),
       el("td", { class: "last-command", text: entry.lastUsedCommand || "" }),
       el("td", { class: "last-path", text: entry.lastResolvedPath || "" }),
       el("td", {}, remove));
     remove.addEventListener("click", () =>
-      edit({ op: "remove-pattern", base: consoleHash, agent: a.id, pattern: entry.pattern }, err));
+      edit({ op: "remove-rule", base: consoleHash, agent: a.id, rule: entry.rule }, err));
     body.append(row);
   }
   table.append(body);
   card.append(table);
   const input = el("input", { class: "pattern-input", name: "pattern", autocomplete: "off",
                               placeholder: "/usr/bin/rg, ~/bin/*, **/bin/tool or a bare name" });
+  const args = el("input", { class: "args-input", name: "args", autocomplete: "off",
+                             placeholder: "arguments (optional): status *",
+                             title: "Argument patterns, one per word after the program, separated by spaces " +
+                                    "(* any characters, ? one, \\ escapes). Empty: any arguments." });
+  const exact = el("input", { type: "checkbox", class: "exact-input", name: "exact" });
+  const flags = el("input", { class: "flags-input", name: "flags", autocomplete: "off",
+                              placeholder: "allowed flags (optional): -c alias.*, -exec",
+                              title: "Profile hits this entry allows by name, separated by commas." });
   const err = el("span", { class: "inline-error", "aria-live": "polite" });
-  const form = el("form", { class: "row add-form" }, input,
+  const form = el("form", { class: "row add-form" }, input, args,
+    el("label", { class: "exact", text: "exactly " }, exact), flags,
     el("button", { type: "submit", class: "add-pattern", text: "Add to allowlist" }), err);
-  form.addEventListener("submit", (e) => {
+  form.addEventListener("submit", async (e) => {
     e.preventDefault();
-    edit({ op: "add-pattern", base: consoleHash, agent: a.id, pattern: input.value }, err, input);
+    const body = { op: "add-pattern", base: consoleHash, agent: a.id, pattern: input.value,
+                   args: args.value.split(/\s+/).filter(Boolean), exact: exact.checked,
+                   allowFlags: flags.value.split(",").map((f) => f.trim()).filter(Boolean) };
+    await edit(body, err, [input, args, flags, exact]);
   });
   card.append(form);
   card.append(el("details", { class: "policy" }, el("summary", { text: "Effective policy (as policy explain shows it)" }),
@@ -223,13 +262,15 @@ function agentCard(a) {
   return card;
 }
 
-// Send an edit based on the version shown; on success the input it came from is
+// Send an edit based on the version shown; on success the inputs it came from are
 // cleared (before the reload, which keeps what is typed elsewhere) and the view reloads.
-async function edit(body, errBox, input = null) {
+async function edit(body, errBox, inputs = []) {
   errBox.textContent = "";
   const r = await post("api/edit", body);
   if (r.ok) {
-    if (input) input.value = "";
+    for (const i of [].concat(inputs)) {
+      if (i.type === "checkbox") i.checked = false; else i.value = "";
+    }
     notice("Saved.");
     await loadConsole();
     return true;
@@ -243,10 +284,14 @@ async function edit(body, errBox, input = null) {
 }
 
 function renderConsole(c) {
+  // What is typed in the add forms survives the reload.
+  const FIELDS = [".pattern-input", ".args-input", ".flags-input", ".exact-input"];
   const typed = {};
   for (const card of document.querySelectorAll(".agent")) {
-    const v = $(".pattern-input", card).value;
-    if (v) typed[card.dataset.agent] = v;
+    typed[card.dataset.agent] = FIELDS.map((f) => {
+      const i = $(f, card);
+      return i.type === "checkbox" ? i.checked : i.value;
+    });
   }
   consoleHash = c.hash;
   $("#store-path").textContent = c.path;
@@ -266,7 +311,12 @@ function renderConsole(c) {
   const agents = $("#agents");
   agents.replaceChildren(...c.agents.map(agentCard));
   for (const card of agents.querySelectorAll(".agent")) {
-    if (typed[card.dataset.agent]) $(".pattern-input", card).value = typed[card.dataset.agent];
+    const kept = typed[card.dataset.agent];
+    if (!kept) continue;
+    FIELDS.forEach((f, n) => {
+      const i = $(f, card);
+      if (i.type === "checkbox") i.checked = kept[n]; else i.value = kept[n];
+    });
   }
   $("#agent-ids").replaceChildren(...c.agents.map((a) => el("option", { value: a.id })));
 }
