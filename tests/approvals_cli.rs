@@ -1109,6 +1109,69 @@ fn on_a_terminal_one_key_press_answers_and_cursor_keys_never_do() {
         panic!()
     };
     assert_eq!(r.answer, Answer::AllowOnce);
+    // Several scopes: the question names the number keys; a number out of range is no
+    // answer, and `2` allows always with the second scope, shown as it will be stored.
+    let scoped = {
+        let c = config.clone();
+        let Request::Prompt(mut p) = prompt("k3", &["git", "status", "-s"], "coder", &[]) else {
+            unreachable!()
+        };
+        let rule = |args: &[&str], exact: bool| policy::RuleSpec {
+            args: (!args.is_empty()).then(|| args.iter().map(|a| a.to_string()).collect()),
+            args_match: if exact {
+                policy::ArgsMatch::Exact
+            } else {
+                policy::ArgsMatch::Prefix
+            },
+            ..policy::RuleSpec::program("/usr/bin/git")
+        };
+        if let PromptKind::Command {
+            allow_always,
+            allow_always_default,
+            ..
+        } = &mut p.kind
+        {
+            *allow_always = vec![
+                policy::AlwaysOption {
+                    scope: policy::Scope::Exact,
+                    rules: vec![rule(&["status", "-s"], true)],
+                },
+                policy::AlwaysOption {
+                    scope: policy::Scope::Subcommand,
+                    rules: vec![rule(&["status"], false)],
+                },
+                policy::AlwaysOption {
+                    scope: policy::Scope::Program,
+                    rules: vec![rule(&[], false)],
+                },
+            ];
+            *allow_always_default = 1;
+        }
+        let r = Request::Prompt(Prompt::new(
+            &p.id,
+            &p.agent,
+            &p.session,
+            &p.host,
+            p.kind.clone(),
+        ));
+        rt.spawn(async move { ask(&c, &SystemClock, &r).await })
+    };
+    wait_for("allow [o]nce, allow [a]lways (1–3: another scope), [d]eny?");
+    master.write_all(b"7").unwrap();
+    wait_for("(1–3: another scope), [d]eny?");
+    assert!(
+        !scoped.is_finished(),
+        "a scope that was not offered answered"
+    );
+    master.write_all(b"3").unwrap();
+    let AskOutcome::Answered(r) = rt.block_on(scoped).unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        (r.answer, r.allow_always_option),
+        (Answer::AllowAlways, Some(2))
+    );
+    wait_for("/usr/bin/git will be stored for coder");
     // Ctrl-D ends it, and the terminal is left as it was found.
     master.write_all(b"\x04").unwrap();
     wait_for("stdin closed");

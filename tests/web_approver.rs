@@ -401,6 +401,103 @@ fn the_approver_runs_the_command_itself_when_run_in_approver_is_set() {
     driver.wait_text("#recent .ran", "ran here: exit 0");
 }
 
+#[test]
+fn allow_always_offers_each_scope_and_the_console_edits_argument_rules() {
+    let Some(driver) = Driver::start() else {
+        return;
+    };
+    let tmp = support::warden_home();
+    let h = tmp.path();
+    support::configure(h, GATEWAY_ALLOWLIST, HOST_ALLOWLIST);
+    let web = WebApprover::start(h);
+    log_in(&driver, &web);
+    // The git the trusted PATH finds first.
+    let git = real(
+        ["/usr/local/bin/git", "/usr/bin/git"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .expect("git is installed"),
+    );
+    const MAIN: &str = ".agent[data-agent='main']";
+
+    // One button per scope, the preselected one (the subcommand) first, each naming
+    // exactly what it stores.
+    let child = exec(h, &["--", "git", "help", "-a"]);
+    driver.wait_text(".request button.allow-always", "stores");
+    let labels: Vec<String> = driver
+        .texts(".request button.allow-always")
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect();
+    assert_eq!(
+        labels,
+        vec![
+            format!("Allow always — stores {git} help … (a)"),
+            format!("Allow always, exact — stores {git} help -a (exactly) (1)"),
+            format!("Allow always, program — stores {git} (3)"),
+        ]
+    );
+    // A scope the prompt did not offer is refused, and nothing is answered.
+    let status = driver.script(
+        "const p = pending[0]; return fetch('api/answer', {method: 'POST', credentials: 'same-origin', \
+         headers: {'Content-Type': 'application/json', \
+                   'X-Warden-CSRF': document.querySelector('meta[name=\"warden-csrf\"]').content}, \
+         body: JSON.stringify({key: p.key, digest: p.digest, answer: 'allow-always', allowAlwaysOption: 9})}) \
+         .then((r) => r.status)",
+    );
+    assert_eq!(status, 400);
+    assert_eq!(driver.find_all(".request").len(), 1);
+    screenshot(&driver, "web-approver-scopes.png");
+    // Key 1: exactly this command.
+    driver.press("1");
+    let out = finish(child, Duration::from_secs(30));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let entry = &file(h)["agents"]["main"]["allowlist"][0];
+    assert_eq!(entry["pattern"], git.as_str());
+    assert_eq!(entry["args"], serde_json::json!(["help", "-a"]));
+    assert_eq!(entry["argsMatch"], "exact");
+    driver.wait_text("#recent li", &format!("{git} help -a (exactly)"));
+    // The console shows the entry with its argument rule.
+    driver.wait_text(
+        &format!("{MAIN} td.pattern"),
+        &format!("{git} help -a (exactly)"),
+    );
+
+    // An entry with argument patterns, added on the page, is used.
+    driver.type_into(&format!("{MAIN} .pattern-input"), &git);
+    driver.type_into(&format!("{MAIN} .args-input"), "version");
+    driver.click(&format!("{MAIN} .exact-input"), "");
+    driver.click(&format!("{MAIN} button.add-pattern"), "");
+    let version = format!("{git} version (exactly)");
+    driver.wait_text(&format!("{MAIN} td.pattern"), &version);
+    let out = finish(exec(h, &["--", "git", "version"]), Duration::from_secs(20));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(driver.find_all(".request").is_empty());
+    // The run recorded its use: the page shows the version with it (an edit based on
+    // the one before would be a conflict).
+    driver.wait_text(
+        &format!("{MAIN} tr[data-rule='{version}'] td.last-command"),
+        "git version",
+    );
+    // Remove takes out exactly that rule; the other entry of the same program stays.
+    driver.click(
+        &format!("{MAIN} tr[data-rule='{version}'] button.remove-pattern"),
+        "Remove",
+    );
+    driver.wait_gone(&format!("{MAIN} tr[data-rule='{version}']"));
+    let list = file(h)["agents"]["main"]["allowlist"].clone();
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list[0]["args"], serde_json::json!(["help", "-a"]));
+}
+
 /// Serve `page` to whoever connects to the returned address, for a while.
 fn serve_page(page: String) -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

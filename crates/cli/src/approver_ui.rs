@@ -165,9 +165,10 @@ fn parse_answer(input: &str, options: usize, single_key: bool) -> Option<(Answer
         None => return None,
     };
     let n: usize = number.parse().ok()?;
+    // Lazily: `n - 1` only once `n` is known to be at least 1 (`a0` is no answer).
     (1..=options)
         .contains(&n)
-        .then_some((Answer::AllowAlways, Some(n - 1)))
+        .then(|| (Answer::AllowAlways, Some(n - 1)))
 }
 
 /// The question asked for a prompt with `options` allow-always scopes; an exec request
@@ -335,6 +336,7 @@ mod tests {
         );
         assert_eq!(parse_answer("a7\n", 3, false), None);
         assert_eq!(parse_answer("2\n", 3, false), None);
+        assert_eq!(parse_answer("a0\n", 3, false), None);
         assert_eq!(parse_answer("d\n", 3, false), Some((Answer::Deny, None)));
         // One key on a terminal: the digit alone.
         assert_eq!(
