@@ -967,3 +967,220 @@ fn import_dry_run_shows_the_result_and_what_loosens_and_writes_nothing() {
     assert_eq!(file(h)["ui"]["theme"], "dark");
     assert_eq!(file(h)["defaults"]["autoAllowSkills"], true);
 }
+
+#[test]
+fn with_run_in_approver_the_terminal_approver_says_it_runs_the_command_and_does() {
+    let tmp = home();
+    let h = tmp.path().to_path_buf();
+    support::configure(
+        &h,
+        "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\nrun_in_approver = true\n",
+        r#"{"version":1,"defaults":{"security":"allowlist","ask":"on-miss","askFallback":"deny"}}"#,
+    );
+    let explain = w(&h)
+        .args(["policy", "explain", "--", "printf", "x"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&explain.stdout);
+    assert!(
+        text.contains("in approver  yes: an approved command is run by the approver")
+            && text.contains("(global)"),
+        "{text}"
+    );
+    let mut ui = TerminalApprover::start(&h);
+    let child = w(&h)
+        .args(["exec", "--json", "--", "printf", "from %s", "the approver"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let shown = ui.read_until("digest:").join("\n");
+    assert!(
+        shown.contains("runs this command ITSELF, with its own permissions"),
+        "{shown}"
+    );
+    ui.type_text("o\n");
+    let after = ui.read_until("→ allow-once").join("\n");
+    assert!(after.contains("run it HERE: allow [o]nce"), "{after}");
+    assert!(after.contains("ran here: exit 0"), "{after}");
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["executed"]["in_approver"], true, "{report}");
+    assert_eq!(report["stdout"], "from the approver", "{report}");
+    // Denied: nothing runs anywhere, and the requester is told.
+    let child = w(&h)
+        .args(["exec", "--", "printf", "never"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    ui.answer("printf", "d\n");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(77));
+    assert!(out.stdout.is_empty());
+    ui.stop();
+}
+
+#[test]
+fn on_a_terminal_one_key_press_answers_and_cursor_keys_never_do() {
+    use std::io::{Read, Write};
+    use std::os::fd::AsFd;
+    let tmp = home();
+    let h = tmp.path().to_path_buf();
+    let pty = nix::pty::openpty(None, None).unwrap();
+    let slave = || Stdio::from(pty.slave.try_clone().unwrap());
+    let mut child = w(&h)
+        .args(["approvals", "ui"])
+        .stdin(slave())
+        .stdout(slave())
+        .stderr(slave())
+        .spawn()
+        .unwrap();
+    let mut master = std::fs::File::from(pty.master);
+    let mut reader = master.try_clone().unwrap();
+    let (tx, screen) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = reader.read(&mut buf) {
+            if n == 0
+                || tx
+                    .send(String::from_utf8_lossy(&buf[..n]).into_owned())
+                    .is_err()
+            {
+                break;
+            }
+        }
+    });
+    let mut seen = String::new();
+    let mut wait_for = |needle: &str| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !seen.contains(needle) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match screen.recv_timeout(left) {
+                Ok(chunk) => seen.push_str(&chunk),
+                Err(_) => panic!("no {needle:?} on the terminal: {seen}"),
+            }
+        }
+        std::mem::take(&mut seen)
+    };
+    let first = wait_for("no Enter needed");
+    let socket = first
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("warden approver listening on "))
+        .unwrap()
+        .to_owned();
+    let token = file(&h)["socket"]["token"].as_str().unwrap().to_owned();
+    let config = ClientConfig {
+        socket_path: PathBuf::from(socket),
+        token,
+        approver_uid: nix::unistd::geteuid().as_raw(),
+        connect_timeout: Duration::from_secs(5),
+        approval_timeout: Duration::from_secs(60),
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let ask_one = |id: &str| {
+        let (c, r) = (
+            config.clone(),
+            prompt(id, &["ls", "-la"], "coder", &["/usr/bin/ls"]),
+        );
+        rt.spawn(async move { ask(&c, &SystemClock, &r).await })
+    };
+    // Up, Down and F1 send upper-case letters inside escape sequences; none is "a".
+    let pending = ask_one("k1");
+    wait_for("allow [o]nce, allow [a]lways, [d]eny?");
+    master.write_all(b"\x1b[A\x1b[B\x1bOP").unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!pending.is_finished(), "a cursor key answered the prompt");
+    // One key, no Enter.
+    master.write_all(b"d").unwrap();
+    let AskOutcome::Answered(r) = rt.block_on(pending).unwrap() else {
+        panic!()
+    };
+    assert_eq!(r.answer, Answer::Deny);
+    wait_for("→ deny");
+    let pending = ask_one("k2");
+    wait_for("[d]eny?");
+    master.write_all(b"o").unwrap();
+    let AskOutcome::Answered(r) = rt.block_on(pending).unwrap() else {
+        panic!()
+    };
+    assert_eq!(r.answer, Answer::AllowOnce);
+    // Several scopes: the question names the number keys; a number out of range is no
+    // answer, and `2` allows always with the second scope, shown as it will be stored.
+    let scoped = {
+        let c = config.clone();
+        let Request::Prompt(mut p) = prompt("k3", &["git", "status", "-s"], "coder", &[]) else {
+            unreachable!()
+        };
+        let rule = |args: &[&str], exact: bool| policy::RuleSpec {
+            args: (!args.is_empty()).then(|| args.iter().map(|a| a.to_string()).collect()),
+            args_match: if exact {
+                policy::ArgsMatch::Exact
+            } else {
+                policy::ArgsMatch::Prefix
+            },
+            ..policy::RuleSpec::program("/usr/bin/git")
+        };
+        if let PromptKind::Command {
+            allow_always,
+            allow_always_default,
+            ..
+        } = &mut p.kind
+        {
+            *allow_always = vec![
+                policy::AlwaysOption {
+                    scope: policy::Scope::Exact,
+                    rules: vec![rule(&["status", "-s"], true)],
+                },
+                policy::AlwaysOption {
+                    scope: policy::Scope::Subcommand,
+                    rules: vec![rule(&["status"], false)],
+                },
+                policy::AlwaysOption {
+                    scope: policy::Scope::Program,
+                    rules: vec![rule(&[], false)],
+                },
+            ];
+            *allow_always_default = 1;
+        }
+        let r = Request::Prompt(Prompt::new(
+            &p.id,
+            &p.agent,
+            &p.session,
+            &p.host,
+            p.kind.clone(),
+        ));
+        rt.spawn(async move { ask(&c, &SystemClock, &r).await })
+    };
+    wait_for("allow [o]nce, allow [a]lways (1–3: another scope), [d]eny?");
+    master.write_all(b"7").unwrap();
+    wait_for("(1–3: another scope), [d]eny?");
+    assert!(
+        !scoped.is_finished(),
+        "a scope that was not offered answered"
+    );
+    master.write_all(b"3").unwrap();
+    let AskOutcome::Answered(r) = rt.block_on(scoped).unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        (r.answer, r.allow_always_option),
+        (Answer::AllowAlways, Some(2))
+    );
+    wait_for("/usr/bin/git will be stored for coder");
+    // Ctrl-D ends it, and the terminal is left as it was found.
+    master.write_all(b"\x04").unwrap();
+    wait_for("stdin closed");
+    assert!(child.wait().unwrap().success());
+    let restored = nix::sys::termios::tcgetattr(pty.slave.as_fd()).unwrap();
+    assert!(
+        restored
+            .local_flags
+            .contains(nix::sys::termios::LocalFlags::ICANON | nix::sys::termios::LocalFlags::ECHO),
+        "the terminal was left in key mode"
+    );
+}

@@ -975,3 +975,84 @@ async fn an_allow_always_choice_must_be_one_the_prompt_offered() {
         assert_ne!(p.compute_digest(), p.digest);
     }
 }
+
+/// Allows always with the first scope, and for an exec request reports a run.
+struct ChoosesFirstScope;
+
+#[async_trait::async_trait]
+impl Approver for ChoosesFirstScope {
+    async fn decide(&self, _: &Prompt) -> Answer {
+        Answer::AllowAlways
+    }
+    async fn decide_with_choice(&self, _: &Prompt) -> (Answer, Option<usize>) {
+        (Answer::AllowAlways, Some(0))
+    }
+    async fn exec(&self, request: &ExecPrompt) -> (Answer, Option<ExecReport>) {
+        let (answer, _, report) = self.exec_with_choice(request).await;
+        (answer, report)
+    }
+    async fn exec_with_choice(
+        &self,
+        _: &ExecPrompt,
+    ) -> (Answer, Option<usize>, Option<ExecReport>) {
+        let report = ExecReport {
+            exit_code: 0,
+            stdout: "ran".into(),
+            stderr: String::new(),
+            truncated: false,
+            timed_out: false,
+            duration_ms: 1,
+            error: None,
+        };
+        (Answer::AllowAlways, Some(0), Some(report))
+    }
+}
+
+#[tokio::test]
+async fn an_exec_request_answered_allow_always_carries_the_chosen_scope_and_the_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("state/approvals.sock");
+    let fs = LocalFs::new("/").unwrap();
+    let listener = bind_socket(&fs, &path, uid()).await.unwrap();
+    let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let config = ServerConfig {
+        token: TOKEN.into(),
+        owner_uid: uid(),
+        limits: generous(),
+    };
+    tokio::spawn(serve(
+        listener,
+        config,
+        Arc::new(ChoosesFirstScope),
+        Arc::new(SystemClock),
+        Arc::new(OsRandom),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let Request::Prompt(prompt) = scoped_request() else {
+        unreachable!()
+    };
+    let c = client(&path, Duration::from_secs(5));
+    // A prompt and an exec request of the same prompt: both carry the choice.
+    for request in [
+        Request::Prompt(prompt.clone()),
+        Request::Exec(ExecPrompt {
+            prompt: prompt.clone(),
+            timeout_ms: 1000,
+        }),
+    ] {
+        let AskOutcome::Answered(r) = ask(&c, &SystemClock, &request).await else {
+            panic!("{request:?}")
+        };
+        assert_eq!(r.answer, Answer::AllowAlways);
+        assert_eq!(r.allow_always_option, Some(0));
+        let rules = prompt.allow_always_rules(r.allow_always_option).unwrap();
+        assert_eq!(rules[0].args_match, policy::ArgsMatch::Exact);
+        assert_eq!(
+            r.report.is_some(),
+            matches!(request, Request::Exec(_)),
+            "{r:?}"
+        );
+    }
+}

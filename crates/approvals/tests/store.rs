@@ -792,3 +792,91 @@ fn set_accepts_what_get_prints() {
         vec!["/usr/bin/fd"]
     );
 }
+
+#[test]
+fn based_edits_apply_only_to_the_version_they_were_based_on() {
+    let (_fs, store) = memory_store();
+    let known = ["coder".to_owned()];
+    let base = store.load().unwrap().hash;
+    let added = store
+        .add_patterns_based(Some(&base), "coder", &["/usr/bin/rg".into()], &known, false)
+        .unwrap();
+    assert!(added.written);
+    // Another writer changes the file; an edit based on the old version is refused and
+    // changes nothing, whatever it was.
+    let stale = added.hash.clone();
+    store
+        .add_patterns("coder", &["/usr/bin/git".into()], &known, false)
+        .unwrap();
+    let now = store.load().unwrap();
+    let edits: Vec<Result<(), StoreError>> = vec![
+        store
+            .add_patterns_based(Some(&stale), "coder", &["/bin/ls".into()], &known, false)
+            .map(drop),
+        store
+            .remove_pattern_based(Some(&stale), "coder", "/usr/bin/rg")
+            .map(drop),
+        store
+            .set_ceilings_based(
+                Some(&stale),
+                Some("coder"),
+                approvals::Ceilings {
+                    security: Some(Security::Full),
+                    ..Default::default()
+                },
+                &known,
+            )
+            .map(drop),
+        store.create_agent_based(Some(&stale), "ops").map(drop),
+    ];
+    for edit in edits {
+        assert!(matches!(edit, Err(StoreError::Conflict { .. })), "{edit:?}");
+    }
+    assert_eq!(store.load().unwrap(), now, "a refused edit wrote something");
+    // On the current version they apply; set_ceilings unsets what it leaves None.
+    let h = store
+        .set_ceilings_based(
+            Some(&now.hash),
+            Some("coder"),
+            approvals::Ceilings {
+                security: Some(Security::Allowlist),
+                ask: Some(Ask::Always),
+                ask_fallback: None,
+            },
+            &known,
+        )
+        .unwrap()
+        .hash;
+    let h = store
+        .set_ceilings_based(
+            Some(&h),
+            Some("coder"),
+            approvals::Ceilings {
+                ask: Some(Ask::Always),
+                ..Default::default()
+            },
+            &known,
+        )
+        .unwrap()
+        .hash;
+    let file = store.load().unwrap().file;
+    assert_eq!(file.agents["coder"].ceilings.security, None);
+    assert_eq!(file.agents["coder"].ceilings.ask, Some(Ask::Always));
+    assert_eq!(file.agents["coder"].allowlist.len(), 2, "entries kept");
+    let h = store
+        .remove_pattern_based(Some(&h), "coder", "/usr/bin/rg")
+        .unwrap()
+        .hash;
+    // New agents: created empty once; unknown ones are refused by the settings edit;
+    // an existing one is never replaced.
+    let err = store
+        .set_ceilings_based(Some(&h), Some("ghost"), Default::default(), &known)
+        .unwrap_err();
+    assert!(matches!(err, StoreError::UnknownAgent { .. }), "{err}");
+    let h = store.create_agent_based(Some(&h), "ops").unwrap().hash;
+    assert!(store.load().unwrap().file.agents.contains_key("ops"));
+    let err = store.create_agent_based(Some(&h), "coder").unwrap_err();
+    assert!(err.to_string().contains("already in the file"), "{err}");
+    let err = store.create_agent_based(Some(&h), "a\nb").unwrap_err();
+    assert!(err.to_string().contains("invalid agent id"), "{err}");
+}

@@ -1,31 +1,44 @@
 //! `warden approvals ui`: the terminal approver. It hosts the approval socket and shows
 //! each prompt — argv, cwd and environment escaped so that what you see is what runs —
-//! and takes allow once / allow always / deny from the terminal. Prompts that arrive
-//! together are queued; a prompt whose requester gave up is withdrawn.
+//! and takes allow once / allow always / deny from the terminal: one key press on a
+//! terminal, a line from a pipe. Prompts that arrive together are queued; a prompt whose
+//! requester gave up is withdrawn. An exec request (`tools.exec.run_in_approver`) says
+//! before the human decides that this approver will run the command itself.
+//!
+//! `--web` serves the same decisions, and the operator console, on a local page instead
+//! (`crate::web`).
 //!
 //! "Allow always" stores exactly the rules the prompt shows (the runner derived them
 //! from the plan — never a shell, interpreter or wrapper); the runner that asked stores
 //! them in its host's approvals file. When the prompt offers several scopes (exactly
 //! these arguments, the program with its subcommand, the program alone), `a` takes the
-//! preselected one and `a1`, `a2`… another, narrower or wider.
+//! preselected one and another is chosen by its number: the key `1`, `2`… on a
+//! terminal, the line `a1`, `a2`… from a pipe.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use approvals::display::render_prompt;
+use approvals::display::{escape, render_prompt};
 use approvals::ipc::protocol::{Answer, ExecPrompt, ExecReport, Prompt, PromptKind};
 use approvals::ipc::{Approver, Limits, ServerConfig, bind_socket, serve};
 use approvals::{OsRandom, SystemClock};
 use caps::LocalShell;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::approver_run::{run_here, summary};
 use crate::exit;
 use crate::host::HostFacts;
+use crate::term_input::Input;
 
 /// Arguments of `warden approvals ui`.
 #[derive(Debug, clap::Args)]
-pub struct UiArgs {}
+pub struct UiArgs {
+    /// Answer on a local web page (with the operator console) instead of this terminal.
+    #[arg(long)]
+    pub web: bool,
+    #[command(flatten)]
+    pub web_options: crate::web::WebArgs,
+}
 
 enum Kind {
     Prompt(Prompt),
@@ -69,13 +82,24 @@ impl Approver for TerminalApprover {
     }
 
     async fn exec(&self, request: &ExecPrompt) -> (Answer, Option<ExecReport>) {
-        let (answer, _, report) = self.submit(Kind::Exec(request.clone())).await;
+        let (answer, _, report) = self.exec_with_choice(request).await;
         (answer, report)
+    }
+
+    async fn exec_with_choice(
+        &self,
+        request: &ExecPrompt,
+    ) -> (Answer, Option<usize>, Option<ExecReport>) {
+        self.submit(Kind::Exec(request.clone())).await
     }
 }
 
-/// Run the terminal approver until stdin closes or SIGINT/SIGTERM.
-pub fn run(_args: UiArgs) -> i32 {
+/// Run the terminal approver until stdin closes or SIGINT/SIGTERM (or, with `--web`,
+/// the web approver until SIGINT/SIGTERM).
+pub fn run(args: UiArgs) -> i32 {
+    if args.web {
+        return crate::web::run(args.web_options);
+    }
     exit::block_on(true, async { run_async().await.map(|()| 0) })
 }
 
@@ -122,32 +146,55 @@ async fn run_async() -> anyhow::Result<()> {
 }
 
 /// An answer typed at the prompt: `o`, `a` (the preselected scope), `aN` (scope N of
-/// `options`, counted from 1), `d`.
-fn parse_answer(line: &str, options: usize) -> Option<(Answer, Option<usize>)> {
-    let text = line.trim().to_ascii_lowercase();
+/// `options`, counted from 1), `d`; with `single_key` (a terminal), the key `N` alone
+/// is `aN`.
+fn parse_answer(input: &str, options: usize, single_key: bool) -> Option<(Answer, Option<usize>)> {
+    let text = input.trim().to_ascii_lowercase();
     match text.as_str() {
         "o" | "once" | "y" | "yes" => return Some((Answer::AllowOnce, None)),
         "a" | "always" => return Some((Answer::AllowAlways, None)),
         "d" | "deny" | "n" | "no" => return Some((Answer::Deny, None)),
         _ => {}
     }
-    let n: usize = text
+    let number = match text
         .strip_prefix("always")
-        .or_else(|| text.strip_prefix('a'))?
-        .trim()
-        .parse()
-        .ok()?;
+        .or_else(|| text.strip_prefix('a'))
+    {
+        Some(rest) => rest.trim(),
+        None if single_key => text.as_str(),
+        None => return None,
+    };
+    let n: usize = number.parse().ok()?;
+    // Lazily: `n - 1` only once `n` is known to be at least 1 (`a0` is no answer).
     (1..=options)
         .contains(&n)
-        .then_some((Answer::AllowAlways, Some(n - 1)))
+        .then(|| (Answer::AllowAlways, Some(n - 1)))
+}
+
+/// The question asked for a prompt with `options` allow-always scopes; an exec request
+/// (`runs_here`) says that it runs here.
+fn question(options: usize, single_key: bool, runs_here: bool) -> String {
+    let always = match (options, single_key) {
+        (0 | 1, _) => "allow [a]lways".to_owned(),
+        (n, true) => format!("allow [a]lways (1–{}: another scope)", n.min(9)),
+        (n, false) => format!("allow [a]lways (a1–a{n}: another scope)"),
+    };
+    let here = if runs_here { "run it HERE: " } else { "" };
+    format!("{here}allow [o]nce, {always}, [d]eny? ")
 }
 
 async fn terminal_loop(
     mut pending: mpsc::UnboundedReceiver<Pending>,
     shell: &LocalShell,
 ) -> anyhow::Result<()> {
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    let mut input = Input::open();
     let mut out = tokio::io::stdout();
+    if input.single_key() {
+        out.write_all(
+            b"(answers are single keys: o, a or d, and 1-9 for another allow-always scope; no Enter needed)\n",
+        )
+        .await?;
+    }
     loop {
         // While idle, still watch stdin: closing it ends the approver, and stray input
         // typed before a prompt appears is discarded rather than taken as an answer.
@@ -156,7 +203,7 @@ async fn terminal_loop(
                 Some(item) => item,
                 None => return Ok(()),
             },
-            line = lines.next_line() => match line? {
+            typed = input.next() => match typed? {
                 Some(_) => {
                     out.write_all(b"(no request is pending; input ignored)\n").await?;
                     continue;
@@ -167,43 +214,57 @@ async fn terminal_loop(
                 }
             },
         };
-        let prompt = match &item.kind {
-            Kind::Prompt(p) => p.clone(),
-            Kind::Exec(e) => e.prompt.clone(),
+        let (prompt, runs_here) = match &item.kind {
+            Kind::Prompt(p) => (p.clone(), false),
+            Kind::Exec(e) => (e.prompt.clone(), true),
         };
         if item.reply.is_closed() {
             out.write_all(format!("(request {} was withdrawn)\n", prompt.id).as_bytes())
                 .await?;
             continue;
         }
+        if runs_here {
+            out.write_all(
+                format!(
+                    "!! if you allow it, {} runs this command ITSELF, with its own permissions, and returns the output\n",
+                    crate::approver_run::runner_identity()
+                )
+                .as_bytes(),
+            )
+            .await?;
+        }
         out.write_all(render_prompt(&prompt).as_bytes()).await?;
         let options = match &prompt.kind {
             PromptKind::Command { allow_always, .. } => allow_always.len(),
             PromptKind::Write { .. } => 0,
         };
-        let question = if options > 1 {
-            format!("allow [o]nce, allow [a]lways (a1–a{options}: another scope), [d]eny? ")
-        } else {
-            "allow [o]nce, allow [a]lways, [d]eny? ".to_owned()
-        };
+        let question = question(options, input.single_key(), runs_here);
         let answer = loop {
             out.write_all(question.as_bytes()).await?;
             out.flush().await?;
-            let line = tokio::select! {
-                line = lines.next_line() => line?,
+            let typed = tokio::select! {
+                typed = input.next() => typed?,
                 _ = item.reply.closed() => {
                     out.write_all(b"\n(the requester gave up; withdrawn)\n").await?;
                     break None;
                 }
             };
-            let Some(line) = line else {
+            let Some(typed) = typed else {
                 // stdin closed: nobody can answer any more. Dropping the reply tells the
                 // requester at once, so it applies askFallback without waiting.
                 out.write_all(b"\nstdin closed: this prompt goes unanswered (the requester applies askFallback); the approver stops\n").await?;
                 return Ok(());
             };
-            if let Some(a) = parse_answer(&line, options) {
+            if let Some(a) = parse_answer(&typed, options, input.single_key()) {
+                if input.single_key() {
+                    // No echo in key mode: show what was taken.
+                    out.write_all(format!("{}\n", typed.trim()).as_bytes())
+                        .await?;
+                }
                 break Some(a);
+            }
+            if input.single_key() {
+                out.write_all(b"\n").await?;
             }
         };
         let Some((mut answer, choice)) = answer else {
@@ -212,15 +273,12 @@ async fn terminal_loop(
         if answer == Answer::AllowAlways {
             match prompt.allow_always_rules(choice) {
                 Ok(rules) if !rules.is_empty() => {
-                    let shown: Vec<String> = rules
-                        .iter()
-                        .map(|r| approvals::display::escape(&r.describe()))
-                        .collect();
+                    let shown: Vec<String> = rules.iter().map(|r| escape(&r.describe())).collect();
                     out.write_all(
                         format!(
                             "{} will be stored for {}\n",
                             shown.join(", "),
-                            approvals::display::escape(&prompt.agent)
+                            escape(&prompt.agent)
                         )
                         .as_bytes(),
                     )
@@ -235,7 +293,12 @@ async fn terminal_loop(
         }
         let report = match (&item.kind, answer) {
             (Kind::Exec(e), Answer::AllowOnce | Answer::AllowAlways) => {
-                Some(run_here(e, shell).await)
+                out.write_all(b"running it here...\n").await?;
+                out.flush().await?;
+                let report = run_here(e, shell).await;
+                out.write_all(format!("ran here: {}\n", summary(&report)).as_bytes())
+                    .await?;
+                Some(report)
             }
             _ => None,
         };
@@ -252,36 +315,53 @@ async fn terminal_loop(
     }
 }
 
-/// Run an approved exec request in the approver's own context: exactly its plan.
-async fn run_here(request: &ExecPrompt, shell: &LocalShell) -> ExecReport {
-    let not_run = |message: String| ExecReport {
-        exit_code: runner::EXIT_WARDEN_ERROR,
-        stdout: String::new(),
-        stderr: String::new(),
-        truncated: false,
-        timed_out: false,
-        duration_ms: 0,
-        error: Some(message),
-    };
-    let Some(plan) = request.prompt.plan() else {
-        return not_run("the request carries no plan to run".into());
-    };
-    let timeout = Duration::from_millis(request.timeout_ms.max(1));
-    let result = runner::launch(shell, plan, timeout, Default::default(), None).await;
-    match result {
-        Ok(out) => ExecReport {
-            exit_code: out.exit_code(),
-            stdout: out.stdout,
-            stderr: out.stderr,
-            truncated: out.truncated,
-            timed_out: out.timed_out,
-            duration_ms: out.duration.as_millis() as u64,
-            error: None,
-        },
-        Err(e) => ExecReport {
-            error: Some(e.to_string()),
-            exit_code: e.exit_code(),
-            ..not_run(String::new())
-        },
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_and_lines_choose_the_scope() {
+        // A line from a pipe: aN chooses, a bare number does not.
+        assert_eq!(
+            parse_answer("a\n", 3, false),
+            Some((Answer::AllowAlways, None))
+        );
+        assert_eq!(
+            parse_answer("a2\n", 3, false),
+            Some((Answer::AllowAlways, Some(1)))
+        );
+        assert_eq!(
+            parse_answer("always 3", 3, false),
+            Some((Answer::AllowAlways, Some(2)))
+        );
+        assert_eq!(parse_answer("a7\n", 3, false), None);
+        assert_eq!(parse_answer("2\n", 3, false), None);
+        assert_eq!(parse_answer("a0\n", 3, false), None);
+        assert_eq!(parse_answer("d\n", 3, false), Some((Answer::Deny, None)));
+        // One key on a terminal: the digit alone.
+        assert_eq!(
+            parse_answer("1", 3, true),
+            Some((Answer::AllowAlways, Some(0)))
+        );
+        assert_eq!(parse_answer("4", 3, true), None);
+        assert_eq!(parse_answer("0", 3, true), None);
+        assert_eq!(parse_answer("1", 0, true), None);
+        assert_eq!(parse_answer("o", 0, true), Some((Answer::AllowOnce, None)));
+    }
+
+    #[test]
+    fn the_question_names_the_scope_keys() {
+        assert_eq!(
+            question(3, true, false),
+            "allow [o]nce, allow [a]lways (1–3: another scope), [d]eny? "
+        );
+        assert_eq!(
+            question(3, false, false),
+            "allow [o]nce, allow [a]lways (a1–a3: another scope), [d]eny? "
+        );
+        assert_eq!(
+            question(1, true, true),
+            "run it HERE: allow [o]nce, allow [a]lways, [d]eny? "
+        );
     }
 }

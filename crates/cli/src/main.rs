@@ -26,6 +26,7 @@ macro_rules! out {
     }};
 }
 
+mod approver_run;
 mod approver_ui;
 mod args;
 mod cmd_approvals;
@@ -37,6 +38,8 @@ mod compose;
 mod exec_allowlist;
 mod exit;
 mod host;
+mod term_input;
+mod web;
 
 use clap::{Parser, Subcommand};
 

@@ -138,69 +138,8 @@ impl Explanation {
     /// A human-readable report.
     pub fn to_text(&self) -> String {
         let mut out = String::new();
-        let p = &self.policy;
         let _ = writeln!(out, "policy:");
-        let rows = [
-            ("host", p.host.value.as_str(), &p.host.source),
-            ("security", p.security.value.as_str(), &p.security.source),
-            ("ask", p.ask.value.as_str(), &p.ask.source),
-            (
-                "askFallback",
-                p.ask_fallback.value.as_str(),
-                &p.ask_fallback.source,
-            ),
-            (
-                "permission",
-                p.permission_mode.value.as_str(),
-                &p.permission_mode.source,
-            ),
-        ];
-        for (name, value, source) in rows {
-            let _ = writeln!(out, "  {name:<12} {value:<10} ({source})");
-        }
-        let timeout = humantime::format_duration(p.timeout.value).to_string();
-        let _ = writeln!(
-            out,
-            "  {:<12} {timeout:<10} ({}; at most {}, {})",
-            "timeout",
-            p.timeout.source,
-            humantime::format_duration(p.max_timeout.value),
-            p.max_timeout.source
-        );
-        let _ = writeln!(
-            out,
-            "  {:<12} {} processes ({}), {} MiB of memory ({})",
-            "limits",
-            p.max_processes.value,
-            p.max_processes.source,
-            p.max_memory.value >> 20,
-            p.max_memory.source
-        );
-        if let Some(list) = &p.exec_allowlist {
-            let _ = writeln!(out, "  {:<12} {}", "exec allow", list.describe());
-        }
-        if !p.env_names.is_empty() {
-            let names: Vec<String> = p
-                .env_names
-                .iter()
-                .map(|n| format!("{} ({})", n.value, n.source))
-                .collect();
-            let _ = writeln!(out, "  {:<12} {}", "env names", names.join(", "));
-        }
-        match &p.node {
-            Some(n) => {
-                let _ = writeln!(out, "  node         {:<10} ({})", n.value, n.source);
-            }
-            None => {
-                let _ = writeln!(out, "  node         (none)");
-            }
-        }
-        if p.host.value == Host::Sandbox {
-            let _ = writeln!(
-                out,
-                "  note: host=sandbox runs in the OS sandbox; security/ask apply to gateway and node hosts"
-            );
-        }
+        out.push_str(&self.policy.to_text());
         let _ = writeln!(out, "analysis:");
         match &self.evaluation.analysis {
             Err(miss) => {
@@ -287,6 +226,89 @@ impl Explanation {
             Decision::Ask { reason, rule } => writeln!(out, "decision: ask ({reason}; {rule})"),
             Decision::Deny { reason, rule } => writeln!(out, "decision: deny ({reason}; {rule})"),
         };
+        out
+    }
+}
+
+impl ResolvedPolicy {
+    /// The resolved values, one per line with its source, as `warden policy explain`
+    /// prints them (and the web console shows them).
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        let p = self;
+        let rows = [
+            ("host", p.host.value.as_str(), &p.host.source),
+            ("security", p.security.value.as_str(), &p.security.source),
+            ("ask", p.ask.value.as_str(), &p.ask.source),
+            (
+                "askFallback",
+                p.ask_fallback.value.as_str(),
+                &p.ask_fallback.source,
+            ),
+            (
+                "permission",
+                p.permission_mode.value.as_str(),
+                &p.permission_mode.source,
+            ),
+        ];
+        for (name, value, source) in rows {
+            let _ = writeln!(out, "  {name:<12} {value:<10} ({source})");
+        }
+        let timeout = humantime::format_duration(p.timeout.value).to_string();
+        let _ = writeln!(
+            out,
+            "  {:<12} {timeout:<10} ({}; at most {}, {})",
+            "timeout",
+            p.timeout.source,
+            humantime::format_duration(p.max_timeout.value),
+            p.max_timeout.source
+        );
+        let _ = writeln!(
+            out,
+            "  {:<12} {} processes ({}), {} MiB of memory ({})",
+            "limits",
+            p.max_processes.value,
+            p.max_processes.source,
+            p.max_memory.value >> 20,
+            p.max_memory.source
+        );
+        if let Some(list) = &p.exec_allowlist {
+            let _ = writeln!(out, "  {:<12} {}", "exec allow", list.describe());
+        }
+        if !p.env_names.is_empty() {
+            let names: Vec<String> = p
+                .env_names
+                .iter()
+                .map(|n| format!("{} ({})", n.value, n.source))
+                .collect();
+            let _ = writeln!(out, "  {:<12} {}", "env names", names.join(", "));
+        }
+        match &p.node {
+            Some(n) => {
+                let _ = writeln!(out, "  node         {:<10} ({})", n.value, n.source);
+            }
+            None => {
+                let _ = writeln!(out, "  node         (none)");
+            }
+        }
+        let approver = match (p.run_in_approver.value, p.host.value) {
+            (false, _) => "no",
+            (true, Host::Sandbox) => {
+                "no (on for gateway and node hosts; sandboxed commands run in the sandbox)"
+            }
+            (true, _) => "yes: an approved command is run by the approver, in its own context",
+        };
+        let _ = writeln!(
+            out,
+            "  {:<12} {approver} ({})",
+            "in approver", p.run_in_approver.source
+        );
+        if p.host.value == Host::Sandbox {
+            let _ = writeln!(
+                out,
+                "  note: host=sandbox runs in the OS sandbox; security/ask apply to gateway and node hosts"
+            );
+        }
         out
     }
 }

@@ -159,6 +159,17 @@ pub struct ResolvedPolicy {
     pub max_memory: Sourced<u64>,
     /// The only programs a sandboxed run may execute (`null`: no such restriction).
     pub exec_allowlist: Option<crate::exec_allowlist::ResolvedExecAllowlist>,
+    /// Whether a command a human is asked about is sent to the approver to run in its
+    /// own context (gateway and node hosts; a sandboxed command always runs sandboxed).
+    pub run_in_approver: Sourced<bool>,
+}
+
+impl ResolvedPolicy {
+    /// True when this run, if a human is asked about it, is run by the approver: the
+    /// setting is on and the host is not the sandbox (which must confine it).
+    pub fn runs_in_approver(&self) -> bool {
+        self.run_in_approver.value && self.host.value != Host::Sandbox
+    }
 }
 
 impl ResolvedPolicy {
@@ -358,7 +369,20 @@ pub fn resolve(
         ],
         config.default_limits.max_memory,
     );
+    let run_in_approver = first(
+        [
+            (
+                agent_exec.and_then(|a| a.run_in_approver.as_ref()),
+                Source::Agent,
+            ),
+            (global.run_in_approver.as_ref(), Source::Global),
+            (None, Source::Default),
+            (None, Source::Default),
+        ],
+        false,
+    );
     ResolvedPolicy {
+        run_in_approver,
         host,
         security,
         ask,
@@ -583,6 +607,37 @@ mod tests {
             err.contains("tool param") && err.contains("built-in default"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn run_in_approver_comes_from_the_agent_then_global_and_never_for_the_sandbox() {
+        let mut c = config();
+        let none = ExecParams::default();
+        let no_session = SessionOverrides::default();
+        let r = resolve(&none, &no_session, &c, Some("coder"), &OPEN);
+        assert_eq!(
+            (r.run_in_approver.value, r.run_in_approver.source),
+            (false, Source::Default)
+        );
+        c.exec.run_in_approver = Some(true);
+        c.agents[0].exec.run_in_approver = Some(false);
+        let r = resolve(&none, &no_session, &c, Some("coder"), &OPEN);
+        assert_eq!(
+            (r.run_in_approver.value, r.run_in_approver.source),
+            (false, Source::Agent)
+        );
+        let r = resolve(&none, &no_session, &c, Some("other"), &OPEN);
+        assert_eq!(
+            (r.run_in_approver.value, r.run_in_approver.source),
+            (true, Source::Global)
+        );
+        assert!(r.runs_in_approver(), "host=gateway from the global table");
+        let sandboxed = ExecParams {
+            host: Some(Host::Sandbox),
+            ..Default::default()
+        };
+        let r = resolve(&sandboxed, &no_session, &c, Some("other"), &OPEN);
+        assert!(r.run_in_approver.value && !r.runs_in_approver());
     }
 
     fn sec() -> impl Strategy<Value = Option<Security>> {

@@ -5,7 +5,7 @@
 
 use approvals::ApprovalsFile;
 use approvals::ipc::AskOutcome;
-use approvals::ipc::protocol::{Answer, Prompt, PromptKind, Request};
+use approvals::ipc::protocol::{Answer, ExecPrompt, ExecReport, Prompt, PromptKind, Request};
 use policy::{
     ApproverAnswer, AskReason, Decision, DenyReason, ExecParams, HostCeiling, PermissionMode,
     RunPlan, SessionOverrides,
@@ -69,19 +69,32 @@ impl Runner {
         host_file: Option<&ApprovalsFile>,
         cancel: &CancellationToken,
     ) -> Asked {
-        let request = Request::Prompt(prompt);
+        self.send(Request::Prompt(prompt), host_file, cancel)
+            .await
+            .0
+    }
+
+    /// Send `request` to this host's approver: its answer and, for an exec request it
+    /// allowed, the report of its own run.
+    async fn send(
+        &self,
+        request: Request,
+        host_file: Option<&ApprovalsFile>,
+        cancel: &CancellationToken,
+    ) -> (Asked, Option<ExecReport>) {
         tokio::select! {
             biased;
-            _ = cancel.cancelled() => Asked::Cancelled,
+            _ = cancel.cancelled() => (Asked::Cancelled, None),
             outcome = self.host.approvals.ask(&request, host_file) => match outcome {
-                AskOutcome::Answered(response) => {
-                    Asked::Answered(response.answer, response.allow_always_option)
-                }
+                AskOutcome::Answered(response) => (
+                    Asked::Answered(response.answer, response.allow_always_option),
+                    response.report,
+                ),
                 AskOutcome::NoApprover(why) => {
                     tracing::info!("no approver: {why}");
-                    Asked::NoApprover(why)
+                    (Asked::NoApprover(why), None)
                 }
-                AskOutcome::TimedOut => Asked::TimedOut,
+                AskOutcome::TimedOut => (Asked::TimedOut, None),
             },
         }
     }
@@ -89,13 +102,18 @@ impl Runner {
     /// Ask about the command of `decided`, which would run as `plan`, and work out the
     /// final decision (the approver's answer, or askFallback). `None`: cancelled while
     /// asking — nothing runs, and no fallback applies.
+    ///
+    /// With `in_approver` (the run's timeout), the approver is asked to run the command
+    /// itself if the human allows it (`tools.exec.run_in_approver`), and the report of
+    /// that run comes back with the decision.
     pub(crate) async fn ask_command(
         &self,
         decided: &Decided,
         plan: &RunPlan,
         reason: AskReason,
+        in_approver: Option<std::time::Duration>,
         cancel: &CancellationToken,
-    ) -> Option<Decision> {
+    ) -> Option<(Decision, Option<ExecReport>)> {
         let e = &decided.explanation;
         let derived = e.allow_always.clone().unwrap_or_default();
         let prompt = Prompt::new(
@@ -118,13 +136,21 @@ impl Runner {
                     .collect(),
             },
         );
-        let asked = self
-            .ask(prompt.clone(), decided.view.file.as_deref(), cancel)
+        let request = match in_approver {
+            Some(timeout) => Request::Exec(ExecPrompt {
+                prompt: prompt.clone(),
+                timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            }),
+            None => Request::Prompt(prompt.clone()),
+        };
+        let (asked, report) = self
+            .send(request, decided.view.file.as_deref(), cancel)
             .await;
         let answer = asked.answer()?;
         if let Asked::Answered(Answer::AllowAlways, choice) = &asked {
             // Exactly the rules of the option the human chose among those shown (the
-            // client refused an answer naming any other).
+            // client refused an answer naming any other) — also when the approver ran
+            // the command itself: this runner keeps its own copy of the rules.
             let rules = prompt.allow_always_rules(*choice).unwrap_or_default();
             self.store_allow_always(&decided.request.agent, rules).await;
         }
@@ -137,7 +163,7 @@ impl Runner {
                 | Decision::Deny { rule, .. } => rule.push_str(&format!("; no approver: {why}")),
             }
         }
-        Some(decision)
+        Some((decision, report))
     }
 
     /// Persist what "allow always" stores — exactly the rules of the option the prompt

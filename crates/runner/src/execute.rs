@@ -14,7 +14,7 @@ use policy::{
 };
 use tokio_util::sync::CancellationToken;
 
-use approvals::ipc::protocol::{Prompt, PromptKind};
+use approvals::ipc::protocol::{ExecReport, Prompt, PromptKind};
 
 use crate::decide::Decided;
 use crate::events::{EventSink, ExecEvent};
@@ -223,12 +223,31 @@ impl Runner {
                     Ok(plan) => plan.clone(),
                     Err(e) => return plan_error(report, e),
                 };
-                let Some(decision) = self.ask_command(&decided, &plan, *reason, cancel).await
+                let policy = &decided.explanation.policy;
+                let in_approver = policy.runs_in_approver().then_some(policy.timeout.value);
+                let Some((decision, ran)) = self
+                    .ask_command(&decided, &plan, *reason, in_approver, cancel)
+                    .await
                 else {
                     // Cancelled while the human was asked: stop, never apply a fallback.
                     return cancelled_before_start(report, events);
                 };
                 report.decision = decision.clone();
+                if in_approver.is_some()
+                    && matches!(
+                        decision,
+                        Decision::Allow {
+                            reason: AllowReason::ApprovedOnce | AllowReason::ApprovedAlways,
+                            ..
+                        }
+                    )
+                {
+                    // The human allowed it and the approver ran it: its run is this run.
+                    // Never run it here as well (twice, in another context).
+                    return ran_in_approver(report, &plan, ran, events);
+                }
+                // Denied, or nobody answered and askFallback decided: as without the
+                // setting (a fallback run happens here — no approver is there to run it).
                 self.run_decided(report, &decided, &decision, shell.as_ref(), events, cancel)
                     .await
             }
@@ -330,6 +349,7 @@ impl Runner {
             argv: os_argv(plan),
             rebuilt,
             writable_retry,
+            in_approver: false,
         });
         if !writable_retry {
             events.emit(ExecEvent::Started {
@@ -609,6 +629,74 @@ fn conclude(
     };
     emit_finished(&report, events);
     report
+}
+
+/// The report of a run the approver performed (`tools.exec.run_in_approver`), announced
+/// like one of ours. An approver that allowed the command but reported no run has not
+/// done what it was asked: nothing ran here either, and the report says so.
+fn ran_in_approver(
+    mut report: RunReport,
+    plan: &RunPlan,
+    ran: Option<ExecReport>,
+    events: &dyn EventSink,
+) -> RunReport {
+    report.executed = Some(Executed {
+        argv: os_argv(plan),
+        rebuilt: false,
+        writable_retry: false,
+        in_approver: true,
+    });
+    // Whoever reads the decision (the agent's result, `--json`) learns where it ran.
+    if let Decision::Allow { rule, .. } = &mut report.decision {
+        rule.push_str("; run by the approver, in its own context (tools.exec.run_in_approver)");
+    }
+    events.emit(ExecEvent::Started {
+        run_id: report.run_id.clone(),
+        host: report.host.clone(),
+    });
+    report.outcome = match ran {
+        None => Outcome::Error {
+            message: "the approver allowed the command but reported no run of it; nothing ran here"
+                .into(),
+            exit_code: crate::report::EXIT_WARDEN_ERROR,
+        },
+        Some(ExecReport {
+            error: Some(message),
+            exit_code,
+            ..
+        }) => Outcome::Error {
+            message: format!("the approver could not run it: {message}"),
+            exit_code,
+        },
+        Some(ran) => Outcome::Finished {
+            output: output_of(ran),
+        },
+    };
+    emit_finished(&report, events);
+    report
+}
+
+/// The approver's report as a run's output. It reports stdout and stderr apart, so the
+/// combined output is stdout then stderr; the tail is the combined output's end.
+fn output_of(r: ExecReport) -> ExecOutput {
+    let mut combined = r.stdout.clone();
+    combined.push_str(&r.stderr);
+    let cut = combined.len().saturating_sub(caps::DEFAULT_TAIL_BYTES);
+    let tail = caps::truncate_utf8_tail(&combined.as_bytes()[cut..], cut > 0);
+    ExecOutput {
+        status: caps::ExitStatus::Code(r.exit_code),
+        stdout: r.stdout,
+        stderr: r.stderr,
+        // The report carries text: whatever the approver's run printed is as it said.
+        stdout_bytes: None,
+        stderr_bytes: None,
+        combined,
+        tail,
+        truncated: r.truncated,
+        timed_out: r.timed_out,
+        duration: Duration::from_millis(r.duration_ms),
+        refused_writes: RefusedWrites::NotWatched,
+    }
 }
 
 /// A denial, reported and announced.

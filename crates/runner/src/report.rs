@@ -96,6 +96,10 @@ pub struct Executed {
     /// True if it ran with the writable profile after a human allowed writes.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub writable_retry: bool,
+    /// True if the approver ran it, in its own context (`tools.exec.run_in_approver`),
+    /// and the output is the approver's report of that run.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub in_approver: bool,
 }
 
 /// Everything about one run.

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use approvals::ipc::AskOutcome;
-use approvals::ipc::protocol::{Answer, PromptKind, Request, Response};
+use approvals::ipc::protocol::{Answer, ExecReport, PromptKind, Request, Response};
 use approvals::{Clock, Store, StoreConfig};
 use caps::testkit::{MemoryWorld, failed_output, ok_output};
 use caps::{Fs, MemoryFs, RecordedCall, RefusedWrites, ScriptedShell, WriteOptions};
@@ -66,16 +66,32 @@ impl Approvals for ScriptedApprover {
                 digest: p.digest.clone(),
                 answer,
                 allow_always_option: None,
-                report: None,
+                report: approver_run(request, answer),
             }),
             Human::AlwaysWith(i) => AskOutcome::Answered(Response {
                 id: p.id.clone(),
                 digest: p.digest.clone(),
                 answer: Answer::AllowAlways,
                 allow_always_option: Some(i),
-                report: None,
+                report: approver_run(request, Answer::AllowAlways),
             }),
         }
+    }
+}
+
+/// An exec request that is allowed comes back with the approver's run.
+fn approver_run(request: &Request, answer: Answer) -> Option<ExecReport> {
+    match (request, answer) {
+        (Request::Exec(_), Answer::AllowOnce | Answer::AllowAlways) => Some(ExecReport {
+            exit_code: 3,
+            stdout: "ran by the approver\n".into(),
+            stderr: "approver stderr\n".into(),
+            truncated: false,
+            timed_out: false,
+            duration_ms: 7,
+            error: None,
+        }),
+        _ => None,
     }
 }
 
@@ -1315,4 +1331,119 @@ async fn a_runner_without_a_sandbox_refuses_what_only_a_sandbox_may_run_and_vice
         .await;
     assert_eq!(denied(&report), Some(DenyReason::HostUnavailable));
     assert!(sandbox.writable.calls().is_empty());
+}
+
+// ── tools.exec.run_in_approver: the approver runs what it approved ─────────────────
+
+const IN_APPROVER: &str = "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\ntimeout = \"42s\"\nrun_in_approver = true\n";
+
+#[tokio::test]
+async fn with_run_in_approver_an_approved_command_is_run_by_the_approver_not_here() {
+    let w = world(ALLOWLIST_HOST, IN_APPROVER, Human::Says(Answer::AllowOnce));
+    let (report, events) = run(&w, argv(&["rm", "-r", "build"])).await;
+    assert!(
+        w.shell.calls().is_empty(),
+        "it also ran here: {:?}",
+        started(&w.shell)
+    );
+    let seen = w.approver.seen.lock().unwrap().clone();
+    let [Request::Exec(exec)] = seen.as_slice() else {
+        panic!("not one exec request: {seen:?}")
+    };
+    assert_eq!(exec.timeout_ms, 42_000, "the run's own timeout");
+    assert!(matches!(
+        &exec.prompt.kind,
+        PromptKind::Command { plan, .. }
+            if matches!(&plan.launch, Launch::Exec { program, .. } if program == "/usr/bin/rm")
+    ));
+    let Outcome::Finished { output } = &report.outcome else {
+        panic!("{report:?}")
+    };
+    assert_eq!(output.stdout, "ran by the approver\n");
+    assert_eq!(output.combined, "ran by the approver\napprover stderr\n");
+    assert_eq!(report.exit_code(), 3);
+    let executed = report.executed.as_ref().unwrap();
+    assert!(executed.in_approver && !executed.rebuilt);
+    assert_eq!(executed.argv, ["/usr/bin/rm", "-r", "build"]);
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["executed"]["in_approver"], true, "{json}");
+    assert!(
+        matches!(&report.decision, Decision::Allow { rule, .. } if rule.contains("run by the approver")),
+        "{:?}",
+        report.decision
+    );
+    assert_eq!(
+        events.iter().map(ExecEvent::text).collect::<Vec<_>>(),
+        vec![
+            format!("Exec started (node=gateway, id={})", report.run_id),
+            format!(
+                "Exec finished (node=gateway, id={}, code=3)\nran by the approver\napprover stderr\n",
+                report.run_id
+            ),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn with_run_in_approver_denials_fallbacks_and_allowlisted_commands_stay_here() {
+    // Denied by the human: nothing runs anywhere.
+    let w = world(ALLOWLIST_HOST, IN_APPROVER, Human::Says(Answer::Deny));
+    let (report, _) = run(&w, argv(&["rm", "x"])).await;
+    assert_eq!(denied(&report), Some(DenyReason::ApprovalDenied));
+    assert!(w.shell.calls().is_empty());
+    // Allowlisted: no human, no approver run — it runs here as always.
+    let (report, _) = run(&w, argv(&["ls"])).await;
+    assert_eq!(report.exit_code(), 0);
+    assert_eq!(started(&w.shell), vec!["exec /usr/bin/ls (as ls)"]);
+    assert!(!report.executed.unwrap().in_approver);
+    assert_eq!(w.approver.seen.lock().unwrap().len(), 1);
+    // Nobody answers and askFallback=full: no approver is there to run it, so the
+    // fallback run happens here.
+    let host =
+        r#"{"version":1,"defaults":{"security":"allowlist","ask":"on-miss","askFallback":"full"}}"#;
+    let w = world(host, IN_APPROVER, Human::Absent);
+    let (report, _) = run(&w, argv(&["rm", "x"])).await;
+    assert_eq!(report.exit_code(), 0);
+    assert_eq!(started(&w.shell), vec!["exec /usr/bin/rm x (as rm)"]);
+    assert!(matches!(
+        w.approver.seen.lock().unwrap().as_slice(),
+        [Request::Exec(_)]
+    ));
+}
+
+#[tokio::test]
+async fn with_run_in_approver_allow_always_stores_the_chosen_scope_and_nothing_runs_here() {
+    // The human widens the preselected subcommand rule to the program alone, and the
+    // approver runs it: the runner stores that scope and starts nothing.
+    let host = r#"{"version":1,"defaults":{"security":"allowlist","ask":"on-miss","askFallback":"deny"},
+        "agents":{"coder":{"allowlist":[{"pattern":"/usr/bin/ls"},{"pattern":"/usr/bin/cat"}]}}}"#;
+    let w = world(host, IN_APPROVER, Human::AlwaysWith(2));
+    let (report, _) = run(&w, argv(&["git", "log", "-n", "1"])).await;
+    assert!(w.shell.calls().is_empty(), "it also ran here");
+    assert_eq!(report.exit_code(), 3, "the approver's run is the result");
+    assert!(report.executed.as_ref().unwrap().in_approver);
+    let seen = w.approver.seen.lock().unwrap().clone();
+    let [Request::Exec(exec)] = seen.as_slice() else {
+        panic!("not one exec request: {seen:?}")
+    };
+    let PromptKind::Command { allow_always, .. } = &exec.prompt.kind else {
+        panic!()
+    };
+    assert_eq!(allow_always[2].scope, policy::Scope::Program);
+    assert_eq!(
+        stored_rules(&w),
+        vec![policy::RuleSpec::program("/usr/bin/git")]
+    );
+    // Preselected (no index): the subcommand rule.
+    let w = world(host, IN_APPROVER, Human::Says(Answer::AllowAlways));
+    run(&w, argv(&["git", "status"])).await;
+    assert!(w.shell.calls().is_empty());
+    assert_eq!(
+        stored_rules(&w),
+        vec![policy::RuleSpec {
+            pattern: "/usr/bin/git".into(),
+            args: Some(vec!["status".into()]),
+            ..Default::default()
+        }]
+    );
 }

@@ -45,6 +45,8 @@ impl std::fmt::Debug for ClientConfig {
 
 /// Default time the human has to answer.
 pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(120);
+/// Time an approver has, past an exec request's run timeout, to end the run and report.
+pub const EXEC_REPORT_GRACE: Duration = Duration::from_secs(10);
 /// Default time to reach the approver.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -59,7 +61,8 @@ pub enum AskOutcome {
     TimedOut,
 }
 
-/// Ask the approver; never takes longer than `connect_timeout + approval_timeout`.
+/// Ask the approver; never takes longer than `connect_timeout + approval_timeout` (for
+/// an exec request, plus its run timeout and [`EXEC_REPORT_GRACE`]).
 pub async fn ask(config: &ClientConfig, clock: &dyn Clock, request: &Request) -> AskOutcome {
     let path = config.socket_path.display().to_string();
     let connected = tokio::time::timeout(config.connect_timeout, async {
@@ -108,8 +111,16 @@ pub async fn ask(config: &ClientConfig, clock: &dyn Clock, request: &Request) ->
     if let Err(e) = write_frame(&mut stream, &frame).await {
         return AskOutcome::NoApprover(format!("the approver closed the connection: {e}"));
     }
-    let answer = match tokio::time::timeout(config.approval_timeout, read_frame(&mut stream)).await
-    {
+    // An exec request's answer comes after the approver's run: the human's time plus
+    // the run's own timeout (and a moment to kill and report a run that hit it).
+    let wait = match request {
+        Request::Prompt(_) => config.approval_timeout,
+        Request::Exec(e) => config
+            .approval_timeout
+            .saturating_add(Duration::from_millis(e.timeout_ms))
+            .saturating_add(EXEC_REPORT_GRACE),
+    };
+    let answer = match tokio::time::timeout(wait, read_frame(&mut stream)).await {
         Err(_) => return AskOutcome::TimedOut,
         Ok(Err(e)) => {
             return AskOutcome::NoApprover(format!(

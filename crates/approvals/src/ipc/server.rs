@@ -70,6 +70,16 @@ pub trait Approver: Send + Sync {
 
     /// The decision for an exec request and, when allowed, the approver's own run of it.
     async fn exec(&self, request: &ExecPrompt) -> (Answer, Option<ExecReport>);
+
+    /// [`Approver::exec`] with, for `allow-always`, which of the prompt's options to
+    /// store (`None`: the preselected one). By default, [`Approver::exec`]'s answer.
+    async fn exec_with_choice(
+        &self,
+        request: &ExecPrompt,
+    ) -> (Answer, Option<usize>, Option<ExecReport>) {
+        let (answer, report) = self.exec(request).await;
+        (answer, None, report)
+    }
 }
 
 /// Why the socket could not be set up.
@@ -323,10 +333,7 @@ async fn handle(mut stream: UnixStream, shared: &Shared) -> Result<(), String> {
                 let (answer, choice) = shared.approver.decide_with_choice(p).await;
                 (answer, choice, None)
             }
-            Request::Exec(e) => {
-                let (answer, report) = shared.approver.exec(e).await;
-                (answer, None, report)
-            }
+            Request::Exec(e) => shared.approver.exec_with_choice(e).await,
         }
     };
     // The requester may give up (timeout, cancellation): stop asking the human then.

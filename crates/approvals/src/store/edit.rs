@@ -37,8 +37,22 @@ impl Store {
         known_agents: &[String],
         create_agent: bool,
     ) -> Result<Updated<Vec<String>>, StoreError> {
+        self.add_patterns_based(None, agent, patterns, known_agents, create_agent)
+    }
+
+    /// [`Store::add_patterns`], only if the file still has hash `base_hash` (else
+    /// [`StoreError::Conflict`], nothing written): for editors that show a version and
+    /// must not apply a change to another one.
+    pub fn add_patterns_based(
+        &self,
+        base_hash: Option<&str>,
+        agent: &str,
+        patterns: &[String],
+        known_agents: &[String],
+        create_agent: bool,
+    ) -> Result<Updated<Vec<String>>, StoreError> {
         let rules: Vec<RuleSpec> = patterns.iter().map(RuleSpec::program).collect();
-        self.add_rules(agent, &rules, known_agents, create_agent)
+        self.add_rules_based(base_hash, agent, &rules, known_agents, create_agent)
     }
 
     /// Add `rules` (patterns with argument rules) to `agent`'s allowlist; a rule already
@@ -47,6 +61,19 @@ impl Store {
     /// profiles — and nothing is written if one fails.
     pub fn add_rules(
         &self,
+        agent: &str,
+        rules: &[RuleSpec],
+        known_agents: &[String],
+        create_agent: bool,
+    ) -> Result<Updated<Vec<String>>, StoreError> {
+        self.add_rules_based(None, agent, rules, known_agents, create_agent)
+    }
+
+    /// [`Store::add_rules`], only if the file still has hash `base_hash` (else
+    /// [`StoreError::Conflict`], nothing written).
+    pub fn add_rules_based(
+        &self,
+        base_hash: Option<&str>,
         agent: &str,
         rules: &[RuleSpec],
         known_agents: &[String],
@@ -65,7 +92,7 @@ impl Store {
         if !problems.is_empty() {
             return Err(StoreError::Invalid { problems });
         }
-        self.update(None, |file| {
+        self.update(base_hash, |file| {
             if !file.agents.contains_key(agent)
                 && !known_agents.iter().any(|a| a == agent)
                 && !create_agent
@@ -104,7 +131,17 @@ impl Store {
 
     /// Remove `pattern` from `agent`'s allowlist; an absent pattern is an error naming it.
     pub fn remove_pattern(&self, agent: &str, pattern: &str) -> Result<Updated<()>, StoreError> {
-        self.update(None, |file| {
+        self.remove_pattern_based(None, agent, pattern)
+    }
+
+    /// [`Store::remove_pattern`], only if the file still has hash `base_hash`.
+    pub fn remove_pattern_based(
+        &self,
+        base_hash: Option<&str>,
+        agent: &str,
+        pattern: &str,
+    ) -> Result<Updated<()>, StoreError> {
+        self.update(base_hash, |file| {
             let entry = file
                 .agents
                 .get_mut(agent)
@@ -128,7 +165,17 @@ impl Store {
     /// Remove the one entry of `agent` that is `rule` (same pattern and argument
     /// rules); an absent rule is an error naming it.
     pub fn remove_rule(&self, agent: &str, rule: &RuleSpec) -> Result<Updated<()>, StoreError> {
-        self.update(None, |file| {
+        self.remove_rule_based(None, agent, rule)
+    }
+
+    /// [`Store::remove_rule`], only if the file still has hash `base_hash`.
+    pub fn remove_rule_based(
+        &self,
+        base_hash: Option<&str>,
+        agent: &str,
+        rule: &RuleSpec,
+    ) -> Result<Updated<()>, StoreError> {
+        self.update(base_hash, |file| {
             let entry = file
                 .agents
                 .get_mut(agent)
@@ -283,6 +330,63 @@ impl Store {
                 }
             };
             ceilings.apply(change);
+            Ok(())
+        })
+    }
+}
+
+impl Store {
+    /// Replace the host-wide defaults (`agent` = `None`) or one agent's settings with
+    /// exactly `ceilings` — `None` values unset (an agent then inherits the defaults, the
+    /// defaults the strict values) — only if the file still has hash `base_hash`. An
+    /// agent that is in neither the file nor `known_agents` is refused.
+    pub fn set_ceilings_based(
+        &self,
+        base_hash: Option<&str>,
+        agent: Option<&str>,
+        ceilings: Ceilings,
+        known_agents: &[String],
+    ) -> Result<Updated<()>, StoreError> {
+        self.update(base_hash, |file| {
+            let target = match agent {
+                None => &mut file.defaults.ceilings,
+                Some(id) => {
+                    if !file.agents.contains_key(id) && !known_agents.iter().any(|a| a == id) {
+                        return Err(StoreError::UnknownAgent {
+                            agent: id.to_owned(),
+                            suggestion: None,
+                        });
+                    }
+                    &mut file.agents.entry(id.to_owned()).or_default().ceilings
+                }
+            };
+            *target = ceilings;
+            Ok(())
+        })
+    }
+
+    /// Add an agent entry with nothing set (it inherits the defaults and has an empty
+    /// allowlist), only if the file still has hash `base_hash`. An agent already in the
+    /// file is an error: nothing of it is replaced.
+    pub fn create_agent_based(
+        &self,
+        base_hash: Option<&str>,
+        agent: &str,
+    ) -> Result<Updated<()>, StoreError> {
+        if agent.trim().is_empty() || agent.chars().any(char::is_control) {
+            return Err(StoreError::Invalid {
+                problems: vec![format!(
+                    "invalid agent id {agent:?}: it must be non-empty, without control characters"
+                )],
+            });
+        }
+        self.update(base_hash, |file| {
+            if file.agents.contains_key(agent) {
+                return Err(StoreError::Invalid {
+                    problems: vec![format!("agent {agent:?} is already in the file")],
+                });
+            }
+            file.agents.insert(agent.to_owned(), AgentEntry::default());
             Ok(())
         })
     }

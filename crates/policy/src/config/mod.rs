@@ -33,6 +33,9 @@ pub struct ExecSettings {
     pub max_processes: Option<u64>,
     /// `tools.exec.max_memory`: bytes of memory one run may use.
     pub max_memory: Option<u64>,
+    /// `tools.exec.run_in_approver`: commands a human is asked about are run by the
+    /// approver itself, in its own context, when allowed (gateway and node hosts).
+    pub run_in_approver: Option<bool>,
 }
 
 /// One `[[agents.list]]` entry.
@@ -409,6 +412,26 @@ mod tests {
                 "{text:?}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn run_in_approver_is_read_at_both_levels_and_must_be_a_bool() {
+        let c = parse(
+            "[tools.exec]\nrun_in_approver = true\n[[agents.list]]\nid = \"a\"\ntools.exec.run_in_approver = false\n",
+        )
+        .unwrap();
+        assert_eq!(c.exec.run_in_approver, Some(true));
+        assert_eq!(
+            c.agent("a").and_then(|a| a.exec.run_in_approver),
+            Some(false)
+        );
+        let err = parse("[tools.exec]\nrun_in_approver = \"yes\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("tools.exec.run_in_approver") && err.contains("true or false"),
+            "{err}"
+        );
     }
 
     #[test]

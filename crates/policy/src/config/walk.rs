@@ -216,6 +216,12 @@ impl Walker<'_> {
                         settings.max_processes = Some(n as u64);
                     }
                     "max_memory" => settings.max_memory = Some(self.size(&full, value)?),
+                    "run_in_approver" => {
+                        settings.run_in_approver =
+                            Some(value.as_bool().ok_or_else(|| {
+                                self.invalid(&full, value, "expected true or false")
+                            })?)
+                    }
                     _ => return Err(self.unknown(full)),
                 }
             }

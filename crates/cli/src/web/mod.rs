@@ -1,0 +1,158 @@
+//! `warden approvals ui --web`: the approver and operator console on a local web page.
+//! It hosts the approver socket like the terminal approver, and serves on loopback only
+//! (plain HTTP never leaves the machine): pending requests in real time (server-sent
+//! events), allow once / allow always / deny, the allowlist and settings of
+//! `exec-approvals.json` (edited through the store, compare-and-swap), and the effective
+//! policy as `warden policy explain` shows it.
+//!
+//! Access: a one-time login link printed at start, a session cookie (HttpOnly,
+//! SameSite=Strict), a CSRF token on every mutation, and the Host and Origin headers
+//! checked on every request (DNS rebinding, forged cross-origin posts) — see `auth.rs`.
+//! The page is plain HTML, CSS and JavaScript embedded in the binary (`assets/`).
+
+mod api;
+mod auth;
+mod console;
+mod queue;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use approvals::ipc::{Limits, ServerConfig, bind_socket, serve};
+use approvals::{OsRandom, Store, SystemClock};
+use caps::LocalShell;
+use tokio::sync::{oneshot, watch};
+
+use crate::exit;
+use crate::host::HostFacts;
+
+/// Where the page is served unless `--listen` says otherwise.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7879";
+
+/// How often the console looks at `exec-approvals.json` for changes made elsewhere (the
+/// CLI, a runner storing "allow always", usage bookkeeping).
+const STORE_POLL: Duration = Duration::from_millis(500);
+
+/// Options of `warden approvals ui --web`.
+#[derive(Debug, clap::Args)]
+pub struct WebArgs {
+    /// Loopback address and port for the page (port 0: any free port). Other addresses
+    /// are refused: the page is plain HTTP.
+    #[arg(long, default_value = DEFAULT_LISTEN, requires = "web")]
+    pub listen: SocketAddr,
+}
+
+/// Everything the handlers share.
+pub(crate) struct App {
+    pub queue: Arc<queue::Queue>,
+    pub auth: auth::Auth,
+    pub store: Store,
+    pub facts: HostFacts,
+    /// The store's hash (or why it cannot be read), as last seen.
+    pub store_state: watch::Receiver<String>,
+    /// Becomes true when the server stops: event streams end, so shutdown need not wait.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+/// Run the web approver until SIGINT or SIGTERM.
+pub fn run(args: WebArgs) -> i32 {
+    exit::block_on(true, async move { run_async(args).await.map(|()| 0) })
+}
+
+async fn run_async(args: WebArgs) -> anyhow::Result<()> {
+    if !args.listen.ip().is_loopback() {
+        anyhow::bail!(
+            "--listen {}: the web approver serves plain HTTP and listens on loopback only \
+             (127.0.0.1 or [::1]); reach it from elsewhere through an SSH tunnel",
+            args.listen
+        );
+    }
+    let facts = HostFacts::read()?;
+    // Requests run here are held like the gateway's: nothing they start outlives them.
+    let shell = LocalShell::contained(facts.containment()?);
+    let store = facts.store();
+    let (socket_path, token) = store.ensure_token(&OsRandom)?;
+    let fs = facts.fs();
+    let listener = bind_socket(fs.as_ref(), &socket_path, facts.uid).await?;
+    let tcp = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let addr = tcp.local_addr()?;
+    let queue = Arc::new(queue::Queue::new(shell));
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let server = tokio::spawn(serve(
+        listener,
+        ServerConfig {
+            token,
+            owner_uid: facts.uid,
+            limits: Limits::default(),
+        },
+        Arc::clone(&queue) as Arc<dyn approvals::ipc::Approver>,
+        Arc::new(SystemClock),
+        Arc::new(OsRandom),
+        async {
+            let _ = stop_rx.await;
+        },
+    ));
+    let (store_tx, store_state) = watch::channel(store_fingerprint(&store).await);
+    let poller = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(STORE_POLL).await;
+                let now = store_fingerprint(&store).await;
+                store_tx.send_if_modified(|seen| {
+                    let changed = *seen != now;
+                    *seen = now;
+                    changed
+                });
+            }
+        })
+    };
+    let (auth, login) = auth::Auth::new(addr, &OsRandom)?;
+    let (stopping, shutdown) = watch::channel(false);
+    let app = Arc::new(App {
+        queue,
+        auth,
+        store,
+        facts,
+        store_state,
+        shutdown,
+    });
+    let router = api::router(Arc::clone(&app));
+    out!(
+        "warden approver listening on {}\nweb approver: open http://{addr}/login?token={login}\n(the link works once; keep it private)\n",
+        socket_path.display()
+    );
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let shutdown = async move {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = sigterm.recv() => {}
+        }
+        let _ = stopping.send(true);
+    };
+    axum::serve(tcp, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .context("the web server stopped")?;
+    poller.abort();
+    let _ = stop_tx.send(());
+    let _ = server.await;
+    let _ = caps::Fs::remove(fs.as_ref(), &socket_path);
+    Ok(())
+}
+
+/// The store's hash, or the reason it cannot be read: what the page compares to know
+/// that the file changed under it.
+async fn store_fingerprint(store: &Store) -> String {
+    let store = store.clone();
+    tokio::task::spawn_blocking(move || match store.load() {
+        Ok(s) => s.hash,
+        Err(e) => format!("error: {e}"),
+    })
+    .await
+    .unwrap_or_else(|e| format!("error: {e}"))
+}
