@@ -2,6 +2,9 @@
 //! listener, node homes, the MCP client that drives `exec`, and waiting on
 //! `warden nodes list`.
 
+// Each test binary uses a different part.
+#![allow(dead_code)]
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
