@@ -518,3 +518,96 @@ async fn replayed_forged_and_unversioned_frames_are_refused_and_a_gateway_restar
         "3\n"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_approvals_edits_go_through_the_gateway_compare_and_swap_and_only_tighten() {
+    let (gw, node) = (gateway_home(), home_with("", NODE_FILE));
+    let (_ws, ws) = workspace();
+    let cmd = local_stdio_command(node.path());
+    let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
+    add_stdio_node(gw.path(), node.path(), "edit1", "Edit Box", &cmd);
+    let _g = Gateway::start(gw.path(), &ws, &[]);
+    wait_node(gw.path(), "edit1", true, Duration::from_secs(20));
+    let approvals = |args: &[&str]| {
+        let out = warden_in(gw.path())
+            .arg("approvals")
+            .args(args)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+        (out.status.success(), v)
+    };
+    let (ok, got) = approvals(&["get", "--node", "Edit Box", "--json"]);
+    assert!(ok, "{got:#}");
+    assert_eq!(got["node"], "edit1");
+    let hash = got["hash"].as_str().unwrap().to_owned();
+    let before = std::fs::read_to_string(node.path().join("exec-approvals.json")).unwrap();
+    let edit = |doc: &serde_json::Value| {
+        let f = ws.join("edit.json");
+        std::fs::write(&f, doc.to_string()).unwrap();
+        f.display().to_string()
+    };
+
+    // Looser: refused, the node's file untouched.
+    let mut looser = got["file"].clone();
+    looser["defaults"]["security"] = "full".into();
+    looser["agents"]["main"]["allowlist"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"pattern": "/bin/sh"}));
+    let (ok, r) = approvals(&[
+        "set",
+        "--node",
+        "edit1",
+        "--file",
+        &edit(&looser),
+        "--base-hash",
+        &hash,
+        "--json",
+    ]);
+    assert!(!ok);
+    let e = r["error"].as_str().unwrap();
+    assert!(
+        e.contains("not-tighter")
+            && e.contains("security allowlist → full")
+            && e.contains("/bin/sh"),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(node.path().join("exec-approvals.json")).unwrap(),
+        before
+    );
+
+    // Tighter: applied on the node.
+    let mut tighter = got["file"].clone();
+    tighter["defaults"]["security"] = "deny".into();
+    let (ok, r) = approvals(&[
+        "set",
+        "--node",
+        "edit1",
+        "--file",
+        &edit(&tighter),
+        "--base-hash",
+        &hash,
+        "--json",
+    ]);
+    assert!(ok, "{r:#}");
+    assert_eq!(r["written"], true);
+    let after = std::fs::read_to_string(node.path().join("exec-approvals.json")).unwrap();
+    assert!(after.contains("\"security\": \"deny\""), "{after}");
+
+    // The old hash is stale now: compare-and-swap refuses.
+    let (ok, r) = approvals(&[
+        "set",
+        "--node",
+        "edit1",
+        "--file",
+        &edit(&tighter),
+        "--base-hash",
+        &hash,
+        "--json",
+    ]);
+    assert!(!ok);
+    assert!(r["error"].as_str().unwrap().contains("conflict"), "{r:#}");
+}

@@ -63,9 +63,11 @@ fn protected(
     writable: &[PathBuf],
 ) -> anyhow::Result<Vec<Protection>> {
     let socket = store.load().ok().map(|s| store.socket_path(&s.file));
+    let node_state = facts.warden_home.join(bridge::state::NODE_FILE);
     let layout = WardenLayout {
         state_dir: &facts.warden_home,
         socket: socket.as_deref(),
+        node_state: Some(&node_state),
         home: &facts.home,
     };
     warden_paths(&layout, writable).map_err(|e| anyhow::anyhow!("{}", e.0))

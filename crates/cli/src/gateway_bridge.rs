@@ -71,6 +71,7 @@ pub async fn start(
         }));
     }
     keep_live_file(facts, Arc::clone(&hub));
+    crate::operator::serve(facts, Arc::clone(&hub))?;
     Ok(hub)
 }
 

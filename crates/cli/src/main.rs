@@ -42,6 +42,7 @@ mod exec_allowlist;
 mod exit;
 mod gateway_bridge;
 mod host;
+mod operator;
 
 use clap::{Parser, Subcommand};
 
