@@ -159,7 +159,15 @@ pub fn start(transport: Transport, keys: Keys, heartbeat: Heartbeat) -> Conn {
                 }
             };
             sent = true;
-            if let Err(e) = tx.send(sealer.seal(&message::encode(&msg))).await {
+            // Whatever else is queued leaves in the same write.
+            let mut frames = vec![sealer.seal(&message::encode(&msg))];
+            while frames.len() < 64 {
+                match out_rx.try_recv() {
+                    Ok(more) => frames.push(sealer.seal(&message::encode(&more))),
+                    Err(_) => break,
+                }
+            }
+            if let Err(e) = tx.send_all(frames).await {
                 end(&w_reason, &w_closed, format!("sending failed: {e}"));
                 break;
             }

@@ -41,6 +41,16 @@ pub type Io<'a, T> = Pin<Box<dyn Future<Output = Result<T, BridgeError>> + Send 
 pub trait FrameTx: Send {
     /// Send one frame.
     fn send<'a>(&'a mut self, frame: Vec<u8>) -> Io<'a, ()>;
+    /// Send several frames, flushing once (a run's events and result often leave
+    /// together: one write instead of three).
+    fn send_all<'a>(&'a mut self, frames: Vec<Vec<u8>>) -> Io<'a, ()> {
+        Box::pin(async move {
+            for frame in frames {
+                self.send(frame).await?;
+            }
+            Ok(())
+        })
+    }
     /// Close the sending direction (best effort).
     fn close<'a>(&'a mut self) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 }
@@ -92,21 +102,29 @@ struct StreamTx<W> {
     write: W,
 }
 
+fn too_large(len: usize) -> BridgeError {
+    BridgeError::Protocol(format!(
+        "refusing to send a {len}-byte frame (the limit is {MAX_FRAME})"
+    ))
+}
+
 impl<W: AsyncWrite + Unpin + Send> FrameTx for StreamTx<W> {
     fn send<'a>(&'a mut self, frame: Vec<u8>) -> Io<'a, ()> {
+        self.send_all(vec![frame])
+    }
+
+    fn send_all<'a>(&'a mut self, frames: Vec<Vec<u8>>) -> Io<'a, ()> {
         Box::pin(async move {
-            if frame.len() > MAX_FRAME {
-                return Err(BridgeError::Protocol(format!(
-                    "refusing to send a {}-byte frame (the limit is {MAX_FRAME})",
-                    frame.len()
-                )));
+            // One buffer, one write: the stream may be an unbuffered pipe.
+            let mut out = Vec::with_capacity(frames.iter().map(|f| f.len() + 4).sum());
+            for frame in &frames {
+                if frame.len() > MAX_FRAME {
+                    return Err(too_large(frame.len()));
+                }
+                out.extend_from_slice(&(frame.len() as u32).to_be_bytes());
+                out.extend_from_slice(frame);
             }
-            let len = (frame.len() as u32).to_be_bytes();
-            self.write.write_all(&len).await.map_err(BridgeError::io)?;
-            self.write
-                .write_all(&frame)
-                .await
-                .map_err(BridgeError::io)?;
+            self.write.write_all(&out).await.map_err(BridgeError::io)?;
             self.write.flush().await.map_err(BridgeError::io)
         })
     }

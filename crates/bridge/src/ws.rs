@@ -183,6 +183,24 @@ impl<S: Stream> FrameTx for WsTx<S> {
         })
     }
 
+    fn send_all<'a>(&'a mut self, frames: Vec<Vec<u8>>) -> crate::wire::Io<'a, ()> {
+        Box::pin(async move {
+            for frame in frames {
+                if frame.len() > MAX_FRAME {
+                    return Err(BridgeError::Protocol(format!(
+                        "refusing to send a {}-byte frame (the limit is {MAX_FRAME})",
+                        frame.len()
+                    )));
+                }
+                self.sink
+                    .feed(Message::Binary(frame.into()))
+                    .await
+                    .map_err(BridgeError::io)?;
+            }
+            self.sink.flush().await.map_err(BridgeError::io)
+        })
+    }
+
     fn close<'a>(&'a mut self) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
         Box::pin(async move {
             let _ = self.sink.close().await;
