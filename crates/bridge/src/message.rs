@@ -484,15 +484,21 @@ fn check_no_duplicates(bytes: &[u8]) -> Result<(), BridgeError> {
         .map_err(|e| BridgeError::Protocol(format!("invalid message: {e}")))
 }
 
-/// An id (node id, run id) is 1–128 printable ASCII characters without spaces: it is
-/// shown to operators and used as a key, never as a path.
+/// An id (node id, run id) is 1–128 letters, digits, `.`, `_`, `-` and `:` (an IP
+/// address may serve as a node id), not starting with `.` or `-`: it is shown to
+/// operators and used as a key, never as a path, and nothing in it reads as one.
 pub fn check_id(what: &str, id: &str) -> Result<(), BridgeError> {
-    let ok = !id.is_empty() && id.len() <= MAX_ID_LEN && id.chars().all(|c| c.is_ascii_graphic());
+    let ok = !id.is_empty()
+        && id.len() <= MAX_ID_LEN
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':'))
+        && !id.starts_with(['.', '-']);
     if ok {
         Ok(())
     } else {
         Err(BridgeError::Invalid(format!(
-            "invalid {what} {id:?}: use 1-{MAX_ID_LEN} printable ASCII characters without spaces"
+            "invalid {what} {id:?}: use 1-{MAX_ID_LEN} letters, digits, '.', '_', '-' and ':', not starting with '.' or '-'"
         )))
     }
 }
@@ -531,7 +537,16 @@ mod tests {
     #[test]
     fn ids_and_names_are_plain() {
         assert!(check_id("node id", "build-box_1.x").is_ok());
-        for bad in ["", "a b", "x\n", "é", &"a".repeat(129)] {
+        for bad in [
+            "",
+            "a b",
+            "x\n",
+            "é",
+            "../x",
+            "a/b",
+            "-rf",
+            &"a".repeat(129),
+        ] {
             assert!(check_id("node id", bad).is_err(), "{bad:?}");
         }
         assert!(check_name("Build Box").is_ok());

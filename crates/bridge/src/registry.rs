@@ -231,6 +231,18 @@ impl Registry {
 
     /// Every node, as on disk now (parsed again only when the bytes changed).
     pub fn list(&self) -> Result<Arc<Vec<NodeEntry>>, BridgeError> {
+        // Checked on every call, not only when the bytes change: a chmod changes no byte.
+        match self.fs.symlink_metadata(&self.path()) {
+            Ok(meta) if meta.kind != FileKind::File || meta.mode & 0o077 != 0 => {
+                return Err(self.err(format!(
+                    "it must be a regular file of mode 0600 (it holds node tokens); found {} of mode {:04o}",
+                    meta.kind, meta.mode
+                )));
+            }
+            Ok(_) => {}
+            Err(e) if e.is_not_found() => return Ok(Arc::new(Vec::new())),
+            Err(e) => return Err(self.err(e)),
+        }
         let bytes = match self.fs.read(&self.path()) {
             Ok(b) => b,
             Err(e) if e.is_not_found() => return Ok(Arc::new(Vec::new())),
@@ -537,4 +549,154 @@ pub fn pairing_code(public_key: &str) -> String {
     let d = Sha256::digest(public_key.as_bytes());
     let h = policy::hex(&d[..4]).to_uppercase();
     format!("{}-{}", &h[..4], &h[4..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use caps::MemoryFs;
+
+    fn registry() -> (Arc<MemoryFs>, Registry) {
+        let fs = Arc::new(MemoryFs::new());
+        (fs.clone(), Registry::new(fs, "/state"))
+    }
+
+    fn key(n: u8) -> String {
+        crate::seal::to_hex(&[n; 32])
+    }
+
+    fn real_key() -> String {
+        use ring::agreement::{EphemeralPrivateKey, X25519};
+        let rng = ring::rand::SystemRandom::new();
+        let k = EphemeralPrivateKey::generate(&X25519, &rng).unwrap();
+        crate::seal::to_hex(k.compute_public_key().unwrap().as_ref())
+    }
+
+    #[test]
+    fn a_request_gets_nothing_until_approved_and_a_re_pair_rotates_the_token() {
+        let (_, r) = registry();
+        let req = r
+            .request_pairing(
+                "n1",
+                Some("Box"),
+                &real_key(),
+                Some("127.0.0.1"),
+                &[],
+                1_000,
+            )
+            .unwrap();
+        assert_eq!(
+            r.lookup("n1").unwrap(),
+            Lookup::NotApproved(NodeState::Pending)
+        );
+        assert_eq!(
+            r.pairing_status("n1", &req.code, 2_000).unwrap(),
+            PairStatus::Waiting
+        );
+        let first = r.approve("n1", 3_000).unwrap().token.unwrap();
+        assert!(matches!(
+            r.pairing_status("n1", &req.code, 4_000).unwrap(),
+            PairStatus::Approved(_)
+        ));
+        assert!(matches!(r.lookup("n1").unwrap(), Lookup::Approved(_)));
+        // Asking again: the old token keeps working until the new request is approved.
+        let again = r
+            .request_pairing("n1", None, &real_key(), None, &[], 5_000)
+            .unwrap();
+        assert!(
+            matches!(r.lookup("n1").unwrap(), Lookup::Approved(e) if e.token.as_deref() == Some(first.as_str()))
+        );
+        let second = r.approve("n1", 6_000).unwrap().token.unwrap();
+        assert_ne!(first, second);
+        assert_eq!(
+            r.pairing_status("n1", &req.code, 7_000).unwrap(),
+            PairStatus::Refused("a newer request replaced this one".into())
+        );
+        let _ = again;
+        r.revoke("n1", 8_000).unwrap();
+        assert_eq!(
+            r.lookup("n1").unwrap(),
+            Lookup::NotApproved(NodeState::Revoked)
+        );
+        assert!(
+            r.list().unwrap()[0].token.is_none(),
+            "a revoked node keeps no token"
+        );
+    }
+
+    #[test]
+    fn requests_expire_are_capped_and_rejections_stick() {
+        let (_, r) = registry();
+        let req = r
+            .request_pairing("late", None, &key(1), None, &[], 0)
+            .unwrap();
+        assert!(matches!(
+            r.pairing_status("late", &req.code, PAIR_TTL_MS).unwrap(),
+            PairStatus::Refused(_)
+        ));
+        assert!(
+            r.approve("late", PAIR_TTL_MS + 1).is_err(),
+            "an expired request cannot be approved"
+        );
+        for attempt in 1..=MAX_ATTEMPTS {
+            r.request_pairing("eager", None, &key(2), None, &[], 10)
+                .unwrap_or_else(|e| panic!("attempt {attempt}: {e}"));
+        }
+        let e = r
+            .request_pairing("eager", None, &key(2), None, &[], 11)
+            .unwrap_err();
+        assert!(e.to_string().contains("asked"), "{e}");
+        for i in 0..MAX_PENDING {
+            let _ = r.request_pairing(&format!("flood{i}"), None, &key(3), None, &[], 20);
+        }
+        let e = r
+            .request_pairing("one-more", None, &key(4), None, &[], 21)
+            .unwrap_err();
+        assert!(e.to_string().contains("already waiting"), "{e}");
+        let q = r.request_pairing("flood0", None, &key(5), None, &[], 22);
+        assert!(q.is_ok(), "an id already pending may ask again");
+        r.reject("flood0", 23).unwrap();
+        assert_eq!(
+            r.lookup("flood0").unwrap(),
+            Lookup::NotApproved(NodeState::Rejected)
+        );
+        assert!(
+            r.request_pairing("../x", None, &key(6), None, &[], 1)
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn stdio_nodes_are_configured_not_paired_and_the_file_is_private_and_strict() {
+        let (fs, r) = registry();
+        let token = r
+            .add_stdio("ssh1", None, vec!["ssh".into(), "h".into()], 1)
+            .unwrap();
+        assert!(token.starts_with("wnd_") && token.len() > 40);
+        assert!(matches!(r.lookup("ssh1").unwrap(), Lookup::Approved(_)));
+        let e = r
+            .request_pairing("ssh1", None, &key(1), None, &[], 2)
+            .unwrap_err();
+        assert!(e.to_string().contains("stdio"), "{e}");
+        assert!(r.add_stdio("x", None, vec![], 1).is_err());
+        assert_eq!(fs.metadata(&r.path()).unwrap().mode & 0o777, 0o600);
+        fs.set_permissions(&r.path(), 0o644).unwrap();
+        assert!(
+            r.lookup("ssh1").is_err(),
+            "a readable registry admits nobody"
+        );
+        fs.set_permissions(&r.path(), 0o600).unwrap();
+        fs.write_atomic(
+            &r.path(),
+            b"{\"version\":2,\"nodes\":[]}",
+            WriteOptions::private(),
+        )
+        .unwrap();
+        assert!(
+            r.lookup("ssh1")
+                .unwrap_err()
+                .to_string()
+                .contains("unsupported version")
+        );
+    }
 }

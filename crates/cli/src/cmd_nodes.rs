@@ -146,6 +146,8 @@ fn list(
                 })),
                 "connected": l.as_ref().map(|l| l["connected"].as_bool() == Some(true)),
                 "remote": l.as_ref().and_then(|l| l["remote"].as_str().map(str::to_owned)),
+                "capabilities": l.as_ref().map(|l| l["capabilities"].clone()),
+                "connectedAt": l.as_ref().and_then(|l| l["connectedAt"].as_u64()),
                 "lastError": l.as_ref().and_then(|l| l["lastError"].as_str().map(str::to_owned)),
             })
         })
