@@ -299,7 +299,10 @@ async fn a_websocket_node_pairs_over_pinned_tls_serves_and_is_revoked() {
     let entry = wait_node(gw.path(), "ws1", true, Duration::from_secs(20));
     assert_eq!(entry["transport"], "websocket");
     assert_eq!(entry["remote"], "127.0.0.1");
-    assert!(entry["capabilities"].to_string().contains("system.run"), "{entry:#}");
+    assert!(
+        entry["capabilities"].to_string().contains("system.run"),
+        "{entry:#}"
+    );
     let c = client(&g.http, &gateway_token(gw.path(), "main")).await;
     let r = exec(
         &c,

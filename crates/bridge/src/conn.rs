@@ -125,8 +125,34 @@ fn end(reason: &Mutex<String>, closed: &CancellationToken, why: String) {
     closed.cancel();
 }
 
-/// Run `transport` as a sealed session with `keys`.
+/// Handles each message on the reader task itself (no hand-over to another task):
+/// for a side whose handling is quick and never waits, such as the gateway's routing
+/// of results and events to the calls waiting for them.
+pub type Dispatch = Arc<dyn Fn(Msg) + Send + Sync>;
+
+/// Run `transport` as a sealed session with `keys`; what arrives goes to
+/// [`Conn::inbox`].
 pub fn start(transport: Transport, keys: Keys, heartbeat: Heartbeat) -> Conn {
+    start_with(transport, keys, heartbeat, None)
+}
+
+/// [`start`], handing what arrives to `dispatch` on the reader task instead (the inbox
+/// then stays empty).
+pub fn start_dispatching(
+    transport: Transport,
+    keys: Keys,
+    heartbeat: Heartbeat,
+    dispatch: Dispatch,
+) -> Conn {
+    start_with(transport, keys, heartbeat, Some(dispatch))
+}
+
+fn start_with(
+    transport: Transport,
+    keys: Keys,
+    heartbeat: Heartbeat,
+    dispatch: Option<Dispatch>,
+) -> Conn {
     let Transport { mut tx, mut rx, .. } = transport;
     let Keys {
         mut sealer,
@@ -194,6 +220,12 @@ pub fn start(transport: Transport, keys: Keys, heartbeat: Heartbeat) -> Conn {
                     let msg = opener.open(&frame).and_then(message::decode::<Msg>);
                     match msg {
                         Ok(Msg::Heartbeat {}) => continue,
+                        Ok(msg) if dispatch.is_some() => {
+                            if let Some(d) = &dispatch {
+                                d(msg);
+                            }
+                            continue;
+                        }
                         Ok(msg) => {
                             if in_tx.send(msg).await.is_err() {
                                 "the connection's handler stopped".to_owned()

@@ -450,7 +450,19 @@ impl Hub {
         let keys = handshake::gateway_side(&mut t, &hello, &token).await?;
         let remote = t.remote.clone();
         let transport = t.kind;
-        let conn = conn::start(t, keys, self.config.heartbeat);
+        // Results and events are routed on the connection's reader task. Nothing a node
+        // may send arrives before the first invoke, which needs the node registered
+        // below; anything earlier finds no node and is dropped.
+        let slot: Arc<std::sync::OnceLock<std::sync::Weak<NodeConn>>> = Arc::default();
+        let dispatch = {
+            let slot = Arc::clone(&slot);
+            Arc::new(move |msg: Msg| {
+                if let Some(node) = slot.get().and_then(std::sync::Weak::upgrade) {
+                    node.deliver(msg);
+                }
+            })
+        };
+        let conn = conn::start_dispatching(t, keys, self.config.heartbeat, dispatch);
         let node = Arc::new(NodeConn {
             id: hello.node_id.clone(),
             // The operator's name for the node wins over the one it gives itself.
@@ -466,6 +478,7 @@ impl Hub {
             closed: conn.closed.clone(),
             reason: conn.reason_handle(),
         });
+        let _ = slot.set(Arc::downgrade(&node));
         tracing::info!("bridge: node {} connected ({transport})", node.id);
         // A node that reconnects replaces its old connection.
         if let Some(old) = self
@@ -481,17 +494,9 @@ impl Hub {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&node.id);
-        let mut inbox = conn.inbox;
-        loop {
-            tokio::select! {
-                biased;
-                () = node.closed.cancelled() => break,
-                () = self.shutdown.cancelled() => { node.close(); break; }
-                msg = inbox.recv() => match msg {
-                    Some(msg) => node.deliver(msg),
-                    None => break,
-                },
-            }
+        tokio::select! {
+            () = node.closed.cancelled() => {}
+            () = self.shutdown.cancelled() => {}
         }
         node.close();
         // Every call still waiting learns now, with the reason.
