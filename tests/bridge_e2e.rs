@@ -615,3 +615,39 @@ async fn remote_approvals_edits_go_through_the_gateway_compare_and_swap_and_only
     assert!(!ok);
     assert!(r["error"].as_str().unwrap().contains("conflict"), "{r:#}");
 }
+
+#[test]
+fn install_writes_a_user_unit_and_status_and_run_say_what_is_missing() {
+    let node = home_with("", OPEN_NODE_FILE);
+    let out = warden_in(node.path()).args(["node", "status"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("not paired"));
+    let out = warden_in(node.path()).args(["node", "run"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("warden node pair"), "{}", String::from_utf8_lossy(&out.stderr));
+    // A WebSocket node's state, as pairing leaves it.
+    let state = json!({"version": 1, "nodeId": "unit1", "token": "wnd_0123456789abcdef0123456789abcdef",
+                       "gateway": "wss://gw.example:7879/bridge", "fingerprint": format!("sha256:{}", "ab".repeat(32))});
+    let path = node.path().join("node.json");
+    std::fs::write(&path, state.to_string()).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let out = warden_in(node.path()).args(["node", "status"]).output().unwrap();
+    assert!(!out.status.success(), "a node.json others can read is refused");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("0600"));
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let units = tempfile::tempdir().unwrap();
+    let out = warden_in(node.path())
+        .args(["node", "install", "--unit-dir"])
+        .arg(units.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("enable-linger") && said.contains("systemctl --user"), "{said}");
+    let unit = std::fs::read_to_string(units.path().join("warden-node.service")).unwrap();
+    assert!(unit.contains(&format!("WARDEN_HOME={}", node.path().display())), "{unit}");
+    assert!(unit.contains(" node run") && unit.contains("Restart=always"), "{unit}");
+    let out = warden_in(node.path()).args(["node", "status", "--json"]).output().unwrap();
+    let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(st["nodeId"], "unit1");
+    assert!(!st.to_string().contains("wnd_0123"), "the token is never shown");
+}
