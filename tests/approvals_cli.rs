@@ -335,7 +335,8 @@ fn prompt(id: &str, argv: &[&str], agent: &str, allow_always: &[&str]) -> Reques
             security: policy::Security::Allowlist,
             ask: policy::Ask::OnMiss,
             reason: policy::AskReason::AllowlistMiss,
-            allow_always: allow_always.iter().map(|s| s.to_string()).collect(),
+            allow_always: policy::AlwaysOption::programs(allow_always),
+            allow_always_default: 0,
             not_stored: Vec::new(),
         },
     ))
@@ -729,4 +730,240 @@ fn a_socket_path_others_could_take_is_refused_when_set_and_never_sent_to() {
         listener.accept().is_err(),
         "the runner connected to a socket in a directory others can enter"
     );
+}
+
+#[test]
+fn the_human_sees_each_scope_allow_always_could_store_and_picks_one() {
+    let tmp = home();
+    let h = tmp.path().to_path_buf();
+    support::configure(
+        &h,
+        "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\nask = \"on-miss\"\n",
+        r#"{"version":1,"defaults":{"security":"allowlist","ask":"on-miss","askFallback":"deny"}}"#,
+    );
+    let git = std::fs::canonicalize(
+        ["/usr/local/bin/git", "/usr/bin/git"]
+            .iter()
+            .find(|p| Path::new(p).exists())
+            .expect("git is installed"),
+    )
+    .unwrap();
+    let git = git.to_string_lossy().into_owned();
+    let mut ui = TerminalApprover::start(&h);
+    let exec = |args: &[&str]| {
+        w(&h)
+            .arg("exec")
+            .arg("--")
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // Preselected: git with its subcommand; the other scopes are listed.
+    let child = exec(&[&git, "help", "-a"]);
+    let text = ui.read_until("digest:").join("\n");
+    assert!(
+        text.contains(&format!("would store {git} help …")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("[1] exact      {git} help -a (exactly)")),
+        "{text}"
+    );
+    assert!(
+        text.contains("[2] subcommand") && text.contains("(preselected)"),
+        "{text}"
+    );
+    assert!(text.contains(&format!("[3] program    {git}")), "{text}");
+    // An option that was not offered is not taken: the question is asked again.
+    ui.type_text("a7\n");
+    ui.type_text("a1\n");
+    let stored = ui.read_until("will be stored").join("\n");
+    assert_eq!(
+        stored.matches("(a1–a3: another scope)").count(),
+        2,
+        "asked again after a7: {stored}"
+    );
+    assert!(
+        stored.contains(&format!("{git} help -a (exactly) will be stored for main")),
+        "{stored}"
+    );
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let entry = &file(&h)["agents"]["main"]["allowlist"][0];
+    assert_eq!(entry["pattern"], git.as_str());
+    assert_eq!(entry["args"], serde_json::json!(["help", "-a"]));
+    assert_eq!(entry["argsMatch"], "exact");
+    // Exactly that runs without asking now; another subcommand still asks (and, with
+    // nobody answering it here, the fallback denies).
+    let out = w(&h)
+        .args(["exec", "--", &git, "help", "-a"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let child = exec(&[&git, "version"]);
+    ui.answer("would store", "d\n");
+    assert_eq!(child.wait_with_output().unwrap().status.code(), Some(77));
+    ui.stop();
+}
+
+#[test]
+fn allowlist_add_takes_argument_rules_and_refuses_bad_ones_changing_nothing() {
+    let tmp = home();
+    let h = tmp.path();
+    let add = |args: &[&str]| {
+        w(h).args([
+            "approvals",
+            "allowlist",
+            "add",
+            "--agent",
+            "coder",
+            "--create-agent",
+        ])
+        .args(args)
+        .output()
+        .unwrap()
+    };
+    let out = add(&["--arg", "log", "--arg", "-n", "--arg", "*", "/usr/bin/git"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("/usr/bin/git log -n '*' …"));
+    let out = add(&[
+        "--arg",
+        "-exec",
+        "--allow-flag",
+        "-exec",
+        "--match",
+        r#"["find","-exec","wc","{}",";"]"#,
+        "/usr/bin/find",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let entries = file(h)["agents"]["coder"]["allowlist"].clone();
+    assert_eq!(entries[0]["args"], serde_json::json!(["log", "-n", "*"]));
+    assert!(
+        entries[0].get("argsMatch").is_none(),
+        "prefix is the default"
+    );
+    assert_eq!(entries[1]["allowFlags"], serde_json::json!(["-exec"]));
+    assert_eq!(
+        entries[1]["examples"]["match"],
+        serde_json::json!([["find", "-exec", "wc", "{}", ";"]])
+    );
+    let before = std::fs::read(h.join("exec-approvals.json")).unwrap();
+    for (args, why) in [
+        (vec!["--exact", "/usr/bin/git"], "--exact needs"),
+        (
+            vec!["--match", "git status", "/usr/bin/git"],
+            "not a JSON array",
+        ),
+        (
+            vec![
+                "--arg",
+                "status",
+                "--match",
+                r#"["git","push"]"#,
+                "/usr/bin/git",
+            ],
+            "must match but does not",
+        ),
+        (
+            vec![
+                "--match",
+                r#"["git","-c","alias.x=!id","x"]"#,
+                "/usr/bin/git",
+            ],
+            "git -c alias.* is not allowed",
+        ),
+        (vec!["--arg", "x\\", "/usr/bin/git"], "lone"),
+    ] {
+        let out = add(&args);
+        assert_eq!(out.status.code(), Some(125), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(why), "{args:?}: {stderr}");
+        assert_eq!(
+            std::fs::read(h.join("exec-approvals.json")).unwrap(),
+            before
+        );
+    }
+    // Removing with argument rules removes that one entry.
+    let out = w(h)
+        .args(["approvals", "allowlist", "remove", "--agent", "coder"])
+        .args(["--arg", "-exec", "--allow-flag", "-exec", "/usr/bin/find"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        file(h)["agents"]["coder"]["allowlist"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn import_dry_run_shows_the_result_and_what_loosens_and_writes_nothing() {
+    let tmp = home();
+    let h = tmp.path();
+    let oc = h.join("openclaw.json");
+    std::fs::write(
+        &oc,
+        r#"{"version":1,"defaults":{"security":"full","askFallback":"allowlist","autoAllowSkills":true},
+            "agents":{"*":{"allowlist":[{"id":"a1","pattern":"/usr/bin/rg"}]}},"ui":{"theme":"dark"}}"#,
+    )
+    .unwrap();
+    let out = w(h)
+        .args(["approvals", "import", "--dry-run", oc.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    for shown in [
+        "LOOSENS THIS HOST:",
+        "defaults.security: deny → full",
+        "defaults.askFallback: deny → allowlist",
+        "agents.*: allowlist entry /usr/bin/rg applies to every agent",
+        "defaults.autoAllowSkills",
+        "dry run: nothing was written",
+        "\"theme\": \"dark\"",
+    ] {
+        assert!(text.contains(shown), "{shown:?} not in {text}");
+    }
+    assert!(
+        !h.join("exec-approvals.json").exists(),
+        "a dry run wrote the file"
+    );
+    let out = w(h)
+        .args(["approvals", "import", "--json", oc.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["summary"]["agentsAdded"], serde_json::json!(["*"]));
+    assert_eq!(file(h)["ui"]["theme"], "dark");
+    assert_eq!(file(h)["defaults"]["autoAllowSkills"], true);
 }

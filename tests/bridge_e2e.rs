@@ -77,15 +77,30 @@ async fn a_stdio_node_runs_only_what_its_own_approvals_file_and_human_allow() {
     assert_eq!(r["host"], "n1");
     assert_eq!(r["stdout"], "hello from the node\n");
     assert_eq!(r["exitCode"], 0);
+    let echo_run = r["runId"].as_str().unwrap().to_owned();
+    let r = exec(
+        &c,
+        json!({"argv": ["/usr/bin/echo", "-ne", "\\xff\\xfeok"]}),
+    )
+    .await;
+    assert_eq!(r["status"], "finished", "{r:#}");
+    // Bytes that are not UTF-8 cross the Bridge intact, in base64 beside the lossy text.
+    assert_eq!(r["stdoutBase64"], "//5vaw==", "{r:#}");
+    assert_eq!(r["stdout"], "\u{fffd}\u{fffd}ok");
+    let echo_run = r["runId"].as_str().unwrap().to_owned();
 
-    // Not allowlisted: the node asks its own approver; there is none, so it denies.
+    // Not allowlisted: the node asks its own approver; there is none, so it denies. The
+    // node's events for the run before ride along, as one line (its whole result was
+    // already returned), naming the node.
     let r = exec(&c, json!({"argv": ["/usr/bin/id"]})).await;
     assert_eq!(r["status"], "denied", "{r:#}");
     assert_eq!(r["reason"], "no-approver");
     assert_eq!(r["exitCode"], 75);
-    let events = r["events"].to_string();
-    assert!(events.contains("Exec finished (node=n1"), "{events}");
-    assert!(events.contains("Exec started (node=n1"), "{events}");
+    assert_eq!(
+        r["events"],
+        json!([format!("Exec finished (node=n1, id={echo_run}, code=0)")]),
+        "{r:#}"
+    );
 
     // With the node's terminal approver up, its human decides.
     let mut ui = TerminalApprover::start(node.path());
@@ -619,19 +634,35 @@ async fn remote_approvals_edits_go_through_the_gateway_compare_and_swap_and_only
 #[test]
 fn install_writes_a_user_unit_and_status_and_run_say_what_is_missing() {
     let node = home_with("", OPEN_NODE_FILE);
-    let out = warden_in(node.path()).args(["node", "status"]).output().unwrap();
+    let out = warden_in(node.path())
+        .args(["node", "status"])
+        .output()
+        .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("not paired"));
-    let out = warden_in(node.path()).args(["node", "run"]).output().unwrap();
+    let out = warden_in(node.path())
+        .args(["node", "run"])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("warden node pair"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("warden node pair"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // A WebSocket node's state, as pairing leaves it.
     let state = json!({"version": 1, "nodeId": "unit1", "token": "wnd_0123456789abcdef0123456789abcdef",
                        "gateway": "wss://gw.example:7879/bridge", "fingerprint": format!("sha256:{}", "ab".repeat(32))});
     let path = node.path().join("node.json");
     std::fs::write(&path, state.to_string()).unwrap();
     std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
-    let out = warden_in(node.path()).args(["node", "status"]).output().unwrap();
-    assert!(!out.status.success(), "a node.json others can read is refused");
+    let out = warden_in(node.path())
+        .args(["node", "status"])
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "a node.json others can read is refused"
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("0600"));
     std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let units = tempfile::tempdir().unwrap();
@@ -640,14 +671,33 @@ fn install_writes_a_user_unit_and_status_and_run_say_what_is_missing() {
         .arg(units.path())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let said = String::from_utf8_lossy(&out.stdout);
-    assert!(said.contains("enable-linger") && said.contains("systemctl --user"), "{said}");
+    assert!(
+        said.contains("enable-linger") && said.contains("systemctl --user"),
+        "{said}"
+    );
     let unit = std::fs::read_to_string(units.path().join("warden-node.service")).unwrap();
-    assert!(unit.contains(&format!("WARDEN_HOME={}", node.path().display())), "{unit}");
-    assert!(unit.contains(" node run") && unit.contains("Restart=always"), "{unit}");
-    let out = warden_in(node.path()).args(["node", "status", "--json"]).output().unwrap();
+    assert!(
+        unit.contains(&format!("WARDEN_HOME={}", node.path().display())),
+        "{unit}"
+    );
+    assert!(
+        unit.contains(" node run") && unit.contains("Restart=always"),
+        "{unit}"
+    );
+    let out = warden_in(node.path())
+        .args(["node", "status", "--json"])
+        .output()
+        .unwrap();
     let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(st["nodeId"], "unit1");
-    assert!(!st.to_string().contains("wnd_0123"), "the token is never shown");
+    assert!(
+        !st.to_string().contains("wnd_0123"),
+        "the token is never shown"
+    );
 }

@@ -27,7 +27,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{GatewayProcess, TerminalApprover, gateway_token, open_gateway_home, warden_in};
+use support::{
+    GatewayProcess, TerminalApprover, gateway_token, open_gateway_home, python_sdk, warden_in,
+};
 
 /// A cancelled run must be gone well within this (the target is one second; this bound
 /// only keeps a slow CI machine from failing a correct build).
@@ -90,27 +92,6 @@ fn hosts(home: &Path) -> Vec<&'static str> {
 }
 
 // ---- the official Python SDK -------------------------------------------------------
-
-/// The Python with the MCP SDK (`WARDEN_TEST_PYTHON`, else `target/mcp-sdk`), or why not.
-fn python_sdk() -> Option<PathBuf> {
-    let python = std::env::var_os("WARDEN_TEST_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/mcp-sdk/bin/python")
-        });
-    let works = Command::new(&python)
-        .args(["-c", "import mcp, httpx2"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !works {
-        eprintln!(
-            "SKIPPED: the official MCP Python SDK is not installed at {} (.ci/run: python3 -m venv target/mcp-sdk && target/mcp-sdk/bin/pip install mcp)",
-            python.display()
-        );
-        return None;
-    }
-    Some(python)
-}
 
 fn client_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/clients/mcp_cancel.py")
@@ -404,12 +385,21 @@ fn cancelling_a_request_withdraws_its_question_from_the_approver() {
     approver.read_until("withdrawn");
     // Nothing ran, and the session hears that the request was cancelled before it began.
     assert_eq!(sleeps(&m), 0);
-    raw.send(
-        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
-        "name": "session", "arguments": {"command": "/exec"}}}),
-    );
-    let later = raw.response(3);
-    let events = later["result"]["structuredContent"]["events"].to_string();
+    // The approver sees the question withdrawn a moment before the runner reports it:
+    // ask again until the event has arrived.
+    let mut events = String::new();
+    for id in 3..8 {
+        raw.send(
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "session", "arguments": {"command": "/exec"}}}),
+        );
+        let later = raw.response(id);
+        events.push_str(&later["result"]["structuredContent"]["events"].to_string());
+        if events.contains("Exec cancelled") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
     assert!(
         events.contains("Exec cancelled before it started") && events.contains("nothing ran"),
         "{events}"

@@ -237,9 +237,11 @@ fn a_fork_bomb_is_bounded_and_the_host_can_still_start_processes() {
         assert_eq!(String::from_utf8_lossy(&out.stdout), "still here\n");
         let bombed = bomb.wait_with_output().unwrap();
         assert_eq!(bombed.status.code(), Some(124), "{host}: {bombed:?}");
-        // At the limit (the sandbox's own bubblewrap processes count too), never past it.
+        // Never past the limit (the sandbox's own bubblewrap processes count too). How
+        // close it gets depends on the CPU the bomb gets: its runs weigh a quarter of
+        // anything else, so on a busy machine it may not reach it while sampled.
         assert!(
-            (16..=64).contains(&peak),
+            (2..=64).contains(&peak),
             "{host}: {peak} bomb processes at once (limit 64)"
         );
         assert_none_left(&bomb_cmdline, &format!("fork bomb on {host}"));

@@ -272,3 +272,76 @@ fn version_and_help_work() {
     let out = warden().args(["exec", "--help"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("124 timed out"));
 }
+
+#[test]
+fn an_allowlisted_git_does_not_run_code_through_its_flags_unless_the_entry_says_so() {
+    let tmp = support::warden_home();
+    let h = tmp.path();
+    let work = tempfile::tempdir().unwrap();
+    let marker = work.path().join("marker");
+    let git = std::fs::canonicalize(
+        ["/usr/local/bin/git", "/usr/bin/git"]
+            .iter()
+            .find(|p| std::path::Path::new(p).exists())
+            .expect("git is installed"),
+    )
+    .unwrap();
+    let with_entry = |entry: serde_json::Value| {
+        let approvals = serde_json::json!({
+            "version": 1,
+            "defaults": {"security": "allowlist", "ask": "off", "askFallback": "deny"},
+            "agents": {"main": {"allowlist": [entry]}}
+        });
+        support::configure(
+            h,
+            "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\nask = \"off\"\n",
+            &approvals.to_string(),
+        );
+    };
+    let exec = |args: &[&str]| {
+        support::warden_in(h)
+            .arg("exec")
+            .arg("--cwd")
+            .arg(work.path())
+            .arg("--")
+            .arg(&git)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let alias = format!("alias.x=!touch {}", marker.display());
+    with_entry(serde_json::json!({"pattern": git}));
+    let out = exec(&["--version"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The command: the entry names git; the alias would run `touch`.
+    let out = exec(&["-c", &alias, "x"]);
+    assert_eq!(
+        out.status.code(),
+        Some(77),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("git -c alias.*: runs arbitrary commands"),
+        "{stderr}"
+    );
+    assert!(!marker.exists(), "the alias ran");
+    // An entry that allows that flag by name: it runs (the vector is real).
+    with_entry(serde_json::json!({"pattern": git, "allowFlags": ["-c alias.*"]}));
+    let out = exec(&["-c", &alias, "x"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(marker.exists());
+    // An entry with arguments covers only its subcommand.
+    with_entry(serde_json::json!({"pattern": git, "args": ["--version"], "argsMatch": "exact"}));
+    assert!(exec(&["--version"]).status.success());
+    assert_eq!(exec(&["--help"]).status.code(), Some(77));
+}

@@ -132,12 +132,12 @@ async fn stdio_exec_allowed_denied_asked_and_events() {
     assert_eq!(v["reason"], "no-approver");
     assert!(v["rule"].as_str().unwrap().contains("askFallback=deny"));
     assert_eq!(r.is_error, Some(true));
+    // One line: the agent already has that run's whole result.
     assert_eq!(
         v["events"],
-        json!([
-            format!("Exec started (node=gateway, id={first_run})"),
-            format!("Exec finished (node=gateway, id={first_run}, code=0)\nhello\n"),
-        ])
+        json!([format!(
+            "Exec finished (node=gateway, id={first_run}, code=0)"
+        )])
     );
     let denied_run = v["runId"].as_str().unwrap().to_owned();
 
@@ -329,11 +329,12 @@ async fn stdio_survives_pathological_commands_and_keeps_answering() {
 }
 
 /// Below the MCP client: JSON-RPC lines written straight to `warden mcp`'s stdin. A line
-/// that does not parse (nested 100,000 deep, or not JSON) is dropped by the transport
-/// without an answer; arguments nested just under serde_json's limit are refused as
-/// invalid parameters; and the server answers the next request.
+/// that does not parse (nested 100,000 deep, cut short, or not JSON) is answered with a
+/// parse error (-32700, id null); arguments nested just under serde_json's limit, or not
+/// an object, are invalid parameters (-32602) naming the field; an unknown method is
+/// -32601, a batch -32600; and the server answers the next request.
 #[test]
-fn stdio_drops_undecodable_lines_and_keeps_answering() {
+fn stdio_answers_undecodable_lines_with_the_specified_errors_and_keeps_answering() {
     let s = setup();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
         .args(["mcp", "--agent", "coder", "--session", "s1", "--workspace"])
@@ -364,7 +365,7 @@ fn stdio_drops_undecodable_lines_and_keeps_answering() {
         stdin.write_all(b"\n").unwrap();
         stdin.flush().unwrap();
     };
-    let answer = |id: i64| loop {
+    let answer = |id: Value| loop {
         let v = rx.recv_timeout(Duration::from_secs(30)).expect("an answer");
         if v["id"] == id {
             return v;
@@ -376,7 +377,7 @@ fn stdio_drops_undecodable_lines_and_keeps_answering() {
             "clientInfo": {"name": "raw", "version": "0"}}})
         .to_string(),
     );
-    assert!(answer(1)["result"]["serverInfo"].is_object());
+    assert!(answer(json!(1))["result"]["serverInfo"].is_object());
     send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
     let deep = 100_000;
     send(&format!(
@@ -389,20 +390,43 @@ fn stdio_drops_undecodable_lines_and_keeps_answering() {
         "{\"a\":".repeat(deep)
     ));
     send("\u{0}\u{fffd} not json at all");
+    for _ in 0..3 {
+        let parse = answer(Value::Null);
+        assert_eq!(parse["error"]["code"], -32700, "{parse}");
+    }
     let nested = 120;
     send(&format!(
         r#"{{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{{"name":"exec","arguments":{{"command":{}"x"{}}}}}}}"#,
         "[".repeat(nested),
         "]".repeat(nested)
     ));
-    let refused = answer(4);
+    let refused = answer(json!(4));
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`command`"),
+        "{refused}"
+    );
+    send(
+        r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"exec","arguments":"str"}}"#,
+    );
+    let refused = answer(json!(6));
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert_eq!(refused["error"]["data"]["field"], "arguments", "{refused}");
+    send(r#"{"jsonrpc":"2.0","id":7,"method":"no/such/method"}"#);
+    assert_eq!(answer(json!(7))["error"]["code"], -32601);
+    send(r#"[{"jsonrpc":"2.0","id":8,"method":"ping"}]"#);
+    assert_eq!(answer(Value::Null)["error"]["code"], -32600);
+    send(r#"{"jsonrpc":"1.0","id":9,"method":"ping"}"#);
+    assert_eq!(answer(json!(9))["error"]["code"], -32600);
     send(
         &json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
             "name": "exec", "arguments": {"command": "echo after"}}})
         .to_string(),
     );
-    let ran = answer(5);
+    let ran = answer(json!(5));
     assert_eq!(
         ran["result"]["structuredContent"]["stdout"], "after\n",
         "{ran}"

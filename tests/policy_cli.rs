@@ -194,3 +194,99 @@ fn pathological_shell_strings_are_a_miss_that_names_the_limit() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("invalid UTF-8"));
 }
+
+#[test]
+fn explain_names_the_profile_hit_and_an_operators_profiles_extend_the_shipped_ones() {
+    let tmp = support::warden_home();
+    let h = tmp.path();
+    let git = std::fs::canonicalize(
+        ["/usr/local/bin/git", "/usr/bin/git"]
+            .iter()
+            .find(|p| Path::new(p).exists())
+            .expect("git is installed"),
+    )
+    .unwrap();
+    let approvals = serde_json::json!({
+        "version": 1,
+        "defaults": {"security": "allowlist", "ask": "on-miss", "askFallback": "deny"},
+        "agents": {"coder": {"allowlist": [{"pattern": git}]}}
+    });
+    support::configure(
+        h,
+        "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\n",
+        &approvals.to_string(),
+    );
+    let git = git.to_string_lossy().into_owned();
+    let (code, v) = explain(h, &["--agent", "coder", "--", &git, "status"]);
+    assert_eq!(code, 0, "{v}");
+    // The command: the entry names git, the profile refuses the alias.
+    let (code, v) = explain(
+        h,
+        &[
+            "--agent",
+            "coder",
+            "--",
+            &git,
+            "-c",
+            "alias.x=!id > FILE",
+            "x",
+        ],
+    );
+    assert_eq!(code, 10, "{v}");
+    let rule = v["decision"]["rule"].as_str().unwrap();
+    assert!(
+        rule.contains("git -c alias.*: runs arbitrary commands"),
+        "{rule}"
+    );
+    assert_eq!(
+        v["evaluation"]["leaves"][0]["profile"][0]["name"],
+        "-c alias.*"
+    );
+    let text = support::warden_in(h)
+        .args([
+            "policy",
+            "explain",
+            "--agent",
+            "coder",
+            "--",
+            &git,
+            "log",
+            "--output=/tmp/elsewhere",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("profile: git --output: writes to an arbitrary path"),
+        "{text}"
+    );
+
+    // The operator adds a rule: `git push` now asks too, naming it.
+    std::fs::write(
+        h.join("profiles.toml"),
+        "[[program]]\nnames = [\"git\"]\n[[program.rule]]\nname = \"push\"\nreason = \"publishes commits\"\nsubcommands = [\"push\"]\n",
+    )
+    .unwrap();
+    let (code, v) = explain(h, &["--agent", "coder", "--", &git, "push"]);
+    assert_eq!(code, 10, "{v}");
+    assert!(
+        v["decision"]["rule"]
+            .as_str()
+            .unwrap()
+            .contains("git push: publishes commits"),
+        "{v}"
+    );
+    // A profiles file that cannot be used: everything is denied, and the file is named.
+    std::fs::write(
+        h.join("profiles.toml"),
+        "[[program]]\nnames = [\"git\"]\ntypo = 1\n",
+    )
+    .unwrap();
+    let (code, v) = explain(h, &["--agent", "coder", "--", &git, "status"]);
+    assert_eq!(code, 77, "{v}");
+    let error = v["hostFileError"].as_str().unwrap();
+    assert!(
+        error.contains("profiles.toml") && error.contains("typo"),
+        "{error}"
+    );
+}

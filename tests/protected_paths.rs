@@ -177,7 +177,14 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (u64, u32, String)> {
             String::from_utf8_lossy(&std::fs::read(&p).unwrap_or_default()).into_owned()
         } else if meta.is_dir() {
             for e in std::fs::read_dir(&p).unwrap() {
-                stack.push(e.unwrap().path());
+                let child = e.unwrap().path();
+                // Warden's own cache (the remembered namespace probe) is written by Warden
+                // when the first sandboxed command runs. It lies in the protected state
+                // directory like the rest, but its appearance is not an attack.
+                if p == dir && child.file_name().is_some_and(|n| n == "cache") {
+                    continue;
+                }
+                stack.push(child);
             }
             String::new()
         } else {

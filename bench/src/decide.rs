@@ -1,13 +1,15 @@
 //! `decide`: one full policy decision (config resolution, shell analysis, cached
-//! executable resolution, matching against 1,000 patterns) per command, over a corpus of
-//! 1,000 realistic commands, against a bare spawn of `/bin/true`.
+//! executable resolution, matching against 1,000 argument-aware rules and the shipped
+//! profiles) per command, over a corpus of 1,000 realistic commands, against a bare
+//! spawn of `/bin/true`.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use policy::{
-    Allowlist, Ask, AskFallback, CaseMode, CommandInput, Config, EvalContext, ExeCache, ExecParams,
-    HostCeiling, Requester, Security, SessionOverrides, TrustedPath, explain,
+    Allowlist, ArgsMatch, Ask, AskFallback, CaseMode, CommandInput, Config, EvalContext, ExeCache,
+    ExecParams, HostCeiling, Profiles, Requester, RuleSpec, Security, SessionOverrides,
+    TrustedPath, explain,
 };
 
 /// 1,000 commands of the kinds agents run: single commands, pipelines, `&&` chains,
@@ -36,8 +38,17 @@ pub fn corpus() -> Vec<String> {
         let q = programs[(i / 3 + 7) % programs.len()];
         let a = args[i % args.len()];
         let b = args[(i / 7) % args.len()];
+        // Commands that use a flag their program's profile lists.
+        let flagged = [
+            "git -c alias.x='!id' x",
+            "git log --output=/tmp/elsewhere",
+            "find . -name x -exec rm '{}' +",
+            "sed -n '1e id' notes.txt",
+            "git rebase --exec 'make test' HEAD~3",
+        ];
         let cmd = match i % 10 {
-            0..=2 => format!("{p} {a}"),
+            0 | 1 => format!("{p} {a}"),
+            2 => flagged[(i / 10) % flagged.len()].to_owned(),
             3 => format!("{p} {a} | {q} {b}"),
             4 => format!("{p} {a} && {q} {b} && git status"),
             5 => format!("nice -n 5 {p} {a}"),
@@ -52,33 +63,84 @@ pub fn corpus() -> Vec<String> {
     out
 }
 
-/// 1,000 patterns: the real programs of the corpus plus project-style globs.
-pub fn patterns() -> Vec<String> {
-    let mut p: Vec<String> = [
+/// 1,000 argument-aware rules: for each real program of the corpus, a rule per first
+/// argument the corpus uses (so most commands match one), a hundred git subcommands, and
+/// project-style globs and bare names with argument patterns.
+pub fn rules() -> Vec<RuleSpec> {
+    let programs = [
         "git", "ls", "cat", "grep", "find", "head", "tail", "wc", "sort", "uniq", "sed", "diff",
         "date", "uname", "echo", "mkdir", "cp", "mv", "stat", "nice", "timeout", "env",
-    ]
-    .iter()
-    .map(|n| format!("/usr/bin/{n}"))
-    .collect();
+    ];
+    let first_words = [
+        "-la",
+        "-n",
+        "--stat",
+        "pattern with spaces",
+        "double quoted",
+        "src/main.rs",
+        "--",
+        "status",
+        "log",
+        "-rn",
+        "-c",
+        "10",
+        "TODO",
+        "notes.txt",
+    ];
+    let rule = |pattern: String, args: &[&str], exact: bool| RuleSpec {
+        pattern,
+        args: Some(args.iter().map(|a| a.to_string()).collect()),
+        args_match: if exact {
+            ArgsMatch::Exact
+        } else {
+            ArgsMatch::Prefix
+        },
+        ..RuleSpec::default()
+    };
+    let mut r = Vec::new();
+    for p in programs {
+        for w in first_words {
+            r.push(rule(format!("/usr/bin/{p}"), &[w], false));
+        }
+    }
+    for i in 0..100 {
+        r.push(rule(
+            "/usr/bin/git".into(),
+            &[&format!("sub{i}"), "*"],
+            false,
+        ));
+    }
     let mut i = 0;
-    while p.len() < 1000 {
-        p.push(match i % 4 {
-            0 => format!("/opt/tool{i}/bin/*"),
-            1 => format!("~/Projects/p{i}/**/bin/run"),
-            2 => format!("tool{i}"),
-            _ => format!("/srv/app{i}/bin/[a-c]*"),
+    while r.len() < 1000 {
+        r.push(match i % 4 {
+            0 => rule(format!("/opt/tool{i}/bin/*"), &["run", "--fast"], true),
+            1 => rule(
+                format!("~/Projects/p{i}/**/bin/run"),
+                &["--target=*"],
+                false,
+            ),
+            2 => rule(format!("tool{i}"), &["build", "*"], false),
+            _ => rule(format!("/srv/app{i}/bin/[a-c]*"), &["-v"], false),
         });
         i += 1;
     }
-    p
+    r
+}
+
+fn allowlist() -> Allowlist {
+    Allowlist::compile_rules(
+        &rules(),
+        Path::new("/root"),
+        CaseMode::Sensitive,
+        Profiles::shipped(),
+    )
 }
 
 /// Median time of one decision, after one warm-up pass over the corpus (which fills the
 /// resolution cache, as a long-running gateway would).
 pub fn median_decision(rounds: usize) -> Duration {
     let fs = caps::LocalFs::new("/").unwrap_or_else(|_| unreachable!());
-    let allowlist = Allowlist::compile(&patterns(), Path::new("/root"), CaseMode::Sensitive);
+    let allowlist = allowlist();
     let trusted = TrustedPath::parse("/usr/local/bin:/usr/bin:/bin");
     let cache = ExeCache::new();
     let ctx = EvalContext {
@@ -139,7 +201,7 @@ pub fn median_decision(rounds: usize) -> Duration {
 pub fn profile() {
     let corpus = corpus();
     let fs = caps::LocalFs::new("/").unwrap_or_else(|_| unreachable!());
-    let allowlist = Allowlist::compile(&patterns(), Path::new("/root"), CaseMode::Sensitive);
+    let allowlist = allowlist();
     let trusted = TrustedPath::parse("/usr/local/bin:/usr/bin:/bin");
     let cache = ExeCache::new();
     let ctx = EvalContext {

@@ -87,7 +87,8 @@ pub async fn median_round_trip(iterations: usize) -> anyhow::Result<Duration> {
             security: policy::Security::Allowlist,
             ask: policy::Ask::OnMiss,
             reason: policy::AskReason::AllowlistMiss,
-            allow_always: vec!["/usr/bin/rg".into()],
+            allow_always: policy::AlwaysOption::programs(&["/usr/bin/rg"]),
+            allow_always_default: 0,
             not_stored: Vec::new(),
         },
     ));

@@ -10,6 +10,7 @@ mod bridge_bench;
 mod decide;
 mod harness;
 mod ipc_bench;
+mod mcp_bench;
 mod sandbox_bench;
 mod suites;
 

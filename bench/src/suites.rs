@@ -35,6 +35,14 @@ pub async fn run_all(report: &mut Report, quick: bool, filter: &[&String]) -> an
     if wanted("fleet") {
         crate::bridge_bench::fleet(report, quick).await?;
     }
+    if wanted("mcp-exec") || wanted("mcp-read") {
+        // The `warden` binary holds every run in the containment this host allows (a
+        // cgroup per run here); the in-process baseline does the same, so that the ratio
+        // is what MCP costs, not what a cgroup costs.
+        let helper = std::env::current_exe()?.with_file_name("warden-sandbox-helper");
+        let gateway = InProcess::new(Some(caps::process::Containment::detect(Some(helper))))?;
+        crate::mcp_bench::run(report, quick, &gateway).await?;
+    }
     Ok(())
 }
 
@@ -60,7 +68,7 @@ async fn decide(report: &mut Report, quick: bool) -> anyhow::Result<()> {
     report.ratio(
         RatioSpec {
             id: "decide",
-            what: "full policy decision, 1,000 realistic commands × 1,000 patterns (median)",
+            what: "full policy decision, 1,000 realistic commands × 1,000 argument-aware rules + profiles (median)",
             baseline: "bare spawn+wait of /bin/true",
             unit: "ms",
             max_ratio: 0.01,
@@ -316,53 +324,102 @@ fn vm_hwm_kib() -> anyhow::Result<u64> {
     bail!("VmHWM not found in /proc/self/status")
 }
 
+/// The runner on the gateway host, in this process, with `/bin/true` allowlisted for
+/// agent `bench` (the Warden side of `exec-gateway`, and the baseline of `mcp-exec`).
+pub struct InProcess {
+    home: std::path::PathBuf,
+    runner: runner::Runner,
+    executor: runner::Executor,
+    cancel: tokio_util::sync::CancellationToken,
+}
+
+impl InProcess {
+    /// With each run held by `containment` (`None`: its process group and session only).
+    pub fn new(containment: Option<caps::process::Containment>) -> anyhow::Result<InProcess> {
+        let home = std::env::temp_dir().join(format!("warden-bench-gw-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&home);
+        std::fs::create_dir_all(&home)?;
+        std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
+        let true_path = std::fs::canonicalize("/bin/true")?;
+        let approvals = serde_json::json!({
+            "version": 1,
+            "defaults": {"security": "allowlist", "ask": "off", "askFallback": "deny"},
+            "agents": {"bench": {"allowlist": [{"pattern": true_path}]}}
+        });
+        let path = home.join("exec-approvals.json");
+        std::fs::write(&path, serde_json::to_vec(&approvals)?)?;
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+        let fs: std::sync::Arc<caps::LocalFs> = std::sync::Arc::new(caps::LocalFs::new("/")?);
+        let store = approvals::Store::new(
+            fs.clone(),
+            approvals::StoreConfig {
+                path,
+                owner_uid: nix::unistd::geteuid().as_raw(),
+                home: home.clone(),
+                case: policy::CaseMode::Sensitive,
+            },
+        );
+        let clock: std::sync::Arc<dyn approvals::Clock> =
+            std::sync::Arc::new(approvals::SystemClock);
+        let runner = runner::Runner::new(
+            runner::Host::builder(
+                fs,
+                store,
+                policy::Config::parse(
+                    "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\n",
+                    std::path::Path::new("config.toml"),
+                )?,
+            )
+            .trusted_path(policy::TrustedPath::parse("/usr/bin:/bin"))
+            .default_cwd("/")
+            .clock(clock)
+            .build(),
+        );
+        let shell = match containment {
+            Some(c) => LocalShell::contained(c),
+            None => LocalShell::new(),
+        };
+        let executor = runner::Executor::Direct {
+            shell: std::sync::Arc::new(shell),
+            host: runner::RunHost::Gateway,
+        };
+        Ok(InProcess {
+            home,
+            runner,
+            executor,
+            cancel: tokio_util::sync::CancellationToken::new(),
+        })
+    }
+
+    /// One allowlisted `/bin/true` through the whole runner.
+    pub async fn exec_true(&self) -> anyhow::Result<()> {
+        let request = runner::ExecRequest::new(
+            "bench",
+            "bench",
+            runner::CommandSpec::Argv(vec!["/bin/true".into()]),
+        );
+        let report = self
+            .runner
+            .run(request, &self.executor, &runner::NoEvents, &self.cancel)
+            .await;
+        if !matches!(report.outcome, runner::Outcome::Finished { .. }) {
+            bail!("the runner did not run /bin/true: {:?}", report.outcome);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for InProcess {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.home);
+    }
+}
+
 /// `exec-gateway`: an allowlisted `/bin/true` through the whole runner on the gateway
 /// host (approvals file, policy, environment, spawn in its own session, capture, events).
 async fn exec_gateway(report: &mut Report, quick: bool) -> anyhow::Result<()> {
     let (warmup, iterations) = if quick { (3, 10) } else { (50, 500) };
-    let home = std::env::temp_dir().join(format!("warden-bench-gw-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&home);
-    std::fs::create_dir_all(&home)?;
-    std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
-    let true_path = std::fs::canonicalize("/bin/true")?;
-    let approvals = serde_json::json!({
-        "version": 1,
-        "defaults": {"security": "allowlist", "ask": "off", "askFallback": "deny"},
-        "agents": {"bench": {"allowlist": [{"pattern": true_path}]}}
-    });
-    let path = home.join("exec-approvals.json");
-    std::fs::write(&path, serde_json::to_vec(&approvals)?)?;
-    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
-    let fs: std::sync::Arc<caps::LocalFs> = std::sync::Arc::new(caps::LocalFs::new("/")?);
-    let store = approvals::Store::new(
-        fs.clone(),
-        approvals::StoreConfig {
-            path,
-            owner_uid: nix::unistd::geteuid().as_raw(),
-            home: home.clone(),
-            case: policy::CaseMode::Sensitive,
-        },
-    );
-    let clock: std::sync::Arc<dyn approvals::Clock> = std::sync::Arc::new(approvals::SystemClock);
-    let runner = runner::Runner::new(
-        runner::Host::builder(
-            fs,
-            store,
-            policy::Config::parse(
-                "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\n",
-                std::path::Path::new("config.toml"),
-            )?,
-        )
-        .trusted_path(policy::TrustedPath::parse("/usr/bin:/bin"))
-        .default_cwd("/")
-        .clock(clock)
-        .build(),
-    );
-    let executor = runner::Executor::Direct {
-        shell: std::sync::Arc::new(LocalShell::new()),
-        host: runner::RunHost::Gateway,
-    };
-    let cancel = tokio_util::sync::CancellationToken::new();
+    let gateway = InProcess::new(None)?;
     let (base, warden) = compare(
         warmup,
         iterations,
@@ -379,23 +436,9 @@ async fn exec_gateway(report: &mut Report, quick: bool) -> anyhow::Result<()> {
             }
             Ok(())
         },
-        || async {
-            let request = runner::ExecRequest::new(
-                "bench",
-                "bench",
-                runner::CommandSpec::Argv(vec!["/bin/true".into()]),
-            );
-            let report = runner
-                .run(request, &executor, &runner::NoEvents, &cancel)
-                .await;
-            if !matches!(report.outcome, runner::Outcome::Finished { .. }) {
-                bail!("the runner did not run /bin/true: {:?}", report.outcome);
-            }
-            Ok(())
-        },
+        || gateway.exec_true(),
     )
     .await?;
-    let _ = std::fs::remove_dir_all(&home);
     report.ratio(
         RatioSpec {
             id: "exec-gateway",

@@ -91,4 +91,5 @@ async def main() -> None:
                     await drive(session, mode, marker, host)
 
 
-anyio.run(main)
+if __name__ == "__main__":
+    anyio.run(main)

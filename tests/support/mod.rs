@@ -218,3 +218,51 @@ impl Drop for GatewayProcess {
         let _ = self.child.wait();
     }
 }
+
+/// The Python with the official MCP SDK (`WARDEN_TEST_PYTHON`, else `target/mcp-sdk`,
+/// which `.ci/run` creates), or why not, said loudly.
+#[allow(clippy::print_stderr)]
+pub fn python_sdk() -> Option<PathBuf> {
+    let python = std::env::var_os("WARDEN_TEST_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/mcp-sdk/bin/python")
+        });
+    let works = Command::new(&python)
+        .args(["-c", "import mcp, httpx2, jsonschema"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !works {
+        eprintln!(
+            "SKIPPED: the official MCP Python SDK is not installed at {} (.ci/run: python3 -m venv target/mcp-sdk && target/mcp-sdk/bin/pip install mcp)",
+            python.display()
+        );
+        return None;
+    }
+    Some(python)
+}
+
+/// Where the official MCP TypeScript SDK is installed (`WARDEN_TEST_MCP_TS`, else
+/// `target/mcp-ts`, which `.ci/run` fills from tests/clients/package.json with `npm ci`),
+/// with `node` to run it, or why not, said loudly.
+#[allow(clippy::print_stderr)]
+pub fn typescript_sdk() -> Option<PathBuf> {
+    let dir = std::env::var_os("WARDEN_TEST_MCP_TS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/mcp-ts"));
+    let node = Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let sdk = dir
+        .join("node_modules/@modelcontextprotocol/sdk/package.json")
+        .is_file();
+    if !node || !sdk {
+        eprintln!(
+            "SKIPPED: the official MCP TypeScript SDK is not installed in {} (node: {node}; .ci/run: npm ci in target/mcp-ts)",
+            dir.display()
+        );
+        return None;
+    }
+    Some(dir)
+}

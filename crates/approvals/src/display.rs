@@ -122,6 +122,7 @@ pub fn render_prompt(prompt: &Prompt) -> String {
             ask,
             reason,
             allow_always,
+            allow_always_default,
             not_stored,
         } => {
             let _ = writeln!(
@@ -131,11 +132,33 @@ pub fn render_prompt(prompt: &Prompt) -> String {
             );
             let _ = writeln!(out, "command:  {}", escape(command));
             plan_lines(&mut out, plan);
-            if allow_always.is_empty() {
-                let _ = writeln!(out, "always:   stores nothing");
-            } else {
-                let shown: Vec<String> = allow_always.iter().map(|s| escape(s)).collect();
-                let _ = writeln!(out, "always:   would store {}", shown.join(", "));
+            let rules = |o: &policy::AlwaysOption| -> String {
+                let shown: Vec<String> = o.rules.iter().map(|r| escape(&r.describe())).collect();
+                shown.join(", ")
+            };
+            match allow_always.get(*allow_always_default) {
+                None => {
+                    let _ = writeln!(out, "always:   stores nothing");
+                }
+                Some(default) => {
+                    let _ = writeln!(out, "always:   would store {}", rules(default));
+                }
+            }
+            if allow_always.len() > 1 {
+                for (i, option) in allow_always.iter().enumerate() {
+                    let _ = writeln!(
+                        out,
+                        "          [{}] {:<10} {}{}",
+                        i + 1,
+                        option.scope.as_str(),
+                        rules(option),
+                        if i == *allow_always_default {
+                            "   (preselected)"
+                        } else {
+                            ""
+                        }
+                    );
+                }
             }
             for skipped in not_stored {
                 let _ = writeln!(out, "          not stored: {}", escape(skipped));
@@ -215,6 +238,14 @@ mod tests {
     }
 
     fn command_prompt(plan: RunPlan, allow_always: Vec<String>) -> Prompt {
+        let allow_always = if allow_always.is_empty() {
+            vec![]
+        } else {
+            vec![policy::AlwaysOption {
+                scope: policy::Scope::Program,
+                rules: allow_always.iter().map(policy::RuleSpec::program).collect(),
+            }]
+        };
         Prompt::new(
             "p",
             "a",
@@ -227,6 +258,7 @@ mod tests {
                 ask: policy::Ask::OnMiss,
                 reason: policy::AskReason::AllowlistMiss,
                 allow_always,
+                allow_always_default: 0,
                 not_stored: vec!["sh: shells, interpreters and wrappers are never stored".into()],
             },
         )

@@ -1,11 +1,19 @@
 //! The `exec-approvals.json` document, schema version 1. Every level keeps the fields
 //! this version does not know (`extra`), in their original order, so a rewrite never
 //! loses them.
+//!
+//! Allowlist entries may carry argument rules (`args`, `argsMatch`, `allowFlags`,
+//! `examples`): fields a version-1 reader that does not know them ignores, so the file
+//! stays a superset of version 1. The agent id `*` is OpenClaw's "every agent": its
+//! settings sit between `defaults` and each agent's own, and its entries apply to all.
 
 use indexmap::IndexMap;
-use policy::{Ask, AskFallback, HostCeiling, Security};
+use policy::{ArgsMatch, Ask, AskFallback, Examples, HostCeiling, RuleSpec, Security};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+/// The agent id that stands for every agent (as in OpenClaw).
+pub const EVERY_AGENT: &str = "*";
 
 /// The only schema version Warden reads or writes.
 pub const SCHEMA_VERSION: u64 = 1;
@@ -79,33 +87,6 @@ impl Ceilings {
     pub fn apply(&mut self, change: Ceilings) {
         *self = change.over(*self);
     }
-
-    /// Take `theirs` where a value is unset, and record each as `prefix.key = value`:
-    /// an unset value means the strict default, so filling it can loosen the host.
-    pub fn fill_from(&mut self, theirs: Ceilings, prefix: &str, set: &mut Vec<String>) {
-        fn fill<T: Copy + std::fmt::Display>(
-            ours: &mut Option<T>,
-            theirs: Option<T>,
-            name: String,
-            set: &mut Vec<String>,
-        ) {
-            if ours.is_none()
-                && let Some(value) = theirs
-            {
-                set.push(format!("{name} = {value}"));
-                *ours = Some(value);
-            }
-        }
-        fill(
-            &mut self.security,
-            theirs.security,
-            format!("{prefix}.security"),
-            set,
-        );
-        fill(&mut self.ask, theirs.ask, format!("{prefix}.ask"), set);
-        let name = format!("{prefix}.askFallback");
-        fill(&mut self.ask_fallback, theirs.ask_fallback, name, set);
-    }
 }
 
 /// `defaults`.
@@ -159,6 +140,18 @@ pub struct AllowlistEntry {
         skip_serializing_if = "Option::is_none"
     )]
     pub last_resolved_path: Option<String>,
+    /// Patterns for the arguments after the program; absent: any arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<Vec<String>>,
+    /// `prefix` (default) or `exact`.
+    #[serde(default, rename = "argsMatch", skip_serializing_if = "Option::is_none")]
+    pub args_match: Option<ArgsMatch>,
+    /// Profile hits this entry allows by name (`-c alias.*`, `-exec`; `*`: all).
+    #[serde(default, rename = "allowFlags", skip_serializing_if = "Vec::is_empty")]
+    pub allow_flags: Vec<String>,
+    /// Commands that must (not) match, checked when the file is loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub examples: Option<Examples>,
     /// Fields this version does not know.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -170,6 +163,30 @@ impl AllowlistEntry {
         AllowlistEntry {
             pattern: pattern.into(),
             ..Default::default()
+        }
+    }
+
+    /// A new, never-used entry for `rule`.
+    pub fn from_rule(rule: &RuleSpec) -> Self {
+        AllowlistEntry {
+            pattern: rule.pattern.clone(),
+            args: rule.args.clone(),
+            args_match: (rule.args.is_some() && rule.args_match == ArgsMatch::Exact)
+                .then_some(ArgsMatch::Exact),
+            allow_flags: rule.allow_flags.clone(),
+            examples: (rule.examples != Examples::default()).then(|| rule.examples.clone()),
+            ..Default::default()
+        }
+    }
+
+    /// The entry as the policy reads it.
+    pub fn rule(&self) -> RuleSpec {
+        RuleSpec {
+            pattern: self.pattern.clone(),
+            args: self.args.clone(),
+            args_match: self.args_match.unwrap_or_default(),
+            allow_flags: self.allow_flags.clone(),
+            examples: self.examples.clone().unwrap_or_default(),
         }
     }
 }
@@ -190,11 +207,15 @@ impl ApprovalsFile {
     /// The ceiling this host imposes on `agent`: its agent entry over `defaults`, each
     /// missing value at its secure default (deny / on-miss / deny).
     pub fn ceiling_for(&self, agent: Option<&str>) -> HostCeiling {
-        let set = agent
-            .and_then(|a| self.agents.get(a))
+        let every = self
+            .agents
+            .get(EVERY_AGENT)
             .map_or(self.defaults.ceilings, |e| {
                 e.ceilings.over(self.defaults.ceilings)
             });
+        let set = agent
+            .and_then(|a| self.agents.get(a))
+            .map_or(every, |e| e.ceilings.over(every));
         HostCeiling {
             security: set.security.unwrap_or(Security::Deny),
             ask: set.ask.unwrap_or(Ask::OnMiss),
@@ -202,12 +223,24 @@ impl ApprovalsFile {
         }
     }
 
-    /// The allowlist patterns of `agent`, in order.
+    /// The allowlist patterns of `agent`, in order (its own, then those for every
+    /// agent).
     pub fn patterns_for(&self, agent: Option<&str>) -> Vec<String> {
-        agent
-            .and_then(|a| self.agents.get(a))
-            .map(|e| e.allowlist.iter().map(|x| x.pattern.clone()).collect())
-            .unwrap_or_default()
+        self.rules_for(agent)
+            .into_iter()
+            .map(|r| r.pattern)
+            .collect()
+    }
+
+    /// The allowlist rules of `agent`: its own entries, then those of `*`.
+    pub fn rules_for(&self, agent: Option<&str>) -> Vec<RuleSpec> {
+        let own = agent
+            .filter(|a| *a != EVERY_AGENT)
+            .and_then(|a| self.agents.get(a));
+        own.into_iter()
+            .chain(self.agents.get(EVERY_AGENT))
+            .flat_map(|e| e.allowlist.iter().map(AllowlistEntry::rule))
+            .collect()
     }
 
     /// The token, if one has been created.
@@ -239,7 +272,10 @@ impl ApprovalsFile {
                 problems.push(format!("invalid agent id {agent:?}"));
             }
             for e in &entry.allowlist {
-                if let Err(err) = policy::validate_pattern(&e.pattern) {
+                let rule = e.rule();
+                let checked = policy::validate_pattern(&e.pattern)
+                    .and_then(|_| rule.validate(&policy::Profiles::shipped()));
+                if let Err(err) = checked {
                     problems.push(format!("agents.{agent}: {err}"));
                 }
             }

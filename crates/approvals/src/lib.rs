@@ -18,11 +18,11 @@ pub mod store;
 
 pub use clock::{Clock, SystemClock};
 pub use file::{
-    AgentEntry, AllowlistEntry, ApprovalsFile, Ceilings, Defaults, REDACTED, SCHEMA_VERSION,
-    SocketSettings,
+    AgentEntry, AllowlistEntry, ApprovalsFile, Ceilings, Defaults, EVERY_AGENT, REDACTED,
+    SCHEMA_VERSION, SocketSettings,
 };
 pub use policy::RunPlan;
 pub use store::{
-    ABSENT_HASH, HostView, ImportSummary, OsRandom, Randomness, Snapshot, Store, StoreConfig,
-    StoreError, USAGE_TIME_GRANULARITY_MS, Updated,
+    ABSENT_HASH, DryRun, HostView, ImportSummary, OsRandom, Randomness, Snapshot, Store,
+    StoreConfig, StoreError, USAGE_TIME_GRANULARITY_MS, Updated,
 };

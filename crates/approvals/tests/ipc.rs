@@ -96,7 +96,8 @@ fn prompt_request(id: &str) -> Request {
             security: policy::Security::Allowlist,
             ask: policy::Ask::OnMiss,
             reason: policy::AskReason::AllowlistMiss,
-            allow_always: vec!["/usr/bin/rg".into()],
+            allow_always: policy::AlwaysOption::programs(&["/usr/bin/rg"]),
+            allow_always_default: 0,
             not_stored: Vec::new(),
         },
     ))
@@ -303,6 +304,7 @@ async fn a_bit_flip_in_any_byte_of_a_response_is_rejected() {
                 id: req.prompt().id.clone(),
                 digest: req.prompt().digest.clone(),
                 answer: Answer::AllowOnce,
+                allow_always_option: None,
                 report: None,
             };
             let mut out = encode_response(
@@ -848,4 +850,128 @@ fn helper_process() {
             other => panic!("unknown helper mode {other}"),
         }
     });
+}
+
+/// A prompt offering two allow-always scopes for `git status -s`.
+fn scoped_request() -> Request {
+    let rule = |args: Option<Vec<String>>, exact: bool| policy::RuleSpec {
+        args,
+        args_match: if exact {
+            policy::ArgsMatch::Exact
+        } else {
+            policy::ArgsMatch::Prefix
+        },
+        ..policy::RuleSpec::program("/usr/bin/git")
+    };
+    Request::Prompt(Prompt::new(
+        "r-scope",
+        "coder",
+        "s1",
+        "gateway",
+        PromptKind::Command {
+            plan: plan(),
+            command: "git status -s".into(),
+            security: policy::Security::Allowlist,
+            ask: policy::Ask::OnMiss,
+            reason: policy::AskReason::AllowlistMiss,
+            allow_always: vec![
+                policy::AlwaysOption {
+                    scope: policy::Scope::Exact,
+                    rules: vec![rule(Some(vec!["status".into(), "-s".into()]), true)],
+                },
+                policy::AlwaysOption {
+                    scope: policy::Scope::Subcommand,
+                    rules: vec![rule(Some(vec!["status".into()]), false)],
+                },
+            ],
+            allow_always_default: 1,
+            not_stored: Vec::new(),
+        },
+    ))
+}
+
+#[tokio::test]
+async fn an_allow_always_choice_must_be_one_the_prompt_offered() {
+    // A fake approver (it holds the token) that answers with whatever choice it is set
+    // to, correctly authenticated: only the requester's check stands in its way.
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("fake.sock");
+    let listener = tokio::net::UnixListener::bind(&path).unwrap();
+    let reply: Arc<Mutex<(Answer, Option<usize>)>> =
+        Arc::new(Mutex::new((Answer::AllowOnce, None)));
+    let reply_server = reply.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let nonce = [5u8; 32];
+            write_frame(&mut s, &encode_challenge(&nonce))
+                .await
+                .unwrap();
+            let frame = read_frame(&mut s).await.unwrap();
+            let (payload, mac) = approvals::ipc::protocol::decode_request(
+                TOKEN.as_bytes(),
+                &nonce,
+                SystemClock.now_ms(),
+                &frame,
+            )
+            .unwrap();
+            let req: Request = serde_json::from_slice(payload).unwrap();
+            let (answer, choice) = *reply_server.lock().unwrap();
+            let resp = Response {
+                id: req.prompt().id.clone(),
+                digest: req.prompt().digest.clone(),
+                answer,
+                allow_always_option: choice,
+                report: None,
+            };
+            let out = encode_response(
+                TOKEN.as_bytes(),
+                &nonce,
+                &mac,
+                SystemClock.now_ms(),
+                &serde_json::to_vec(&resp).unwrap(),
+            );
+            let _ = write_frame(&mut s, &out).await;
+        }
+    });
+    let c = client(&path, Duration::from_secs(5));
+    let request = scoped_request();
+    let cases = [
+        ((Answer::AllowAlways, None), Ok(Some("status"))),
+        ((Answer::AllowAlways, Some(0)), Ok(Some("-s"))),
+        ((Answer::AllowAlways, Some(1)), Ok(Some("status"))),
+        ((Answer::AllowAlways, Some(2)), Err("only 2 were offered")),
+        (
+            (Answer::AllowAlways, Some(usize::MAX)),
+            Err("only 2 were offered"),
+        ),
+        ((Answer::AllowOnce, Some(0)), Err("without allow-always")),
+        ((Answer::Deny, Some(1)), Err("without allow-always")),
+    ];
+    for ((answer, choice), want) in cases {
+        *reply.lock().unwrap() = (answer, choice);
+        let outcome = ask(&c, &SystemClock, &request).await;
+        match (want, outcome) {
+            (Ok(last_word), AskOutcome::Answered(r)) => {
+                let rules = request
+                    .prompt()
+                    .allow_always_rules(r.allow_always_option)
+                    .unwrap();
+                let args = rules[0].args.clone().unwrap();
+                assert_eq!(args.last().map(String::as_str), last_word, "{choice:?}");
+            }
+            (Err(why), AskOutcome::NoApprover(got)) => {
+                assert!(got.contains(why), "{choice:?}: {got}");
+            }
+            (want, got) => panic!("{answer:?} {choice:?}: want {want:?}, got {got:?}"),
+        }
+    }
+    // The options are part of the digest: another set of scopes is another prompt.
+    let mut other = scoped_request();
+    if let Request::Prompt(p) = &mut other
+        && let PromptKind::Command { allow_always, .. } = &mut p.kind
+    {
+        allow_always.swap(0, 1);
+        assert_ne!(p.compute_digest(), p.digest);
+    }
 }

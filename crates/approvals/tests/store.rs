@@ -397,6 +397,212 @@ fn import_merges_an_openclaw_file_without_losing_anything() {
     );
 }
 
+/// A file as `openclaw approvals get --json` of OpenClaw 2026.9.6 prints it (two real
+/// entries), with hand-added fields at every level.
+const OPENCLAW_2026_9_6: &str = r#"{
+  "version": 1,
+  "socket": {"path": "~/.openclaw/exec-approvals.sock", "token": "theirs"},
+  "defaults": {"security": "full", "ask": "off", "askFallback": "allowlist", "autoAllowSkills": true},
+  "agents": {
+    "*": {
+      "security": "allowlist",
+      "allowlist": [{"id": "e1", "pattern": "/usr/bin/rg", "lastUsedAt": 1788000000000, "source": "allow-always"}],
+      "notes": "every agent"
+    },
+    "main": {
+      "security": "full",
+      "askFallback": "full",
+      "allowlist": [{"id": "e2", "pattern": "~/bin/deploy", "lastUsedCommand": "deploy --dry"}],
+      "color": "blue"
+    }
+  },
+  "ui": {"theme": "dark"}
+}"#;
+
+#[test]
+fn an_openclaw_file_imports_with_openclaws_meaning_and_nothing_silent() {
+    let (_fs, store) = memory_store();
+    // This host already knows `main`, more strictly, with a field of its own.
+    store
+        .set_settings(
+            Some("main"),
+            approvals::Ceilings {
+                security: Some(Security::Allowlist),
+                ..Default::default()
+            },
+            &[],
+            true,
+        )
+        .unwrap();
+    store
+        .update(None, |f| {
+            f.agents["main"].extra.insert("color".into(), "red".into());
+            Ok(())
+        })
+        .unwrap();
+    let before = store.load().unwrap();
+
+    // A dry run shows the result and writes nothing.
+    let dry = store.import_openclaw_dry_run(OPENCLAW_2026_9_6).unwrap();
+    assert!(dry.changes);
+    assert_eq!(store.load().unwrap(), before, "a dry run wrote something");
+
+    let u = store.import_openclaw(OPENCLAW_2026_9_6).unwrap();
+    let summary = u.value;
+    assert_eq!(
+        summary, dry.summary,
+        "the dry run said what the import does"
+    );
+    assert_eq!(store.load().unwrap().file, dry.file);
+    assert_eq!(summary.agents_added, vec!["*"]);
+    assert_eq!(summary.patterns_added, 2);
+    // Every loosening change is flagged, `*` (every agent) included.
+    for flagged in [
+        "defaults.security: deny → full",
+        "defaults.ask: on-miss → off",
+        "defaults.askFallback: deny → allowlist",
+        "agents.*.security: full → allowlist (for every agent)",
+        "agents.*: allowlist entry /usr/bin/rg applies to every agent",
+        "agents.main.askFallback: allowlist → full",
+    ] {
+        assert!(
+            summary.loosening.iter().any(|l| l == flagged),
+            "{flagged:?} not in {:?}",
+            summary.loosening
+        );
+    }
+    // What was not taken is said: the stricter agent's value, its own field, the socket.
+    for skipped in [
+        "agents.main.security: kept allowlist, not the imported full",
+        "agents.main.color: kept this host's value, not the imported \"blue\"",
+        "socket: the approver socket and token are never imported",
+    ] {
+        assert!(
+            summary.skipped.iter().any(|l| l == skipped),
+            "{skipped:?} not in {:?}",
+            summary.skipped
+        );
+    }
+    // Unknown fields at every level are kept.
+    let file = store.load().unwrap().file;
+    assert_eq!(file.defaults.extra["autoAllowSkills"], true);
+    assert_eq!(file.extra["ui"]["theme"], "dark");
+    assert_eq!(file.agents["*"].extra["notes"], "every agent");
+    assert_eq!(
+        file.agents["*"].allowlist[0].extra["source"],
+        "allow-always"
+    );
+    assert_eq!(file.agents["main"].extra["color"], "red");
+    for kept in ["defaults.autoAllowSkills", "ui", "agents.*.notes"] {
+        assert!(summary.fields_kept.iter().any(|k| k == kept), "{kept}");
+    }
+    assert_eq!(file.token(), None);
+
+    // `*` is every agent: its entries and settings reach an agent it never named.
+    let view = store.host_view(Some("reviewer"));
+    assert_eq!(view.ceiling.security, Security::Allowlist);
+    assert_eq!(view.allowlist.len(), 1);
+    // An agent's own values win over `*`'s; both allowlists apply.
+    let main = store.host_view(Some("main"));
+    assert_eq!(main.ceiling.security, Security::Allowlist);
+    assert_eq!(main.ceiling.ask_fallback, AskFallback::Full);
+    assert_eq!(
+        file.patterns_for(Some("main")),
+        vec!["~/bin/deploy", "/usr/bin/rg"]
+    );
+    // Importing the same file again changes nothing.
+    assert!(!store.import_openclaw(OPENCLAW_2026_9_6).unwrap().written);
+}
+
+#[test]
+fn argument_rules_are_stored_checked_and_matched_per_rule() {
+    let (_fs, store) = memory_store();
+    let status = policy::RuleSpec {
+        args: Some(vec!["status".into()]),
+        ..policy::RuleSpec::program("/usr/bin/git")
+    };
+    let log = policy::RuleSpec {
+        args: Some(vec!["log".into(), "*".into()]),
+        args_match: policy::ArgsMatch::Exact,
+        ..policy::RuleSpec::program("/usr/bin/git")
+    };
+    let added = store
+        .add_rules("coder", &[status.clone(), log.clone()], &[], true)
+        .unwrap()
+        .value;
+    assert_eq!(
+        added,
+        vec!["/usr/bin/git status …", "/usr/bin/git log '*' (exactly)"]
+    );
+    // The same rule again is no change; the same pattern with other rules is another.
+    assert!(
+        !store
+            .add_rules("coder", std::slice::from_ref(&status), &[], true)
+            .unwrap()
+            .written
+    );
+    let file = store.load().unwrap().file;
+    assert_eq!(file.agents["coder"].allowlist.len(), 2);
+    // On disk: `pattern` as in version 1, the new fields beside it.
+    let json = serde_json::to_value(&file).unwrap();
+    let entry = &json["agents"]["coder"]["allowlist"][1];
+    assert_eq!(entry["pattern"], "/usr/bin/git");
+    assert_eq!(entry["args"], serde_json::json!(["log", "*"]));
+    assert_eq!(entry["argsMatch"], "exact");
+    // A rule whose examples do not hold is refused, and nothing changes.
+    let before = store.load().unwrap();
+    let wrong = policy::RuleSpec {
+        examples: policy::Examples {
+            matches: vec![vec!["git".into(), "push".into()]],
+            not_matches: vec![],
+            ..Default::default()
+        },
+        ..status.clone()
+    };
+    let err = store.add_rules("coder", &[wrong], &[], true).unwrap_err();
+    assert!(err.to_string().contains("must match but does not"), "{err}");
+    assert_eq!(store.load().unwrap(), before);
+    // Usage is recorded on the rule that matched, not on another with the same pattern.
+    assert!(
+        store
+            .record_rule_use("coder", &log, "git log x", "/usr/bin/git", 5)
+            .unwrap()
+    );
+    let file = store.load().unwrap().file;
+    assert_eq!(file.agents["coder"].allowlist[0].last_used_at, None);
+    assert_eq!(file.agents["coder"].allowlist[1].last_used_at, Some(5));
+    // Fields a later version may add inside an entry's new fields are kept too.
+    store
+        .update(None, |f| {
+            let e = &mut f.agents.get_mut("coder").unwrap().allowlist[1];
+            e.examples = Some(
+                serde_json::from_str(r#"{"match": [["git", "log", "x"]], "since": "v9"}"#).unwrap(),
+            );
+            Ok(())
+        })
+        .unwrap();
+    store
+        .add_patterns("coder", &["/usr/bin/ls".into()], &[], true)
+        .unwrap();
+    let json = serde_json::to_value(store.load().unwrap().file).unwrap();
+    assert_eq!(
+        json["agents"]["coder"]["allowlist"][1]["examples"]["since"],
+        "v9"
+    );
+    store.remove_pattern("coder", "/usr/bin/ls").unwrap();
+    // Removing one rule leaves the other.
+    store.remove_rule("coder", &status).unwrap();
+    let left = store.load().unwrap().file.rules_for(Some("coder"));
+    assert!(left.len() == 1 && left[0].same_rule(&log), "{left:?}");
+    // An operator's profiles file that cannot be used denies everything, saying why.
+    let broken = store.clone().with_profiles(Err(
+        "/h/profiles.toml: bad; this host denies every command".into(),
+    ));
+    let view = broken.host_view(Some("coder"));
+    assert_eq!(view.ceiling, HostCeiling::DENY_ALL);
+    assert!(view.error.unwrap().contains("profiles.toml"));
+}
+
 // ---- real disk, real processes ----
 
 /// When run as a helper (`STORE_HELPER=add:<path>:<prefix>:<count>`), add `count`

@@ -336,6 +336,13 @@ pub enum WireOutcome {
         stdout: String,
         /// Standard error.
         stderr: String,
+        /// Standard output's bytes in base64, present only when they are not UTF-8
+        /// (`stdout` then carries them with replacement characters).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stdout_base64: Option<String>,
+        /// Standard error's bytes in base64, likewise.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stderr_base64: Option<String>,
         /// Both, interleaved.
         combined: String,
         /// The last 20,000 bytes.

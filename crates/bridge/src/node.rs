@@ -12,6 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use approvals::{ApprovalsFile, Store};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use caps::Fs;
 use policy::{Decision, ExecParams, Host, TrustedPath};
 use runner::{
@@ -304,6 +306,9 @@ async fn run(
             timeout: p.timeout_ms.map(Duration::from_millis),
         },
         session_overrides: Default::default(),
+        // Output crosses the Bridge once, in the result; the protocol has no progress
+        // frame yet, so an MCP client of a node run sees the start and the end.
+        live: None,
     };
     let sink = Forward { outbox };
     Ok(service
@@ -339,6 +344,8 @@ pub fn run_result(report: &RunReport) -> RunResult {
                 signal,
                 stdout: output.stdout.clone(),
                 stderr: output.stderr.clone(),
+                stdout_base64: output.stdout_bytes.as_deref().map(|b| BASE64.encode(b)),
+                stderr_base64: output.stderr_bytes.as_deref().map(|b| BASE64.encode(b)),
                 combined: output.combined.clone(),
                 tail: output.tail.clone(),
                 truncated: output.truncated,

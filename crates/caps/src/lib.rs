@@ -32,7 +32,7 @@ pub mod testkit;
 pub use error::CapsError;
 pub use fs::{DirEntry, FileId, FileKind, Fs, FsLock, Metadata, WriteOptions};
 pub use output::{
-    OutputCollector, Stream, TRUNCATION_MARKER, truncate_utf8_head, truncate_utf8_tail,
+    LiveOutput, OutputCollector, Stream, TRUNCATION_MARKER, truncate_utf8_head, truncate_utf8_tail,
 };
 pub use providers::bounded::{Access, BoundedFs, BoundedShell, Guard};
 pub use providers::local::{LocalFs, LocalShell};
@@ -51,7 +51,7 @@ pub mod process {
         Containment, Mechanism, REAPER_SUBCOMMAND, run_reaper,
     };
     pub use crate::providers::local::process::{
-        DRAIN_AFTER_EXIT, KILL_GRACE, ProcessSpec, WorkingDir, supervise,
+        DRAIN_AFTER_EXIT, KILL_GRACE, ProcessSpec, WorkingDir, supervise, supervise_live,
     };
 }
 

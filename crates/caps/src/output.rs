@@ -4,6 +4,7 @@
 //! Memory use is bounded by `2 × max_output_bytes + tail_bytes` whatever the child
 //! writes; bytes past the cap are counted and dropped.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::shell::{ExecOutput, ExitStatus, OutputLimits};
@@ -31,6 +32,7 @@ pub struct OutputCollector {
     stderr_lost: bool,
     tail: TailRing,
     total_bytes: u64,
+    live: Option<LiveOutput>,
 }
 
 impl OutputCollector {
@@ -45,13 +47,23 @@ impl OutputCollector {
             stderr_lost: false,
             tail: TailRing::new(limits.tail_bytes),
             total_bytes: 0,
+            live: None,
         }
+    }
+
+    /// Also copy every chunk into `live`, for whoever reports progress while the run goes.
+    pub fn with_live(mut self, live: Option<LiveOutput>) -> Self {
+        self.live = live;
+        self
     }
 
     /// Record a chunk read from `stream`.
     pub fn push(&mut self, stream: Stream, chunk: &[u8]) {
         self.total_bytes += chunk.len() as u64;
         self.tail.push(chunk);
+        if let Some(live) = &self.live {
+            live.push(chunk);
+        }
         let room = self
             .limits
             .max_output_bytes
@@ -86,6 +98,8 @@ impl OutputCollector {
         let tail_truncated = self.total_bytes > self.tail.capacity as u64;
         ExecOutput {
             status,
+            stdout_bytes: not_utf8(&self.stdout, self.stdout_lost),
+            stderr_bytes: not_utf8(&self.stderr, self.stderr_lost),
             stdout: truncate_utf8_head(&self.stdout, self.stdout_lost),
             stderr: truncate_utf8_head(&self.stderr, self.stderr_lost),
             combined: truncate_utf8_head(&self.combined, truncated),
@@ -97,6 +111,54 @@ impl OutputCollector {
         }
     }
 }
+
+/// The kept bytes of a stream, when its text cannot carry them (they are not UTF-8), so
+/// that a caller can still hand them over losslessly. A head cut by the cap may end inside
+/// a character; that partial character alone does not count.
+fn not_utf8(bytes: &[u8], cut: bool) -> Option<Vec<u8>> {
+    let end = if cut {
+        bytes.len() - partial_utf8_suffix_len(bytes)
+    } else {
+        bytes.len()
+    };
+    std::str::from_utf8(&bytes[..end])
+        .is_err()
+        .then(|| bytes.to_vec())
+}
+
+/// The last bytes a run has written so far, shared with whoever reports its progress
+/// while it runs (a snapshot at any time; bounded whatever the run writes).
+#[derive(Clone, Debug)]
+pub struct LiveOutput(Arc<Mutex<(TailRing, u64)>>);
+
+impl LiveOutput {
+    /// Keep the last `capacity` bytes.
+    pub fn new(capacity: usize) -> Self {
+        LiveOutput(Arc::new(Mutex::new((TailRing::new(capacity), 0))))
+    }
+
+    fn push(&self, chunk: &[u8]) {
+        let mut inner = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        inner.0.push(chunk);
+        inner.1 += chunk.len() as u64;
+    }
+
+    /// The kept tail as text (marked when earlier bytes were dropped) and the number of
+    /// bytes written so far.
+    pub fn snapshot(&self) -> (String, u64) {
+        let inner = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let cut = inner.1 > inner.0.capacity as u64;
+        (truncate_utf8_tail(&inner.0.contents(), cut), inner.1)
+    }
+}
+
+impl PartialEq for LiveOutput {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for LiveOutput {}
 
 /// Text for a byte head that may have been cut: when `cut`, drop a trailing partial
 /// UTF-8 sequence and append [`TRUNCATION_MARKER`] on its own line.

@@ -95,6 +95,9 @@ pub struct ExecOptions {
     pub expect_program: Option<crate::FileId>,
     /// The programs the run may start (see [`ExecAllowlist`]); `None`: any.
     pub exec_allowlist: Option<ExecAllowlist>,
+    /// Where the run's output is also copied while it runs (progress reports). Providers
+    /// that cannot stream leave it empty; the final output is unaffected either way.
+    pub live: Option<crate::LiveOutput>,
 }
 
 impl ExecOptions {
@@ -111,6 +114,7 @@ impl ExecOptions {
             arg0: None,
             expect_program: None,
             exec_allowlist: None,
+            live: None,
         }
     }
 
@@ -231,6 +235,13 @@ pub struct ExecOutput {
     pub stdout: String,
     /// Standard error (its share of the combined cap).
     pub stderr: String,
+    /// The bytes behind `stdout` when they are not UTF-8 (the text replaced what it could
+    /// not carry); `None` when `stdout` is exact.
+    #[serde(skip)]
+    pub stdout_bytes: Option<Vec<u8>>,
+    /// The bytes behind `stderr` when they are not UTF-8.
+    #[serde(skip)]
+    pub stderr_bytes: Option<Vec<u8>>,
     /// stdout and stderr interleaved in arrival order, capped at `max_output_bytes`.
     pub combined: String,
     /// The last `tail_bytes` of the combined stream, kept even past the cap (for events).

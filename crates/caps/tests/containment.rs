@@ -106,7 +106,7 @@ async fn runs_started_by_a_prepared_spawner_are_contained_and_limited() {
     eprintln!("spare fork bomb: {:?}", started.elapsed());
     assert!(out.timed_out, "{out:?}");
     assert!(
-        (16..=64).contains(&peak),
+        (2..=64).contains(&peak),
         "{peak} bomb processes at once (limit 64)"
     );
     assert_none_left(&cmdline);

@@ -3,9 +3,11 @@
 //! and takes allow once / allow always / deny from the terminal. Prompts that arrive
 //! together are queued; a prompt whose requester gave up is withdrawn.
 //!
-//! "Allow always" stores exactly the patterns the prompt shows (the runner derived them
+//! "Allow always" stores exactly the rules the prompt shows (the runner derived them
 //! from the plan — never a shell, interpreter or wrapper); the runner that asked stores
-//! them in its host's approvals file.
+//! them in its host's approvals file. When the prompt offers several scopes (exactly
+//! these arguments, the program with its subcommand, the program alone), `a` takes the
+//! preselected one and `a1`, `a2`… another, narrower or wider.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,9 +32,13 @@ enum Kind {
     Exec(ExecPrompt),
 }
 
+/// The human's answer, the allow-always option chosen (`None`: the preselected one),
+/// and the report of a run done here.
+type Reply = (Answer, Option<usize>, Option<ExecReport>);
+
 struct Pending {
     kind: Kind,
-    reply: oneshot::Sender<(Answer, Option<ExecReport>)>,
+    reply: oneshot::Sender<Reply>,
 }
 
 /// Queues prompts for the terminal loop.
@@ -41,24 +47,30 @@ struct TerminalApprover {
 }
 
 impl TerminalApprover {
-    async fn submit(&self, kind: Kind) -> (Answer, Option<ExecReport>) {
+    async fn submit(&self, kind: Kind) -> Reply {
         let (reply, answer) = oneshot::channel();
         if self.queue.send(Pending { kind, reply }).is_err() {
-            return (Answer::Deny, None);
+            return (Answer::Deny, None, None);
         }
         // If the terminal loop is gone, nobody approved: deny.
-        answer.await.unwrap_or((Answer::Deny, None))
+        answer.await.unwrap_or((Answer::Deny, None, None))
     }
 }
 
 #[async_trait::async_trait]
 impl Approver for TerminalApprover {
     async fn decide(&self, prompt: &Prompt) -> Answer {
-        self.submit(Kind::Prompt(prompt.clone())).await.0
+        self.decide_with_choice(prompt).await.0
+    }
+
+    async fn decide_with_choice(&self, prompt: &Prompt) -> (Answer, Option<usize>) {
+        let (answer, choice, _) = self.submit(Kind::Prompt(prompt.clone())).await;
+        (answer, choice)
     }
 
     async fn exec(&self, request: &ExecPrompt) -> (Answer, Option<ExecReport>) {
-        self.submit(Kind::Exec(request.clone())).await
+        let (answer, _, report) = self.submit(Kind::Exec(request.clone())).await;
+        (answer, report)
     }
 }
 
@@ -109,13 +121,25 @@ async fn run_async() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn parse_answer(line: &str) -> Option<Answer> {
-    match line.trim().to_ascii_lowercase().as_str() {
-        "o" | "once" | "y" | "yes" => Some(Answer::AllowOnce),
-        "a" | "always" => Some(Answer::AllowAlways),
-        "d" | "deny" | "n" | "no" => Some(Answer::Deny),
-        _ => None,
+/// An answer typed at the prompt: `o`, `a` (the preselected scope), `aN` (scope N of
+/// `options`, counted from 1), `d`.
+fn parse_answer(line: &str, options: usize) -> Option<(Answer, Option<usize>)> {
+    let text = line.trim().to_ascii_lowercase();
+    match text.as_str() {
+        "o" | "once" | "y" | "yes" => return Some((Answer::AllowOnce, None)),
+        "a" | "always" => return Some((Answer::AllowAlways, None)),
+        "d" | "deny" | "n" | "no" => return Some((Answer::Deny, None)),
+        _ => {}
     }
+    let n: usize = text
+        .strip_prefix("always")
+        .or_else(|| text.strip_prefix('a'))?
+        .trim()
+        .parse()
+        .ok()?;
+    (1..=options)
+        .contains(&n)
+        .then_some((Answer::AllowAlways, Some(n - 1)))
 }
 
 async fn terminal_loop(
@@ -153,9 +177,17 @@ async fn terminal_loop(
             continue;
         }
         out.write_all(render_prompt(&prompt).as_bytes()).await?;
+        let options = match &prompt.kind {
+            PromptKind::Command { allow_always, .. } => allow_always.len(),
+            PromptKind::Write { .. } => 0,
+        };
+        let question = if options > 1 {
+            format!("allow [o]nce, allow [a]lways (a1–a{options}: another scope), [d]eny? ")
+        } else {
+            "allow [o]nce, allow [a]lways, [d]eny? ".to_owned()
+        };
         let answer = loop {
-            out.write_all(b"allow [o]nce, allow [a]lways, [d]eny? ")
-                .await?;
+            out.write_all(question.as_bytes()).await?;
             out.flush().await?;
             let line = tokio::select! {
                 line = lines.next_line() => line?,
@@ -170,19 +202,25 @@ async fn terminal_loop(
                 out.write_all(b"\nstdin closed: this prompt goes unanswered (the requester applies askFallback); the approver stops\n").await?;
                 return Ok(());
             };
-            if let Some(a) = parse_answer(&line) {
+            if let Some(a) = parse_answer(&line, options) {
                 break Some(a);
             }
         };
-        let Some(mut answer) = answer else { continue };
+        let Some((mut answer, choice)) = answer else {
+            continue;
+        };
         if answer == Answer::AllowAlways {
-            match &prompt.kind {
-                PromptKind::Command { allow_always, .. } if !allow_always.is_empty() => {
+            match prompt.allow_always_rules(choice) {
+                Ok(rules) if !rules.is_empty() => {
+                    let shown: Vec<String> = rules
+                        .iter()
+                        .map(|r| approvals::display::escape(&r.describe()))
+                        .collect();
                     out.write_all(
                         format!(
                             "{} will be stored for {}\n",
-                            allow_always.join(", "),
-                            prompt.agent
+                            shown.join(", "),
+                            approvals::display::escape(&prompt.agent)
                         )
                         .as_bytes(),
                     )
@@ -209,7 +247,8 @@ async fn terminal_loop(
             .as_bytes(),
         )
         .await?;
-        let _ = item.reply.send((answer, report));
+        let choice = choice.filter(|_| answer == Answer::AllowAlways);
+        let _ = item.reply.send((answer, choice, report));
     }
 }
 
@@ -228,7 +267,7 @@ async fn run_here(request: &ExecPrompt, shell: &LocalShell) -> ExecReport {
         return not_run("the request carries no plan to run".into());
     };
     let timeout = Duration::from_millis(request.timeout_ms.max(1));
-    let result = runner::launch(shell, plan, timeout, Default::default()).await;
+    let result = runner::launch(shell, plan, timeout, Default::default(), None).await;
     match result {
         Ok(out) => ExecReport {
             exit_code: out.exit_code(),

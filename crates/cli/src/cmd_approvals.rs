@@ -62,10 +62,14 @@ pub enum ApprovalsCommand {
     /// Edit an agent's allowlist.
     #[command(subcommand)]
     Allowlist(AllowlistCommand),
-    /// Merge an OpenClaw-format (version 1) approvals file into this one.
+    /// Merge an OpenClaw-format (version 1) approvals file into this one. `*` is every
+    /// agent; settings that loosen this host and values not taken are listed.
     Import {
         /// The file to import.
         path: PathBuf,
+        /// Show the summary and the resulting file without writing anything.
+        #[arg(long)]
+        dry_run: bool,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -74,12 +78,79 @@ pub enum ApprovalsCommand {
     Ui(crate::approver_ui::UiArgs),
 }
 
+/// Argument rules of an allowlist entry (see docs/configuration.md).
+#[derive(Debug, Default, clap::Args)]
+pub struct RuleArgs {
+    /// An argument pattern (repeat for each word after the program: `--arg status`,
+    /// `--arg log --arg '*'`). `*` is any characters, `?` one, `\` escapes. Without
+    /// `--arg` the entry allows any arguments.
+    #[arg(long = "arg", value_name = "WORD", allow_hyphen_values = true)]
+    args: Vec<String>,
+    /// The arguments must be exactly the `--arg` words (default: they start with them).
+    #[arg(long)]
+    exact: bool,
+    /// A profile hit the entry allows by name (`-c alias.*`, `-exec`; `*` for all).
+    #[arg(long = "allow-flag", value_name = "NAME", allow_hyphen_values = true)]
+    allow_flags: Vec<String>,
+    /// A command the entry must accept, as a JSON array (`'["git","status","-s"]'`),
+    /// checked now and whenever the file is loaded.
+    #[arg(long = "match", value_name = "JSON")]
+    matches: Vec<String>,
+    /// A command the entry must refuse, as a JSON array.
+    #[arg(long = "not-match", value_name = "JSON")]
+    not_matches: Vec<String>,
+}
+
+impl RuleArgs {
+    fn is_empty(&self) -> bool {
+        self.args.is_empty()
+            && !self.exact
+            && self.allow_flags.is_empty()
+            && self.matches.is_empty()
+            && self.not_matches.is_empty()
+    }
+
+    /// The rule for `pattern`, or a specific error about what is malformed.
+    fn rule(&self, pattern: &str) -> anyhow::Result<policy::RuleSpec> {
+        if self.exact && self.args.is_empty() {
+            anyhow::bail!("--exact needs the --arg words the arguments must equal");
+        }
+        let parse = |list: &[String], flag: &str| -> anyhow::Result<Vec<Vec<String>>> {
+            list.iter()
+                .map(|j| {
+                    serde_json::from_str::<Vec<String>>(j).map_err(|e| {
+                        anyhow::anyhow!(
+                            "{flag} {j:?} is not a JSON array of strings such as [\"git\",\"status\"]: {e}"
+                        )
+                    })
+                })
+                .collect()
+        };
+        Ok(policy::RuleSpec {
+            pattern: pattern.to_owned(),
+            args: (!self.args.is_empty()).then(|| self.args.clone()),
+            args_match: if self.exact {
+                policy::ArgsMatch::Exact
+            } else {
+                policy::ArgsMatch::Prefix
+            },
+            allow_flags: self.allow_flags.clone(),
+            examples: policy::Examples {
+                matches: parse(&self.matches, "--match")?,
+                not_matches: parse(&self.not_matches, "--not-match")?,
+                ..Default::default()
+            },
+        })
+    }
+}
+
 /// `warden approvals allowlist ...`
 #[derive(Debug, clap::Subcommand)]
 pub enum AllowlistCommand {
-    /// Add patterns (absolute path globs, `~/...`, or bare program names).
+    /// Add patterns (absolute path globs, `~/...`, or bare program names), optionally
+    /// with argument rules that apply to each.
     Add {
-        /// The agent.
+        /// The agent (`*`: every agent).
         #[arg(long)]
         agent: String,
         /// Allow an agent id that is neither in the file nor in config.toml.
@@ -88,11 +159,14 @@ pub enum AllowlistCommand {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        rule: RuleArgs,
         /// The patterns.
         #[arg(required = true)]
         patterns: Vec<String>,
     },
-    /// Remove a pattern.
+    /// Remove a pattern: every entry with it, or with --arg/--exact/--allow-flag the one
+    /// entry with exactly those argument rules.
     Remove {
         /// The agent.
         #[arg(long)]
@@ -100,6 +174,8 @@ pub enum AllowlistCommand {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        rule: RuleArgs,
         /// The pattern, exactly as stored.
         pattern: String,
     },
@@ -153,6 +229,36 @@ fn written<R>(u: &Updated<R>, what: &str) -> String {
     } else {
         format!("nothing changed (hash {})\n", u.hash)
     }
+}
+
+/// The import summary in words: what was added, what loosens the host, what was not
+/// taken, which unknown fields were kept.
+fn import_text(summary: &approvals::ImportSummary) -> String {
+    let mut text = format!(
+        "imported {} agent(s) and {} allowlist entr(ies)\n",
+        summary.agents_added.len(),
+        summary.patterns_added,
+    );
+    let mut section = |title: &str, items: &[String]| {
+        if !items.is_empty() {
+            text.push_str(title);
+            text.push('\n');
+            for item in items {
+                text.push_str(&format!("  {item}\n"));
+            }
+        }
+    };
+    section(
+        "settings that were unset now have the imported values:",
+        &summary.settings_set,
+    );
+    section("LOOSENS THIS HOST:", &summary.loosening);
+    section("not imported (this host's value kept):", &summary.skipped);
+    section(
+        "fields this version does not know, kept as imported:",
+        &summary.fields_kept,
+    );
+    text
 }
 
 fn execute(command: ApprovalsCommand) -> anyhow::Result<Output> {
@@ -241,37 +347,51 @@ fn execute(command: ApprovalsCommand) -> anyhow::Result<Output> {
                 }),
             })
         }
-        ApprovalsCommand::Import { path: source, .. } => {
+        ApprovalsCommand::Import {
+            path: source,
+            dry_run,
+            ..
+        } => {
             let fs = facts.fs();
             let text = caps::Fs::read_to_string(fs.as_ref(), &facts.absolute(&source))?;
+            if dry_run {
+                let plan = store.import_openclaw_dry_run(&text)?;
+                let redacted = plan.file.redacted();
+                return Ok(Output {
+                    text: format!(
+                        "{}dry run: nothing was written; the file would {}:\n{}\n",
+                        import_text(&plan.summary),
+                        if plan.changes { "become" } else { "stay" },
+                        serde_json::to_string_pretty(&redacted)?
+                    ),
+                    json: serde_json::json!({
+                        "dryRun": true,
+                        "written": false,
+                        "changes": plan.changes,
+                        "summary": plan.summary,
+                        "file": redacted,
+                    }),
+                });
+            }
             let u = store.import_openclaw(&text)?;
-            let summary = &u.value;
             Ok(Output {
-                text: format!(
-                    "imported {} agent(s) and {} allowlist entr(ies){}; {}",
-                    summary.agents_added.len(),
-                    summary.patterns_added,
-                    if summary.settings_set.is_empty() {
-                        String::new()
-                    } else {
-                        format!(
-                            "\nsettings that were unset (strict) now have the imported values: {}",
-                            summary.settings_set.join(", ")
-                        )
-                    },
-                    written(&u, "file updated")
-                ),
-                json: serde_json::json!({ "written": u.written, "hash": u.hash, "summary": summary }),
+                text: format!("{}{}", import_text(&u.value), written(&u, "file updated")),
+                json: serde_json::json!({ "written": u.written, "hash": u.hash, "summary": u.value }),
             })
         }
         ApprovalsCommand::Allowlist(AllowlistCommand::Add {
             agent,
             create_agent,
             patterns,
+            rule,
             ..
         }) => {
             let known: Vec<String> = facts.config()?.agents.into_iter().map(|a| a.id).collect();
-            let u = match store.add_patterns(&agent, &patterns, &known, create_agent) {
+            let rules = patterns
+                .iter()
+                .map(|p| rule.rule(p))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let u = match store.add_rules(&agent, &rules, &known, create_agent) {
                 Err(StoreError::UnknownAgent { agent, suggestion }) => {
                     let hint = suggestion
                         .map(|s| format!("did you mean {s:?}? "))
@@ -285,15 +405,25 @@ fn execute(command: ApprovalsCommand) -> anyhow::Result<Output> {
             let added = u.value.clone();
             Ok(Output {
                 text: format!(
-                    "added {} pattern(s) for {agent}; {}",
+                    "added {} entr(ies) for {agent}{}; {}",
                     added.len(),
+                    added.iter().map(|a| format!("\n  {a}")).collect::<String>(),
                     written(&u, "file updated")
                 ),
                 json: serde_json::json!({ "written": u.written, "hash": u.hash, "added": added }),
             })
         }
-        ApprovalsCommand::Allowlist(AllowlistCommand::Remove { agent, pattern, .. }) => {
-            let u = store.remove_pattern(&agent, &pattern)?;
+        ApprovalsCommand::Allowlist(AllowlistCommand::Remove {
+            agent,
+            pattern,
+            rule,
+            ..
+        }) => {
+            let u = if rule.is_empty() {
+                store.remove_pattern(&agent, &pattern)?
+            } else {
+                store.remove_rule(&agent, &rule.rule(&pattern)?)?
+            };
             Ok(Output {
                 text: written(&u, &format!("removed {pattern:?} from {agent}")),
                 json: serde_json::json!({ "written": u.written, "hash": u.hash }),

@@ -252,10 +252,12 @@ async fn mcp_stdio(args: McpArgs) -> anyhow::Result<()> {
     let gateway = Arc::new(facts.gateway(args.workspace.as_deref())?);
     let session = args.session.unwrap_or_else(runner::new_run_id);
     let cancel = gateway.shutdown_token();
-    // The client closing stdin (or dying) stops its runs at once.
-    let input = gateway::stdio::EndOfInput::new(tokio::io::stdin(), cancel.clone());
+    // The client closing stdin (or dying) stops its runs at once. Pipes (how clients
+    // start stdio servers) are read without a thread hop per message.
+    let (input, output) = rmcp::transport::stdio_pipes();
+    let transport = gateway::stdio::StdioTransport::new(input, output, cancel.clone());
     let service = gateway::WardenMcp::new(gateway, args.agent, session)
-        .serve((input, tokio::io::stdout()))
+        .serve(transport)
         .await
         .context("MCP handshake over stdio failed")?;
     tokio::select! {

@@ -72,10 +72,18 @@ impl HostFacts {
         Arc::new(LocalFs::new("/").unwrap_or_else(|_| unreachable!()))
     }
 
-    /// This host's approvals store.
+    /// This host's approvals store, checking entries against the shipped profiles and
+    /// `$WARDEN_HOME/profiles.toml` (a file that cannot be used makes the host deny
+    /// everything, naming the problem).
     pub fn store(&self) -> Store {
+        let fs = self.fs();
+        let profiles = policy::Profiles::load(
+            fs.as_ref(),
+            &self.warden_home.join(policy::profiles::USER_FILE),
+        )
+        .map_err(|e| format!("{e}; this host denies every command until it is fixed"));
         Store::new(
-            self.fs(),
+            fs,
             StoreConfig {
                 path: self.warden_home.join("exec-approvals.json"),
                 owner_uid: self.uid,
@@ -83,6 +91,7 @@ impl HostFacts {
                 case: CaseMode::for_this_platform(),
             },
         )
+        .with_profiles(profiles)
     }
 
     /// `$WARDEN_HOME/config.toml` (missing means defaults), with the default run limits

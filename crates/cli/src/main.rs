@@ -90,6 +90,46 @@ enum Command {
     /// Operator controls for the sandbox host (time-limited direct mode).
     #[command(subcommand)]
     Sandbox(cmd_doctor::SandboxCommand),
+    /// Print a completion script for a shell (bash, zsh, fish) on stdout.
+    Completions(CompletionsArgs),
+}
+
+/// Arguments of `warden completions`.
+#[derive(Debug, clap::Args)]
+struct CompletionsArgs {
+    /// The shell: `warden completions bash > /etc/bash_completion.d/warden`,
+    /// `warden completions zsh > "${fpath[1]}/_warden"`,
+    /// `warden completions fish > ~/.config/fish/completions/warden.fish`.
+    shell: CompletionShell,
+}
+
+/// The shells completions are written for.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+/// `warden completions SHELL`.
+fn completions(args: CompletionsArgs) -> i32 {
+    use clap::CommandFactory as _;
+    let shell = match args.shell {
+        CompletionShell::Bash => clap_complete::Shell::Bash,
+        CompletionShell::Zsh => clap_complete::Shell::Zsh,
+        CompletionShell::Fish => clap_complete::Shell::Fish,
+    };
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "warden", &mut script);
+    out!("{}", String::from_utf8_lossy(&script));
+    0
+}
+
+/// Colour on stderr only for a person at a terminal, and never when `NO_COLOR` is set to
+/// anything (no-color.org): logs read by a client or a file stay plain text.
+fn stderr_colour() -> bool {
+    use std::io::IsTerminal as _;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 fn main() {
@@ -112,12 +152,22 @@ fn main() {
         let args: Vec<String> = std::env::args().collect();
         sandbox::helper::main(&args[2..]);
     }
+    let wanted = std::env::var("WARDEN_LOG").unwrap_or_else(|_| "warn".into());
+    // rmcp logs every error response at WARN; a client's invalid call is answered to the
+    // client (-32602 naming the field), not worth a line on stderr each time, which
+    // agent clients show their users. WARDEN_LOG=rmcp=… brings them back.
+    let quiet_rmcp = if wanted.contains("rmcp") {
+        String::new()
+    } else {
+        ",rmcp::service=error".into()
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("WARDEN_LOG")
+            tracing_subscriber::EnvFilter::try_new(format!("{wanted}{quiet_rmcp}"))
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(stderr_colour())
         .init();
     let cli = Cli::parse();
     let code = match cli.command {
@@ -130,6 +180,7 @@ fn main() {
         Command::Nodes(command) => cmd_nodes::run(command),
         Command::Doctor(args) => cmd_doctor::run(args),
         Command::Sandbox(command) => cmd_doctor::sandbox(command),
+        Command::Completions(args) => completions(args),
     };
     std::process::exit(code);
 }

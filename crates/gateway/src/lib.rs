@@ -21,6 +21,6 @@ pub use direct::{DirectModeError, DirectSwitch, MAX_DIRECT_TTL};
 pub use files::{FileError, FileTools, PathAuthorization};
 pub use gateway::{Gateway, seconds};
 pub use http::SessionLimits;
-pub use mcp::{WardenMcp, report_json, tools};
+pub use mcp::{WardenMcp, report_json, report_text, tools};
 pub use route::{DeferredRoute, DirectMode, Routes, SandboxRoute};
 pub use sessions::{MAX_EVENTS_PER_SESSION, SessionEvents, SessionKey, Sessions};

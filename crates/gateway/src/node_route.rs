@@ -13,6 +13,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use bridge::message::{self, RunParams, RunResult, WireDecision, WireOutcome};
 use bridge::{BridgeError, Hub, RunCall};
 use caps::{ExecOutput, ExitStatus, RefusedWrites};
@@ -180,6 +182,8 @@ fn fill(report: &mut RunReport, result: RunResult) {
             signal,
             stdout,
             stderr,
+            stdout_base64,
+            stderr_base64,
             combined,
             tail,
             truncated,
@@ -194,6 +198,9 @@ fn fill(report: &mut RunReport, result: RunResult) {
                 },
                 stdout,
                 stderr,
+                // Bytes a node sends that are not base64 are dropped: the text stays.
+                stdout_bytes: stdout_base64.and_then(|b| BASE64.decode(b).ok()),
+                stderr_bytes: stderr_base64.and_then(|b| BASE64.decode(b).ok()),
                 combined,
                 tail,
                 truncated,

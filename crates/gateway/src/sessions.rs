@@ -1,5 +1,11 @@
 //! Per-agent, per-session state held by the gateway: the slash-command overrides and a
 //! bounded queue of system events, delivered with the session's next interaction.
+//!
+//! Events are kept typed until they are delivered, so that what the agent already knows
+//! is not told twice: a run whose result went back to the agent in its own response
+//! (marked with [`Sessions::mark_delivered`]) is reported by one line, its finish, with no
+//! output; runs the agent has not seen (cancelled callers, runs that outlived their
+//! request) keep their started event and their output tail.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -24,12 +30,49 @@ pub struct SessionKey {
     pub session: String,
 }
 
+/// Runs remembered per session as delivered with their own result.
+const DELIVERED_RUNS: usize = 64;
+
+/// One queued event.
+#[derive(Clone, Debug)]
+enum Pending {
+    /// A run's lifecycle event.
+    Exec(ExecEvent),
+    /// Anything else, as text.
+    Text(String),
+}
+
 #[derive(Debug, Default)]
 struct SessionState {
     overrides: SessionOverrides,
-    events: VecDeque<String>,
+    events: VecDeque<Pending>,
     dropped: usize,
     last_used: u64,
+    /// Runs whose result the agent received in their own response (newest last).
+    delivered: VecDeque<String>,
+}
+
+impl SessionState {
+    fn push(&mut self, event: Pending) {
+        if self.events.len() >= MAX_EVENTS_PER_SESSION {
+            self.events.pop_front();
+            self.dropped += 1;
+        }
+        self.events.push_back(event);
+    }
+
+    /// The text of one event, as the agent should read it now.
+    fn render(&self, event: &Pending) -> Option<String> {
+        match event {
+            Pending::Text(text) => Some(text.clone()),
+            Pending::Exec(event) if !self.delivered.iter().any(|r| r == event.run_id()) => {
+                Some(event.text())
+            }
+            // The agent saw the run start and end in its own call.
+            Pending::Exec(ExecEvent::Started { .. }) => None,
+            Pending::Exec(event) => Some(event.text_without_output()),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -90,16 +133,26 @@ impl Sessions {
 
     /// `enqueueSystemEvent`: add an event text to the session's queue (bounded).
     pub fn enqueue_system_event(&self, key: &SessionKey, text: String) {
-        self.with(key, |s| {
-            if s.events.len() >= MAX_EVENTS_PER_SESSION {
-                s.events.pop_front();
-                s.dropped += 1;
-            }
-            s.events.push_back(text);
-        });
+        self.with(key, |s| s.push(Pending::Text(text)));
     }
 
-    /// Take (and clear) the session's pending events.
+    /// Add a run's lifecycle event to the session's queue (bounded).
+    pub fn enqueue_exec_event(&self, key: &SessionKey, event: ExecEvent) {
+        self.with(key, |s| s.push(Pending::Exec(event)));
+    }
+
+    /// The agent received `run_id`'s result in the response to its own call: its events
+    /// shrink to one line without output.
+    pub fn mark_delivered(&self, key: &SessionKey, run_id: &str) {
+        self.read(key, |s| {
+            if s.delivered.len() >= DELIVERED_RUNS {
+                s.delivered.pop_front();
+            }
+            s.delivered.push_back(run_id.to_owned());
+        })
+    }
+
+    /// Take (and clear) the session's pending events, as text.
     pub fn take_events(&self, key: &SessionKey) -> Vec<String> {
         self.read(key, |s| {
             let mut out = Vec::with_capacity(s.events.len() + 1);
@@ -110,7 +163,8 @@ impl Sessions {
                 ));
                 s.dropped = 0;
             }
-            out.extend(s.events.drain(..));
+            let events: Vec<Pending> = s.events.drain(..).collect();
+            out.extend(events.iter().filter_map(|e| s.render(e)));
             out
         })
     }
@@ -123,7 +177,7 @@ impl Sessions {
         }
         self.with(key, |s| {
             for event in events.into_iter().rev() {
-                s.events.push_front(event);
+                s.events.push_front(Pending::Text(event));
             }
             while s.events.len() > MAX_EVENTS_PER_SESSION {
                 s.events.pop_front();
@@ -153,7 +207,7 @@ pub struct SessionEvents<'a> {
 
 impl EventSink for SessionEvents<'_> {
     fn emit(&self, event: ExecEvent) {
-        self.sessions.enqueue_system_event(&self.key, event.text());
+        self.sessions.enqueue_exec_event(&self.key, event);
     }
 }
 
@@ -207,6 +261,42 @@ mod tests {
         assert_eq!(got.len(), MAX_EVENTS_PER_SESSION + 1);
         assert_eq!(got[0], "(5 earlier system events were dropped)");
         assert_eq!(got[1], "e5");
+    }
+
+    fn finished(run: &str) -> ExecEvent {
+        ExecEvent::Finished {
+            run_id: run.into(),
+            host: runner::RunHost::Gateway,
+            code: 0,
+            signal: None,
+            timed_out: false,
+            cancelled: false,
+            tail: "out\n".into(),
+        }
+    }
+
+    #[test]
+    fn a_run_delivered_with_its_own_result_is_one_line_without_output() {
+        let s = Sessions::default();
+        for run in ["seen", "unseen"] {
+            s.enqueue_exec_event(
+                &key("1"),
+                ExecEvent::Started {
+                    run_id: run.into(),
+                    host: runner::RunHost::Gateway,
+                },
+            );
+            s.enqueue_exec_event(&key("1"), finished(run));
+        }
+        s.mark_delivered(&key("1"), "seen");
+        assert_eq!(
+            s.take_events(&key("1")),
+            vec![
+                "Exec finished (node=gateway, id=seen, code=0)".to_owned(),
+                "Exec started (node=gateway, id=unseen)".to_owned(),
+                "Exec finished (node=gateway, id=unseen, code=0)\nout\n".to_owned(),
+            ]
+        );
     }
 
     #[test]

@@ -7,12 +7,16 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::Serialize;
 
 use crate::PolicyError;
 use crate::exe::{Invocation, ResolvedExe};
+use crate::profiles::{ProfileHit, Profiles};
+use crate::rules::{ArgPatterns, RuleSpec};
+use crate::shell::base_name;
 
 /// How patterns compare letters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,29 +110,42 @@ fn build_glob(pattern: &str, home: &Path, case: CaseMode) -> Result<Glob, String
         .map_err(|e| e.kind().to_string())
 }
 
+/// Rules with one literal path, indexed by the literal first argument word each needs
+/// (`status` of `git status …`), so that a thousand rules for one program cost a hash
+/// lookup, not a scan.
+#[derive(Clone, Debug, Default)]
+struct LiteralGroup {
+    by_first: HashMap<String, Vec<usize>>,
+    rest: Vec<usize>,
+}
+
 /// Patterns of one kind: exact strings in a hash map (the common case: "allow always"
 /// stores exact paths), real globs in a `GlobSet`. Indices refer to stored order.
 #[derive(Clone, Debug)]
 struct KindMatcher {
-    literals: HashMap<String, usize>,
+    literals: HashMap<String, LiteralGroup>,
     globs: GlobSet,
     glob_index: Vec<usize>,
     case: CaseMode,
 }
 
 impl KindMatcher {
-    fn build(entries: Vec<(usize, String, Glob)>, case: CaseMode) -> KindMatcher {
-        let mut literals = HashMap::new();
+    fn build(entries: Vec<(usize, String, Glob, Option<String>)>, case: CaseMode) -> KindMatcher {
+        let mut literals: HashMap<String, LiteralGroup> = HashMap::new();
         let mut builder = GlobSetBuilder::new();
         let mut glob_index = Vec::new();
-        for (index, expanded, glob) in entries {
+        for (index, expanded, glob, first) in entries {
             if expanded.contains(['*', '?', '[', ']', '{', '}', '\\']) {
                 builder.add(glob);
                 glob_index.push(index);
             } else {
-                literals
+                let group = literals
                     .entry(fold(&expanded, case).into_owned())
-                    .or_insert(index);
+                    .or_default();
+                match first {
+                    Some(word) => group.by_first.entry(word).or_default().push(index),
+                    None => group.rest.push(index),
+                }
             }
         }
         KindMatcher {
@@ -141,21 +158,30 @@ impl KindMatcher {
         }
     }
 
-    /// The smallest stored index among the patterns that match `text`.
-    fn first_match(&self, text: &str) -> Option<usize> {
-        let literal = self.literals.get(fold(text, self.case).as_ref()).copied();
-        let glob = if self.glob_index.is_empty() || !self.globs.is_match(text) {
-            None
-        } else {
-            self.globs
-                .matches(text)
-                .into_iter()
-                .map(|i| self.glob_index[i])
-                .min()
-        };
-        match (literal, glob) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+    /// The stored indices of the patterns that match `text` and might match a command
+    /// whose first argument is `first` (`None`: whatever the arguments).
+    fn candidates(&self, text: &str, first: Option<Option<&str>>, out: &mut Vec<usize>) {
+        if let Some(group) = self.literals.get(fold(text, self.case).as_ref()) {
+            out.extend_from_slice(&group.rest);
+            match first {
+                None => group
+                    .by_first
+                    .values()
+                    .for_each(|l| out.extend_from_slice(l)),
+                Some(word) => {
+                    if let Some(list) = word.and_then(|f| group.by_first.get(f)) {
+                        out.extend_from_slice(list);
+                    }
+                }
+            }
+        }
+        if !self.glob_index.is_empty() && self.globs.is_match(text) {
+            out.extend(
+                self.globs
+                    .matches(text)
+                    .into_iter()
+                    .map(|i| self.glob_index[i]),
+            );
         }
     }
 }
@@ -167,13 +193,21 @@ fn fold(text: &str, case: CaseMode) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// A compiled allowlist.
+/// A usable rule: what was stored, and its compiled argument patterns.
+#[derive(Clone, Debug)]
+struct Compiled {
+    spec: RuleSpec,
+    args: ArgPatterns,
+}
+
+/// A compiled allowlist, with the profiles that narrow what its entries allow.
 #[derive(Clone, Debug)]
 pub struct Allowlist {
-    patterns: Vec<String>,
+    rules: Vec<Compiled>,
     paths: KindMatcher,
     bare: KindMatcher,
     rejected: Vec<RejectedPattern>,
+    profiles: Arc<Profiles>,
 }
 
 impl Default for Allowlist {
@@ -194,38 +228,71 @@ fn expand_home(pattern: &str, home: &Path) -> String {
     }
 }
 
+/// How one command segment fares against the allowlist.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RuleMatch {
+    /// The first entry (stored order) that allows the segment.
+    pub rule: Option<RuleSpec>,
+    /// The profile hits of the segment.
+    pub hits: Vec<ProfileHit>,
+    /// An entry that names the program and its arguments but does not allow the hits,
+    /// when no entry allows the segment.
+    pub blocked: Option<RuleSpec>,
+}
+
 impl Allowlist {
-    /// Compile stored patterns. Invalid ones are set aside (see [`Allowlist::rejected`]).
+    /// Compile stored patterns (entries without argument rules) with the shipped
+    /// profiles. Invalid ones are set aside (see [`Allowlist::rejected`]).
     pub fn compile(patterns: &[String], home: &Path, case: CaseMode) -> Allowlist {
+        let rules: Vec<RuleSpec> = patterns.iter().map(RuleSpec::program).collect();
+        Allowlist::compile_rules(&rules, home, case, Profiles::shipped())
+    }
+
+    /// Compile stored entries against `profiles`. Invalid ones (pattern, argument
+    /// patterns, or examples that do not hold) are set aside and never match.
+    pub fn compile_rules(
+        rules: &[RuleSpec],
+        home: &Path,
+        case: CaseMode,
+        profiles: Arc<Profiles>,
+    ) -> Allowlist {
         let (mut paths, mut bare, mut usable, mut rejected) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for pattern in patterns {
+        for rule in rules {
+            let pattern = &rule.pattern;
             let compiled = validate_pattern(pattern)
+                .and_then(|kind| rule.validate(&profiles).map(|()| kind))
                 .map_err(|e| match e {
                     PolicyError::InvalidPattern { reason, .. } => reason,
                     other => other.to_string(),
                 })
-                .and_then(|kind| build_glob(pattern, home, case).map(|g| (kind, g)));
+                .and_then(|kind| build_glob(pattern, home, case).map(|g| (kind, g)))
+                .and_then(|(kind, glob)| ArgPatterns::compile(rule).map(|args| (kind, glob, args)));
             match compiled {
-                Ok((kind, glob)) => {
-                    let entry = (usable.len(), expand_home(pattern, home), glob);
+                Ok((kind, glob, args)) => {
+                    let first = args.first_literal().map(str::to_owned);
+                    let entry = (usable.len(), expand_home(pattern, home), glob, first);
                     match kind {
                         PatternKind::Path => paths.push(entry),
                         PatternKind::BareName => bare.push(entry),
                     }
-                    usable.push(pattern.clone());
+                    usable.push(Compiled {
+                        spec: rule.clone(),
+                        args,
+                    });
                 }
                 Err(reason) => rejected.push(RejectedPattern {
-                    pattern: pattern.clone(),
+                    pattern: rule.describe(),
                     reason,
                 }),
             }
         }
         Allowlist {
-            patterns: usable,
+            rules: usable,
             paths: KindMatcher::build(paths, case),
             bare: KindMatcher::build(bare, case),
             rejected,
+            profiles,
         }
     }
 
@@ -236,28 +303,87 @@ impl Allowlist {
 
     /// Number of usable patterns.
     pub fn len(&self) -> usize {
-        self.patterns.len()
+        self.rules.len()
     }
 
     /// True if no usable pattern exists.
     pub fn is_empty(&self) -> bool {
-        self.patterns.is_empty()
+        self.rules.is_empty()
     }
 
-    /// The first stored pattern that `exe` satisfies: path patterns against the
-    /// canonical path, bare names against the name of a bare invocation.
+    /// The profiles these entries are checked against.
+    pub fn profiles(&self) -> &Arc<Profiles> {
+        &self.profiles
+    }
+
+    fn candidates(&self, exe: &ResolvedExe, first: Option<Option<&str>>) -> Vec<usize> {
+        let mut out = Vec::new();
+        if let Some(p) = exe.path.to_str() {
+            self.paths.candidates(p, first, &mut out);
+        }
+        if exe.how == Invocation::Bare {
+            self.bare.candidates(&exe.invoked, first, &mut out);
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// The first stored pattern that `exe` satisfies, whatever the arguments: path
+    /// patterns against the canonical path, bare names against the name of a bare
+    /// invocation.
     pub fn find_match(&self, exe: &ResolvedExe) -> Option<&str> {
-        let by_path = exe.path.to_str().and_then(|p| self.paths.first_match(p));
-        let by_name = if exe.how == Invocation::Bare {
-            self.bare.first_match(&exe.invoked)
-        } else {
-            None
+        let index = *self.candidates(exe, None).first()?;
+        Some(&self.rules[index].spec.pattern)
+    }
+
+    /// Match one segment: `exe` is the resolved program, `argv` its words (argv[0] as
+    /// invoked). The first entry whose path and arguments match and which allows every
+    /// profile hit wins.
+    pub fn match_command(&self, exe: &ResolvedExe, argv: &[String]) -> RuleMatch {
+        let args = argv.get(1..).unwrap_or_default();
+        let candidates = self.candidates(exe, Some(args.first().map(String::as_str)));
+        // The hits are wanted even when no entry names the program: "allow always"
+        // stores a command that uses one exactly as written.
+        let mut result = RuleMatch {
+            hits: self.hits(exe, argv),
+            ..RuleMatch::default()
         };
-        let index = match (by_path, by_name) {
-            (Some(a), Some(b)) => a.min(b),
-            (a, b) => a.or(b)?,
-        };
-        Some(&self.patterns[index])
+        for index in candidates {
+            let rule = &self.rules[index];
+            if !rule.args.matches(args) {
+                continue;
+            }
+            if result
+                .hits
+                .iter()
+                .all(|h| h.allowed_by(&rule.spec.allow_flags))
+            {
+                result.rule = Some(rule.spec.clone());
+                result.blocked = None;
+                return result;
+            }
+            if result.blocked.is_none() {
+                result.blocked = Some(rule.spec.clone());
+            }
+        }
+        result
+    }
+
+    /// The profile hits of a segment, by both the name it was called by and the name of
+    /// the file it resolved to (`awk` → `mawk`, `vi` → `vim.basic`).
+    pub fn hits(&self, exe: &ResolvedExe, argv: &[String]) -> Vec<ProfileHit> {
+        let invoked = base_name(argv.first().map_or("", String::as_str));
+        let resolved = exe.path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let mut hits = self.profiles.hits(invoked, argv);
+        if resolved != invoked {
+            for h in self.profiles.hits(resolved, argv) {
+                if !hits.iter().any(|x| x.name == h.name) {
+                    hits.push(h);
+                }
+            }
+        }
+        hits
     }
 }
 

@@ -50,6 +50,14 @@ pub enum PolicyError {
         /// Why it is refused.
         reason: String,
     },
+    /// A profiles file (the shipped one or the user's extension) that cannot be used.
+    #[error("{file}: {message}")]
+    Profiles {
+        /// The file (`<shipped>` for the built-in one).
+        file: String,
+        /// What is wrong.
+        message: String,
+    },
     /// A slash command that could not be applied; nothing was changed.
     #[error("{0}")]
     SlashCommand(String),

@@ -8,6 +8,8 @@ use serde::Serialize;
 
 use crate::allowlist::Allowlist;
 use crate::exe::{ResolveFailure, ResolvedExe, TrustedPath, resolve_executable};
+use crate::profiles::ProfileHit;
+use crate::rules::RuleSpec;
 use crate::shell::{Chain, CommandInput, Miss, Segment, analyze, base_name, quote};
 
 /// Remembers executable resolutions (name and, for relative names, cwd → result) for
@@ -98,12 +100,55 @@ pub struct LeafMatch {
     pub argv: Vec<String>,
     /// The program word (after wrappers).
     pub program: String,
+    /// Where the program word is in `argv` (after any wrappers).
+    #[serde(skip)]
+    pub program_index: usize,
+    /// For a multi-command tool (git, cargo…): where its subcommand is, counted from
+    /// the program word.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subcommand: Option<usize>,
+    /// Whether its profile says it is a multi-command tool.
+    #[serde(skip)]
+    pub multi_command: bool,
     /// The file it resolves to, if it does.
     pub resolved: Option<ResolvedExe>,
     /// Why it does not resolve.
     pub failure: Option<ResolveFailure>,
-    /// The allowlist pattern it satisfies.
+    /// The allowlist entry it satisfies, in one line ([`RuleSpec::describe`]).
     pub matched: Option<String>,
+    /// That entry as stored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<RuleSpec>,
+    /// Flags, subcommands and script commands of its program's profile that it uses.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub profile: Vec<ProfileHit>,
+    /// Why an entry naming this program (and its arguments) does not allow it: the
+    /// profile hits it does not allow.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocked: Option<String>,
+}
+
+impl LeafMatch {
+    fn unresolved(
+        argv: Vec<String>,
+        program: String,
+        program_index: usize,
+        failure: ResolveFailure,
+    ) -> LeafMatch {
+        LeafMatch {
+            argv,
+            program,
+            program_index,
+            subcommand: None,
+            multi_command: false,
+            resolved: None,
+            failure: Some(failure),
+            matched: None,
+            rule: None,
+            profile: Vec::new(),
+            blocked: None,
+        }
+    }
 }
 
 /// The command to execute instead of the original, for an allowlist-satisfied command.
@@ -137,6 +182,15 @@ pub struct Evaluation {
     pub impostor: Option<String>,
 }
 
+impl Evaluation {
+    /// Why an entry that names a program does not allow the command: the first profile
+    /// hit no entry allows (`git -c alias.*: runs arbitrary commands (entry … does not
+    /// allow it)`).
+    pub fn blocked(&self) -> Option<&str> {
+        self.leaves.iter().find_map(|l| l.blocked.as_deref())
+    }
+}
+
 fn serialize_analysis<S: serde::Serializer>(
     analysis: &Result<Chain, Miss>,
     serializer: S,
@@ -168,20 +222,47 @@ pub fn evaluate(input: CommandInput<'_>, ctx: &EvalContext<'_>) -> Evaluation {
         .map(|segment| {
             let program = segment.program_word().to_owned();
             match ctx.resolve(&program) {
-                Ok(exe) => LeafMatch {
-                    argv: segment.argv.clone(),
-                    matched: ctx.allowlist.find_match(&exe).map(str::to_owned),
-                    program,
-                    resolved: Some(exe),
-                    failure: None,
-                },
-                Err(failure) => LeafMatch {
-                    argv: segment.argv.clone(),
-                    program,
-                    resolved: None,
-                    failure: Some(failure),
-                    matched: None,
-                },
+                Ok(exe) => {
+                    let command = &segment.argv[segment.program..];
+                    let m = ctx.allowlist.match_command(&exe, command);
+                    let profiles = ctx.allowlist.profiles();
+                    let resolved_name = exe.path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                    let invoked = base_name(&program);
+                    let multi_command = profiles.is_multi_command(invoked)
+                        || profiles.is_multi_command(resolved_name);
+                    let subcommand = profiles
+                        .subcommand_index(invoked, command)
+                        .or_else(|| profiles.subcommand_index(resolved_name, command));
+                    let blocked = m.blocked.as_ref().map(|entry| {
+                        let refused: Vec<String> = m
+                            .hits
+                            .iter()
+                            .filter(|h| !h.allowed_by(&entry.allow_flags))
+                            .map(ToString::to_string)
+                            .collect();
+                        format!(
+                            "{} (entry {} does not allow it)",
+                            refused.join("; "),
+                            entry.describe()
+                        )
+                    });
+                    LeafMatch {
+                        argv: segment.argv.clone(),
+                        program_index: segment.program,
+                        subcommand,
+                        multi_command,
+                        matched: m.rule.as_ref().map(RuleSpec::describe),
+                        rule: m.rule,
+                        profile: m.hits,
+                        blocked,
+                        program,
+                        resolved: Some(exe),
+                        failure: None,
+                    }
+                }
+                Err(failure) => {
+                    LeafMatch::unresolved(segment.argv.clone(), program, segment.program, failure)
+                }
             }
         })
         .collect();

@@ -84,7 +84,15 @@ pub fn explain(
             ),
         }
     } else {
-        decide(&policy, evaluation.satisfied, &matched.join(", "))
+        let mut decision = decide(&policy, evaluation.satisfied, &matched.join(", "));
+        // A miss because of a profile hit names the flag (and the entry it got past).
+        if let (Some(why), Decision::Ask { rule, .. } | Decision::Deny { rule, .. }) =
+            (evaluation.blocked(), &mut decision)
+        {
+            rule.push_str("; ");
+            rule.push_str(why);
+        }
+        decision
     };
     let allow_always =
         matches!(decision, Decision::Ask { .. }).then(|| derive_allow_always(&evaluation));
@@ -223,6 +231,25 @@ impl Explanation {
                         None => {
                             let _ = writeln!(out, "      matches no allowlist entry");
                         }
+                    }
+                    for hit in &leaf.profile {
+                        let allowed = leaf
+                            .rule
+                            .as_ref()
+                            .is_some_and(|r| hit.allowed_by(&r.allow_flags));
+                        let _ = writeln!(
+                            out,
+                            "      profile: {hit} ({}: {})",
+                            quote(&hit.word),
+                            if allowed {
+                                "allowed by the entry"
+                            } else {
+                                "no entry allows it"
+                            }
+                        );
+                    }
+                    if let Some(why) = &leaf.blocked {
+                        let _ = writeln!(out, "      miss: {why}");
                     }
                 }
             }

@@ -48,13 +48,15 @@ mod explain;
 mod modes;
 mod nodes;
 mod plan;
+pub mod profiles;
 mod resolve;
+mod rules;
 pub mod shell;
 mod slash;
 
-pub use allow_always::{AllowAlways, Skipped, derive_allow_always};
+pub use allow_always::{AllowAlways, AlwaysOption, Scope, Skipped, derive_allow_always};
 pub use allowlist::{
-    Allowlist, CaseMode, PatternKind, RejectedPattern, escape_glob, validate_pattern,
+    Allowlist, CaseMode, PatternKind, RejectedPattern, RuleMatch, escape_glob, validate_pattern,
 };
 pub use config::{
     AgentConfig, Config, ExecSettings, GatewaySettings, RunLimits, SandboxBackend, SandboxSettings,
@@ -73,8 +75,10 @@ pub use explain::{Explanation, Requester, explain};
 pub use modes::{Ask, AskFallback, ExecAllowlistMode, Host, PermissionMode, Security};
 pub use nodes::{MIN_ID_PREFIX, NodeInfo, normalize_name, select_node};
 pub use plan::{Launch, PlanError, PlanRequest, Plans, RunPlan, SHELL, hex};
+pub use profiles::{ProfileHit, Profiles};
 pub use resolve::{
     ExecParams, HostCeiling, ResolvedPolicy, SessionOverrides, Source, Sourced, resolve,
 };
+pub use rules::{ArgsMatch, Examples, RuleSpec, escape_word};
 pub use shell::{Chain, CommandInput, Miss, MissReason, Op, Segment, analyze};
 pub use slash::{SlashOutcome, apply as apply_slash_command, is_slash_command};

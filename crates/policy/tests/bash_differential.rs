@@ -146,10 +146,16 @@ fn check(stubs: &Stubs, script: &str) -> bool {
     if !chain.segments.iter().all(|s| stubs.known(&s.argv[0])) {
         return false;
     }
-    let allowlist = Allowlist::compile(
-        &[format!("{}/*", stubs.bin.display())],
+    // Every flag allowed: this test is about the shell analysis and the rebuilt
+    // command, not the profiles (profiles_differential.rs is).
+    let allowlist = Allowlist::compile_rules(
+        &[policy::RuleSpec {
+            allow_flags: vec!["*".into()],
+            ..policy::RuleSpec::program(format!("{}/*", stubs.bin.display()))
+        }],
         Path::new("/"),
         CaseMode::Sensitive,
+        policy::Profiles::shipped(),
     );
     let fs = caps::LocalFs::new("/").unwrap();
     let trusted = TrustedPath::parse(&stubs.bin.to_string_lossy());

@@ -158,6 +158,22 @@ fn hostile_argvs_are_never_allowed() {
     assert!(!decision(&fs, &generous, CommandInput::Argv(&huge)).is_allow());
 }
 
+/// The patterns of the rules "allow always" would store by default.
+fn stored(e: &policy::Explanation) -> Vec<String> {
+    let always = policy::derive_allow_always(&e.evaluation);
+    for rule in always.default_rules() {
+        assert!(
+            rule.args.is_none(),
+            "single-purpose programs are stored alone: {rule:?}"
+        );
+    }
+    always
+        .default_rules()
+        .iter()
+        .map(|r| r.pattern.clone())
+        .collect()
+}
+
 #[test]
 fn allow_always_never_stores_shells_interpreters_or_wrappers() {
     let fs = world();
@@ -170,17 +186,10 @@ fn allow_always_never_stores_shells_interpreters_or_wrappers() {
     };
     let explain = |text| explain_request(&setup, &ExecParams::default(), CommandInput::Shell(text));
     let e = explain("bash -c 'ls -l && python3 x.py' | cat");
-    assert_eq!(
-        policy::derive_allow_always(&e.evaluation).patterns,
-        vec!["/usr/bin/ls", "/usr/bin/cat"]
-    );
+    assert_eq!(stored(&e), vec!["/usr/bin/ls", "/usr/bin/cat"]);
     assert_eq!(policy::derive_allow_always(&e.evaluation).skipped.len(), 1);
     let e = explain("python3 x.py");
-    assert!(
-        policy::derive_allow_always(&e.evaluation)
-            .patterns
-            .is_empty()
-    );
+    assert!(stored(&e).is_empty());
     assert!(
         !policy::derive_allow_always(&e.evaluation)
             .skipped
@@ -189,7 +198,7 @@ fn allow_always_never_stores_shells_interpreters_or_wrappers() {
     );
     let e = explain("env nice ls");
     assert_eq!(
-        policy::derive_allow_always(&e.evaluation).patterns,
+        stored(&e),
         vec!["/usr/bin/ls"],
         "wrappers are looked through, never stored"
     );

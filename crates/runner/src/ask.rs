@@ -19,8 +19,9 @@ use crate::runner::Runner;
 /// What came of asking.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Asked {
-    /// The human answered.
-    Answered(Answer),
+    /// The human answered (with allow-always: the option chosen, `None` for the
+    /// preselected one; the client already checked it is one the prompt offered).
+    Answered(Answer, Option<usize>),
     /// Nobody could be asked (why).
     NoApprover(String),
     /// Nobody answered in time.
@@ -33,9 +34,9 @@ impl Asked {
     /// As the decision table reads it (`None`: cancelled).
     fn answer(&self) -> Option<ApproverAnswer> {
         Some(match self {
-            Asked::Answered(Answer::AllowOnce) => ApproverAnswer::AllowOnce,
-            Asked::Answered(Answer::AllowAlways) => ApproverAnswer::AllowAlways,
-            Asked::Answered(Answer::Deny) => ApproverAnswer::Deny,
+            Asked::Answered(Answer::AllowOnce, _) => ApproverAnswer::AllowOnce,
+            Asked::Answered(Answer::AllowAlways, _) => ApproverAnswer::AllowAlways,
+            Asked::Answered(Answer::Deny, _) => ApproverAnswer::Deny,
             Asked::NoApprover(_) => ApproverAnswer::NoApprover,
             Asked::TimedOut => ApproverAnswer::Timeout,
             Asked::Cancelled => return None,
@@ -45,8 +46,8 @@ impl Asked {
     /// For a write permission: allowed, or why not (the decision's reason and words).
     pub(crate) fn write_permission(&self) -> Result<(), (DenyReason, String)> {
         match self {
-            Asked::Answered(Answer::AllowOnce | Answer::AllowAlways) => Ok(()),
-            Asked::Answered(Answer::Deny) => {
+            Asked::Answered(Answer::AllowOnce | Answer::AllowAlways, _) => Ok(()),
+            Asked::Answered(Answer::Deny, _) => {
                 Err((DenyReason::ApprovalDenied, "denied by the approver".into()))
             }
             Asked::TimedOut => Err((
@@ -73,7 +74,9 @@ impl Runner {
             biased;
             _ = cancel.cancelled() => Asked::Cancelled,
             outcome = self.host.approvals.ask(&request, host_file) => match outcome {
-                AskOutcome::Answered(response) => Asked::Answered(response.answer),
+                AskOutcome::Answered(response) => {
+                    Asked::Answered(response.answer, response.allow_always_option)
+                }
                 AskOutcome::NoApprover(why) => {
                     tracing::info!("no approver: {why}");
                     Asked::NoApprover(why)
@@ -106,7 +109,8 @@ impl Runner {
                 security: e.policy.security.value,
                 ask: e.policy.ask.value,
                 reason,
-                allow_always: derived.patterns.clone(),
+                allow_always: derived.options.clone(),
+                allow_always_default: derived.default,
                 not_stored: derived
                     .skipped
                     .iter()
@@ -114,11 +118,15 @@ impl Runner {
                     .collect(),
             },
         );
-        let asked = self.ask(prompt, decided.view.file.as_deref(), cancel).await;
+        let asked = self
+            .ask(prompt.clone(), decided.view.file.as_deref(), cancel)
+            .await;
         let answer = asked.answer()?;
-        if answer == ApproverAnswer::AllowAlways {
-            self.store_allow_always(&decided.request.agent, &derived.patterns)
-                .await;
+        if let Asked::Answered(Answer::AllowAlways, choice) = &asked {
+            // Exactly the rules of the option the human chose among those shown (the
+            // client refused an answer naming any other).
+            let rules = prompt.allow_always_rules(*choice).unwrap_or_default();
+            self.store_allow_always(&decided.request.agent, rules).await;
         }
         let mut decision = policy::after_ask(&e.policy, answer, e.evaluation.satisfied);
         if let Asked::NoApprover(why) = &asked {
@@ -132,17 +140,16 @@ impl Runner {
         Some(decision)
     }
 
-    /// Persist what "allow always" stores — exactly the patterns the prompt showed. A
-    /// failure is logged; the command was still allowed this once.
-    async fn store_allow_always(&self, agent: &str, patterns: &[String]) {
-        if patterns.is_empty() {
+    /// Persist what "allow always" stores — exactly the rules of the option the prompt
+    /// showed and the human chose. A failure is logged; the command was still allowed
+    /// this once.
+    async fn store_allow_always(&self, agent: &str, rules: &[policy::RuleSpec]) {
+        if rules.is_empty() {
             return;
         }
-        let (store, agent, patterns) =
-            (self.host.store.clone(), agent.to_owned(), patterns.to_vec());
+        let (store, agent, rules) = (self.host.store.clone(), agent.to_owned(), rules.to_vec());
         let stored =
-            tokio::task::spawn_blocking(move || store.add_patterns(&agent, &patterns, &[], true))
-                .await;
+            tokio::task::spawn_blocking(move || store.add_rules(&agent, &rules, &[], true)).await;
         match stored {
             Ok(Ok(u)) if !u.value.is_empty() => {
                 tracing::info!("allow always: stored {}", u.value.join(", "))

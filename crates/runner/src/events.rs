@@ -69,6 +69,21 @@ impl ExecEvent {
         }
     }
 
+    /// The event's text without any output: for a run whose result the agent already
+    /// received (product spec §8: one line, nothing repeated).
+    pub fn text_without_output(&self) -> String {
+        match self {
+            ExecEvent::Finished { tail, .. } if !tail.is_empty() => {
+                let mut quiet = self.clone();
+                if let ExecEvent::Finished { tail, .. } = &mut quiet {
+                    tail.clear();
+                }
+                quiet.text()
+            }
+            _ => self.text(),
+        }
+    }
+
     /// The system-event text shown to the agent (product spec §8).
     pub fn text(&self) -> String {
         match self {

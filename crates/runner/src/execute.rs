@@ -127,8 +127,9 @@ pub async fn launch(
     plan: &RunPlan,
     timeout: Duration,
     resources: ResourceLimits,
+    live: Option<caps::LiveOutput>,
 ) -> caps::Result<ExecOutput> {
-    launch_restricted(shell, plan, timeout, resources, None).await
+    launch_restricted(shell, plan, timeout, resources, None, live).await
 }
 
 /// [`launch`], letting the run execute only the programs of `exec_allowlist` — for a
@@ -139,11 +140,13 @@ async fn launch_restricted(
     timeout: Duration,
     resources: ResourceLimits,
     exec_allowlist: Option<ExecAllowlist>,
+    live: Option<caps::LiveOutput>,
 ) -> caps::Result<ExecOutput> {
     let mut options = ExecOptions::new(&plan.cwd, timeout);
     options.env = plan.env.clone();
     options.resources = resources;
     options.exec_allowlist = exec_allowlist;
+    options.live = live;
     match &plan.launch {
         Launch::Exec {
             program,
@@ -337,7 +340,7 @@ impl Runner {
         let result = tokio::select! {
             biased;
             _ = cancel.cancelled() => None,
-            result = launch_restricted(shell, plan, timeout, resources, exec_allowlist.cloned()) => Some(result),
+            result = launch_restricted(shell, plan, timeout, resources, exec_allowlist.cloned(), decided.request.live.clone()) => Some(result),
         };
         conclude(report, events, result)
     }

@@ -54,6 +54,8 @@ pub struct ExecRequest {
     pub params: ExecParams,
     /// The session's slash-command overrides.
     pub session_overrides: SessionOverrides,
+    /// Where the output is also copied while the command runs, for progress reports.
+    pub live: Option<caps::LiveOutput>,
 }
 
 impl ExecRequest {
@@ -68,6 +70,7 @@ impl ExecRequest {
             env: BTreeMap::new(),
             params: ExecParams::default(),
             session_overrides: SessionOverrides::default(),
+            live: None,
         }
     }
 }

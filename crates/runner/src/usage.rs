@@ -14,36 +14,40 @@ impl Runner {
         let file = decided.view.file.as_deref();
         // Skip the locked read-modify-write when the file already says this (the store
         // would write nothing anyway).
-        let already_recorded = |pattern: &str, path: &str| {
-            file.and_then(|f| f.agents.get(&agent))
-                .and_then(|a| a.allowlist.iter().find(|e| e.pattern == pattern))
-                .is_some_and(|e| {
-                    e.last_used_command.as_deref() == Some(text.as_str())
-                        && e.last_resolved_path.as_deref() == Some(path)
-                        && e.last_used_at.is_some_and(|t| {
-                            now.saturating_sub(t) < approvals::USAGE_TIME_GRANULARITY_MS
-                        })
-                })
+        let already_recorded = |rule: &policy::RuleSpec, path: &str| {
+            file.and_then(|f| {
+                [agent.as_str(), approvals::EVERY_AGENT]
+                    .into_iter()
+                    .filter_map(|a| f.agents.get(a))
+                    .find_map(|a| a.allowlist.iter().find(|e| e.rule().same_rule(rule)))
+            })
+            .is_some_and(|e| {
+                e.last_used_command.as_deref() == Some(text.as_str())
+                    && e.last_resolved_path.as_deref() == Some(path)
+                    && e.last_used_at.is_some_and(|t| {
+                        now.saturating_sub(t) < approvals::USAGE_TIME_GRANULARITY_MS
+                    })
+            })
         };
-        let uses: Vec<(String, String)> = decided
+        let uses: Vec<(policy::RuleSpec, String)> = decided
             .explanation
             .evaluation
             .leaves
             .iter()
             .filter_map(|l| {
-                let pattern = l.matched.clone()?;
+                let rule = l.rule.clone()?;
                 let path = l.resolved.as_ref()?.path.to_string_lossy().into_owned();
-                Some((pattern, path))
+                Some((rule, path))
             })
-            .filter(|(pattern, path)| !already_recorded(pattern, path))
+            .filter(|(rule, path)| !already_recorded(rule, path))
             .collect();
         if uses.is_empty() {
             return;
         }
         let store = self.host.store.clone();
         let recorded = tokio::task::spawn_blocking(move || {
-            for (pattern, path) in uses {
-                if let Err(e) = store.record_use(&agent, &pattern, &text, &path, now) {
+            for (rule, path) in uses {
+                if let Err(e) = store.record_rule_use(&agent, &rule, &text, &path, now) {
                     tracing::warn!("could not record allowlist usage: {e}");
                 }
             }

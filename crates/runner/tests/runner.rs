@@ -36,6 +36,8 @@ impl Clock for FixedClock {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Human {
     Says(Answer),
+    /// Allow always, with the allow-always option at this index.
+    AlwaysWith(usize),
     Absent,
     TooSlow,
 }
@@ -63,6 +65,14 @@ impl Approvals for ScriptedApprover {
                 id: p.id.clone(),
                 digest: p.digest.clone(),
                 answer,
+                allow_always_option: None,
+                report: None,
+            }),
+            Human::AlwaysWith(i) => AskOutcome::Answered(Response {
+                id: p.id.clone(),
+                digest: p.digest.clone(),
+                answer: Answer::AllowAlways,
+                allow_always_option: Some(i),
                 report: None,
             }),
         }
@@ -99,7 +109,14 @@ impl World {
 fn world(approvals_json: &str, config: &str, human: Human) -> World {
     let fs = MemoryWorld::new(1000)
         .dirs(&["/home/u/.warden", "/work"])
-        .programs(&["/usr/bin/ls", "/usr/bin/cat", "/usr/bin/rm", "/bin/sh"])
+        .programs(&[
+            "/usr/bin/ls",
+            "/usr/bin/cat",
+            "/usr/bin/rm",
+            "/usr/bin/git",
+            "/usr/bin/find",
+            "/bin/sh",
+        ])
         .file("/home/u/.warden/exec-approvals.json", approvals_json, 0o600)
         .build();
     fs.set_permissions(Path::new("/home/u/.warden"), 0o700)
@@ -415,10 +432,12 @@ async fn allow_always_stores_exactly_the_patterns_the_prompt_showed() {
             ..
         }
     ));
-    let PromptKind::Command { allow_always, .. } = &w.prompts()[0].kind else {
-        panic!()
-    };
-    assert_eq!(allow_always, &vec!["/usr/bin/rm".to_string()]);
+    let prompt = &w.prompts()[0];
+    assert_eq!(
+        prompt.allow_always_rules(None).unwrap(),
+        &[policy::RuleSpec::program("/usr/bin/rm")],
+        "a single-purpose program is stored alone by default"
+    );
     let file = w.store.load().unwrap().file;
     let stored: Vec<&str> = file.agents["coder"]
         .allowlist
@@ -430,6 +449,80 @@ async fn allow_always_stores_exactly_the_patterns_the_prompt_showed() {
     let (report, _) = run(&w, argv(&["rm", "-rf", "build"])).await;
     assert_eq!(report.exit_code(), 0);
     assert_eq!(w.prompts().len(), 1);
+}
+
+/// The rules "allow always" stored for coder after its three original entries.
+fn stored_rules(w: &World) -> Vec<policy::RuleSpec> {
+    let file = w.store.load().unwrap().file;
+    file.agents["coder"].allowlist[2..]
+        .iter()
+        .map(|e| e.rule())
+        .collect()
+}
+
+#[tokio::test]
+async fn allow_always_stores_the_subcommand_of_a_multi_command_tool_or_the_chosen_scope() {
+    let host = r#"{"version":1,"defaults":{"security":"allowlist","ask":"on-miss","askFallback":"deny"},
+        "agents":{"coder":{"allowlist":[{"pattern":"/usr/bin/ls"},{"pattern":"/usr/bin/cat"}]}}}"#;
+    // Preselected: git with its subcommand.
+    let w = world(host, GATEWAY_ALLOWLIST, Human::Says(Answer::AllowAlways));
+    let (report, _) = run(&w, argv(&["git", "-C", "repo", "status", "-s"])).await;
+    assert_eq!(report.exit_code(), 0);
+    let PromptKind::Command { allow_always, .. } = &w.prompts()[0].kind else {
+        panic!()
+    };
+    let scopes: Vec<&str> = allow_always.iter().map(|o| o.scope.as_str()).collect();
+    assert_eq!(scopes, vec!["exact", "subcommand", "program"]);
+    let git_status = policy::RuleSpec {
+        pattern: "/usr/bin/git".into(),
+        args: Some(vec!["-C".into(), "repo".into(), "status".into()]),
+        ..Default::default()
+    };
+    assert_eq!(stored_rules(&w), vec![git_status]);
+    // The stored rule covers that subcommand with any further arguments, and no other.
+    run(&w, argv(&["git", "-C", "repo", "status", "--short"])).await;
+    assert_eq!(w.prompts().len(), 1, "git status matched the stored rule");
+    run(&w, argv(&["git", "-C", "repo", "push"])).await;
+    assert_eq!(w.prompts().len(), 2, "git push is not covered");
+
+    // The human widens it: the program alone.
+    let w = world(host, GATEWAY_ALLOWLIST, Human::AlwaysWith(2));
+    run(&w, argv(&["git", "log", "-n", "1"])).await;
+    assert_eq!(
+        stored_rules(&w),
+        vec![policy::RuleSpec::program("/usr/bin/git")]
+    );
+    // ...which still does not cover a flag that runs code: that asks.
+    run(&w, argv(&["git", "-c", "alias.x=!id", "x"])).await;
+    assert_eq!(w.prompts().len(), 2);
+    let rule = match &w.prompts()[1].kind {
+        PromptKind::Command { reason, .. } => *reason,
+        _ => panic!(),
+    };
+    assert_eq!(rule, policy::AskReason::AllowlistMiss);
+
+    // The human narrows it: exactly this command, with the flag it uses allowed.
+    let w = world(host, GATEWAY_ALLOWLIST, Human::AlwaysWith(0));
+    run(&w, argv(&["find", ".", "-name", "*.o", "-delete"])).await;
+    assert_eq!(
+        stored_rules(&w),
+        vec![policy::RuleSpec {
+            pattern: "/usr/bin/find".into(),
+            args: Some(vec![
+                ".".into(),
+                "-name".into(),
+                "\\*.o".into(),
+                "-delete".into()
+            ]),
+            args_match: policy::ArgsMatch::Exact,
+            allow_flags: vec!["-delete".into()],
+            ..Default::default()
+        }]
+    );
+    run(&w, argv(&["find", ".", "-name", "*.o", "-delete"])).await;
+    assert_eq!(w.prompts().len(), 1, "the exact command is allowed now");
+    run(&w, argv(&["find", "/", "-name", "*.o", "-delete"])).await;
+    assert_eq!(w.prompts().len(), 2, "another argument is not");
 }
 
 #[tokio::test]

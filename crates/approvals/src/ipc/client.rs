@@ -10,7 +10,8 @@ use tokio::net::UnixStream;
 
 use super::frame::{read_frame, write_frame};
 use super::protocol::{
-    MAC_LEN, Request, Response, decode_challenge, decode_response, encode_request, parse_strict,
+    Answer, MAC_LEN, Request, Response, decode_challenge, decode_response, encode_request,
+    parse_strict,
 };
 use crate::clock::Clock;
 
@@ -128,6 +129,15 @@ pub async fn ask(config: &ClientConfig, clock: &dyn Clock, request: &Request) ->
     let prompt = request.prompt();
     if response.id != prompt.id || response.digest != prompt.digest {
         return AskOutcome::NoApprover("the approver answered a different request".into());
+    }
+    // The choice must be one the prompt offered, and only allow-always carries one.
+    if response.allow_always_option.is_some() && response.answer != Answer::AllowAlways {
+        return AskOutcome::NoApprover(
+            "rejected the approver's answer: an allow-always option without allow-always".into(),
+        );
+    }
+    if let Err(why) = prompt.allow_always_rules(response.allow_always_option) {
+        return AskOutcome::NoApprover(format!("rejected the approver's answer: {why}"));
     }
     AskOutcome::Answered(response)
 }

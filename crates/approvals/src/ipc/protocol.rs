@@ -8,7 +8,7 @@ use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
-use policy::{Ask, AskReason, RunPlan, Security};
+use policy::{AlwaysOption, Ask, AskReason, RuleSpec, RunPlan, Security};
 
 /// Largest frame either side accepts (bytes after the 4-byte length prefix).
 pub const MAX_FRAME: usize = 64 * 1024;
@@ -290,9 +290,12 @@ pub enum PromptKind {
         ask: Ask,
         /// Why a human is asked.
         reason: AskReason,
-        /// The allowlist patterns "allow always" stores (never a shell, interpreter or
-        /// wrapper); empty when nothing can be stored.
-        allow_always: Vec<String>,
+        /// What "allow always" may store, narrowest first (never a shell, interpreter
+        /// or wrapper); empty when nothing can be stored. The approver picks one.
+        allow_always: Vec<AlwaysOption>,
+        /// The option stored when the approver picks none.
+        #[serde(default)]
+        allow_always_default: usize,
         /// Programs "allow always" leaves out, and why (`program: reason`).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         not_stored: Vec<String>,
@@ -315,6 +318,34 @@ fn put(hasher: &mut sha2::Sha256, bytes: &[u8]) {
     use sha2::Digest as _;
     hasher.update((bytes.len() as u64).to_be_bytes());
     hasher.update(bytes);
+}
+
+/// A stored rule in the digest: pattern, whether it has argument patterns and which,
+/// how they match, and the flags it allows (examples are never part of a prompt).
+fn put_rule(h: &mut sha2::Sha256, rule: &RuleSpec) {
+    use sha2::Digest as _;
+    put(h, rule.pattern.as_bytes());
+    match &rule.args {
+        None => put(h, b"any"),
+        Some(args) => {
+            put(
+                h,
+                if rule.args_match == policy::ArgsMatch::Exact {
+                    b"exact"
+                } else {
+                    b"prefix"
+                },
+            );
+            h.update((args.len() as u64).to_be_bytes());
+            for a in args {
+                put(h, a.as_bytes());
+            }
+        }
+    }
+    h.update((rule.allow_flags.len() as u64).to_be_bytes());
+    for f in &rule.allow_flags {
+        put(h, f.as_bytes());
+    }
 }
 
 impl Prompt {
@@ -343,7 +374,7 @@ impl Prompt {
     pub fn compute_digest(&self) -> String {
         use sha2::Digest as _;
         let mut h = sha2::Sha256::new();
-        put(&mut h, b"warden-prompt/v2");
+        put(&mut h, b"warden-prompt/v3");
         put(&mut h, self.agent.as_bytes());
         put(&mut h, self.session.as_bytes());
         put(&mut h, self.host.as_bytes());
@@ -355,6 +386,7 @@ impl Prompt {
                 ask,
                 reason,
                 allow_always,
+                allow_always_default,
                 not_stored,
             } => {
                 put(&mut h, b"command");
@@ -363,11 +395,18 @@ impl Prompt {
                 put(&mut h, security.as_str().as_bytes());
                 put(&mut h, ask.as_str().as_bytes());
                 put(&mut h, reason.as_str().as_bytes());
-                for list in [allow_always, not_stored] {
-                    h.update((list.len() as u64).to_be_bytes());
-                    for item in list {
-                        put(&mut h, item.as_bytes());
+                h.update((allow_always.len() as u64).to_be_bytes());
+                for option in allow_always {
+                    put(&mut h, option.scope.as_str().as_bytes());
+                    h.update((option.rules.len() as u64).to_be_bytes());
+                    for rule in &option.rules {
+                        put_rule(&mut h, rule);
                     }
+                }
+                h.update((*allow_always_default as u64).to_be_bytes());
+                h.update((not_stored.len() as u64).to_be_bytes());
+                for item in not_stored {
+                    put(&mut h, item.as_bytes());
                 }
             }
             PromptKind::Write {
@@ -392,6 +431,43 @@ impl Prompt {
             }
         }
         format!("sha256:{}", policy::hex(&h.finalize()))
+    }
+
+    /// The rules "allow always" stores for the approver's `choice` (`None`: the
+    /// preselected option), or why the choice is not one the prompt offered.
+    pub fn allow_always_rules(&self, choice: Option<usize>) -> Result<&[RuleSpec], String> {
+        match &self.kind {
+            PromptKind::Command {
+                allow_always,
+                allow_always_default,
+                ..
+            } => {
+                if allow_always.is_empty() {
+                    return match choice {
+                        None => Ok(&[]),
+                        Some(i) => Err(format!(
+                            "allow-always option {i} chosen, but none was offered"
+                        )),
+                    };
+                }
+                let i = choice.unwrap_or(*allow_always_default);
+                allow_always
+                    .get(i)
+                    .map(|o| o.rules.as_slice())
+                    .ok_or_else(|| {
+                        format!(
+                            "allow-always option {i} chosen, but only {} were offered",
+                            allow_always.len()
+                        )
+                    })
+            }
+            PromptKind::Write { .. } => match choice {
+                None => Ok(&[]),
+                Some(i) => Err(format!(
+                    "allow-always option {i} chosen for a write permission"
+                )),
+            },
+        }
     }
 
     /// The run plan the answer allows, if it allows one.
@@ -465,6 +541,11 @@ pub struct Response {
     pub digest: String,
     /// The decision.
     pub answer: Answer,
+    /// With `allow-always`: which of the prompt's `allowAlways` options the approver
+    /// chose (absent: the preselected one). Only an index: the approver chooses among
+    /// the rules the runner offered, bound by the digest, and can add none of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_always_option: Option<usize>,
     /// For exec requests that were allowed: what happened.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report: Option<ExecReport>,

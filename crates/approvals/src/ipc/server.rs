@@ -62,6 +62,12 @@ pub trait Approver: Send + Sync {
     /// The decision for `prompt`. The future is dropped if the requester goes away.
     async fn decide(&self, prompt: &Prompt) -> Answer;
 
+    /// The decision and, for `allow-always`, which of the prompt's options to store
+    /// (`None`: the preselected one). By default, [`Approver::decide`]'s answer.
+    async fn decide_with_choice(&self, prompt: &Prompt) -> (Answer, Option<usize>) {
+        (self.decide(prompt).await, None)
+    }
+
     /// The decision for an exec request and, when allowed, the approver's own run of it.
     async fn exec(&self, request: &ExecPrompt) -> (Answer, Option<ExecReport>);
 }
@@ -313,8 +319,14 @@ async fn handle(mut stream: UnixStream, shared: &Shared) -> Result<(), String> {
     let (reader, mut writer) = stream.split();
     let decision = async {
         match &request {
-            Request::Prompt(p) => (shared.approver.decide(p).await, None),
-            Request::Exec(e) => shared.approver.exec(e).await,
+            Request::Prompt(p) => {
+                let (answer, choice) = shared.approver.decide_with_choice(p).await;
+                (answer, choice, None)
+            }
+            Request::Exec(e) => {
+                let (answer, report) = shared.approver.exec(e).await;
+                (answer, None, report)
+            }
         }
     };
     // The requester may give up (timeout, cancellation): stop asking the human then.
@@ -323,7 +335,7 @@ async fn handle(mut stream: UnixStream, shared: &Shared) -> Result<(), String> {
         let mut byte = [0u8; 1];
         let _ = reader.read(&mut byte).await;
     };
-    let (answer, report) = tokio::select! {
+    let (answer, choice, report) = tokio::select! {
         decided = decision => decided,
         _ = gone => return Err("the requester went away".into()),
     };
@@ -331,6 +343,7 @@ async fn handle(mut stream: UnixStream, shared: &Shared) -> Result<(), String> {
         id: prompt.id.clone(),
         digest: prompt.digest.clone(),
         answer,
+        allow_always_option: choice.filter(|_| answer == Answer::AllowAlways),
         report,
     };
     let body = serde_json::to_vec(&response).map_err(|e| e.to_string())?;

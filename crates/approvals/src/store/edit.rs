@@ -2,8 +2,12 @@
 //! document replaced (compare-and-swap), settings set — each one read-modify-write under
 //! the lock, validated before anything is written.
 
+use policy::RuleSpec;
+
 use super::{Store, StoreError, USAGE_TIME_GRANULARITY_MS, Updated};
-use crate::file::{AgentEntry, AllowlistEntry, ApprovalsFile, Ceilings, REDACTED, SocketSettings};
+use crate::file::{
+    AgentEntry, AllowlistEntry, ApprovalsFile, Ceilings, EVERY_AGENT, REDACTED, SocketSettings,
+};
 
 /// Levenshtein distance, for "did you mean" suggestions.
 fn distance(a: &str, b: &str) -> usize {
@@ -33,9 +37,28 @@ impl Store {
         known_agents: &[String],
         create_agent: bool,
     ) -> Result<Updated<Vec<String>>, StoreError> {
+        let rules: Vec<RuleSpec> = patterns.iter().map(RuleSpec::program).collect();
+        self.add_rules(agent, &rules, known_agents, create_agent)
+    }
+
+    /// Add `rules` (patterns with argument rules) to `agent`'s allowlist; a rule already
+    /// stored is skipped. Returns the rules added, described in one line each. Every rule
+    /// is checked first — pattern, argument patterns, examples against this host's
+    /// profiles — and nothing is written if one fails.
+    pub fn add_rules(
+        &self,
+        agent: &str,
+        rules: &[RuleSpec],
+        known_agents: &[String],
+        create_agent: bool,
+    ) -> Result<Updated<Vec<String>>, StoreError> {
+        let profiles = self
+            .profiles()
+            .map_err(|e| StoreError::Invalid { problems: vec![e] })?;
         let mut problems = Vec::new();
-        for p in patterns {
-            if let Err(e) = policy::validate_pattern(p) {
+        for r in rules {
+            if let Err(e) = policy::validate_pattern(&r.pattern).and_then(|_| r.validate(&profiles))
+            {
                 problems.push(e.to_string());
             }
         }
@@ -69,10 +92,10 @@ impl Store {
                 .entry(agent.to_owned())
                 .or_insert_with(AgentEntry::default);
             let mut added = Vec::new();
-            for p in patterns {
-                if !entry.allowlist.iter().any(|e| &e.pattern == p) {
-                    entry.allowlist.push(AllowlistEntry::new(p.clone()));
-                    added.push(p.clone());
+            for r in rules {
+                if !entry.allowlist.iter().any(|e| e.rule().same_rule(r)) {
+                    entry.allowlist.push(AllowlistEntry::from_rule(r));
+                    added.push(r.describe());
                 }
             }
             Ok(added)
@@ -102,8 +125,33 @@ impl Store {
         })
     }
 
-    /// Record that `pattern` of `agent` was used at `now_ms`. Writes only when something
-    /// changed (see [`USAGE_TIME_GRANULARITY_MS`]).
+    /// Remove the one entry of `agent` that is `rule` (same pattern and argument
+    /// rules); an absent rule is an error naming it.
+    pub fn remove_rule(&self, agent: &str, rule: &RuleSpec) -> Result<Updated<()>, StoreError> {
+        self.update(None, |file| {
+            let entry = file
+                .agents
+                .get_mut(agent)
+                .ok_or_else(|| StoreError::UnknownAgent {
+                    agent: agent.to_owned(),
+                    suggestion: None,
+                })?;
+            let before = entry.allowlist.len();
+            entry.allowlist.retain(|e| !e.rule().same_rule(rule));
+            if entry.allowlist.len() == before {
+                return Err(StoreError::Invalid {
+                    problems: vec![format!(
+                        "agent {agent:?} has no allowlist entry {}",
+                        rule.describe()
+                    )],
+                });
+            }
+            Ok(())
+        })
+    }
+
+    /// Record that `pattern` (an entry without argument rules) of `agent` was used at
+    /// `now_ms`. Writes only when something changed (see [`USAGE_TIME_GRANULARITY_MS`]).
     pub fn record_use(
         &self,
         agent: &str,
@@ -112,12 +160,36 @@ impl Store {
         resolved_path: &str,
         now_ms: u64,
     ) -> Result<bool, StoreError> {
+        self.record_rule_use(
+            agent,
+            &RuleSpec::program(pattern),
+            command,
+            resolved_path,
+            now_ms,
+        )
+    }
+
+    /// Record that `rule` of `agent` (its own entry, else the `*` entry that gave it) was
+    /// used at `now_ms`. Writes only when something changed.
+    pub fn record_rule_use(
+        &self,
+        agent: &str,
+        rule: &RuleSpec,
+        command: &str,
+        resolved_path: &str,
+        now_ms: u64,
+    ) -> Result<bool, StoreError> {
         let updated = self.update(None, |file| {
-            let Some(entry) = file
-                .agents
-                .get_mut(agent)
-                .and_then(|a| a.allowlist.iter_mut().find(|e| e.pattern == pattern))
-            else {
+            let owner = [agent, EVERY_AGENT].into_iter().find(|a| {
+                file.agents
+                    .get(*a)
+                    .is_some_and(|e| e.allowlist.iter().any(|x| x.rule().same_rule(rule)))
+            });
+            let Some(entry) = owner.and_then(|a| {
+                file.agents
+                    .get_mut(a)
+                    .and_then(|e| e.allowlist.iter_mut().find(|x| x.rule().same_rule(rule)))
+            }) else {
                 return Ok(());
             };
             let same_use = entry.last_used_command.as_deref() == Some(command)

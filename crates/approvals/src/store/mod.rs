@@ -15,12 +15,12 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use caps::{CapsError, FileKind, Fs, WriteOptions};
-use policy::{CaseMode, hex};
+use policy::{CaseMode, Profiles, hex};
 use sha2::{Digest, Sha256};
 
 use crate::file::{ApprovalsFile, SocketSettings};
 
-pub use import::ImportSummary;
+pub use import::{DryRun, ImportSummary, merge_import};
 pub use view::HostView;
 use view::ViewCache;
 
@@ -162,6 +162,9 @@ pub struct Store {
     fs: Arc<dyn Fs>,
     config: StoreConfig,
     cache: Arc<std::sync::Mutex<ViewCache>>,
+    /// The profiles entries are checked against, or why the operator's extension
+    /// cannot be used (then this host denies everything, as for a corrupt file).
+    profiles: Result<Arc<Profiles>, String>,
 }
 
 impl std::fmt::Debug for Store {
@@ -191,7 +194,20 @@ impl Store {
             fs,
             config,
             cache: Arc::default(),
+            profiles: Ok(Profiles::shipped()),
         }
+    }
+
+    /// Check entries against `profiles` (the shipped ones extended by the operator's
+    /// file), or, given the reason that file cannot be used, deny everything.
+    pub fn with_profiles(mut self, profiles: Result<Arc<Profiles>, String>) -> Self {
+        self.profiles = profiles;
+        self
+    }
+
+    /// The profiles entries are checked against (the error: why none can be used).
+    pub fn profiles(&self) -> Result<Arc<Profiles>, String> {
+        self.profiles.clone()
     }
 
     /// The filesystem it reads and writes through.

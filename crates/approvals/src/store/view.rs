@@ -38,6 +38,17 @@ pub(super) struct ViewCache {
 impl Store {
     /// The policy view for `agent`, fail-closed.
     pub fn host_view(&self, agent: Option<&str>) -> HostView {
+        let profiles = match self.profiles() {
+            Ok(p) => p,
+            Err(e) => {
+                return HostView {
+                    ceiling: HostCeiling::DENY_ALL,
+                    allowlist: Arc::new(Allowlist::default()),
+                    file: None,
+                    error: Some(e),
+                };
+            }
+        };
         match self.load_shared() {
             Ok((file, hash)) => {
                 let key = agent.map(str::to_owned);
@@ -52,12 +63,13 @@ impl Store {
                         error: None,
                     };
                 }
-                let patterns = file.patterns_for(agent);
+                let rules = file.rules_for(agent);
                 let ceiling = file.ceiling_for(agent);
-                let allowlist = Arc::new(Allowlist::compile(
-                    &patterns,
+                let allowlist = Arc::new(Allowlist::compile_rules(
+                    &rules,
                     &self.config.home,
                     self.config.case,
+                    profiles,
                 ));
                 if cache.hash == hash {
                     cache.views.insert(key, (ceiling, Arc::clone(&allowlist)));

@@ -9,6 +9,7 @@
 //! (`warden gateway run --bridge-listen`, TLS), and `/bridge` on this port says so.
 
 mod auth;
+mod frames;
 mod sessions;
 
 use std::net::SocketAddr;
@@ -37,7 +38,11 @@ pub const MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
 /// The HTTP application for `gateway`, admitting holders of `credentials`.
 pub fn app(gateway: Arc<Gateway>, credentials: Credentials, limits: SessionLimits) -> Router {
     let cancel = gateway.shutdown_token();
+    // No SSE priming events (rmcp sends one ahead of every response, for a client that
+    // reconnects and resumes a stream): a request whose client goes away is cancelled,
+    // so there is never a stream to resume, and each call saves an event.
     let config = StreamableHttpServerConfig::default()
+        .with_sse_retry(None)
         .with_cancellation_token(cancel.child_token())
         .with_allowed_origins(["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"])
         .with_max_request_body_bytes(MAX_REQUEST_BYTES);
@@ -45,6 +50,7 @@ pub fn app(gateway: Arc<Gateway>, credentials: Credentials, limits: SessionLimit
     // rmcp's own inactivity close is a safety net behind ours (which also forgets the
     // session's Warden state); never shorter than ours.
     manager.session_config.keep_alive = Some(limits.idle_timeout + Duration::from_secs(60));
+    manager.session_config.sse_retry = None;
     let manager = Arc::new(manager);
     let factory_gateway = Arc::clone(&gateway);
     let mcp: StreamableHttpService<WardenMcp, LocalSessionManager> = StreamableHttpService::new(
@@ -57,6 +63,8 @@ pub fn app(gateway: Arc<Gateway>, credentials: Credentials, limits: SessionLimit
     Router::new()
         .nest_service("/mcp", mcp)
         .route("/bridge", get(bridge_elsewhere).post(bridge_elsewhere))
+        // Inside the guard: only an authenticated request's frames are looked at.
+        .layer(axum::middleware::from_fn(frames::check))
         .layer(axum::middleware::from_fn(
             move |req: Request, next: Next| {
                 let guard = Arc::clone(&guard);
@@ -86,6 +94,13 @@ pub async fn serve(
     let cancel = gateway.shutdown_token();
     let router = app(gateway, credentials, limits);
     let on_shutdown = cancel.clone();
+    // A response streamed as SSE goes out in several small writes (head, event, end);
+    // with Nagle's algorithm each waits for the client's ACK of the one before.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!("TCP_NODELAY: {e}");
+        }
+    });
     axum::serve(
         listener,
         router.into_make_service_with_connect_info::<SocketAddr>(),

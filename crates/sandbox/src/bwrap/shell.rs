@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use caps::process::{ProcessSpec, WorkingDir, supervise};
+use caps::process::{ProcessSpec, WorkingDir, supervise_live};
 use caps::{CapsError, ExecOptions, ExecOutput, Script, Shell};
 
 use super::sandbox::Bwrap;
@@ -82,7 +82,8 @@ impl Bwrap {
             guards: launch.git_guards,
             done: false,
         };
-        let mut output = supervise(spec, options.timeout, options.limits).await?;
+        let mut output =
+            supervise_live(spec, options.timeout, options.limits, options.live.clone()).await?;
         // Every sandboxed process is gone now (the pid namespace died with bubblewrap), so
         // what the command planted in a repository cannot change under this check.
         for note in post_run.finish() {

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use cap_std::fs::Dir;
 
 use super::map_err;
-use crate::providers::local::process::{ProcessSpec, WorkingDir, supervise};
+use crate::providers::local::process::{ProcessSpec, WorkingDir, supervise_live};
 use crate::providers::local::shell_support::{check_expected_program, resolve_program, with_arg0};
 use crate::providers::paths::normalize_beneath;
 use crate::shell::{ExecOptions, ExecOutput, Script, Shell};
@@ -74,7 +74,7 @@ impl Shell for BoundedShell {
             options,
             &argv[0],
         );
-        supervise(spec, options.timeout, options.limits).await
+        supervise_live(spec, options.timeout, options.limits, options.live.clone()).await
     }
 
     async fn run(&self, script: &Script, options: &ExecOptions) -> Result<ExecOutput> {

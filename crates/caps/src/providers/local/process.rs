@@ -113,6 +113,16 @@ pub async fn supervise(
     timeout: Duration,
     limits: OutputLimits,
 ) -> Result<ExecOutput> {
+    supervise_live(spec, timeout, limits, None).await
+}
+
+/// [`supervise`], also copying the output into `live` as it arrives.
+pub async fn supervise_live(
+    spec: ProcessSpec,
+    timeout: Duration,
+    limits: OutputLimits,
+    live: Option<crate::LiveOutput>,
+) -> Result<ExecOutput> {
     if timeout.is_zero() {
         return Err(CapsError::invalid("timeout must be greater than zero"));
     }
@@ -164,7 +174,7 @@ pub async fn supervise(
     guard.reader_wake = Some(wake_w);
     let (stdout, stderr) = (child.stdout, child.stderr);
     let mut reader =
-        tokio::task::spawn_blocking(move || read_output(stdout, stderr, wake_r, limits));
+        tokio::task::spawn_blocking(move || read_output(stdout, stderr, wake_r, limits, live));
     let writer = write_stdin(child.stdin, stdin_bytes);
     let exited = wait_for_exit(child.pid);
     tokio::pin!(writer);
@@ -267,8 +277,9 @@ fn read_output(
     stderr: OwnedFd,
     wake: OwnedFd,
     limits: OutputLimits,
+    live: Option<crate::LiveOutput>,
 ) -> OutputCollector {
-    let mut collector = OutputCollector::new(limits);
+    let mut collector = OutputCollector::new(limits).with_live(live);
     let mut buf = vec![0u8; READ_CHUNK];
     let mut open = [Some(stdout), Some(stderr)];
     while open.iter().any(Option::is_some) {

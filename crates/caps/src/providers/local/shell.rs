@@ -1,7 +1,7 @@
 //! `LocalShell`: real processes on this machine, supervised by [`super::process`].
 
 use super::contain::Containment;
-use super::process::{ProcessSpec, WorkingDir, supervise};
+use super::process::{ProcessSpec, WorkingDir, supervise_live};
 use super::shell_support::{check_dir, check_expected_program, resolve_program, with_arg0};
 use crate::shell::{ExecOptions, ExecOutput, Script, Shell};
 use crate::{CapsError, Result};
@@ -51,7 +51,7 @@ impl Shell for LocalShell {
                 &argv[0],
             )
         };
-        supervise(spec, options.timeout, options.limits).await
+        supervise_live(spec, options.timeout, options.limits, options.live.clone()).await
     }
 
     async fn run(&self, script: &Script, options: &ExecOptions) -> Result<ExecOutput> {

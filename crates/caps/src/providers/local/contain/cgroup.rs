@@ -754,8 +754,9 @@ impl RunGroup {
         let deadline = Instant::now() + EMPTY_WAIT;
         let mut note = None;
         for m in &self.dirs {
+            let mut pause = Pause::new();
             while members(&m.dir).iter().any(|p| *p != me) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(2));
+                pause.sleep();
             }
             if let Some(limit) = self.oom_limit
                 && oom_killed(m)
@@ -767,17 +768,33 @@ impl RunGroup {
             }
         }
         for m in self.dirs.iter().rev() {
-            let mut tries = 0;
+            let (mut tries, mut pause) = (0, Pause::new());
             while let Err(e) = fs::remove_dir(&m.dir) {
                 tries += 1;
-                if tries > 50 {
+                if tries > 60 {
                     tracing::warn!("could not remove the run's cgroup {}: {e}", m.dir.display());
                     break;
                 }
-                std::thread::sleep(Duration::from_millis(2));
+                pause.sleep();
             }
         }
         note
+    }
+}
+
+/// Waiting for the kernel to empty a cgroup: the last processes of a run usually go
+/// within a fraction of a millisecond (this wait is on the run's critical path), a
+/// straggler may take longer — so short pauses first, then up to 2 ms.
+struct Pause(Duration);
+
+impl Pause {
+    fn new() -> Self {
+        Pause(Duration::from_micros(50))
+    }
+
+    fn sleep(&mut self) {
+        std::thread::sleep(self.0);
+        self.0 = (self.0 * 2).min(Duration::from_millis(2));
     }
 }
 

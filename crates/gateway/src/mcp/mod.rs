@@ -1,0 +1,366 @@
+//! The agent-facing MCP server: the `exec` tool, the file tools, and `session` (slash
+//! commands), served over stdio (`warden mcp`) and Streamable HTTP (`warden gateway
+//! run`). A denial or a non-zero exit is a normal tool result that says what happened;
+//! pending system events about other runs ride along in a block of their own.
+//!
+//! `tools.rs` lists the tools and their schemas, `args.rs` decodes (and refuses, naming
+//! the field) what a client sends, `result.rs` shapes what goes back, `progress.rs`
+//! reports long calls, and `protocol.rs` keeps JSON-RPC error codes to the specification.
+
+mod args;
+mod progress;
+pub mod protocol;
+mod result;
+mod tools;
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CustomRequest, CustomResult,
+    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use runner::{CommandSpec, ExecRequest, Outcome};
+use serde_json::json;
+
+use crate::credentials::Identity;
+use crate::gateway::{Gateway, seconds};
+use crate::http::RequestStop;
+use crate::sessions::SessionKey;
+
+pub use args::MAX_TIMEOUT_SECONDS;
+pub use result::{report_json, report_text};
+pub use tools::tools;
+
+use args::{Command, ExecArgs, ToolCall};
+use progress::Progress;
+
+/// One MCP connection's view of the gateway.
+#[derive(Clone)]
+pub struct WardenMcp {
+    gateway: Arc<Gateway>,
+    /// The agent of a stdio server (chosen by whoever started it). Over HTTP there is
+    /// none: each request's credential names the agent.
+    agent: Option<String>,
+    default_session: String,
+}
+
+impl WardenMcp {
+    /// Serve `gateway` over stdio as `agent`, in `session`.
+    pub fn new(
+        gateway: Arc<Gateway>,
+        agent: impl Into<String>,
+        session: impl Into<String>,
+    ) -> Self {
+        WardenMcp {
+            gateway,
+            agent: Some(agent.into()),
+            default_session: session.into(),
+        }
+    }
+
+    /// Serve `gateway` over HTTP: the agent of every request comes from the credential it
+    /// authenticated with, the session is its MCP session.
+    pub fn for_http(gateway: Arc<Gateway>) -> Self {
+        WardenMcp {
+            gateway,
+            agent: None,
+            default_session: "default".into(),
+        }
+    }
+
+    /// Whose session this request acts in. Over HTTP the agent is the authenticated
+    /// credential's and nothing else; a request that somehow lacks one is refused.
+    fn key(&self, context: &RequestContext<RoleServer>) -> Result<SessionKey, ErrorData> {
+        let parts = context.extensions.get::<http::request::Parts>();
+        let agent = match (
+            parts.and_then(|p| p.extensions.get::<Identity>()),
+            &self.agent,
+        ) {
+            (Some(identity), _) => identity.agent.clone(),
+            (None, Some(agent)) => agent.clone(),
+            (None, None) => {
+                return Err(ErrorData::invalid_request(
+                    "unauthenticated request: no credential names the agent",
+                    None,
+                ));
+            }
+        };
+        let session = parts
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .unwrap_or_else(|| self.default_session.clone());
+        Ok(SessionKey { agent, session })
+    }
+}
+
+/// The exec request a tool call describes (the agent and session come from the
+/// connection, not from the arguments).
+fn exec_request(args: ExecArgs, gateway: &Gateway) -> ExecRequest {
+    let command = match args.command {
+        Command::Shell(c) => CommandSpec::Shell(c),
+        Command::Argv(a) => CommandSpec::Argv(a),
+    };
+    let cwd = args.cwd.map(|c| {
+        let p = std::path::PathBuf::from(&c);
+        match (p.is_absolute(), gateway.files().and_then(|f| f.workspace())) {
+            (false, Some(ws)) => ws.join(p),
+            _ => p,
+        }
+    });
+    let mut request = ExecRequest::new(String::new(), String::new(), command);
+    request.cwd = cwd;
+    request.env = args.env;
+    request.params = policy::ExecParams {
+        host: args.host,
+        security: args.security,
+        ask: args.ask,
+        node: args.node,
+        timeout: args.timeout.and_then(seconds),
+    };
+    request
+}
+
+/// A file-tool write: refused paths are refused before anyone is asked; then the
+/// permission mode decides.
+async fn authorize(
+    gateway: &Gateway,
+    key: &SessionKey,
+    files: &crate::files::FileTools,
+    (tool, path, detail): (&str, &str, &str),
+    stop: impl Future<Output = ()>,
+) -> Result<(), String> {
+    files.check_writable(path).map_err(|e| e.to_string())?;
+    gateway
+        .authorize_write(key, path, format!("{tool} {path}: {detail}"), stop)
+        .await
+}
+
+/// What ends the work of one request: the client's `notifications/cancelled` for it
+/// (rmcp's request token, which also fires when the connection's service ends) and,
+/// over HTTP, the client going away before its response is complete or its MCP session
+/// ending.
+fn stop_of(context: &RequestContext<RoleServer>) -> impl Future<Output = ()> + use<> {
+    let cancelled = context.ct.clone();
+    let gone = context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|p| p.extensions.get::<RequestStop>())
+        .map(|s| s.0.clone());
+    async move {
+        match gone {
+            Some(gone) => tokio::select! {
+                () = cancelled.cancelled() => {}
+                () = gone.cancelled() => {}
+            },
+            None => cancelled.cancelled().await,
+        }
+    }
+}
+
+/// Lines of `text`, for messages.
+fn lines(text: &str) -> usize {
+    text.lines().count()
+}
+
+impl WardenMcp {
+    async fn exec(
+        &self,
+        args: ExecArgs,
+        key: &SessionKey,
+        events: Vec<String>,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let mut request = exec_request(args, &self.gateway);
+        let progress = Progress::of(context);
+        request.live = progress.as_ref().map(|p| p.live.clone());
+        let run = self.gateway.exec(key, request, stop_of(context));
+        let report = match progress {
+            Some(progress) => progress.during(run).await,
+            None => run.await,
+        };
+        if !matches!(report.outcome, Outcome::Cancelled { .. }) {
+            // This response carries the whole result: later events about the run need
+            // not repeat it.
+            self.gateway.sessions().mark_delivered(key, &report.run_id);
+        }
+        result::exec_result(&report, events)
+    }
+
+    async fn dispatch(
+        &self,
+        call: ToolCall,
+        key: &SessionKey,
+        events: Vec<String>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let gateway = &self.gateway;
+        let files = || {
+            gateway.files().ok_or_else(|| {
+                ErrorData::invalid_request("no workspace is configured for file tools", None)
+            })
+        };
+        Ok(match call {
+            ToolCall::Exec(a) => self.exec(a, key, events, context).await,
+            ToolCall::Read(a) => match files()?.read(&a.path, a.offset, a.limit) {
+                Ok(text) => result::done(
+                    json!({"path": a.path, "text": text}),
+                    format!("read {} lines of {}", lines(&text), a.path),
+                    text,
+                    events,
+                ),
+                Err(e) => result::file_failed(&e, events),
+            },
+            ToolCall::Write(a) => {
+                let detail = format!("{} bytes: {}", a.content.len(), result::preview(&a.content));
+                let asked = ("write", a.path.as_str(), detail.as_str());
+                if let Err(e) = authorize(gateway, key, files()?, asked, stop_of(context)).await {
+                    return Ok(result::failed(e, events));
+                }
+                match files()?.write(&a.path, &a.content) {
+                    Ok(n) => {
+                        let message = format!("wrote {n} bytes to {}", a.path);
+                        result::done(
+                            json!({"path": a.path, "bytes": n}),
+                            message.clone(),
+                            message,
+                            events,
+                        )
+                    }
+                    Err(e) => result::file_failed(&e, events),
+                }
+            }
+            ToolCall::Edit(a) => {
+                let detail = format!(
+                    "replace {} with {}",
+                    result::preview(&a.old_string),
+                    result::preview(&a.new_string)
+                );
+                let asked = ("edit", a.path.as_str(), detail.as_str());
+                if let Err(e) = authorize(gateway, key, files()?, asked, stop_of(context)).await {
+                    return Ok(result::failed(e, events));
+                }
+                match files()?.edit(&a.path, &a.old_string, &a.new_string, a.replace_all) {
+                    Ok(n) => {
+                        let n = if a.replace_all { n } else { 1 };
+                        let message = format!("edited {}: {n} replacement(s)", a.path);
+                        result::done(
+                            json!({"path": a.path, "replacements": n}),
+                            message.clone(),
+                            message,
+                            events,
+                        )
+                    }
+                    Err(e) => result::file_failed(&e, events),
+                }
+            }
+            ToolCall::List(a) => match files()?.list(&a.path) {
+                Ok((entries, truncated)) => {
+                    let text = entries
+                        .iter()
+                        .map(|e| {
+                            if e.kind == caps::FileKind::Dir {
+                                format!("{}/", e.name)
+                            } else {
+                                e.name.clone()
+                            }
+                        })
+                        .collect::<Vec<_>>()
+                        .join("\n");
+                    let message = format!(
+                        "{} entries{}",
+                        entries.len(),
+                        if truncated { " (truncated)" } else { "" }
+                    );
+                    result::done(
+                        json!({"path": a.path, "entries": entries, "truncated": truncated}),
+                        message,
+                        text,
+                        events,
+                    )
+                }
+                Err(e) => result::file_failed(&e, events),
+            },
+            ToolCall::Grep(a) => match files()?.grep(&a.pattern, &a.path, a.glob.as_deref()) {
+                Ok((matches, truncated)) => {
+                    let text = matches
+                        .iter()
+                        .map(|m| format!("{}:{}:{}", m.path, m.line, m.text))
+                        .collect::<Vec<_>>()
+                        .join("\n");
+                    let message = format!(
+                        "{} matching lines{}",
+                        matches.len(),
+                        if truncated { " (truncated)" } else { "" }
+                    );
+                    result::done(
+                        json!({"matches": matches, "truncated": truncated}),
+                        message,
+                        text,
+                        events,
+                    )
+                }
+                Err(e) => result::file_failed(&e, events),
+            },
+            ToolCall::Session(a) => match gateway.slash_command(key, &a.command) {
+                Ok(message) => result::done(json!({}), message.clone(), message, events),
+                Err(e) => result::failed(e.to_string(), events),
+            },
+        })
+    }
+}
+
+impl ServerHandler for WardenMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(
+                Implementation::new("warden", env!("CARGO_PKG_VERSION"))
+                    .with_title("Warden"),
+            )
+            .with_instructions(
+                "Warden runs your shell commands under policy: `exec` runs a command (denials name the \
+                 rule), the file tools work inside the authorized paths, and `session` applies /exec and \
+                 /elevated. The first block of every result is the whole result of that call; events about \
+                 other runs come in a second, labelled block. Send a progressToken to hear about long runs.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let key = self.key(&context)?;
+        // Arguments are checked before anything else: a refused call delivers nothing.
+        let call = args::decode(&request.name, request.arguments)?;
+        // Events queued before this call ride along with its result.
+        let events = self.gateway.take_events(&key);
+        let result = self.dispatch(call, &key, events.clone(), &context).await;
+        if result.is_err() {
+            // Not delivered after all: they wait for the next call.
+            self.gateway.return_events(&key, events);
+        }
+        result.map(Into::into)
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        Err(protocol::custom_request_error(
+            &request.method,
+            request.params.as_ref(),
+        ))
+    }
+}

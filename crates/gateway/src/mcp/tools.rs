@@ -1,0 +1,346 @@
+//! The tools as clients list them: titles, annotations, input schemas (enforced by
+//! `args.rs`) and output schemas (what `structuredContent` always satisfies, `result.rs`).
+//!
+//! Input schemas keep a flat root — `type`, `properties`, `required`,
+//! `additionalProperties` and nothing else. The Anthropic API refuses a tool whose root
+//! has `oneOf`/`anyOf`/`allOf`, and Claude Code silently drops tools whose root has
+//! those, `not` or `if`/`then`/`else`; so the one rule that needs a sibling of a field —
+//! exactly one of `exec`'s `command` and `argv` — is stated in both fields' descriptions
+//! and enforced by the server (-32602 naming the field). Every other constraint sits
+//! inside the field it constrains.
+
+use std::sync::{Arc, OnceLock};
+
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use serde_json::{Value, json};
+
+fn object(value: Value) -> Arc<JsonObject> {
+    match value {
+        Value::Object(map) => Arc::new(map),
+        _ => Arc::new(JsonObject::new()),
+    }
+}
+
+/// The run events delivered with a result (every tool's output has them).
+fn events_schema() -> Value {
+    json!({
+        "type": "array",
+        "items": {"type": "string"},
+        "description": "System events about other runs of this session since the last call (delivered once); a run whose result was already returned is one line, without output."
+    })
+}
+
+/// What every file tool result may carry: its words, an error, the events.
+fn file_output(properties: Value, required: &[&str]) -> Arc<JsonObject> {
+    let mut props = match properties {
+        Value::Object(map) => map,
+        _ => JsonObject::new(),
+    };
+    props.insert(
+        "ok".into(),
+        json!({"type": "boolean", "description": "False when the call failed; `error` says why."}),
+    );
+    props.insert(
+        "message".into(),
+        json!({"type": "string", "description": "What happened, in words."}),
+    );
+    props.insert(
+        "error".into(),
+        json!({"type": "string", "description": "Why the call failed (only when `ok` is false)."}),
+    );
+    props.insert("events".into(), events_schema());
+    let mut req: Vec<&str> = vec!["ok", "message", "events"];
+    req.extend_from_slice(required);
+    object(json!({
+        "type": "object",
+        "properties": props,
+        "required": req,
+    }))
+}
+
+fn exec_input() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "minLength": 1, "description": "A shell command line. Give exactly one of `command` and `argv`."},
+            "argv": {
+                "type": "array", "minItems": 1,
+                "prefixItems": [{"type": "string", "minLength": 1}],
+                "items": {"type": "string"},
+                "description": "A program and its arguments, run without a shell. Give exactly one of `command` and `argv`."
+            },
+            "cwd": {"type": "string", "minLength": 1, "description": "Working directory (absolute, or relative to the workspace)."},
+            "env": {
+                "type": "object",
+                "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
+                "additionalProperties": {"type": "string"},
+                "description": "Extra environment variables (only names the host allows; others refuse the call before anything runs)."
+            },
+            "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": super::args::MAX_TIMEOUT_SECONDS, "description": "Timeout in seconds (capped by the host's max_timeout)."},
+            "host": {"type": "string", "enum": ["sandbox", "gateway", "node"], "description": "Where to run; the host's approvals file still caps what runs."},
+            "security": {"type": "string", "enum": ["deny", "allowlist", "full"], "description": "Requested security; never looser than the host allows."},
+            "ask": {"type": "string", "enum": ["off", "on-miss", "always"], "description": "When to ask a human; never less than the host asks."},
+            "node": {"type": "string", "minLength": 1, "description": "The node for host=node."}
+        },
+        "additionalProperties": false
+    })
+}
+
+fn exec_output() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "message": {"type": "string", "description": "What happened, in words: the exit code, or the denial with its rule, or the error."},
+            "status": {"type": "string", "enum": ["finished", "denied", "error", "cancelled"]},
+            "exitCode": {"type": "integer", "description": "The command's code (124 timed out, 128+N signal N), 77 denied, 75 nobody answered, 130 cancelled, 125-127 not run."},
+            "runId": {"type": "string"},
+            "host": {"type": "string", "description": "Where it ran or would have run."},
+            "decision": {
+                "type": "object",
+                "properties": {
+                    "decision": {"type": "string", "enum": ["allow", "ask", "deny"]},
+                    "reason": {"type": "string"},
+                    "rule": {"type": "string"}
+                },
+                "required": ["decision", "reason", "rule"]
+            },
+            "stdout": {"type": "string", "description": "Standard output (lossy where it is not UTF-8: see stdoutBase64)."},
+            "stderr": {"type": "string"},
+            "stdoutBase64": {"type": "string", "contentEncoding": "base64", "description": "The exact bytes of stdout, present only when they are not UTF-8."},
+            "stderrBase64": {"type": "string", "contentEncoding": "base64"},
+            "signal": {"type": ["integer", "null"]},
+            "truncated": {"type": "boolean", "description": "Output past the 200,000-byte cap was dropped."},
+            "timedOut": {"type": "boolean"},
+            "durationMs": {"type": "integer", "minimum": 0},
+            "reason": {"type": "string", "description": "Machine-readable reason of a denial."},
+            "rule": {"type": "string", "description": "The rule that denied it."},
+            "error": {"type": "string"},
+            "started": {"type": "boolean", "description": "For a cancelled run: whether the command had started."},
+            "events": events_schema()
+        },
+        "required": ["message", "status", "exitCode", "runId", "host", "decision", "events"]
+    })
+}
+
+fn build() -> Vec<Tool> {
+    let path = |what: &str| json!({"type": "string", "minLength": 1, "description": what});
+    vec![
+        Tool::new(
+            "exec",
+            "Run a shell command (`command`) or a program with arguments (`argv`). Warden decides where it \
+             runs and whether it may (policy, allowlist, human approval) and enforces a timeout and a \
+             200,000-byte output cap. The first content block is the whole result: the exit code or the \
+             denial with the rule that produced it, then stdout and stderr, each labelled.",
+            object(exec_input()),
+        )
+        .with_title("Run a command")
+        .with_raw_output_schema(object(exec_output()))
+        .with_annotations(
+            ToolAnnotations::with_title("Run a command")
+                .read_only(false)
+                .destructive(true)
+                .idempotent(false)
+                .open_world(true),
+        ),
+        Tool::new(
+            "read",
+            "Read a text file (optionally `offset` = first line, 1-based, and `limit` = number of lines).",
+            object(json!({
+                "type": "object",
+                "properties": {
+                    "path": path("The file, relative to the workspace or absolute inside an authorized path."),
+                    "offset": {"type": "integer", "minimum": 1, "maximum": super::args::MAX_COUNT, "description": "First line to return (1-based)."},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": super::args::MAX_COUNT, "description": "Number of lines to return."}
+                },
+                "required": ["path"], "additionalProperties": false
+            })),
+        )
+        .with_title("Read a file")
+        .with_raw_output_schema(file_output(
+            json!({"path": {"type": "string"}, "text": {"type": "string"}}),
+            &[],
+        ))
+        .with_annotations(
+            ToolAnnotations::with_title("Read a file")
+                .read_only(true)
+                .open_world(false),
+        ),
+        Tool::new(
+            "write",
+            "Create or replace a file with `content` (parent directories are created).",
+            object(json!({
+                "type": "object",
+                "properties": {"path": path("The file to write."), "content": {"type": "string"}},
+                "required": ["path", "content"], "additionalProperties": false
+            })),
+        )
+        .with_title("Write a file")
+        .with_raw_output_schema(file_output(
+            json!({"path": {"type": "string"}, "bytes": {"type": "integer", "minimum": 0}}),
+            &[],
+        ))
+        .with_annotations(
+            ToolAnnotations::with_title("Write a file")
+                .read_only(false)
+                .destructive(true)
+                .idempotent(true)
+                .open_world(false),
+        ),
+        Tool::new(
+            "edit",
+            "Replace the exact text `old_string` with `new_string` in a file (once, unless `replace_all`).",
+            object(json!({
+                "type": "object",
+                "properties": {
+                    "path": path("The file to edit."),
+                    "old_string": {"type": "string", "minLength": 1},
+                    "new_string": {"type": "string"},
+                    "replace_all": {"type": "boolean"}
+                },
+                "required": ["path", "old_string", "new_string"], "additionalProperties": false
+            })),
+        )
+        .with_title("Edit a file")
+        .with_raw_output_schema(file_output(
+            json!({"path": {"type": "string"}, "replacements": {"type": "integer", "minimum": 0}}),
+            &[],
+        ))
+        .with_annotations(
+            ToolAnnotations::with_title("Edit a file")
+                .read_only(false)
+                .destructive(true)
+                .idempotent(false)
+                .open_world(false),
+        ),
+        Tool::new(
+            "list",
+            "List a directory (default: the workspace).",
+            object(json!({
+                "type": "object",
+                "properties": {"path": {"type": "string", "description": "The directory (empty or absent: the workspace)."}},
+                "additionalProperties": false
+            })),
+        )
+        .with_title("List a directory")
+        .with_raw_output_schema(file_output(
+            json!({
+                "path": {"type": "string"},
+                "entries": {"type": "array", "items": {
+                    "type": "object",
+                    "properties": {"name": {"type": "string"}, "kind": {"type": "string", "enum": ["file", "dir", "symlink", "socket", "other"]}},
+                    "required": ["name", "kind"]
+                }},
+                "truncated": {"type": "boolean"}
+            }),
+            &[],
+        ))
+        .with_annotations(
+            ToolAnnotations::with_title("List a directory")
+                .read_only(true)
+                .open_world(false),
+        ),
+        Tool::new(
+            "grep",
+            "Search files for a regular expression (`path` defaults to the workspace; `glob` filters file names).",
+            object(json!({
+                "type": "object",
+                "properties": {
+                    "pattern": {"type": "string", "minLength": 1, "description": "A regular expression (Rust regex syntax)."},
+                    "path": {"type": "string", "description": "Where to search (empty or absent: the workspace)."},
+                    "glob": {"type": "string", "minLength": 1, "description": "Only files whose names match this glob."}
+                },
+                "required": ["pattern"], "additionalProperties": false
+            })),
+        )
+        .with_title("Search files")
+        .with_raw_output_schema(file_output(
+            json!({
+                "matches": {"type": "array", "items": {
+                    "type": "object",
+                    "properties": {"path": {"type": "string"}, "line": {"type": "integer", "minimum": 1}, "text": {"type": "string"}},
+                    "required": ["path", "line", "text"]
+                }},
+                "truncated": {"type": "boolean"}
+            }),
+            &[],
+        ))
+        .with_annotations(
+            ToolAnnotations::with_title("Search files")
+                .read_only(true)
+                .open_world(false),
+        ),
+        Tool::new(
+            "session",
+            "Apply a slash command to this session: `/exec host=… security=… ask=… node=…` (any subset) or \
+             `/elevated on|off|ask|full`. Session settings are still capped by the host's approvals file.",
+            object(json!({
+                "type": "object",
+                "properties": {"command": {"type": "string", "minLength": 1, "description": "`/exec …` or `/elevated …`."}},
+                "required": ["command"], "additionalProperties": false
+            })),
+        )
+        .with_title("Session settings")
+        .with_raw_output_schema(file_output(json!({}), &[]))
+        .with_annotations(
+            ToolAnnotations::with_title("Session settings")
+                .read_only(false)
+                .destructive(false)
+                .idempotent(true)
+                .open_world(false),
+        ),
+    ]
+}
+
+/// The tools, built once (every `tools/list` answers the same list).
+pub fn tools() -> Vec<Tool> {
+    static TOOLS: OnceLock<Vec<Tool>> = OnceLock::new();
+    TOOLS.get_or_init(build).clone()
+}
+
+/// One tool's output schema.
+#[cfg(test)]
+pub fn output_schema(name: &str) -> Value {
+    tools()
+        .into_iter()
+        .find(|t| t.name == name)
+        .and_then(|t| t.output_schema)
+        .map(|s| Value::Object(s.as_ref().clone()))
+        .unwrap_or(Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_schema_is_valid_2020_12_with_a_flat_root_object() {
+        for tool in tools() {
+            let input = Value::Object(tool.input_schema.as_ref().clone());
+            let output = Value::Object(tool.output_schema.clone().unwrap().as_ref().clone());
+            for schema in [&input, &output] {
+                jsonschema::draft202012::meta::validate(schema)
+                    .unwrap_or_else(|e| panic!("{}: {e}", tool.name));
+                assert_eq!(schema["type"], "object", "{}", tool.name);
+                // Clients that pass schemas to the Anthropic API (Claude Code among them)
+                // refuse or drop tools with a composition or conditional at the root.
+                for keyword in [
+                    "oneOf", "anyOf", "allOf", "not", "if", "then", "else", "$ref",
+                ] {
+                    assert!(
+                        schema.get(keyword).is_none(),
+                        "{} has a root {keyword}",
+                        tool.name
+                    );
+                }
+            }
+            let a = tool.annotations.as_ref().unwrap();
+            assert!(tool.title.is_some() && a.title.is_some(), "{}", tool.name);
+            let read_only = matches!(&*tool.name, "read" | "list" | "grep");
+            assert_eq!(a.read_only_hint, Some(read_only), "{}", tool.name);
+            if matches!(&*tool.name, "write" | "edit" | "exec") {
+                assert_eq!(a.destructive_hint, Some(true), "{}", tool.name);
+            }
+            assert!(a.open_world_hint.is_some(), "{}", tool.name);
+        }
+    }
+}

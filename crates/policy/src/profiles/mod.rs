@@ -1,0 +1,505 @@
+//! Profiles of programs whose flags run code: per program, the options, subcommands and
+//! script commands that execute other programs or write arbitrary paths. A command that
+//! matches an allowlist entry but uses one is a miss — with a reason naming it — unless
+//! the entry allows it by name (`allowFlags`).
+//!
+//! The data is TOML: `profiles.toml` ships inside the binary (`include_str!`), and an
+//! operator's `$WARDEN_HOME/profiles.toml` extends it (read through `caps::Fs` by
+//! [`Profiles::load`]; it can add rules and programs, never remove shipped ones).
+//! Options are matched the way the programs parse them ([`scan`]): combined short
+//! flags, `--opt=value` and `--opt value`, abbreviated long options, options before a
+//! subcommand; sed scripts and awk programs are read by [`sed`] and [`awk`].
+
+mod awk;
+mod scan;
+mod schema;
+mod sed;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+use caps::Fs;
+use serde::Serialize;
+
+use crate::PolicyError;
+use crate::rules::{WordPattern, escape_word};
+use scan::{Phase, Token, walk};
+pub(crate) use schema::Script;
+use schema::{ProgramSpec, RuleSpecToml, Where};
+
+/// The shipped profiles, compiled into the binary.
+pub const SHIPPED: &str = include_str!("../../profiles.toml");
+
+/// The file name of the operator's extension in `$WARDEN_HOME`.
+pub const USER_FILE: &str = "profiles.toml";
+
+/// A flag, subcommand or script command of a profile that a command uses.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct ProfileHit {
+    /// The program's name as the profile knows it (`git`).
+    pub program: String,
+    /// The rule's name (`-c alias.*`); `allowFlags` names it.
+    pub name: String,
+    /// What it does (`runs arbitrary commands`).
+    pub reason: String,
+    /// The word of the command that triggered it.
+    pub word: String,
+}
+
+impl ProfileHit {
+    /// `git -c alias.*`.
+    pub fn label(&self) -> String {
+        format!("{} {}", self.program, self.name)
+    }
+
+    /// Whether an entry allowing `allow_flags` (names, or `*` for all) allows this hit.
+    pub fn allowed_by(&self, allow_flags: &[String]) -> bool {
+        allow_flags.iter().any(|f| f == "*" || *f == self.name)
+    }
+}
+
+impl std::fmt::Display for ProfileHit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.label(), self.reason)
+    }
+}
+
+/// A compiled rule.
+#[derive(Clone, Debug)]
+struct Rule {
+    name: String,
+    reason: String,
+    flags: Vec<String>,
+    values: Vec<WordPattern>,
+    equals_only: bool,
+    words: Vec<WordPattern>,
+    subcommands: Vec<String>,
+    unless: Vec<String>,
+    any: bool,
+    place: Where,
+}
+
+/// A compiled program profile.
+#[derive(Clone, Debug)]
+pub(crate) struct Program {
+    pub(crate) label: String,
+    pub(crate) names: Vec<String>,
+    pub(crate) subcommands: bool,
+    pub(crate) abbreviations: bool,
+    pub(crate) single_dash_long: bool,
+    pub(crate) old_style: bool,
+    pub(crate) short_values: String,
+    pub(crate) short_optional: String,
+    pub(crate) long_values: Vec<String>,
+    pub(crate) script: Option<Script>,
+    rules: Vec<Rule>,
+}
+
+/// All profiles, indexed by program name.
+#[derive(Clone, Debug, Default)]
+pub struct Profiles {
+    programs: Vec<Program>,
+    by_name: HashMap<String, usize>,
+}
+
+/// `python3.11` → `python`, `vim.basic` → `vim`: the names a versioned or
+/// variant file may be known by.
+fn name_variants(name: &str) -> [&str; 3] {
+    let trimmed = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+    let stem = name.split('.').next().unwrap_or(name);
+    [name, trimmed, stem]
+}
+
+impl Profiles {
+    /// The shipped profiles (parsed once per process).
+    pub fn shipped() -> Arc<Profiles> {
+        static SHIPPED_PROFILES: OnceLock<Arc<Profiles>> = OnceLock::new();
+        Arc::clone(SHIPPED_PROFILES.get_or_init(|| {
+            // A unit test parses and checks the shipped file, so this cannot fail in a
+            // released binary; if it somehow did, every profiled program would be left
+            // unchecked — so fail loudly instead.
+            match Profiles::parse(SHIPPED, "<shipped profiles.toml>") {
+                Ok(p) => Arc::new(p),
+                Err(e) => panic!("the shipped profiles are invalid: {e}"),
+            }
+        }))
+    }
+
+    /// Parse a profiles document on its own.
+    pub fn parse(text: &str, source: &str) -> Result<Profiles, PolicyError> {
+        let mut profiles = Profiles::default();
+        profiles.extend_with(text, source)?;
+        Ok(profiles)
+    }
+
+    /// The shipped profiles extended with the operator's `path`, if it exists. A file that
+    /// exists but cannot be read or used is an error (the caller fails closed).
+    pub fn load(fs: &dyn Fs, path: &Path) -> Result<Arc<Profiles>, PolicyError> {
+        let text = match fs.read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.is_not_found() => return Ok(Profiles::shipped()),
+            Err(e) => {
+                return Err(PolicyError::Profiles {
+                    file: path.display().to_string(),
+                    message: format!("cannot read it: {e}"),
+                });
+            }
+        };
+        let mut profiles = (*Profiles::shipped()).clone();
+        profiles.extend_with(&text, &path.display().to_string())?;
+        Ok(Arc::new(profiles))
+    }
+
+    /// Add the programs and rules of `text`: a program naming a known one adds to it.
+    fn extend_with(&mut self, text: &str, source: &str) -> Result<(), PolicyError> {
+        let err = |message: String| PolicyError::Profiles {
+            file: source.to_owned(),
+            message,
+        };
+        let doc: schema::Document = toml::from_str(text).map_err(|e| err(e.to_string()))?;
+        for spec in doc.program {
+            let program = compile_program(&spec).map_err(&err)?;
+            let known = program
+                .names
+                .iter()
+                .find_map(|n| self.by_name.get(n).copied());
+            let index = match known {
+                Some(i) => {
+                    merge(&mut self.programs[i], program);
+                    i
+                }
+                None => {
+                    self.programs.push(program);
+                    self.programs.len() - 1
+                }
+            };
+            for n in self.programs[index].names.clone() {
+                self.by_name.insert(n, index);
+            }
+            check_examples(&self.programs[index], &spec).map_err(&err)?;
+        }
+        Ok(())
+    }
+
+    fn program(&self, name: &str) -> Option<&Program> {
+        name_variants(name)
+            .iter()
+            .find_map(|n| self.by_name.get(*n))
+            .map(|&i| &self.programs[i])
+    }
+
+    /// Every profile hit of `argv` (argv[0] is the program as invoked) for the program
+    /// known as `name` (a base name: the invoked word's or the resolved file's).
+    pub fn hits(&self, name: &str, argv: &[String]) -> Vec<ProfileHit> {
+        let Some(program) = self.program(name) else {
+            return Vec::new();
+        };
+        let mut hits = program_hits(program, argv);
+        // Named as the command names it (`mawk system()`, `node any invocation`).
+        for h in &mut hits {
+            h.program = name.to_owned();
+        }
+        hits
+    }
+
+    /// For a multi-command tool (git, cargo, kubectl…): the index in `argv` of the
+    /// subcommand, after the tool's own options. `None` for single-purpose tools.
+    pub fn subcommand_index(&self, name: &str, argv: &[String]) -> Option<usize> {
+        let program = self.program(name).filter(|p| p.subcommands)?;
+        walk(program, argv).find_map(|t| match t {
+            Token::Subcommand { index } => Some(index),
+            _ => None,
+        })
+    }
+
+    /// Whether `name` is a multi-command tool.
+    pub fn is_multi_command(&self, name: &str) -> bool {
+        self.program(name).is_some_and(|p| p.subcommands)
+    }
+}
+
+fn merge(into: &mut Program, from: Program) {
+    for n in from.names {
+        if !into.names.contains(&n) {
+            into.names.push(n);
+        }
+    }
+    into.subcommands |= from.subcommands;
+    into.abbreviations |= from.abbreviations;
+    into.single_dash_long |= from.single_dash_long;
+    into.old_style |= from.old_style;
+    into.short_values.push_str(&from.short_values);
+    into.short_optional.push_str(&from.short_optional);
+    into.long_values.extend(from.long_values);
+    into.script = into.script.or(from.script);
+    into.rules.extend(from.rules);
+}
+
+fn compile_program(spec: &ProgramSpec) -> Result<Program, String> {
+    if spec.names.is_empty() || spec.names.iter().any(|n| n.is_empty() || n.contains('/')) {
+        return Err(format!(
+            "a [[program]] needs `names`: base names without `/` (got {:?})",
+            spec.names
+        ));
+    }
+    let label = spec.names[0].clone();
+    let check_flag = |f: &str| -> Result<(), String> {
+        if !f.starts_with('-') || f == "-" || f == "--" || f.contains('=') {
+            return Err(format!(
+                "{label}: {f:?} is not an option (`-x`, `--long`, `-long`)"
+            ));
+        }
+        Ok(())
+    };
+    for f in &spec.long_values {
+        check_flag(f)?;
+    }
+    let mut rules = Vec::new();
+    for r in &spec.rule {
+        rules.push(compile_rule(&label, r, &check_flag)?);
+    }
+    let mut short_values = spec.short_values.clone();
+    let mut long_values = spec.long_values.clone();
+    // An option a rule inspects the value of takes a value.
+    for r in &rules {
+        if r.values.is_empty() || r.equals_only {
+            continue;
+        }
+        for f in &r.flags {
+            match f.strip_prefix("--") {
+                Some(_) => long_values.push(f.clone()),
+                None if f.len() == 2 => short_values.push_str(&f[1..]),
+                None => {}
+            }
+        }
+    }
+    Ok(Program {
+        label,
+        names: spec.names.clone(),
+        subcommands: spec.subcommands,
+        abbreviations: spec.abbreviations,
+        single_dash_long: spec.single_dash_long,
+        old_style: spec.old_style,
+        short_values,
+        short_optional: spec.short_optional_values.clone(),
+        long_values,
+        script: spec.script,
+        rules,
+    })
+}
+
+fn compile_rule(
+    label: &str,
+    r: &RuleSpecToml,
+    check_flag: &dyn Fn(&str) -> Result<(), String>,
+) -> Result<Rule, String> {
+    for f in &r.flags {
+        check_flag(f)?;
+    }
+    if r.flags.is_empty() && r.words.is_empty() && r.subcommands.is_empty() && !r.any {
+        return Err(format!(
+            "{label}: rule {:?} names no flag, word or subcommand (use `any = true` for every invocation)",
+            r.name
+        ));
+    }
+    if r.name.trim().is_empty() || r.reason.trim().is_empty() {
+        return Err(format!("{label}: every rule needs a `name` and a `reason`"));
+    }
+    if !r.values.is_empty() && r.flags.is_empty() {
+        return Err(format!(
+            "{label}: rule {:?} has `values` but no `flags`",
+            r.name
+        ));
+    }
+    let compile = |list: &[String], lower: bool| -> Result<Vec<WordPattern>, String> {
+        list.iter()
+            .map(|p| {
+                let p = if lower { p.to_lowercase() } else { p.clone() };
+                WordPattern::compile(&p).map_err(|e| format!("{label}: rule {:?}: {e}", r.name))
+            })
+            .collect()
+    };
+    Ok(Rule {
+        name: r.name.clone(),
+        reason: r.reason.clone(),
+        flags: r.flags.clone(),
+        values: compile(&r.values, true)?,
+        equals_only: r.equals_only,
+        words: compile(&r.words, false)?,
+        subcommands: r.subcommands.clone(),
+        unless: r.unless.clone(),
+        any: r.any,
+        place: r.place,
+    })
+}
+
+/// Shipped and user rules carry examples: each `hit` must trigger the rule, each
+/// `miss` must not.
+fn check_examples(program: &Program, spec: &ProgramSpec) -> Result<(), String> {
+    for r in &spec.rule {
+        for (argv, want) in r
+            .examples
+            .hit
+            .iter()
+            .map(|a| (a, true))
+            .chain(r.examples.miss.iter().map(|a| (a, false)))
+        {
+            if argv.is_empty() {
+                return Err(format!(
+                    "{}: rule {:?} has an empty example",
+                    program.label, r.name
+                ));
+            }
+            let got = program_hits(program, argv).iter().any(|h| h.name == r.name);
+            if got != want {
+                return Err(format!(
+                    "{}: rule {:?}: example {argv:?} {}",
+                    program.label,
+                    r.name,
+                    if want {
+                        "must hit it but does not"
+                    } else {
+                        "must not hit it but does"
+                    }
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Case-insensitive glob over an option's value (git keys and ssh options ignore case).
+fn value_matches(patterns: &[WordPattern], value: &str) -> bool {
+    let value = value.to_lowercase();
+    patterns.iter().any(|p| p.matches(&value))
+}
+
+/// Whether option `name` as written (`--out`, `-c`, `-exec`) names `flag`.
+fn names_flag(program: &Program, name: &str, flag: &str) -> bool {
+    if name == flag {
+        return true;
+    }
+    match (name.strip_prefix("--"), flag.strip_prefix("--")) {
+        // GNU getopt_long and git accept any unambiguous prefix; an ambiguous one is
+        // refused by the program, so counting it is only ever cautious.
+        // Even one letter: `sed --e=CMD` is `--expression`, `gawk --e FILE` `--exec`.
+        (Some(n), Some(f)) => program.abbreviations && !n.is_empty() && f.starts_with(n),
+        (None, None) if flag.len() > 2 && program.single_dash_long => {
+            // `-exec`, `-execdir`; zip's `-TT` inside a cluster such as `-rTT`.
+            name.len() > 1 && name[1..].contains(&flag[1..])
+        }
+        _ => false,
+    }
+}
+
+fn program_hits(program: &Program, argv: &[String]) -> Vec<ProfileHit> {
+    let mut hits: Vec<ProfileHit> = Vec::new();
+    let mut add = |rule_name: &str, reason: &str, word: &str| {
+        if !hits.iter().any(|h| h.name == rule_name) {
+            hits.push(ProfileHit {
+                program: program.label.clone(),
+                name: rule_name.to_owned(),
+                reason: reason.to_owned(),
+                word: word.to_owned(),
+            });
+        }
+    };
+    let tokens: Vec<Token> = walk(program, argv).collect();
+    let subcommand = tokens.iter().find_map(|t| match t {
+        Token::Subcommand { index } => Some(argv[*index].as_str()),
+        _ => None,
+    });
+    let after_sub: Vec<&str> = match tokens.iter().find_map(|t| match t {
+        Token::Subcommand { index } => Some(*index),
+        _ => None,
+    }) {
+        Some(i) => argv[i + 1..].iter().map(String::as_str).collect(),
+        None if program.subcommands => Vec::new(),
+        None => argv.iter().skip(1).map(String::as_str).collect(),
+    };
+    for rule in &program.rules {
+        let in_scope = rule.subcommands.is_empty()
+            || subcommand.is_some_and(|s| rule.subcommands.iter().any(|r| r == s));
+        if !in_scope || after_sub.iter().any(|w| rule.unless.iter().any(|u| u == w)) {
+            continue;
+        }
+        if rule.any {
+            add(
+                &rule.name,
+                &rule.reason,
+                argv.first().map_or("", String::as_str),
+            );
+            continue;
+        }
+        if rule.flags.is_empty() && rule.words.is_empty() {
+            // A rule about the subcommand itself.
+            if let Some(s) = subcommand {
+                add(&rule.name, &rule.reason, s);
+            }
+            continue;
+        }
+        for token in &tokens {
+            let (phase, word_index) = match token {
+                Token::Option { phase, index, .. } | Token::Operand { phase, index } => {
+                    (*phase, *index)
+                }
+                Token::Subcommand { .. } => continue,
+            };
+            let place_ok = match (rule.place, phase) {
+                (Where::Anywhere, _) => true,
+                (Where::Global, Phase::Global) => true,
+                (Where::Subcommand, Phase::AfterSubcommand) => true,
+                // Single-purpose tools have one phase: every rule applies.
+                (_, Phase::Only) => true,
+                _ => false,
+            };
+            if !place_ok {
+                continue;
+            }
+            let word = &argv[word_index];
+            match token {
+                Token::Option { name, value, .. } => {
+                    let named = rule.flags.iter().any(|f| names_flag(program, name, f));
+                    if !named {
+                        continue;
+                    }
+                    let value = match (rule.equals_only, value) {
+                        (true, _) => word.split_once('=').map(|(_, v)| v),
+                        (false, v) => v.as_deref(),
+                    };
+                    let hit = if rule.values.is_empty() && !rule.equals_only {
+                        true
+                    } else {
+                        value.is_some_and(|v| {
+                            rule.values.is_empty() || value_matches(&rule.values, v)
+                        })
+                    };
+                    if hit {
+                        add(&rule.name, &rule.reason, word);
+                    }
+                }
+                _ => {
+                    if rule.words.iter().any(|p| p.matches(word)) {
+                        add(&rule.name, &rule.reason, word);
+                    }
+                }
+            }
+        }
+    }
+    if let Some(script) = program.script {
+        for (name, reason, word) in scan::script_hits(program, script, argv) {
+            add(&name, &reason, &word);
+        }
+    }
+    hits
+}
+
+/// The argument words "allow always" stores for a multi-command tool: everything up to
+/// and including the subcommand, each escaped so it matches only itself.
+pub fn subcommand_prefix(argv: &[String], index: usize) -> Vec<String> {
+    argv[1..=index].iter().map(|w| escape_word(w)).collect()
+}
+
+#[cfg(test)]
+mod tests;

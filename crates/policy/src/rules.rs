@@ -1,0 +1,399 @@
+//! Allowlist rules that see arguments: an entry's path pattern plus, optionally, patterns
+//! for the words after the program (`args`, a prefix unless `argsMatch = "exact"`), the
+//! profile hits it explicitly allows (`allowFlags`), and examples that must (not) match,
+//! checked when the rule is loaded or written.
+//!
+//! Argument words are matched with a small glob: `*` is any run of characters (`/`
+//! included: arguments are not paths), `?` one character, `\` makes the next character
+//! literal. A rule stored by "allow always" escapes every word, so it matches only that
+//! word.
+
+use serde::{Deserialize, Serialize};
+
+use crate::PolicyError;
+use crate::profiles::Profiles;
+use crate::shell::{MAX_ARGV, base_name};
+
+/// How an entry's `args` compare with the command's arguments.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ArgsMatch {
+    /// The arguments start with `args` (more may follow).
+    #[default]
+    Prefix,
+    /// The arguments are exactly `args`.
+    Exact,
+}
+
+impl ArgsMatch {
+    fn is_prefix(&self) -> bool {
+        *self == ArgsMatch::Prefix
+    }
+}
+
+/// Commands a rule must and must not accept, checked at load time (as in Codex's
+/// execpolicy): each is a whole argv whose first word names the program.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Examples {
+    /// Commands the rule must accept.
+    #[serde(default, rename = "match", skip_serializing_if = "Vec::is_empty")]
+    pub matches: Vec<Vec<String>>,
+    /// Commands the rule must refuse.
+    #[serde(default, rename = "notMatch", skip_serializing_if = "Vec::is_empty")]
+    pub not_matches: Vec<Vec<String>>,
+    /// Fields this version does not know (kept when the approvals file is rewritten).
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Examples {
+    fn is_empty(&self) -> bool {
+        self.matches.is_empty() && self.not_matches.is_empty() && self.extra.is_empty()
+    }
+}
+
+/// One allowlist entry as the policy reads it (and as approval prompts carry it).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RuleSpec {
+    /// The path glob or bare name (unchanged from version 1).
+    pub pattern: String,
+    /// Patterns for the words after the program; `None`: any arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<Vec<String>>,
+    /// Prefix (default) or exact.
+    #[serde(default, skip_serializing_if = "ArgsMatch::is_prefix")]
+    pub args_match: ArgsMatch,
+    /// Profile hits (`-c alias.*`, `-exec`; `*` for all) this entry explicitly allows.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_flags: Vec<String>,
+    /// Load-time examples.
+    #[serde(default, skip_serializing_if = "Examples::is_empty")]
+    pub examples: Examples,
+}
+
+impl RuleSpec {
+    /// An entry that names a program and nothing else (version 1's meaning).
+    pub fn program(pattern: impl Into<String>) -> RuleSpec {
+        RuleSpec {
+            pattern: pattern.into(),
+            ..RuleSpec::default()
+        }
+    }
+
+    /// Whether two entries are the same rule (examples aside).
+    pub fn same_rule(&self, other: &RuleSpec) -> bool {
+        self.pattern == other.pattern
+            && self.args == other.args
+            && (self.args.is_none() || self.args_match == other.args_match)
+            && self.allow_flags == other.allow_flags
+    }
+
+    /// The rule in one line: `PATTERN` (any arguments), `PATTERN status …` (a prefix),
+    /// `PATTERN status -s` with `(exactly)`, plus what it allows of the profiles.
+    pub fn describe(&self) -> String {
+        let mut text = self.pattern.clone();
+        match &self.args {
+            None => {}
+            Some(args) => {
+                for a in args {
+                    text.push(' ');
+                    text.push_str(&crate::shell::quote(a));
+                }
+                match self.args_match {
+                    ArgsMatch::Prefix => text.push_str(" …"),
+                    ArgsMatch::Exact => text.push_str(" (exactly)"),
+                }
+            }
+        }
+        if !self.allow_flags.is_empty() {
+            text.push_str(&format!(" [allows {}]", self.allow_flags.join(", ")));
+        }
+        text
+    }
+
+    /// Check everything but the path pattern: argument patterns, allowed flags, and the
+    /// examples against `profiles`.
+    pub fn validate(&self, profiles: &Profiles) -> Result<(), PolicyError> {
+        let args = ArgPatterns::compile(self).map_err(|reason| self.invalid(reason))?;
+        for flag in &self.allow_flags {
+            if flag.is_empty() || flag.chars().any(char::is_control) {
+                return Err(self.invalid(format!("allowFlags entry {flag:?} is not a name")));
+            }
+        }
+        for (argv, want) in self
+            .examples
+            .matches
+            .iter()
+            .map(|a| (a, true))
+            .chain(self.examples.not_matches.iter().map(|a| (a, false)))
+        {
+            let Some(program) = argv.first() else {
+                return Err(self.invalid("an example is an empty command"));
+            };
+            let why_not = match args.matches(&argv[1..]) {
+                false => Some("its arguments do not match".to_owned()),
+                true => {
+                    let hits = profiles.hits(base_name(program), argv);
+                    hits.iter()
+                        .find(|h| !h.allowed_by(&self.allow_flags))
+                        .map(|h| format!("{} is not allowed", h.label()))
+                }
+            };
+            match (want, why_not) {
+                (true, Some(why)) => {
+                    return Err(
+                        self.invalid(format!("example {argv:?} must match but does not: {why}"))
+                    );
+                }
+                (false, None) => {
+                    return Err(self.invalid(format!("example {argv:?} must not match but does")));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn invalid(&self, reason: impl Into<String>) -> PolicyError {
+        PolicyError::InvalidPattern {
+            pattern: self.describe(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Escape `*`, `?` and `\` so that an argument pattern matches only `word`.
+pub fn escape_word(word: &str) -> String {
+    let mut out = String::with_capacity(word.len());
+    for c in word.chars() {
+        if matches!(c, '*' | '?' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// One compiled argument pattern.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum WordPattern {
+    /// `*`: any word.
+    Any,
+    /// No wildcard: this exact word.
+    Literal(String),
+    /// A glob, as characters with wildcards marked.
+    Glob(Vec<GlobChar>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GlobChar {
+    Star,
+    One,
+    Char(char),
+}
+
+impl WordPattern {
+    pub(crate) fn compile(text: &str) -> Result<WordPattern, String> {
+        if text == "*" {
+            return Ok(WordPattern::Any);
+        }
+        let mut chars = Vec::new();
+        let mut wild = false;
+        let mut it = text.chars();
+        while let Some(c) = it.next() {
+            chars.push(match c {
+                '\\' => {
+                    GlobChar::Char(it.next().ok_or_else(|| {
+                        format!("argument pattern {text:?} ends with a lone `\\`")
+                    })?)
+                }
+                '*' => {
+                    wild = true;
+                    GlobChar::Star
+                }
+                '?' => {
+                    wild = true;
+                    GlobChar::One
+                }
+                c => GlobChar::Char(c),
+            });
+        }
+        if wild {
+            Ok(WordPattern::Glob(chars))
+        } else {
+            Ok(WordPattern::Literal(
+                chars
+                    .into_iter()
+                    .map(|g| match g {
+                        GlobChar::Char(c) => c,
+                        _ => '?',
+                    })
+                    .collect(),
+            ))
+        }
+    }
+
+    pub(crate) fn matches(&self, word: &str) -> bool {
+        match self {
+            WordPattern::Any => true,
+            WordPattern::Literal(l) => l == word,
+            WordPattern::Glob(g) => glob_match(g, word),
+        }
+    }
+
+    /// The first word's literal text, for indexing rules by it.
+    fn literal(&self) -> Option<&str> {
+        match self {
+            WordPattern::Literal(l) => Some(l),
+            _ => None,
+        }
+    }
+}
+
+/// Wildcard match with one backtracking point per star (linear in practice, never
+/// exponential).
+fn glob_match(pattern: &[GlobChar], word: &str) -> bool {
+    let text: Vec<char> = word.chars().collect();
+    let (mut p, mut t) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        match pattern.get(p) {
+            Some(GlobChar::Star) => {
+                star = Some((p, t));
+                p += 1;
+            }
+            Some(GlobChar::One) => {
+                p += 1;
+                t += 1;
+            }
+            Some(GlobChar::Char(c)) if *c == text[t] => {
+                p += 1;
+                t += 1;
+            }
+            _ => match star {
+                Some((sp, st)) => {
+                    p = sp + 1;
+                    t = st + 1;
+                    star = Some((sp, st + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    pattern[p..].iter().all(|g| *g == GlobChar::Star)
+}
+
+/// A rule's compiled argument patterns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ArgPatterns {
+    words: Option<Vec<WordPattern>>,
+    exact: bool,
+}
+
+impl ArgPatterns {
+    pub(crate) fn compile(rule: &RuleSpec) -> Result<ArgPatterns, String> {
+        let words = match &rule.args {
+            None => None,
+            Some(args) => {
+                if args.len() > MAX_ARGV {
+                    return Err(format!("more than {MAX_ARGV} argument patterns"));
+                }
+                Some(
+                    args.iter()
+                        .map(|a| WordPattern::compile(a))
+                        .collect::<Result<Vec<_>, _>>()?,
+                )
+            }
+        };
+        Ok(ArgPatterns {
+            words,
+            exact: rule.args_match == ArgsMatch::Exact,
+        })
+    }
+
+    /// Whether `args` (the words after the program) satisfy the patterns.
+    pub(crate) fn matches(&self, args: &[String]) -> bool {
+        let Some(words) = &self.words else {
+            return true;
+        };
+        if args.len() < words.len() || (self.exact && args.len() != words.len()) {
+            return false;
+        }
+        words.iter().zip(args).all(|(p, a)| p.matches(a))
+    }
+
+    /// The literal first word every match must have, if there is one.
+    pub(crate) fn first_literal(&self) -> Option<&str> {
+        self.words.as_ref()?.first()?.literal()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(args: &[&str], exact: bool) -> ArgPatterns {
+        ArgPatterns::compile(&RuleSpec {
+            pattern: "git".into(),
+            args: Some(args.iter().map(|s| s.to_string()).collect()),
+            args_match: if exact {
+                ArgsMatch::Exact
+            } else {
+                ArgsMatch::Prefix
+            },
+            ..RuleSpec::default()
+        })
+        .unwrap()
+    }
+
+    fn words(w: &[&str]) -> Vec<String> {
+        w.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn prefix_exact_and_wildcards() {
+        let status = rule(&["status"], false);
+        assert!(status.matches(&words(&["status"])));
+        assert!(status.matches(&words(&["status", "-s"])));
+        assert!(!status.matches(&words(&["push"])));
+        assert!(!status.matches(&words(&[])));
+        let log_any = rule(&["log", "*"], false);
+        assert!(!log_any.matches(&words(&["log"])));
+        assert!(log_any.matches(&words(&["log", "--oneline", "-5"])));
+        let exact = rule(&["status", "-s"], true);
+        assert!(exact.matches(&words(&["status", "-s"])));
+        assert!(!exact.matches(&words(&["status", "-s", "x"])));
+        let glob = rule(&["--format=*", "a?c", "x\\*"], true);
+        assert!(glob.matches(&words(&["--format=%H/%s", "abc", "x*"])));
+        assert!(!glob.matches(&words(&["--format=%H", "abc", "xy"])));
+        assert!(!glob.matches(&words(&["--form", "abc", "x*"])));
+        // No pattern at all: version 1's meaning.
+        assert!(
+            ArgPatterns::compile(&RuleSpec::program("git"))
+                .unwrap()
+                .matches(&words(&["anything"]))
+        );
+    }
+
+    #[test]
+    fn escaped_words_match_only_themselves() {
+        for w in ["*.rs", "a?b", "back\\slash", "plain", "", "**"] {
+            let p = WordPattern::compile(&escape_word(w)).unwrap();
+            assert!(p.matches(w), "{w:?}");
+            assert!(!p.matches(&format!("{w}x")), "{w:?}");
+        }
+        assert!(WordPattern::compile("trailing\\").is_err());
+    }
+
+    #[test]
+    fn stars_backtrack_correctly() {
+        let p = WordPattern::compile(&"*a".repeat(30)).unwrap();
+        assert!(!p.matches(&"a".repeat(29)));
+        assert!(p.matches(&"a".repeat(30)));
+        assert!(WordPattern::compile("*.rs").unwrap().matches("src/x.rs"));
+        assert!(!WordPattern::compile("*.rs").unwrap().matches("x.rsx"));
+        assert!(WordPattern::compile("a*b*c").unwrap().matches("aXbYbZc"));
+    }
+}
