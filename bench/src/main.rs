@@ -6,6 +6,7 @@
 // The benchmark binary reports to the terminal.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod bridge_bench;
 mod decide;
 mod harness;
 mod ipc_bench;

@@ -29,6 +29,12 @@ pub async fn run_all(report: &mut Report, quick: bool, filter: &[&String]) -> an
     if wanted("ask-ipc") {
         ask_ipc(report, quick).await?;
     }
+    if wanted("exec-node") {
+        crate::bridge_bench::exec_node(report, quick).await?;
+    }
+    if wanted("fleet") {
+        crate::bridge_bench::fleet(report, quick).await?;
+    }
     if wanted("mcp-exec") || wanted("mcp-read") {
         // The `warden` binary holds every run in the containment this host allows (a
         // cgroup per run here); the in-process baseline does the same, so that the ratio
@@ -295,6 +301,7 @@ pub fn child_main(args: &[String]) -> anyhow::Result<()> {
             println!("{}", after.saturating_sub(before));
             Ok(())
         }
+        Some("fleet-gateway") => crate::bridge_bench::fleet_gateway(&args[1..]),
         Some("decide-loop") => {
             crate::decide::decide_loop();
             Ok(())

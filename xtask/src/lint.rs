@@ -74,7 +74,11 @@ const ALLOWED_DEPS: &[(&str, &[&str])] = &[
     ("approvals", &["caps", "policy"]),
     ("runner", &["caps", "policy", "approvals"]),
     ("sandbox", &["caps"]),
-    ("gateway", &["caps", "policy", "approvals", "runner"]),
+    ("bridge", &["caps", "policy", "approvals", "runner"]),
+    (
+        "gateway",
+        &["caps", "policy", "approvals", "runner", "bridge"],
+    ),
     ("cli", &["*"]),
     ("bench", &["*"]),
     ("xtask", &[]),

@@ -16,6 +16,9 @@ pub enum ApprovalsCommand {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// Read a connected node's file instead, through the running gateway.
+        #[arg(long)]
+        node: Option<String>,
     },
     /// Replace the approvals file with FILE, if it still has hash HASH (from `get`).
     Set {
@@ -28,6 +31,10 @@ pub enum ApprovalsCommand {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// Replace a connected node's file instead, through the running gateway (it may
+        /// only tighten it).
+        #[arg(long)]
+        node: Option<String>,
     },
     /// Show or set this host's ceilings: the host-wide defaults, or one agent's settings
     /// with --agent. Unset values mean the strict defaults (security deny, ask on-miss,
@@ -180,7 +187,7 @@ pub fn run(command: ApprovalsCommand) -> i32 {
         return crate::approver_ui::run(args);
     }
     let json = match &command {
-        ApprovalsCommand::Get { json }
+        ApprovalsCommand::Get { json, .. }
         | ApprovalsCommand::Set { json, .. }
         | ApprovalsCommand::Defaults { json, .. }
         | ApprovalsCommand::Import { json, .. }
@@ -258,6 +265,9 @@ fn execute(command: ApprovalsCommand) -> anyhow::Result<Output> {
     let facts = HostFacts::read()?;
     let store = facts.store();
     let path = store.config().path.clone();
+    if let Some((text, json)) = crate::operator::remote_approvals(&facts, &command)? {
+        return Ok(Output { text, json });
+    }
     match command {
         ApprovalsCommand::Get { .. } => {
             let snapshot = store.load()?;

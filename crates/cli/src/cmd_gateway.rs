@@ -35,6 +35,17 @@ pub struct RunArgs {
     /// The workspace the file tools and commands start in (default: the current directory).
     #[arg(long)]
     workspace: Option<PathBuf>,
+    /// Take node connections (the Bridge, WebSocket) on this address; a non-loopback
+    /// address needs --bridge-tls.
+    #[arg(long)]
+    bridge_listen: Option<SocketAddr>,
+    /// TLS on the Bridge listener, with a certificate made on first use; nodes pin the
+    /// fingerprint printed at start.
+    #[arg(long)]
+    bridge_tls: bool,
+    /// Seconds between Bridge heartbeats (a node silent for 3.5 of them is dropped).
+    #[arg(long, default_value_t = 10.0, hide = true)]
+    bridge_heartbeat: f64,
 }
 
 /// Arguments of `warden gateway token`.
@@ -186,7 +197,15 @@ async fn gateway_run(args: RunArgs) -> anyhow::Result<()> {
     let config = facts.config()?;
     // Each run's cgroups are ready before it starts (prepared after the previous one).
     facts.containment()?.keep_ready();
-    let gateway = Arc::new(facts.gateway(args.workspace.as_deref())?);
+    let hub = crate::gateway_bridge::start(
+        &facts,
+        &args.bridge_listen,
+        args.bridge_tls,
+        args.bridge_heartbeat,
+    )
+    .await?;
+    let gateway =
+        Arc::new(facts.gateway_with_nodes(args.workspace.as_deref(), Some(Arc::clone(&hub)))?);
     let credentials = credentials(&facts)?;
     let limits = SessionLimits {
         per_credential: config
@@ -221,6 +240,7 @@ async fn gateway_run(args: RunArgs) -> anyhow::Result<()> {
         }
     );
     gateway::http::serve(gateway, listener, credentials, limits, shutdown_signal()).await?;
+    hub.shutdown();
     eprintln!("warden: gateway stopped");
     Ok(())
 }

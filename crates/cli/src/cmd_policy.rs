@@ -74,6 +74,10 @@ fn explain_command(args: &ExplainArgs) -> anyhow::Result<i32> {
     let direct_mode = facts.direct_switch().active_until().is_some();
     let exec_status =
         crate::exec_allowlist::for_exec(&facts.config()?, &explanation.policy, direct_mode);
+    // A node decides with its own file: what this machine's file says is not the answer.
+    let node_note = (explanation.policy.host.value == policy::Host::Node).then_some(
+        "host=node: the node decides this against its own exec-approvals.json (this explanation uses this machine's file as the ceiling; on the node, `warden policy explain --host node --security S --ask A` with the security and ask this gateway's config asks for gives its answer)",
+    );
     if args.json {
         let mut value = serde_json::to_value(explanation)?;
         value["exitCode"] = code.into();
@@ -82,6 +86,9 @@ fn explain_command(args: &ExplainArgs) -> anyhow::Result<i32> {
         }
         if let Some(err) = decided.host_file_error() {
             value["hostFileError"] = err.into();
+        }
+        if let Some(note) = node_note {
+            value["note"] = note.into();
         }
         outln!("{}", serde_json::to_string_pretty(&value)?);
     } else {
@@ -97,6 +104,9 @@ fn explain_command(args: &ExplainArgs) -> anyhow::Result<i32> {
         out!("{}", explanation.to_text());
         if let Some(status) = &exec_status {
             outln!("exec allowlist: {}", status.detail);
+        }
+        if let Some(note) = node_note {
+            outln!("note: {note}");
         }
     }
     Ok(code)

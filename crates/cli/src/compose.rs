@@ -63,9 +63,11 @@ fn protected(
     writable: &[PathBuf],
 ) -> anyhow::Result<Vec<Protection>> {
     let socket = store.load().ok().map(|s| store.socket_path(&s.file));
+    let node_state = facts.warden_home.join(bridge::state::NODE_FILE);
     let layout = WardenLayout {
         state_dir: &facts.warden_home,
         socket: socket.as_deref(),
+        node_state: Some(&node_state),
         home: &facts.home,
     };
     warden_paths(&layout, writable).map_err(|e| anyhow::anyhow!("{}", e.0))
@@ -270,6 +272,15 @@ impl HostFacts {
     /// The gateway of this host, with `workspace` (default: the current directory) as the
     /// default working directory and file-tools root.
     pub fn gateway(&self, workspace: Option<&Path>) -> anyhow::Result<Gateway> {
+        self.gateway_with_nodes(workspace, None)
+    }
+
+    /// [`HostFacts::gateway`], serving `host = node` through `nodes`.
+    pub fn gateway_with_nodes(
+        &self,
+        workspace: Option<&Path>,
+        nodes: Option<Arc<bridge::Hub>>,
+    ) -> anyhow::Result<Gateway> {
         let config = self.config()?;
         let store = self.store();
         let workspace = self.absolute(workspace.unwrap_or(&self.cwd));
@@ -314,6 +325,7 @@ impl HostFacts {
                 )),
                 switch: self.direct_switch(),
             }),
+            node: nodes,
         };
         // The file tools work inside the home (a workspace often is there): they are kept
         // from Warden's own directories only.

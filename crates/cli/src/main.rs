@@ -29,15 +29,21 @@ macro_rules! out {
 mod approver_run;
 mod approver_ui;
 mod args;
+mod bridge_connector;
 mod cmd_approvals;
 mod cmd_doctor;
 mod cmd_exec;
 mod cmd_gateway;
+mod cmd_node;
+mod cmd_nodes;
 mod cmd_policy;
 mod compose;
+mod compose_node;
 mod exec_allowlist;
 mod exit;
+mod gateway_bridge;
 mod host;
+mod operator;
 mod term_input;
 mod web;
 
@@ -74,6 +80,12 @@ enum Command {
     /// Run the gateway (MCP over Streamable HTTP) or print its token.
     #[command(subcommand)]
     Gateway(cmd_gateway::GatewayCommand),
+    /// This machine as a node of a gateway: pair, serve (WebSocket or stdio), install.
+    #[command(subcommand)]
+    Node(cmd_node::NodeCommand),
+    /// The gateway's nodes: list, approve or reject pairing requests, revoke, add stdio nodes.
+    #[command(subcommand)]
+    Nodes(cmd_nodes::NodesCommand),
     /// Serve the agent-facing MCP tools over stdio (for agent clients that spawn tools).
     Mcp(cmd_gateway::McpArgs),
     /// Check what this machine can do (sandbox, namespaces, seccomp, Landlock, engines).
@@ -167,6 +179,8 @@ fn main() {
         Command::Approvals(command) => cmd_approvals::run(command),
         Command::Gateway(command) => cmd_gateway::run(command),
         Command::Mcp(args) => cmd_gateway::mcp(args),
+        Command::Node(command) => cmd_node::run(command),
+        Command::Nodes(command) => cmd_nodes::run(command),
         Command::Doctor(args) => cmd_doctor::run(args),
         Command::Sandbox(command) => cmd_doctor::sandbox(command),
         Command::Completions(args) => completions(args),

@@ -48,6 +48,11 @@ impl Gateway {
         self.routes.sandbox().map(|_| ())
     }
 
+    /// The nodes connected over the Bridge, if this gateway takes node connections.
+    pub fn nodes(&self) -> Option<&std::sync::Arc<bridge::Hub>> {
+        self.routes.node.as_ref()
+    }
+
     /// The sessions.
     pub fn sessions(&self) -> &Sessions {
         &self.sessions
@@ -167,13 +172,16 @@ impl Gateway {
                     &events,
                 ),
             },
-            Host::Node => self.runner.refuse(
-                decided,
-                RunHost::Node("node".into()),
-                DenyReason::NoNode,
-                "host=node but no node is paired with this gateway; nothing was run".into(),
-                &events,
-            ),
+            Host::Node => match &self.routes.node {
+                Some(hub) => crate::node_route::run(&self.runner, hub, decided, &events, cancel).await,
+                None => self.runner.refuse(
+                    decided,
+                    RunHost::Node("node".into()),
+                    DenyReason::NoNode,
+                    "host=node but this gateway takes no node connections (run `warden gateway run --bridge-listen ADDR` and pair a node); nothing was run".into(),
+                    &events,
+                ),
+            },
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod files;
 mod gateway;
 pub mod http;
 pub mod mcp;
+mod node_route;
 mod route;
 mod sessions;
 pub mod stdio;

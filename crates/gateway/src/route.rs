@@ -1,7 +1,8 @@
 //! How each host is served: `gateway` by running the plan on this machine, `sandbox` by
 //! the configured OS sandbox (built on first use, or its diagnosis), or — while the
-//! operator's direct mode is on — unconfined. Routing fails closed: `sandbox` without a
-//! backend and `node` without a node are refusals that say so, never a run elsewhere.
+//! operator's direct mode is on — unconfined; `node` by a node connected over the Bridge
+//! (`node_route.rs`). Routing fails closed: `sandbox` without a backend and `node`
+//! without a node are refusals that say so, never a run elsewhere.
 
 use std::sync::{Mutex, OnceLock};
 
@@ -83,6 +84,9 @@ pub struct Routes {
     pub sandbox: SandboxRoute,
     /// The operator's direct mode, if this gateway offers it.
     pub direct: Option<DirectMode>,
+    /// `host = node`: the nodes connected over the Bridge (`None`: this gateway takes no
+    /// node connections, and `host = node` is refused).
+    pub node: Option<std::sync::Arc<bridge::Hub>>,
 }
 
 impl Routes {

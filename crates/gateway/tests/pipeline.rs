@@ -79,6 +79,7 @@ async fn lab(sandbox: bool) -> Lab {
             SandboxRoute::Unavailable("no backend in this test".into())
         },
         direct: None,
+        node: None,
     };
     let gateway = Arc::new(Gateway::new(Runner::new(host), routes, None));
     let (server_end, client_end) = tokio::io::duplex(1 << 16);

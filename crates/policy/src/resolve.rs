@@ -14,7 +14,7 @@ use crate::config::{Config, DEFAULT_MAX_TIMEOUT, DEFAULT_TIMEOUT};
 use crate::modes::{Ask, AskFallback, Host, PermissionMode, Security};
 
 /// Where a resolved value came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Source {
     /// A parameter of this exec request.
@@ -45,7 +45,7 @@ impl fmt::Display for Source {
 }
 
 /// A value and the level it came from.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Sourced<T> {
     /// The value.
     pub value: T,

@@ -26,6 +26,11 @@ impl Runner {
         }
     }
 
+    /// This host's config (the gateway resolves what it asks a node for from it).
+    pub fn config(&self) -> &policy::Config {
+        &self.host.config
+    }
+
     /// The whole pipeline for one request on `executor`: decide, then execute. A node runs
     /// exactly this against its own approvals file; the gateway decides first to route.
     pub async fn run(

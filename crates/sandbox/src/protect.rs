@@ -190,6 +190,8 @@ pub struct WardenLayout<'a> {
     pub state_dir: &'a Path,
     /// The approver socket, if the approvals file names one.
     pub socket: Option<&'a Path>,
+    /// The node's state (`node.json`: its id and pairing token).
+    pub node_state: Option<&'a Path>,
     /// The user's home.
     pub home: &'a Path,
 }
@@ -215,6 +217,17 @@ pub fn warden_paths(
             "approver socket dir",
         ));
     }
+    // node.json holds the node's pairing token: a command that read it could act as
+    // the node. It lives in the state directory (hidden above); should a layout ever
+    // put it elsewhere, its directory is hidden the same way.
+    if let Some(dir) = layout.node_state.and_then(Path::parent)
+        && !dir.starts_with(layout.state_dir)
+    {
+        paths.push(ProtectedPath::warden_dir(
+            dir.to_path_buf(),
+            "node state dir",
+        ));
+    }
     let home = std::fs::canonicalize(layout.home).unwrap_or_else(|_| layout.home.to_path_buf());
     if hideable(&home) {
         paths.push(ProtectedPath::hidden_if_present(home, "home directory"));
@@ -232,6 +245,29 @@ mod tests {
             create,
             role: "test path",
         }
+    }
+
+    #[test]
+    fn the_node_state_is_protected_wherever_it_lies() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let (state, home) = (base.join("state"), base.join("home"));
+        let inside = state.join("node.json");
+        let layout = WardenLayout {
+            state_dir: &state,
+            socket: None,
+            node_state: Some(&inside),
+            home: &home,
+        };
+        let got = warden_paths(&layout, &[]).unwrap();
+        assert!(got.iter().any(|p| inside.starts_with(&p.real)), "{got:?}");
+        let elsewhere = base.join("nodes/node.json");
+        let layout = WardenLayout {
+            node_state: Some(&elsewhere),
+            ..layout
+        };
+        let got = warden_paths(&layout, &[]).unwrap();
+        assert!(got.iter().any(|p| p.real == base.join("nodes")), "{got:?}");
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! credential alone decides the agent. Each MCP session belongs to the credential that
 //! created it; sessions per credential are capped and idle ones are closed
 //! (`sessions.rs`), so no client can reach another's session or grow the gateway without
-//! bound. `/bridge` is reserved for node connections.
+//! bound. Nodes do not connect here: the Bridge has a listener of its own
+//! (`warden gateway run --bridge-listen`, TLS), and `/bridge` on this port says so.
 
 mod auth;
 mod frames;
@@ -61,7 +62,7 @@ pub fn app(gateway: Arc<Gateway>, credentials: Credentials, limits: SessionLimit
     let guard = Arc::new(auth::Guard::new(credentials, owners));
     Router::new()
         .nest_service("/mcp", mcp)
-        .route("/bridge", get(bridge_not_ready).post(bridge_not_ready))
+        .route("/bridge", get(bridge_elsewhere).post(bridge_elsewhere))
         // Inside the guard: only an authenticated request's frames are looked at.
         .layer(axum::middleware::from_fn(frames::check))
         .layer(axum::middleware::from_fn(
@@ -73,10 +74,10 @@ pub fn app(gateway: Arc<Gateway>, credentials: Credentials, limits: SessionLimit
         .route("/healthz", get(|| async { "ok\n" }))
 }
 
-async fn bridge_not_ready() -> Response {
+async fn bridge_elsewhere() -> Response {
     (
-        StatusCode::NOT_IMPLEMENTED,
-        "node connections (the Bridge) are not available in this version of Warden\n",
+        StatusCode::NOT_FOUND,
+        "nodes connect to the gateway's Bridge listener, not to the MCP port: start it with `warden gateway run --bridge-listen ADDR --bridge-tls` (docs/configuration.md, Nodes)\n",
     )
         .into_response()
 }

@@ -1,0 +1,570 @@
+//! The JSON messages of the Bridge (`docs/protocol-bridge.md` has the JSON Schema). Every
+//! type refuses unknown fields, and a JSON object with a duplicate key is refused before
+//! it is decoded ([`decode`]), so two readers can never see two different messages in
+//! the same bytes.
+//!
+//! Phases: the node opens with [`Opening`] (`hello` or `pair.request`); the gateway
+//! answers with [`GatewayReply`]; the node proves itself with [`NodeAuth`]. After that
+//! every frame is sealed ([`crate::seal`]) and carries one [`Msg`].
+
+use std::collections::BTreeMap;
+
+use policy::{Ask, AskFallback, DenyReason, Security, Sourced};
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+
+use crate::BridgeError;
+
+/// Invoke commands a node serves.
+pub const SYSTEM_RUN: &str = "system.run";
+/// Resolve a program name on the node's trusted PATH.
+pub const SYSTEM_WHICH: &str = "system.which";
+/// Read the node's approvals file (token redacted).
+pub const SYSTEM_APPROVALS_GET: &str = "system.execApprovals.get";
+/// Replace the node's approvals file by a stricter one (compare-and-swap).
+pub const SYSTEM_APPROVALS_SET: &str = "system.execApprovals.set";
+/// Everything a node of this build can do.
+pub const CAPABILITIES: &[&str] = &[
+    SYSTEM_RUN,
+    SYSTEM_WHICH,
+    SYSTEM_APPROVALS_GET,
+    SYSTEM_APPROVALS_SET,
+];
+
+/// Longest node id, display name or run id accepted.
+pub const MAX_ID_LEN: usize = 128;
+
+/// The node's first frame.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", deny_unknown_fields)]
+pub enum Opening {
+    /// A paired node connects.
+    #[serde(rename = "hello", rename_all = "camelCase")]
+    Hello {
+        /// Always `warden-bridge`.
+        protocol: String,
+        /// Versions the node speaks.
+        versions: Vec<u32>,
+        /// Its node id.
+        node_id: String,
+        /// Its display name.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        display_name: Option<String>,
+        /// 32 random bytes, hex.
+        nonce: String,
+        /// The invoke commands it serves.
+        capabilities: Vec<String>,
+    },
+    /// A node asks to be paired.
+    #[serde(rename = "pair.request", rename_all = "camelCase")]
+    PairRequest {
+        /// Always `warden-bridge`.
+        protocol: String,
+        /// Versions the node speaks.
+        versions: Vec<u32>,
+        /// The node id it chose (kept across re-pairing).
+        node_id: String,
+        /// Its display name.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        display_name: Option<String>,
+        /// Its ephemeral X25519 public key, hex.
+        public_key: String,
+        /// The invoke commands it serves.
+        capabilities: Vec<String>,
+    },
+}
+
+/// What the gateway says before the session is sealed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", deny_unknown_fields)]
+pub enum GatewayReply {
+    /// Prove you hold the token: the version chosen and the gateway's nonce.
+    #[serde(rename = "challenge")]
+    Challenge {
+        /// The version this connection speaks.
+        version: u32,
+        /// 32 random bytes, hex.
+        nonce: String,
+    },
+    /// The node's proof was right; here is the gateway's.
+    #[serde(rename = "welcome")]
+    Welcome {
+        /// HMAC proof that the gateway holds the token too.
+        proof: String,
+    },
+    /// Refused; the connection closes.
+    #[serde(rename = "error")]
+    Error {
+        /// Machine-readable code (`unsupported-version`, `not-paired`, `pending`,
+        /// `revoked`, `bad-proof`, `pairing-refused`...).
+        code: String,
+        /// Why, for the operator.
+        message: String,
+    },
+    /// The pairing request is recorded and waits for the operator.
+    #[serde(rename = "pair.pending", rename_all = "camelCase")]
+    PairPending {
+        /// A short code the operator compares with the one `warden nodes list` shows.
+        code: String,
+        /// When the request expires (ms since the epoch).
+        expires_at_ms: u64,
+    },
+    /// The operator approved: the gateway's X25519 public key completes the agreement.
+    #[serde(rename = "pair.approved", rename_all = "camelCase")]
+    PairApproved {
+        /// Hex.
+        public_key: String,
+    },
+    /// The operator rejected the request, or it expired.
+    #[serde(rename = "pair.rejected")]
+    PairRejected {
+        /// Why.
+        message: String,
+    },
+}
+
+/// The node's answer to the challenge.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", deny_unknown_fields)]
+pub enum NodeAuth {
+    /// HMAC proof that the node holds the token.
+    #[serde(rename = "auth")]
+    Auth {
+        /// Hex.
+        proof: String,
+    },
+}
+
+/// A message on a sealed session.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", deny_unknown_fields)]
+pub enum Msg {
+    /// Gateway → node: do something.
+    #[serde(rename = "node.invoke")]
+    Invoke {
+        /// Chosen by the gateway, unique on the connection.
+        id: u64,
+        /// One of [`CAPABILITIES`].
+        command: String,
+        /// The command's parameters.
+        params: serde_json::Value,
+    },
+    /// Node → gateway: how an invoke ended.
+    #[serde(rename = "node.invoke.result")]
+    InvokeResult {
+        /// The invoke's id.
+        id: u64,
+        /// The result, when it succeeded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ok: Option<serde_json::Value>,
+        /// Why it failed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<InvokeError>,
+    },
+    /// Node → gateway: a run is about to start.
+    #[serde(rename = "exec.started", rename_all = "camelCase")]
+    ExecStarted {
+        /// The gateway's run id.
+        run_id: String,
+    },
+    /// Node → gateway: a run ended.
+    #[serde(rename = "exec.finished", rename_all = "camelCase")]
+    ExecFinished {
+        /// The gateway's run id.
+        run_id: String,
+        /// Exit code (128+N for signal N).
+        code: i32,
+        /// The signal, if one ended it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<i32>,
+        /// It hit its timeout.
+        timed_out: bool,
+        /// It was cancelled.
+        cancelled: bool,
+        /// The last 20,000 bytes of output.
+        tail: String,
+    },
+    /// Node → gateway: a run was refused by the node's policy or its human.
+    #[serde(rename = "exec.denied", rename_all = "camelCase")]
+    ExecDenied {
+        /// The gateway's run id.
+        run_id: String,
+        /// Why.
+        reason: DenyReason,
+    },
+    /// Node → gateway: a run was cancelled before it started.
+    #[serde(rename = "exec.cancelled", rename_all = "camelCase")]
+    ExecCancelled {
+        /// The gateway's run id.
+        run_id: String,
+    },
+    /// Gateway → node: stop an invoke (a run's whole tree is killed).
+    #[serde(rename = "cancel")]
+    Cancel {
+        /// The invoke's id.
+        id: u64,
+    },
+    /// Either way: still here.
+    #[serde(rename = "heartbeat")]
+    Heartbeat {},
+}
+
+/// Why an invoke failed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InvokeError {
+    /// `invalid`, `unsupported`, `conflict`, `not-tighter`, `state`, `internal`.
+    pub code: String,
+    /// Why.
+    pub message: String,
+}
+
+impl InvokeError {
+    /// An error with `code`.
+    pub fn new(code: &str, message: impl Into<String>) -> Self {
+        InvokeError {
+            code: code.to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
+/// `system.run`'s parameters: the request as the gateway resolved it, before any host
+/// file — the node caps `security` and `ask` with its own.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunParams {
+    /// The gateway's run id (events carry it back).
+    pub run_id: String,
+    /// The requesting agent.
+    pub agent: String,
+    /// The requesting session (for the node's prompts; events go to the session the
+    /// gateway dispatched from, whatever a node says).
+    pub session: String,
+    /// Exactly one of `argv` and `shell`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argv: Option<Vec<String>>,
+    /// A shell string.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shell: Option<String>,
+    /// Working directory on the node (its default when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Variables the request sets (the node checks the names against its own list).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Requested security (capped by the node's file).
+    pub security: Security,
+    /// Requested ask mode (raised by the node's file).
+    pub ask: Ask,
+    /// Requested timeout in milliseconds (capped by the node's maximum).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+/// `system.run`'s result: the node's decision and how the run ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunResult {
+    /// The run id.
+    pub run_id: String,
+    /// Effective security on the node, with its source.
+    pub security: Sourced<Security>,
+    /// Effective ask on the node.
+    pub ask: Sourced<Ask>,
+    /// The node's fallback.
+    pub ask_fallback: Sourced<AskFallback>,
+    /// The node's final decision.
+    pub decision: WireDecision,
+    /// What ran, if anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executed: Option<WireExecuted>,
+    /// How it ended.
+    pub outcome: WireOutcome,
+}
+
+/// A decision as sent.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "lowercase", deny_unknown_fields)]
+pub enum WireDecision {
+    /// Ran.
+    Allow {
+        /// Why.
+        reason: policy::AllowReason,
+        /// The rule.
+        rule: String,
+    },
+    /// A human was to be asked (only in a result cancelled while asking).
+    Ask {
+        /// Why.
+        reason: policy::AskReason,
+        /// The rule.
+        rule: String,
+    },
+    /// Refused.
+    Deny {
+        /// Why.
+        reason: DenyReason,
+        /// The rule.
+        rule: String,
+    },
+}
+
+/// What ran.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireExecuted {
+    /// The OS argv.
+    pub argv: Vec<String>,
+    /// The rebuilt (allowlisted) form.
+    pub rebuilt: bool,
+    /// The node's approver ran it, in its own context (`tools.exec.run_in_approver` on
+    /// the node); absent means the node's runner did.
+    #[serde(
+        rename = "inApprover",
+        default,
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    pub in_approver: bool,
+}
+
+/// How a run ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "lowercase", deny_unknown_fields)]
+pub enum WireOutcome {
+    /// It ran.
+    #[serde(rename_all = "camelCase")]
+    Finished {
+        /// Exit code, if it exited.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<i32>,
+        /// Signal, if one killed it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<i32>,
+        /// Standard output.
+        stdout: String,
+        /// Standard error.
+        stderr: String,
+        /// Standard output's bytes in base64, present only when they are not UTF-8
+        /// (`stdout` then carries them with replacement characters).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stdout_base64: Option<String>,
+        /// Standard error's bytes in base64, likewise.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stderr_base64: Option<String>,
+        /// Both, interleaved.
+        combined: String,
+        /// The last 20,000 bytes.
+        tail: String,
+        /// Output was discarded.
+        truncated: bool,
+        /// It hit its timeout.
+        timed_out: bool,
+        /// Wall time.
+        duration_ms: u64,
+    },
+    /// Nothing ran.
+    Denied {
+        /// Why.
+        reason: DenyReason,
+        /// The rule.
+        rule: String,
+    },
+    /// It could not be carried out.
+    #[serde(rename_all = "camelCase")]
+    Error {
+        /// What went wrong.
+        message: String,
+        /// The code reported for it.
+        exit_code: i32,
+    },
+    /// Cancelled.
+    Cancelled {
+        /// Whether it had started.
+        started: bool,
+    },
+}
+
+/// `system.which`'s parameters.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WhichParams {
+    /// A program name.
+    pub name: String,
+}
+
+/// `system.which`'s result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WhichResult {
+    /// The canonical path it resolves to on the node's trusted PATH, if any.
+    pub path: Option<String>,
+}
+
+/// `system.execApprovals.get`'s result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalsGetResult {
+    /// The file's hash (`absent` when there is none), the base of a `set`.
+    pub hash: String,
+    /// The document, token redacted.
+    pub file: serde_json::Value,
+}
+
+/// `system.execApprovals.set`'s parameters.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApprovalsSetParams {
+    /// The hash `get` returned; the node refuses if the file changed since.
+    pub base_hash: String,
+    /// The whole new document (token redacted or absent: the node keeps its own).
+    pub file: serde_json::Value,
+}
+
+/// `system.execApprovals.set`'s result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalsSetResult {
+    /// The new hash.
+    pub hash: String,
+    /// Whether the file was rewritten.
+    pub written: bool,
+}
+
+/// Decode one message, refusing JSON objects with duplicate keys (serde would keep the
+/// last, another reader the first).
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, BridgeError> {
+    let value: serde_json::Value = serde_json::from_slice(bytes)
+        .map_err(|e| BridgeError::Protocol(format!("not a JSON message: {e}")))?;
+    check_no_duplicates(bytes)?;
+    serde_json::from_value(value)
+        .map_err(|e| BridgeError::Protocol(format!("invalid message: {e}")))
+}
+
+/// Encode one message.
+pub fn encode<T: Serialize>(msg: &T) -> Vec<u8> {
+    // Our message types serialize infallibly (string keys, no non-finite floats).
+    serde_json::to_vec(msg).unwrap_or_default()
+}
+
+/// Refuse duplicate keys in any object of `bytes` (already known to be valid JSON).
+fn check_no_duplicates(bytes: &[u8]) -> Result<(), BridgeError> {
+    struct Visitor;
+    impl<'de> serde::de::Visitor<'de> for Visitor {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            let mut seen = std::collections::HashSet::new();
+            while let Some(key) = map.next_key::<String>()? {
+                if !seen.insert(key.clone()) {
+                    return Err(serde::de::Error::custom(format!("duplicate key {key:?}")));
+                }
+                map.next_value::<Checked>()?;
+            }
+            Ok(())
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            while seq.next_element::<Checked>()?.is_some() {}
+            Ok(())
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_str<E>(self, _: &str) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_unit<E>(self) -> Result<(), E> {
+            Ok(())
+        }
+    }
+    struct Checked;
+    impl<'de> Deserialize<'de> for Checked {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_any(Visitor).map(|()| Checked)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    Checked::deserialize(&mut de)
+        .map(|_| ())
+        .map_err(|e| BridgeError::Protocol(format!("invalid message: {e}")))
+}
+
+/// An id (node id, run id) is 1–128 letters, digits, `.`, `_`, `-` and `:` (an IP
+/// address may serve as a node id), not starting with `.` or `-`: it is shown to
+/// operators and used as a key, never as a path, and nothing in it reads as one.
+pub fn check_id(what: &str, id: &str) -> Result<(), BridgeError> {
+    let ok = !id.is_empty()
+        && id.len() <= MAX_ID_LEN
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':'))
+        && !id.starts_with(['.', '-']);
+    if ok {
+        Ok(())
+    } else {
+        Err(BridgeError::Invalid(format!(
+            "invalid {what} {id:?}: use 1-{MAX_ID_LEN} letters, digits, '.', '_', '-' and ':', not starting with '.' or '-'"
+        )))
+    }
+}
+
+/// A display name: 1–128 characters, no control characters.
+pub fn check_name(name: &str) -> Result<(), BridgeError> {
+    if name.trim().is_empty()
+        || name.chars().count() > MAX_ID_LEN
+        || name.chars().any(char::is_control)
+    {
+        return Err(BridgeError::Invalid(format!(
+            "invalid display name {name:?}: 1-{MAX_ID_LEN} characters, no control characters"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_fields_duplicate_keys_and_unknown_types_are_refused() {
+        let ok = br#"{"type":"cancel","id":3}"#;
+        assert_eq!(decode::<Msg>(ok).unwrap(), Msg::Cancel { id: 3 });
+        assert!(decode::<Msg>(br#"{"type":"cancel","id":3,"extra":1}"#).is_err());
+        let dup = decode::<Msg>(br#"{"type":"cancel","id":3,"id":4}"#).unwrap_err();
+        assert!(dup.to_string().contains("duplicate"), "{dup}");
+        assert!(decode::<Msg>(br#"{"type":"exec.pwned","runId":"x"}"#).is_err());
+        assert!(decode::<Msg>(br#"{"type":"heartbeat"}"#).is_ok());
+        let nested =
+            br#"{"type":"node.invoke","id":1,"command":"system.run","params":{"a":1,"a":2}}"#;
+        assert!(decode::<Msg>(nested).is_err());
+    }
+
+    #[test]
+    fn ids_and_names_are_plain() {
+        assert!(check_id("node id", "build-box_1.x").is_ok());
+        for bad in [
+            "",
+            "a b",
+            "x\n",
+            "é",
+            "../x",
+            "a/b",
+            "-rf",
+            &"a".repeat(129),
+        ] {
+            assert!(check_id("node id", bad).is_err(), "{bad:?}");
+        }
+        assert!(check_name("Build Box").is_ok());
+        assert!(check_name("a\u{1b}[31m").is_err());
+    }
+}

@@ -1,0 +1,379 @@
+//! The node runner's serving loop: each `system.run` goes through the same
+//! [`runner::Runner`] as on the gateway host — decided against the node's **own**
+//! `exec-approvals.json` (the gateway's values are requests, capped by the node's file;
+//! a gateway's claim of approval is not an approval) and asked of the node's own
+//! approver — and runs under the node's containment. Lifecycle events go back as they
+//! happen; the result carries the aggregated output. A `cancel`, or the connection
+//! ending for any reason, kills the run's whole process tree before the loop returns.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use approvals::{ApprovalsFile, Store};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use caps::Fs;
+use policy::{Decision, ExecParams, Host, TrustedPath};
+use runner::{
+    CommandSpec, EventSink, ExecEvent, ExecRequest, Executor, Outcome, RunReport, Runner,
+};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::conn::{Conn, Outbox};
+use crate::message::{
+    self, ApprovalsGetResult, ApprovalsSetParams, ApprovalsSetResult, InvokeError, Msg, RunParams,
+    RunResult, WhichParams, WhichResult, WireDecision, WireExecuted, WireOutcome,
+};
+
+/// Runs that may be in flight on one connection at once; more are refused.
+pub const MAX_RUNS_PER_CONNECTION: usize = 64;
+
+/// What a node serves with.
+pub struct NodeService {
+    /// This node's id (its runs are reported as `host = <id>`).
+    pub node_id: String,
+    /// The node's runner: its files, its approvals store, its config, its approver.
+    pub runner: Runner,
+    /// Runs the approved plan on this machine (the node's containment).
+    pub executor: Executor,
+    /// The node's files (for `system.which`).
+    pub fs: Arc<dyn Fs>,
+    /// The node's trusted PATH.
+    pub trusted_path: TrustedPath,
+    /// Where `system.which` resolves relative names.
+    pub default_cwd: PathBuf,
+    /// The node's approvals file (for `system.execApprovals.*`).
+    pub store: Store,
+}
+
+impl std::fmt::Debug for NodeService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeService")
+            .field("node_id", &self.node_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Serve the gateway on `conn` until the connection ends; every run still going is
+/// then cancelled (its tree killed) and awaited. Returns why the connection ended.
+pub async fn serve_node(mut conn: Conn, service: Arc<NodeService>) -> String {
+    let mut runs: HashMap<u64, CancellationToken> = HashMap::new();
+    let mut tasks = JoinSet::new();
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<u64>();
+    loop {
+        tokio::select! {
+            biased;
+            () = conn.closed.cancelled() => break,
+            Some(id) = done_rx.recv() => { runs.remove(&id); }
+            msg = conn.inbox.recv() => match msg {
+                None => break,
+                Some(Msg::Invoke { id, command, params }) => {
+                    if runs.contains_key(&id) {
+                        let e = InvokeError::new("invalid", format!("invoke {id} is already in progress"));
+                        let _ = conn.outbox.send(result(id, Err(e))).await;
+                        continue;
+                    }
+                    if runs.len() >= MAX_RUNS_PER_CONNECTION {
+                        let e = InvokeError::new("busy", format!("this node runs at most {MAX_RUNS_PER_CONNECTION} invokes at once"));
+                        let _ = conn.outbox.send(result(id, Err(e))).await;
+                        continue;
+                    }
+                    let cancel = CancellationToken::new();
+                    runs.insert(id, cancel.clone());
+                    let (service, outbox, done) = (Arc::clone(&service), conn.outbox.clone(), done_tx.clone());
+                    tasks.spawn(async move {
+                        let answer = invoke(&service, &outbox, &command, params, &cancel).await;
+                        let _ = outbox.send(result(id, answer)).await;
+                        let _ = done.send(id);
+                    });
+                }
+                Some(Msg::Cancel { id }) => {
+                    if let Some(token) = runs.get(&id) {
+                        token.cancel();
+                    }
+                }
+                Some(other) => {
+                    // Results and events travel node → gateway only: a gateway sending one
+                    // is broken or hostile.
+                    tracing::warn!("bridge: unexpected message from the gateway: {other:?}");
+                    conn.closed.cancel();
+                    break;
+                }
+            },
+        }
+    }
+    conn.closed.cancel();
+    for token in runs.values() {
+        token.cancel();
+    }
+    while tasks.join_next().await.is_some() {}
+    let reason = conn.reason();
+    if reason.is_empty() {
+        "the connection ended".to_owned()
+    } else {
+        reason
+    }
+}
+
+fn result(id: u64, answer: Result<serde_json::Value, InvokeError>) -> Msg {
+    match answer {
+        Ok(ok) => Msg::InvokeResult {
+            id,
+            ok: Some(ok),
+            error: None,
+        },
+        Err(e) => Msg::InvokeResult {
+            id,
+            ok: None,
+            error: Some(e),
+        },
+    }
+}
+
+fn params<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Result<T, InvokeError> {
+    serde_json::from_value(value)
+        .map_err(|e| InvokeError::new("invalid", format!("invalid parameters: {e}")))
+}
+
+fn json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, InvokeError> {
+    serde_json::to_value(value).map_err(|e| InvokeError::new("internal", e.to_string()))
+}
+
+async fn invoke(
+    service: &NodeService,
+    outbox: &Outbox,
+    command: &str,
+    value: serde_json::Value,
+    cancel: &CancellationToken,
+) -> Result<serde_json::Value, InvokeError> {
+    match command {
+        message::SYSTEM_RUN => {
+            let report = run(service, outbox, params(value)?, cancel).await?;
+            json(&run_result(&report))
+        }
+        message::SYSTEM_WHICH => {
+            let WhichParams { name } = params(value)?;
+            let path = policy::resolve_executable(
+                service.fs.as_ref(),
+                &name,
+                &service.default_cwd,
+                &service.trusted_path,
+            )
+            .ok()
+            .map(|r| r.path.display().to_string());
+            json(&WhichResult { path })
+        }
+        message::SYSTEM_APPROVALS_GET => {
+            if !value.is_null() && value != serde_json::json!({}) {
+                return Err(InvokeError::new(
+                    "invalid",
+                    "system.execApprovals.get takes no parameters",
+                ));
+            }
+            let snapshot = service
+                .store
+                .load()
+                .map_err(|e| InvokeError::new("state", e.to_string()))?;
+            json(&ApprovalsGetResult {
+                hash: snapshot.hash,
+                file: json(&snapshot.file.redacted())?,
+            })
+        }
+        message::SYSTEM_APPROVALS_SET => {
+            let p: ApprovalsSetParams = params(value)?;
+            approvals_set(&service.store, p)
+        }
+        other => Err(InvokeError::new(
+            "unsupported",
+            format!(
+                "this node does not serve {other:?} (it serves {:?})",
+                message::CAPABILITIES
+            ),
+        )),
+    }
+}
+
+/// Replace the node's file by a stricter one, if it is still the file the editor read.
+fn approvals_set(store: &Store, p: ApprovalsSetParams) -> Result<serde_json::Value, InvokeError> {
+    let incoming: ApprovalsFile = serde_json::from_value(p.file.clone())
+        .map_err(|e| InvokeError::new("invalid", format!("not a valid approvals document: {e}")))?;
+    let current = store
+        .load()
+        .map_err(|e| InvokeError::new("state", e.to_string()))?;
+    if current.hash != p.base_hash {
+        return Err(InvokeError::new(
+            "conflict",
+            format!(
+                "the node's file changed since it was read (expected {}, found {}); get it again and retry",
+                p.base_hash, current.hash
+            ),
+        ));
+    }
+    let looser = crate::tighten::loosenings(&current.file, &incoming);
+    if !looser.is_empty() {
+        return Err(InvokeError::new(
+            "not-tighter",
+            format!(
+                "a remote edit may only tighten this node's approvals; refused, nothing changed: {}",
+                looser.join("; ")
+            ),
+        ));
+    }
+    let text =
+        serde_json::to_string(&p.file).map_err(|e| InvokeError::new("invalid", e.to_string()))?;
+    let updated = store.set_from_text(&text, &p.base_hash).map_err(|e| {
+        let code = if matches!(e, approvals::StoreError::Conflict { .. }) {
+            "conflict"
+        } else {
+            "invalid"
+        };
+        InvokeError::new(code, e.to_string())
+    })?;
+    json(&ApprovalsSetResult {
+        hash: updated.hash,
+        written: updated.written,
+    })
+}
+
+/// Forwards the runner's events to the gateway as they happen.
+struct Forward<'a> {
+    outbox: &'a Outbox,
+}
+
+impl EventSink for Forward<'_> {
+    fn emit(&self, event: ExecEvent) {
+        let msg = match event {
+            ExecEvent::Started { run_id, .. } => Msg::ExecStarted { run_id },
+            ExecEvent::Finished {
+                run_id,
+                code,
+                signal,
+                timed_out,
+                cancelled,
+                tail,
+                ..
+            } => Msg::ExecFinished {
+                run_id,
+                code,
+                signal,
+                timed_out,
+                cancelled,
+                tail,
+            },
+            ExecEvent::Denied { run_id, reason, .. } => Msg::ExecDenied { run_id, reason },
+            ExecEvent::Cancelled { run_id, .. } => Msg::ExecCancelled { run_id },
+        };
+        self.outbox.post(msg);
+    }
+}
+
+async fn run(
+    service: &NodeService,
+    outbox: &Outbox,
+    p: RunParams,
+    cancel: &CancellationToken,
+) -> Result<RunReport, InvokeError> {
+    message::check_id("run id", &p.run_id)
+        .map_err(|e| InvokeError::new("invalid", e.to_string()))?;
+    let command = match (p.argv, p.shell) {
+        (Some(argv), None) if !argv.is_empty() => CommandSpec::Argv(argv),
+        (None, Some(shell)) => CommandSpec::Shell(shell),
+        _ => {
+            return Err(InvokeError::new(
+                "invalid",
+                "system.run needs exactly one of a non-empty argv and a shell string",
+            ));
+        }
+    };
+    let request = ExecRequest {
+        run_id: Some(p.run_id),
+        agent: p.agent,
+        session: p.session,
+        command,
+        cwd: p.cwd.map(PathBuf::from),
+        env: p.env,
+        // The gateway's resolution arrives at the tool-parameter level; this node's own
+        // approvals file is the ceiling over it.
+        params: ExecParams {
+            host: Some(Host::Node),
+            security: Some(p.security),
+            ask: Some(p.ask),
+            node: None,
+            timeout: p.timeout_ms.map(Duration::from_millis),
+        },
+        session_overrides: Default::default(),
+        // Output crosses the Bridge once, in the result; the protocol has no progress
+        // frame yet, so an MCP client of a node run sees the start and the end.
+        live: None,
+    };
+    let sink = Forward { outbox };
+    Ok(service
+        .runner
+        .run(request, &service.executor, &sink, cancel)
+        .await)
+}
+
+/// A report as sent back.
+pub fn run_result(report: &RunReport) -> RunResult {
+    let decision = match &report.decision {
+        Decision::Allow { reason, rule } => WireDecision::Allow {
+            reason: *reason,
+            rule: rule.clone(),
+        },
+        Decision::Ask { reason, rule } => WireDecision::Ask {
+            reason: *reason,
+            rule: rule.clone(),
+        },
+        Decision::Deny { reason, rule } => WireDecision::Deny {
+            reason: *reason,
+            rule: rule.clone(),
+        },
+    };
+    let outcome = match &report.outcome {
+        Outcome::Finished { output } => {
+            let (code, signal) = match output.status {
+                caps::ExitStatus::Code(c) => (Some(c), None),
+                caps::ExitStatus::Signal(s) => (None, Some(s)),
+            };
+            WireOutcome::Finished {
+                code,
+                signal,
+                stdout: output.stdout.clone(),
+                stderr: output.stderr.clone(),
+                stdout_base64: output.stdout_bytes.as_deref().map(|b| BASE64.encode(b)),
+                stderr_base64: output.stderr_bytes.as_deref().map(|b| BASE64.encode(b)),
+                combined: output.combined.clone(),
+                tail: output.tail.clone(),
+                truncated: output.truncated,
+                timed_out: output.timed_out,
+                duration_ms: output.duration.as_millis() as u64,
+            }
+        }
+        Outcome::Denied { reason, rule } => WireOutcome::Denied {
+            reason: *reason,
+            rule: rule.clone(),
+        },
+        Outcome::Error { message, exit_code } => WireOutcome::Error {
+            message: message.clone(),
+            exit_code: *exit_code,
+        },
+        Outcome::Cancelled { started } => WireOutcome::Cancelled { started: *started },
+    };
+    RunResult {
+        run_id: report.run_id.clone(),
+        security: report.policy.security.clone(),
+        ask: report.policy.ask.clone(),
+        ask_fallback: report.policy.ask_fallback.clone(),
+        decision,
+        executed: report.executed.as_ref().map(|e| WireExecuted {
+            argv: e.argv.clone(),
+            rebuilt: e.rebuilt,
+            in_approver: e.in_approver,
+        }),
+        outcome,
+    }
+}

@@ -1,0 +1,247 @@
+//! Pairing: the node asks (`pair.request` with an ephemeral X25519 public key), the
+//! gateway records the request (it expires; attempts and pending requests are capped)
+//! and tells the node the short code to show, the operator approves (`warden nodes
+//! approve ID`) or rejects it, and on approval both sides derive the same token from the
+//! X25519 agreement — the token itself never travels. Over TLS the node has pinned the
+//! gateway's certificate, so nobody in between can substitute keys; the code lets the
+//! operator check they approve the node they mean.
+
+use std::time::Duration;
+
+use hmac::{Hmac, Mac};
+use ring::agreement::{self, EphemeralPrivateKey, UnparsedPublicKey, X25519};
+use ring::rand::SystemRandom;
+use sha2::Sha256;
+
+use crate::handshake::{recv_step, refuse};
+use crate::message::{self, GatewayReply, Opening};
+use crate::registry::{PairStatus, Registry};
+use crate::seal::{from_hex, to_hex};
+use crate::wire::Transport;
+use crate::{BridgeError, PROTOCOL_NAME, PROTOCOL_VERSIONS};
+
+const PAIR_TOKEN: &[u8] = b"warden-bridge/v1/pair-token";
+/// How often a waiting request's connection looks at the registry.
+const POLL: Duration = Duration::from_millis(200);
+
+fn token_from(shared: &[u8], node_id: &str, node_public: &str, gateway_public: &str) -> String {
+    use base64::Engine as _;
+    let mut m = match <Hmac<Sha256> as Mac>::new_from_slice(shared) {
+        Ok(m) => m,
+        Err(_) => return String::new(),
+    };
+    for part in [
+        PAIR_TOKEN,
+        node_id.as_bytes(),
+        node_public.as_bytes(),
+        gateway_public.as_bytes(),
+    ] {
+        m.update(&(part.len() as u32).to_be_bytes());
+        m.update(part);
+    }
+    format!(
+        "wnd_{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(m.finalize().into_bytes())
+    )
+}
+
+fn agree(private: EphemeralPrivateKey, peer_hex: &str) -> Result<Vec<u8>, BridgeError> {
+    let peer = from_hex::<32>("the peer's public key", peer_hex)?;
+    agreement::agree_ephemeral(private, &UnparsedPublicKey::new(&X25519, peer), |k| {
+        k.to_vec()
+    })
+    .map_err(|_| BridgeError::Protocol("the X25519 agreement failed (a bad public key)".into()))
+}
+
+fn keypair() -> Result<(EphemeralPrivateKey, String), BridgeError> {
+    let rng = SystemRandom::new();
+    let private = EphemeralPrivateKey::generate(&X25519, &rng)
+        .map_err(|_| BridgeError::State("cannot make an X25519 key".into()))?;
+    let public = private
+        .compute_public_key()
+        .map_err(|_| BridgeError::State("cannot make an X25519 key".into()))?;
+    Ok((private, to_hex(public.as_ref())))
+}
+
+/// The gateway's half, done when the operator approves: a fresh key pair, the agreement
+/// with the node's public key, and the token. Returns the gateway's public key and the
+/// token.
+pub fn gateway_agree(node_id: &str, node_public: &str) -> Result<(String, String), BridgeError> {
+    let (private, public) = keypair()?;
+    let shared = agree(private, node_public)?;
+    let token = token_from(&shared, node_id, node_public, &public);
+    Ok((public, token))
+}
+
+/// What the node learns while it waits.
+#[derive(Clone, Debug)]
+pub struct Pending {
+    /// The code to show the operator.
+    pub code: String,
+    /// When the request expires (ms since the epoch).
+    pub expires_at_ms: u64,
+}
+
+/// The node's side: ask, report the code through `pending`, wait for the operator, and
+/// derive the token. Errors say whether the operator rejected it or it expired.
+pub async fn request(
+    t: &mut Transport,
+    node_id: &str,
+    display_name: Option<&str>,
+    pending: impl FnOnce(&Pending),
+) -> Result<String, BridgeError> {
+    let (private, public) = keypair()?;
+    let ask = Opening::PairRequest {
+        protocol: PROTOCOL_NAME.to_owned(),
+        versions: PROTOCOL_VERSIONS.to_vec(),
+        node_id: node_id.to_owned(),
+        display_name: display_name.map(str::to_owned),
+        public_key: public.clone(),
+        capabilities: message::CAPABILITIES
+            .iter()
+            .map(|c| (*c).to_owned())
+            .collect(),
+    };
+    t.tx.send(message::encode(&ask)).await?;
+    let refused = |code: String, message: String| {
+        if code == "unsupported-version" {
+            BridgeError::Version(message)
+        } else {
+            BridgeError::Refused { code, message }
+        }
+    };
+    match message::decode::<GatewayReply>(&recv_step(t).await?)? {
+        GatewayReply::PairPending {
+            code,
+            expires_at_ms,
+        } => {
+            if code != crate::registry::pairing_code(&public) {
+                return Err(BridgeError::Protocol(
+                    "the gateway answered with another request's code".into(),
+                ));
+            }
+            pending(&Pending {
+                code,
+                expires_at_ms,
+            });
+        }
+        GatewayReply::Error { code, message } => return Err(refused(code, message)),
+        other => {
+            return Err(BridgeError::Protocol(format!(
+                "expected pair.pending, got {other:?}"
+            )));
+        }
+    }
+    // The operator takes their time: no step deadline here, the gateway ends the wait
+    // when the request expires.
+    let frame = match t.rx.recv().await? {
+        Some(f) => f,
+        None => return Err(BridgeError::Closed("before the operator answered".into())),
+    };
+    match message::decode::<GatewayReply>(&frame)? {
+        GatewayReply::PairApproved { public_key } => {
+            let shared = agree(private, &public_key)?;
+            Ok(token_from(&shared, node_id, &public, &public_key))
+        }
+        GatewayReply::PairRejected { message } => Err(BridgeError::Refused {
+            code: "pairing-rejected".into(),
+            message,
+        }),
+        GatewayReply::Error { code, message } => Err(refused(code, message)),
+        other => Err(BridgeError::Protocol(format!(
+            "expected the operator's answer, got {other:?}"
+        ))),
+    }
+}
+
+/// The gateway's side of a `pair.request` (already read): record it, tell the node its
+/// code, and hold the connection until the operator answers, the request expires or the
+/// node hangs up.
+pub async fn serve_request(
+    mut t: Transport,
+    opening: Opening,
+    registry: &Registry,
+    now: impl Fn() -> u64,
+) -> Result<(), BridgeError> {
+    let Opening::PairRequest {
+        node_id,
+        display_name,
+        public_key,
+        capabilities,
+        ..
+    } = opening
+    else {
+        return Err(BridgeError::Invalid("not a pairing request".into()));
+    };
+    if from_hex::<32>("the node's public key", &public_key).is_err() || capabilities.len() > 64 {
+        return Err(refuse(
+            &mut t,
+            "bad-request",
+            "the pairing request is malformed".into(),
+        )
+        .await);
+    }
+    let remote = t.remote.clone();
+    let req = match registry.request_pairing(
+        &node_id,
+        display_name.as_deref(),
+        &public_key,
+        remote.as_deref(),
+        &capabilities,
+        now(),
+    ) {
+        Ok(r) => r,
+        Err(BridgeError::Refused { code, message }) => {
+            return Err(refuse(&mut t, &code, message).await);
+        }
+        Err(e) => return Err(refuse(&mut t, "pairing-refused", e.to_string()).await),
+    };
+    tracing::info!(
+        "bridge: pairing request from node {node_id:?} ({}), code {}; `warden nodes approve {node_id}` to pair it",
+        remote.as_deref().unwrap_or("?"),
+        req.code
+    );
+    let reply = GatewayReply::PairPending {
+        code: req.code.clone(),
+        expires_at_ms: req.expires_at,
+    };
+    t.tx.send(message::encode(&reply)).await?;
+    let answer = loop {
+        tokio::select! {
+            // The node says nothing while it waits: anything, or a close, ends the wait.
+            _ = t.rx.recv() => return Err(BridgeError::Closed("the node stopped waiting".into())),
+            () = tokio::time::sleep(POLL) => {}
+        }
+        match registry.pairing_status(&node_id, &req.code, now())? {
+            PairStatus::Waiting => continue,
+            PairStatus::Approved(public_key) => break GatewayReply::PairApproved { public_key },
+            PairStatus::Refused(message) => break GatewayReply::PairRejected { message },
+        }
+    };
+    t.tx.send(message::encode(&answer)).await?;
+    t.tx.close().await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_sides_derive_the_same_token_and_nobody_else_does() {
+        let (node_private, node_public) = keypair().unwrap();
+        let (gateway_public, token) = gateway_agree("n1", &node_public).unwrap();
+        let shared = agree(node_private, &gateway_public).unwrap();
+        assert_eq!(
+            token_from(&shared, "n1", &node_public, &gateway_public),
+            token
+        );
+        assert_ne!(
+            token_from(&shared, "n2", &node_public, &gateway_public),
+            token
+        );
+        let (_, other) = gateway_agree("n1", &node_public).unwrap();
+        assert_ne!(other, token, "a re-pair rotates the token");
+        assert!(gateway_agree("n1", "00").is_err());
+    }
+}

@@ -1,0 +1,217 @@
+//! `host = node`: the request goes to a node connected over the Bridge, chosen by the
+//! request's (or session's, agent's, global) `node` within the agent's binding (product
+//! spec §6.3); ambiguity and absence are refusals naming the candidates.
+//!
+//! The node decides with its own runner against its own approvals file: the gateway
+//! sends the security and ask it resolved *before any host file* — its own file is the
+//! gateway machine's ceiling, not the node's — and the node caps them with its file, so
+//! a node whose file says deny denies whatever the gateway sends. Events the node sends
+//! for this run go to the session that dispatched it (the hub only delivers events for
+//! run ids it dispatched on that connection). A node that drops mid-run makes this call
+//! end at once with that reason; cancelling the call cancels the remote run.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use bridge::message::{self, RunParams, RunResult, WireDecision, WireOutcome};
+use bridge::{BridgeError, Hub, RunCall};
+use caps::{ExecOutput, ExitStatus, RefusedWrites};
+use policy::{Ask, AskFallback, Decision, DenyReason, HostCeiling, Security, Source};
+use runner::{
+    CommandSpec, Decided, EventSink, ExecEvent, Executed, Outcome, RunHost, RunReport, Runner,
+};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// The ceiling used to learn what the request asks for before any host file caps it.
+const NO_CEILING: HostCeiling = HostCeiling {
+    security: Security::Full,
+    ask: Ask::Off,
+    ask_fallback: AskFallback::Full,
+};
+
+/// Events one node run may have queued before the gateway reads them.
+const EVENT_QUEUE: usize = 32;
+
+/// Run `decided` on the node it selects.
+pub async fn run(
+    runner: &Runner,
+    hub: &Arc<Hub>,
+    decided: Decided,
+    events: &dyn EventSink,
+    cancel: &CancellationToken,
+) -> RunReport {
+    let policy = &decided.explanation.policy;
+    let query = policy.node.as_ref().map(|n| n.value.clone());
+    let node = match hub.select(query.as_deref(), policy.node_binding.as_deref()) {
+        Ok(node) => node,
+        Err(e) => {
+            let shown = query.unwrap_or_else(|| "node".to_owned());
+            return runner.refuse(
+                decided,
+                RunHost::Node(shown),
+                DenyReason::NoNode,
+                format!("host=node: {e}; nothing was run"),
+                events,
+            );
+        }
+    };
+    let request = &decided.request;
+    let requested = policy::resolve(
+        &request.params,
+        &request.session_overrides,
+        runner.config(),
+        Some(&request.agent),
+        &NO_CEILING,
+    );
+    let (argv, shell) = match &request.command {
+        CommandSpec::Argv(argv) => (Some(argv.clone()), None),
+        CommandSpec::Shell(s) => (None, Some(s.clone())),
+    };
+    let timeout_ms = (policy.timeout.source != Source::Default)
+        .then_some(policy.timeout.value.as_millis() as u64);
+    let params = RunParams {
+        run_id: decided.run_id.clone(),
+        agent: request.agent.clone(),
+        session: request.session.clone(),
+        argv,
+        shell,
+        // As the agent gave it: a relative directory starts at the node's own default.
+        cwd: request.cwd.as_ref().map(|c| c.display().to_string()),
+        env: request.env.clone(),
+        security: requested.security.value,
+        ask: requested.ask.value,
+        timeout_ms,
+    };
+    let host = RunHost::Node(node.id.clone());
+    let (tx, mut rx) = mpsc::channel::<ExecEvent>(EVENT_QUEUE);
+    let call = node.invoke(
+        message::SYSTEM_RUN,
+        serde_json::to_value(&params).unwrap_or_default(),
+        Some(RunCall {
+            run_id: &decided.run_id,
+            events: tx,
+        }),
+        cancel,
+        hub.config().cancel_grace,
+    );
+    tokio::pin!(call);
+    let reply = loop {
+        tokio::select! {
+            reply = &mut call => break reply,
+            Some(event) = rx.recv() => events.emit(event),
+        }
+    };
+    while let Ok(event) = rx.try_recv() {
+        events.emit(event);
+    }
+    let mut report = RunReport {
+        run_id: decided.run_id.clone(),
+        host: host.clone(),
+        policy: decided.explanation.policy.clone(),
+        decision: decided.explanation.decision.clone(),
+        executed: None,
+        outcome: Outcome::Cancelled { started: false },
+    };
+    let failed = |message: String| Outcome::Error {
+        message,
+        exit_code: runner::EXIT_WARDEN_ERROR,
+    };
+    match reply.and_then(|v| {
+        serde_json::from_value::<RunResult>(v).map_err(|e| {
+            BridgeError::Protocol(format!("node {} sent an invalid result: {e}", node.id))
+        })
+    }) {
+        Ok(result) if result.run_id == decided.run_id => fill(&mut report, result),
+        Ok(result) => {
+            report.outcome = failed(format!(
+                "node {} answered for run {:?}, not {:?}; the answer was discarded",
+                node.id, result.run_id, decided.run_id
+            ));
+        }
+        Err(BridgeError::Closed(why)) => {
+            let message = format!(
+                "{why}: the run's result is lost (a node ends a run's whole process tree when its connection drops)"
+            );
+            events.emit(ExecEvent::Finished {
+                run_id: decided.run_id.clone(),
+                host: host.clone(),
+                code: runner::EXIT_WARDEN_ERROR,
+                signal: None,
+                timed_out: false,
+                cancelled: false,
+                tail: message.clone(),
+            });
+            report.outcome = failed(message);
+        }
+        Err(BridgeError::Timeout(_)) if cancel.is_cancelled() => {
+            report.outcome = Outcome::Cancelled { started: true };
+        }
+        Err(BridgeError::Refused { code, message }) => {
+            report.outcome = failed(format!(
+                "node {} refused the request ({code}): {message}",
+                node.id
+            ));
+        }
+        Err(e) => report.outcome = failed(format!("node {}: {e}", node.id)),
+    }
+    report
+}
+
+/// The node's answer into the gateway's report.
+fn fill(report: &mut RunReport, result: RunResult) {
+    // What the node enforced (its file is the ceiling), with its sources.
+    report.policy.security = result.security;
+    report.policy.ask = result.ask;
+    report.policy.ask_fallback = result.ask_fallback;
+    report.decision = match result.decision {
+        WireDecision::Allow { reason, rule } => Decision::Allow { reason, rule },
+        WireDecision::Ask { reason, rule } => Decision::Ask { reason, rule },
+        WireDecision::Deny { reason, rule } => Decision::Deny { reason, rule },
+    };
+    report.executed = result.executed.map(|e| Executed {
+        argv: e.argv,
+        rebuilt: e.rebuilt,
+        writable_retry: false,
+        in_approver: e.in_approver,
+    });
+    report.outcome = match result.outcome {
+        WireOutcome::Finished {
+            code,
+            signal,
+            stdout,
+            stderr,
+            stdout_base64,
+            stderr_base64,
+            combined,
+            tail,
+            truncated,
+            timed_out,
+            duration_ms,
+        } => Outcome::Finished {
+            output: ExecOutput {
+                status: match (code, signal) {
+                    (_, Some(s)) => ExitStatus::Signal(s),
+                    (Some(c), None) => ExitStatus::Code(c),
+                    (None, None) => ExitStatus::Code(runner::EXIT_WARDEN_ERROR),
+                },
+                stdout,
+                stderr,
+                // Bytes a node sends that are not base64 are dropped: the text stays.
+                stdout_bytes: stdout_base64.and_then(|b| BASE64.decode(b).ok()),
+                stderr_bytes: stderr_base64.and_then(|b| BASE64.decode(b).ok()),
+                combined,
+                tail,
+                truncated,
+                timed_out,
+                duration: Duration::from_millis(duration_ms),
+                refused_writes: RefusedWrites::NotWatched,
+            },
+        },
+        WireOutcome::Denied { reason, rule } => Outcome::Denied { reason, rule },
+        WireOutcome::Error { message, exit_code } => Outcome::Error { message, exit_code },
+        WireOutcome::Cancelled { started } => Outcome::Cancelled { started },
+    };
+}

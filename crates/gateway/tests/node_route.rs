@@ -1,0 +1,294 @@
+//! In process, with real processes on the node side: the gateway's `host = node` route
+//! over a Bridge session carried by an in-memory stream. Cancelling the caller cancels
+//! the remote run (its whole tree is killed); a node's events reach the dispatching
+//! session only for the run it was sent, never for a run id it makes up; a node that
+//! sends what only a gateway sends is dropped, and the call fails at once saying so.
+
+// Tests set up real files and processes.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+// Test helpers panic on failure by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use approvals::{Store, StoreConfig};
+use bridge::conn::Heartbeat;
+use bridge::handshake::NodeIdentity;
+use bridge::message::Msg;
+use bridge::registry::{NodeEntry, NodeState};
+use bridge::{Hub, HubConfig, NodeService, Registry, Transport, TransportKind};
+use caps::testkit::{read_pid, wait_gone};
+use caps::{LocalFs, LocalShell};
+use gateway::{Gateway, Routes, SandboxRoute, SessionKey};
+use policy::{CaseMode, Config, TrustedPath};
+use runner::{CommandSpec, ExecRequest, Executor, Host, Outcome, RunHost, Runner};
+
+const TOKEN: &str = "wnd_test-token-0123456789abcdef0123456789";
+const OPEN: &str =
+    r#"{"version":1,"defaults":{"security":"full","ask":"off","askFallback":"deny"}}"#;
+
+fn private_dir() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        d.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    d
+}
+
+fn store(dir: &Path, approvals: &str) -> Store {
+    let path = dir.join("exec-approvals.json");
+    std::fs::write(&path, approvals).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    Store::new(
+        Arc::new(LocalFs::new("/").unwrap()),
+        StoreConfig {
+            path,
+            owner_uid: nix::unistd::geteuid().as_raw(),
+            home: dir.to_path_buf(),
+            case: CaseMode::Sensitive,
+        },
+    )
+}
+
+fn runner(dir: &Path, host: &str, approvals: &str) -> Runner {
+    let config = Config::parse(
+        &format!("[tools.exec]\nhost = \"{host}\"\nsecurity = \"full\"\nask = \"off\"\n"),
+        Path::new("config.toml"),
+    )
+    .unwrap();
+    Runner::new(
+        Host::builder(
+            Arc::new(LocalFs::new("/").unwrap()),
+            store(dir, approvals),
+            config,
+        )
+        .trusted_path(TrustedPath::parse("/usr/bin:/bin"))
+        .default_cwd(dir)
+        .build(),
+    )
+}
+
+struct Lab {
+    gateway: Gateway,
+    hub: Arc<Hub>,
+    _dirs: Vec<tempfile::TempDir>,
+    work: std::path::PathBuf,
+}
+
+fn lab() -> Lab {
+    let (gw_dir, node_dir) = (private_dir(), private_dir());
+    let registry = Registry::new(Arc::new(LocalFs::new("/").unwrap()), gw_dir.path());
+    registry
+        .update(|nodes| {
+            nodes.push(NodeEntry {
+                id: "n1".into(),
+                display_name: None,
+                state: NodeState::Approved,
+                transport: TransportKind::Stdio,
+                command: None,
+                token: Some(TOKEN.into()),
+                created_at: 0,
+                updated_at: 0,
+                request: None,
+                gateway_public_key: None,
+                extra: Default::default(),
+            });
+            Ok(())
+        })
+        .unwrap();
+    let hub = Hub::new(registry, HubConfig::default(), Arc::new(|| 0));
+    let routes = Routes {
+        gateway: Executor::Direct {
+            shell: Arc::new(LocalShell::new()),
+            host: RunHost::Gateway,
+        },
+        sandbox: SandboxRoute::Unavailable("not in this test".into()),
+        direct: None,
+        node: Some(Arc::clone(&hub)),
+    };
+    let gateway = Gateway::new(runner(gw_dir.path(), "node", OPEN), routes, None);
+    let work = node_dir.path().to_path_buf();
+    Lab {
+        gateway,
+        hub,
+        _dirs: vec![gw_dir, node_dir],
+        work,
+    }
+}
+
+/// A session for `hub` on an in-memory stream; the node's end, authenticated.
+async fn session(hub: &Arc<Hub>) -> bridge::conn::Conn {
+    let (a, b) = tokio::io::duplex(1 << 20);
+    let (ar, aw) = tokio::io::split(a);
+    let (br, bw) = tokio::io::split(b);
+    let gateway_end = Transport::stream(ar, aw, TransportKind::Stdio, None);
+    let accepting = Arc::clone(hub);
+    tokio::spawn(async move { accepting.accept(gateway_end).await });
+    let mut node_end = Transport::stream(br, bw, TransportKind::Stdio, None);
+    let me = NodeIdentity {
+        node_id: "n1".into(),
+        display_name: None,
+        token: TOKEN.into(),
+    };
+    let keys = bridge::handshake::node_side(&mut node_end, &me)
+        .await
+        .unwrap();
+    let conn = bridge::conn::start(node_end, keys, Heartbeat::default());
+    for _ in 0..200 {
+        if hub.connected() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(hub.connected(), 1);
+    conn
+}
+
+fn key() -> SessionKey {
+    SessionKey {
+        agent: "a".into(),
+        session: "s".into(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_the_caller_kills_the_remote_runs_whole_tree() {
+    let lab = lab();
+    let node_dir = lab.work.clone();
+    let service = Arc::new(NodeService {
+        node_id: "n1".into(),
+        runner: runner(&node_dir, "node", OPEN),
+        executor: Executor::Direct {
+            shell: Arc::new(LocalShell::new()),
+            host: RunHost::Node("n1".into()),
+        },
+        fs: Arc::new(LocalFs::new("/").unwrap()),
+        trusted_path: TrustedPath::parse("/usr/bin:/bin"),
+        default_cwd: node_dir.clone(),
+        store: store(&node_dir, OPEN),
+    });
+    let conn = session(&lab.hub).await;
+    tokio::spawn(bridge::serve_node(conn, service));
+    let pidfile = node_dir.join("pid");
+    let script = format!("sleep 600 & echo $! > {}; wait", pidfile.display());
+    let request = ExecRequest::new("a", "s", CommandSpec::Shell(script));
+    let stop = {
+        let pidfile = pidfile.clone();
+        async move {
+            tokio::task::spawn_blocking(move || read_pid(&pidfile))
+                .await
+                .unwrap();
+        }
+    };
+    let report = lab.gateway.exec(&key(), request, stop).await;
+    assert_eq!(report.host, RunHost::Node("n1".into()));
+    assert_eq!(
+        report.outcome,
+        Outcome::Cancelled { started: true },
+        "{report:?}"
+    );
+    let pid = read_pid(&pidfile);
+    assert!(
+        wait_gone(pid),
+        "the remote run's tree outlived the cancellation"
+    );
+    let events = lab.gateway.take_events(&key()).join("\n");
+    assert!(events.contains("Exec started (node=n1"), "{events}");
+    assert!(events.contains("cancelled"), "{events}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_cannot_post_events_for_runs_it_was_not_sent_and_a_misbehaving_one_is_dropped() {
+    let lab = lab();
+    let mut node = session(&lab.hub).await;
+    let outbox = node.outbox.clone();
+    // A scripted node: for the first invoke, an event for a made-up run, then the real
+    // run's start, then a result for another invoke id, then the real result.
+    tokio::spawn(async move {
+        let Some(Msg::Invoke { id, params, .. }) = node.inbox.recv().await else {
+            panic!("no invoke");
+        };
+        let run_id = params["runId"].as_str().unwrap().to_owned();
+        for msg in [
+            Msg::ExecStarted {
+                run_id: "run-of-another-session".into(),
+            },
+            Msg::ExecStarted {
+                run_id: run_id.clone(),
+            },
+            Msg::InvokeResult {
+                id: id + 100,
+                ok: Some(serde_json::json!({})),
+                error: None,
+            },
+        ] {
+            outbox.send(msg).await.unwrap();
+        }
+        let result = serde_json::json!({
+            "runId": run_id, "security": {"value": "full", "source": "host-file"},
+            "ask": {"value": "off", "source": "host-file"}, "askFallback": {"value": "deny", "source": "host-file"},
+            "decision": {"decision": "allow", "reason": "security-full", "rule": "security=full (host file)"},
+            "outcome": {"status": "finished", "code": 0, "stdout": "scripted\n", "stderr": "", "combined": "scripted\n",
+                        "tail": "", "truncated": false, "timedOut": false, "durationMs": 1}});
+        outbox
+            .send(Msg::InvokeResult {
+                id,
+                ok: Some(result),
+                error: None,
+            })
+            .await
+            .unwrap();
+        // The second invoke: answer with something only a gateway sends.
+        let Some(Msg::Invoke { .. }) = node.inbox.recv().await else {
+            panic!("no second invoke");
+        };
+        outbox.send(Msg::Cancel { id: 1 }).await.unwrap();
+        node.closed.cancelled().await;
+    });
+    let r = lab
+        .gateway
+        .exec(
+            &key(),
+            ExecRequest::new("a", "s", CommandSpec::Argv(vec!["/bin/true".into()])),
+            std::future::pending(),
+        )
+        .await;
+    let Outcome::Finished { output } = &r.outcome else {
+        panic!("{r:?}");
+    };
+    assert_eq!(output.stdout, "scripted\n");
+    let events = lab.gateway.take_events(&key());
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert!(events[0].contains(&r.run_id), "{events:?}");
+    assert!(!events.iter().any(|e| e.contains("another-session")));
+
+    let started = std::time::Instant::now();
+    let r = lab
+        .gateway
+        .exec(
+            &key(),
+            ExecRequest::new("a", "s", CommandSpec::Argv(vec!["/bin/true".into()])),
+            std::future::pending(),
+        )
+        .await;
+    let Outcome::Error { message, .. } = &r.outcome else {
+        panic!("{r:?}");
+    };
+    assert!(message.contains("node n1 disconnected"), "{message}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    // The call fails as soon as the connection is closed; the hub forgets the node when
+    // its connection task has ended, a moment later.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while lab.hub.connected() != 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        lab.hub.connected(),
+        0,
+        "the misbehaving node is still connected"
+    );
+}

@@ -1,0 +1,703 @@
+//! End-to-end: `host = node` over the Bridge, on one machine, with real processes and
+//! real sockets — a gateway (`warden gateway run`) and nodes in WARDEN_HOMEs of their
+//! own, reached over stdio (the gateway runs `warden node stdio`) and over WebSocket
+//! (`warden node run` dials in, TLS pinned by fingerprint). Nodes enforce their own
+//! approvals file and approver whatever the gateway's config says; selection follows
+//! product spec §6.3; pairing needs the operator; a revoked node gets nothing; a
+//! dropped connection fails the call at once and kills the node's run tree; replayed,
+//! forged and unversioned frames are refused; nodes come back after a gateway restart.
+
+// Tests set up and inspect real files and processes.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+// Test helpers panic on failure by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::print_stderr)]
+
+#[path = "support/bridge.rs"]
+mod bridge_support;
+#[path = "support/proxy.rs"]
+mod proxy;
+mod support;
+
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use bridge_support::{
+    Gateway, add_stdio_node, client, exec, home_with, local_stdio_command, nodes, wait_node,
+    workspace,
+};
+use serde_json::json;
+use support::{TerminalApprover, gateway_token, wait_gone, warden_in};
+
+/// The gateway would run anything on a node and asks nobody — and its own machine's
+/// file denies everything: only the node's file decides what runs there.
+const GATEWAY_CONFIG: &str = "[tools.exec]\nhost = \"node\"\nsecurity = \"full\"\nask = \"off\"\n\
+                              [[agents.list]]\nid = \"bound\"\ntools.exec.node = \"box-alpha-2\"\n";
+const GATEWAY_FILE: &str =
+    r#"{"version":1,"defaults":{"security":"deny","ask":"off","askFallback":"deny"}}"#;
+
+/// A node that runs `/usr/bin/echo` for `main`, asks about anything else (and denies
+/// when nobody answers).
+const NODE_FILE: &str = r#"{"version":1,"defaults":{"security":"allowlist","ask":"on-miss","askFallback":"deny"},
+    "agents":{"main":{"allowlist":[{"pattern":"/usr/bin/echo"}]},"bound":{"security":"full","ask":"off"}}}"#;
+/// A node that runs anything.
+const OPEN_NODE_FILE: &str =
+    r#"{"version":1,"defaults":{"security":"full","ask":"off","askFallback":"deny"}}"#;
+
+fn gateway_home() -> tempfile::TempDir {
+    home_with(GATEWAY_CONFIG, GATEWAY_FILE)
+}
+
+fn write_approvals(home: &Path, text: &str) {
+    let path = home.join("exec-approvals.json");
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_node_runs_only_what_its_own_approvals_file_and_human_allow() {
+    let (gw, node) = (gateway_home(), home_with("", NODE_FILE));
+    let (_ws, ws) = workspace();
+    let cmd = local_stdio_command(node.path());
+    let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
+    add_stdio_node(gw.path(), node.path(), "n1", "Build Box", &cmd);
+    let g = Gateway::start(gw.path(), &ws, &["--bridge-heartbeat", "0.5"]);
+    let entry = wait_node(gw.path(), "n1", true, Duration::from_secs(20));
+    assert_eq!(entry["transport"], "stdio");
+    let c = client(&g.http, &gateway_token(gw.path(), "main")).await;
+
+    // Allowlisted on the node: runs there, under the node's id.
+    let r = exec(
+        &c,
+        json!({"argv": ["/usr/bin/echo", "hello from the node"]}),
+    )
+    .await;
+    assert_eq!(r["status"], "finished", "{r:#}");
+    assert_eq!(r["host"], "n1");
+    assert_eq!(r["stdout"], "hello from the node\n");
+    assert_eq!(r["exitCode"], 0);
+    let echo_run = r["runId"].as_str().unwrap().to_owned();
+    let r = exec(
+        &c,
+        json!({"argv": ["/usr/bin/echo", "-ne", "\\xff\\xfeok"]}),
+    )
+    .await;
+    assert_eq!(r["status"], "finished", "{r:#}");
+    // Bytes that are not UTF-8 cross the Bridge intact, in base64 beside the lossy text.
+    assert_eq!(r["stdoutBase64"], "//5vaw==", "{r:#}");
+    assert_eq!(r["stdout"], "\u{fffd}\u{fffd}ok");
+    let echo_run = r["runId"].as_str().unwrap().to_owned();
+
+    // Not allowlisted: the node asks its own approver; there is none, so it denies. The
+    // node's events for the run before ride along, as one line (its whole result was
+    // already returned), naming the node.
+    let r = exec(&c, json!({"argv": ["/usr/bin/id"]})).await;
+    assert_eq!(r["status"], "denied", "{r:#}");
+    assert_eq!(r["reason"], "no-approver");
+    assert_eq!(r["exitCode"], 75);
+    assert_eq!(
+        r["events"],
+        json!([format!("Exec finished (node=n1, id={echo_run}, code=0)")]),
+        "{r:#}"
+    );
+
+    // With the node's terminal approver up, its human decides.
+    let mut ui = TerminalApprover::start(node.path());
+    let asking = tokio::spawn({
+        let c = c.clone();
+        async move { exec(&c, json!({"argv": ["/usr/bin/id", "-u"]})).await }
+    });
+    tokio::task::spawn_blocking(move || {
+        ui.answer("/usr/bin/id", "o\n");
+        ui
+    })
+    .await
+    .unwrap();
+    let r = asking.await.unwrap();
+    assert_eq!(r["status"], "finished", "{r:#}");
+    assert_eq!(r["decision"]["reason"], "approved-once");
+    assert_eq!(r["stdout"].as_str().unwrap().trim(), "0");
+
+    // The node's file says deny: nothing runs, whatever the gateway says.
+    write_approvals(
+        node.path(),
+        r#"{"version":1,"defaults":{"security":"deny","ask":"off","askFallback":"deny"}}"#,
+    );
+    let r = exec(
+        &c,
+        json!({"argv": ["/usr/bin/echo", "x"], "security": "full"}),
+    )
+    .await;
+    assert_eq!(r["status"], "denied", "{r:#}");
+    assert_eq!(r["reason"], "security=deny");
+    assert!(r["rule"].as_str().unwrap().contains("host file"), "{r:#}");
+    drop(g);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_are_selected_by_id_name_and_prefix_and_bindings_and_ambiguity_hold() {
+    let (gw, a, b) = (
+        gateway_home(),
+        home_with("", OPEN_NODE_FILE),
+        home_with("", OPEN_NODE_FILE),
+    );
+    let (_ws, ws) = workspace();
+    for (home, id, name) in [
+        (&a, "box-alpha-1", "Build Box"),
+        (&b, "box-alpha-2", "GPU Box"),
+    ] {
+        let cmd = local_stdio_command(home.path());
+        let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
+        add_stdio_node(gw.path(), home.path(), id, name, &cmd);
+    }
+    let g = Gateway::start(gw.path(), &ws, &[]);
+    wait_node(gw.path(), "box-alpha-1", true, Duration::from_secs(20));
+    wait_node(gw.path(), "box-alpha-2", true, Duration::from_secs(20));
+    let main = client(&g.http, &gateway_token(gw.path(), "main")).await;
+    let echo = |node: Option<&str>| {
+        let mut args = json!({"argv": ["/usr/bin/echo", "ok"]});
+        if let Some(n) = node {
+            args["node"] = n.into();
+        }
+        args
+    };
+    let r = exec(&main, echo(None)).await;
+    assert_eq!(r["reason"], "no-node", "{r:#}");
+    assert!(
+        r["rule"]
+            .as_str()
+            .unwrap()
+            .contains("several nodes are connected"),
+        "{r:#}"
+    );
+    assert_eq!(
+        exec(&main, echo(Some("build  box"))).await["host"],
+        "box-alpha-1"
+    );
+    assert_eq!(
+        exec(&main, echo(Some("box-alpha-2"))).await["host"],
+        "box-alpha-2"
+    );
+    let r = exec(&main, echo(Some("box-alpha"))).await;
+    assert!(r["rule"].as_str().unwrap().contains("ambiguous"), "{r:#}");
+    let r = exec(&main, echo(Some("nothing-here"))).await;
+    assert_eq!(r["reason"], "no-node", "{r:#}");
+
+    // `bound` is bound to box-alpha-2: used without asking, and nothing else allowed.
+    let bound = client(&g.http, &gateway_token(gw.path(), "bound")).await;
+    assert_eq!(exec(&bound, echo(None)).await["host"], "box-alpha-2");
+    let r = exec(&bound, echo(Some("Build Box"))).await;
+    assert!(
+        r["rule"]
+            .as_str()
+            .unwrap()
+            .contains("bound to node box-alpha-2"),
+        "{r:#}"
+    );
+}
+
+fn spawn_node(home: &Path, args: &[&str]) -> Child {
+    warden_in(home)
+        .args(["node"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Pair the node in `home` with the gateway in `gw` at `url`, approving it as the
+/// operator would.
+fn pair_ws(gw: &Path, home: &Path, url: &str, id: &str, fingerprint: Option<&str>) {
+    let mut args = vec!["pair", "--gateway", url, "--id", id];
+    if let Some(fp) = fingerprint {
+        args.extend(["--fingerprint", fp]);
+    }
+    let pairing = spawn_node(home, &args);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let code = loop {
+        let all = nodes(gw);
+        if let Some(n) = all["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["id"] == id)
+            && let Some(code) = n["request"]["code"].as_str()
+        {
+            assert_eq!(n["state"], "pending", "{n:#}");
+            break code.to_owned();
+        }
+        assert!(Instant::now() < deadline, "no pairing request: {all:#}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // Until the operator approves, the node has nothing.
+    assert!(!home.join("node.json").exists());
+    let out = warden_in(gw)
+        .args(["nodes", "approve", id])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&code));
+    let out = pairing.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains(&code), "the node showed the same code: {err}");
+    let mode = std::fs::metadata(home.join("node.json")).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777,
+        0o600
+    );
+    let text = std::fs::read_to_string(home.join("node.json")).unwrap();
+    assert!(text.contains("\"token\": \"wnd_"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_websocket_node_pairs_over_pinned_tls_serves_and_is_revoked() {
+    let (gw, node) = (gateway_home(), home_with("", OPEN_NODE_FILE));
+    let (_ws, ws) = workspace();
+    let g = Gateway::start(
+        gw.path(),
+        &ws,
+        &[
+            "--bridge-listen",
+            "127.0.0.1:0",
+            "--bridge-tls",
+            "--bridge-heartbeat",
+            "0.5",
+        ],
+    );
+    let url = format!("wss://{}", g.bridge.as_deref().unwrap());
+    let fp = g.fingerprint();
+
+    // Another certificate's fingerprint: refused before anything is asked.
+    let wrong = format!("sha256:{}", "ab".repeat(32));
+    let out = spawn_node(
+        node.path(),
+        &[
+            "pair",
+            "--gateway",
+            &url,
+            "--id",
+            "ws1",
+            "--fingerprint",
+            &wrong,
+        ],
+    )
+    .wait_with_output()
+    .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not the pinned one"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // wss:// without a pin is refused too, and plain ws:// only to loopback.
+    let out = spawn_node(node.path(), &["pair", "--gateway", &url, "--id", "ws1"])
+        .wait_with_output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("fingerprint"));
+    let out = spawn_node(
+        node.path(),
+        &["pair", "--gateway", "ws://192.0.2.1:9", "--id", "ws1"],
+    )
+    .wait_with_output()
+    .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("loopback"));
+
+    pair_ws(gw.path(), node.path(), &url, "ws1", Some(&fp));
+    let mut serving = spawn_node(node.path(), &["run", "--heartbeat", "0.5"]);
+    let entry = wait_node(gw.path(), "ws1", true, Duration::from_secs(20));
+    assert_eq!(entry["transport"], "websocket");
+    assert_eq!(entry["remote"], "127.0.0.1");
+    assert!(
+        entry["capabilities"].to_string().contains("system.run"),
+        "{entry:#}"
+    );
+    let c = client(&g.http, &gateway_token(gw.path(), "main")).await;
+    let r = exec(
+        &c,
+        json!({"argv": ["/usr/bin/echo", "over tls"], "node": "ws1"}),
+    )
+    .await;
+    assert_eq!(r["stdout"], "over tls\n", "{r:#}");
+    let st = warden_in(node.path())
+        .args(["node", "status", "--json"])
+        .output()
+        .unwrap();
+    let st: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    assert_eq!(st["connection"]["connected"], true, "{st:#}");
+    assert!(
+        !st.to_string().contains("wnd_"),
+        "status never prints the token"
+    );
+
+    // Revoked: dropped at once, refused on reconnect (the node stops), and nothing runs.
+    let out = warden_in(gw.path())
+        .args(["nodes", "revoke", "ws1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = serving.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the revoked node kept running");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(!status.success());
+    let mut err = String::new();
+    std::io::Read::read_to_string(serving.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(err.contains("revoked"), "{err}");
+    let r = exec(&c, json!({"argv": ["/usr/bin/echo", "x"], "node": "ws1"})).await;
+    assert_eq!(r["reason"], "no-node", "{r:#}");
+    assert_eq!(nodes(gw.path())["nodes"][0]["state"], "revoked");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_connection_fails_the_call_at_once_and_kills_the_nodes_run_tree() {
+    let (gw, node) = (gateway_home(), home_with("", OPEN_NODE_FILE));
+    let (_ws, ws) = workspace();
+    let g = Gateway::start(
+        gw.path(),
+        &ws,
+        &[
+            "--bridge-listen",
+            "127.0.0.1:0",
+            "--bridge-heartbeat",
+            "0.5",
+        ],
+    );
+    let relay = proxy::Proxy::start(g.bridge.as_deref().unwrap());
+    pair_ws(
+        gw.path(),
+        node.path(),
+        &format!("ws://{}", relay.addr),
+        "drop1",
+        None,
+    );
+    let _serving = KillOnDrop(spawn_node(node.path(), &["run", "--heartbeat", "0.5"]));
+    wait_node(gw.path(), "drop1", true, Duration::from_secs(20));
+    let c = client(&g.http, &gateway_token(gw.path(), "main")).await;
+    let pidfile = ws.join("pid");
+    let script = format!("sleep 600 & echo $! > {}; wait", pidfile.display());
+    let running = tokio::spawn({
+        let c = c.clone();
+        async move { exec(&c, json!({"command": script})).await }
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_to_string(&pidfile)
+        .map(|s| s.trim().is_empty())
+        .unwrap_or(true)
+    {
+        assert!(Instant::now() < deadline, "the run never started");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let cut = Instant::now();
+    relay.cut();
+    let r = running.await.unwrap();
+    let took = cut.elapsed();
+    assert_eq!(r["status"], "error", "{r:#}");
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .contains("node drop1 disconnected"),
+        "{r:#}"
+    );
+    assert!(took < Duration::from_secs(3), "the caller waited {took:?}");
+    assert!(
+        wait_gone(pid),
+        "the node's run tree outlived its connection"
+    );
+    eprintln!("call failed {took:?} after the cut; the node's tree is gone");
+}
+
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replayed_forged_and_unversioned_frames_are_refused_and_a_gateway_restart_is_survived() {
+    let (gw, node) = (gateway_home(), home_with("", OPEN_NODE_FILE));
+    let (_ws, ws) = workspace();
+    let port = bridge_support::free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let args = [
+        "--bridge-listen",
+        listen.as_str(),
+        "--bridge-heartbeat",
+        "0.5",
+    ];
+    let g = Gateway::start(gw.path(), &ws, &args);
+    let relay = proxy::Proxy::start(&listen);
+    pair_ws(
+        gw.path(),
+        node.path(),
+        &format!("ws://{}", relay.addr),
+        "rp1",
+        None,
+    );
+    let _serving = KillOnDrop(spawn_node(node.path(), &["run", "--heartbeat", "0.5"]));
+    wait_node(gw.path(), "rp1", true, Duration::from_secs(20));
+    let c = client(&g.http, &gateway_token(gw.path(), "main")).await;
+    assert_eq!(
+        exec(&c, json!({"argv": ["/usr/bin/echo", "1"]})).await["stdout"],
+        "1\n"
+    );
+
+    // Replay everything the node sent on its connection, on a new connection: the
+    // gateway's challenge is new, so the recorded proof is worthless.
+    let recorded = relay.recorded.lock().unwrap().last().unwrap().clone();
+    // (As a client would: the upgrade request, its answer, then the recorded frames.)
+    let split = recorded.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let mut raw = std::net::TcpStream::connect(&listen).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    std::io::Write::write_all(&mut raw, &recorded[..split]).unwrap();
+    let mut upgrade = Vec::new();
+    while !upgrade.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        std::io::Read::read_exact(&mut raw, &mut byte).unwrap();
+        upgrade.push(byte[0]);
+    }
+    assert!(String::from_utf8_lossy(&upgrade).contains("101"));
+    std::io::Write::write_all(&mut raw, &recorded[split..]).unwrap();
+    let mut answer = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut raw, &mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.contains("bad-proof"),
+        "{answer}\n{}\nrecorded {} bytes",
+        g.log(),
+        recorded.len()
+    );
+
+    // A bit flipped in a frame on the live connection: the gateway drops it.
+    relay.corrupt_next();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !g.log().contains("failed authentication") {
+        assert!(
+            Instant::now() < deadline,
+            "the forged frame was not refused: {}",
+            g.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // ... and the node comes back by itself on a fresh, authenticated connection.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = exec(&c, json!({"argv": ["/usr/bin/echo", "2"]})).await;
+        if r["stdout"] == "2\n" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the node did not come back: {r:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // A Bridge version this gateway does not speak: refused with words saying so.
+    let url = bridge::ws::GatewayUrl::parse(&format!("ws://{listen}")).unwrap();
+    let mut t = bridge::ws::connect(&url, None).await.unwrap();
+    let hello = json!({"type": "hello", "protocol": "warden-bridge", "versions": [99], "nodeId": "rp1",
+                       "nonce": "00".repeat(32), "capabilities": []});
+    t.tx.send(hello.to_string().into_bytes()).await.unwrap();
+    let reply: serde_json::Value =
+        serde_json::from_slice(&t.rx.recv().await.unwrap().unwrap()).unwrap();
+    assert_eq!(reply["code"], "unsupported-version", "{reply:#}");
+    assert!(
+        reply["message"].as_str().unwrap().contains("[99]"),
+        "{reply:#}"
+    );
+
+    // The gateway restarts on the same address: the node reconnects by itself.
+    drop(c);
+    drop(g);
+    let g = Gateway::start(gw.path(), &ws, &args);
+    wait_node(gw.path(), "rp1", true, Duration::from_secs(30));
+    let c = client(&g.http, &gateway_token(gw.path(), "main")).await;
+    assert_eq!(
+        exec(&c, json!({"argv": ["/usr/bin/echo", "3"]})).await["stdout"],
+        "3\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_approvals_edits_go_through_the_gateway_compare_and_swap_and_only_tighten() {
+    let (gw, node) = (gateway_home(), home_with("", NODE_FILE));
+    let (_ws, ws) = workspace();
+    let cmd = local_stdio_command(node.path());
+    let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
+    add_stdio_node(gw.path(), node.path(), "edit1", "Edit Box", &cmd);
+    let _g = Gateway::start(gw.path(), &ws, &[]);
+    wait_node(gw.path(), "edit1", true, Duration::from_secs(20));
+    let approvals = |args: &[&str]| {
+        let out = warden_in(gw.path())
+            .arg("approvals")
+            .args(args)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+        (out.status.success(), v)
+    };
+    let (ok, got) = approvals(&["get", "--node", "Edit Box", "--json"]);
+    assert!(ok, "{got:#}");
+    assert_eq!(got["node"], "edit1");
+    let hash = got["hash"].as_str().unwrap().to_owned();
+    let before = std::fs::read_to_string(node.path().join("exec-approvals.json")).unwrap();
+    let edit = |doc: &serde_json::Value| {
+        let f = ws.join("edit.json");
+        std::fs::write(&f, doc.to_string()).unwrap();
+        f.display().to_string()
+    };
+
+    // Looser: refused, the node's file untouched.
+    let mut looser = got["file"].clone();
+    looser["defaults"]["security"] = "full".into();
+    looser["agents"]["main"]["allowlist"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"pattern": "/bin/sh"}));
+    let (ok, r) = approvals(&[
+        "set",
+        "--node",
+        "edit1",
+        "--file",
+        &edit(&looser),
+        "--base-hash",
+        &hash,
+        "--json",
+    ]);
+    assert!(!ok);
+    let e = r["error"].as_str().unwrap();
+    assert!(
+        e.contains("not-tighter")
+            && e.contains("security allowlist → full")
+            && e.contains("/bin/sh"),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(node.path().join("exec-approvals.json")).unwrap(),
+        before
+    );
+
+    // Tighter: applied on the node.
+    let mut tighter = got["file"].clone();
+    tighter["defaults"]["security"] = "deny".into();
+    let (ok, r) = approvals(&[
+        "set",
+        "--node",
+        "edit1",
+        "--file",
+        &edit(&tighter),
+        "--base-hash",
+        &hash,
+        "--json",
+    ]);
+    assert!(ok, "{r:#}");
+    assert_eq!(r["written"], true);
+    let after = std::fs::read_to_string(node.path().join("exec-approvals.json")).unwrap();
+    assert!(after.contains("\"security\": \"deny\""), "{after}");
+
+    // The old hash is stale now: compare-and-swap refuses.
+    let (ok, r) = approvals(&[
+        "set",
+        "--node",
+        "edit1",
+        "--file",
+        &edit(&tighter),
+        "--base-hash",
+        &hash,
+        "--json",
+    ]);
+    assert!(!ok);
+    assert!(r["error"].as_str().unwrap().contains("conflict"), "{r:#}");
+}
+
+#[test]
+fn install_writes_a_user_unit_and_status_and_run_say_what_is_missing() {
+    let node = home_with("", OPEN_NODE_FILE);
+    let out = warden_in(node.path())
+        .args(["node", "status"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("not paired"));
+    let out = warden_in(node.path())
+        .args(["node", "run"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("warden node pair"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A WebSocket node's state, as pairing leaves it.
+    let state = json!({"version": 1, "nodeId": "unit1", "token": "wnd_0123456789abcdef0123456789abcdef",
+                       "gateway": "wss://gw.example:7879/bridge", "fingerprint": format!("sha256:{}", "ab".repeat(32))});
+    let path = node.path().join("node.json");
+    std::fs::write(&path, state.to_string()).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let out = warden_in(node.path())
+        .args(["node", "status"])
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "a node.json others can read is refused"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("0600"));
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let units = tempfile::tempdir().unwrap();
+    let out = warden_in(node.path())
+        .args(["node", "install", "--unit-dir"])
+        .arg(units.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("enable-linger") && said.contains("systemctl --user"),
+        "{said}"
+    );
+    let unit = std::fs::read_to_string(units.path().join("warden-node.service")).unwrap();
+    assert!(
+        unit.contains(&format!("WARDEN_HOME={}", node.path().display())),
+        "{unit}"
+    );
+    assert!(
+        unit.contains(" node run") && unit.contains("Restart=always"),
+        "{unit}"
+    );
+    let out = warden_in(node.path())
+        .args(["node", "status", "--json"])
+        .output()
+        .unwrap();
+    let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(st["nodeId"], "unit1");
+    assert!(
+        !st.to_string().contains("wnd_0123"),
+        "the token is never shown"
+    );
+}
