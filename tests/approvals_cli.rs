@@ -492,6 +492,53 @@ fn allow_always_through_warden_exec_stores_the_program_and_never_a_shell() {
 }
 
 #[test]
+fn an_answer_typed_as_stdin_closes_is_delivered_and_a_pending_prompt_goes_unanswered() {
+    let tmp = home();
+    let h = tmp.path().to_path_buf();
+    support::configure(
+        &h,
+        "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\nask = \"on-miss\"\n",
+        r#"{"version":1,"defaults":{"security":"allowlist","ask":"on-miss","askFallback":"deny"}}"#,
+    );
+    let exec = |args: &[&str]| {
+        w(&h)
+            .arg("exec")
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // The answer and the end of stdin arrive together: the approver stops, but only
+    // after the answer has reached the requester.
+    for _ in 0..3 {
+        let mut ui = TerminalApprover::start(&h);
+        let child = exec(&["--", "id", "-u"]);
+        ui.answer("digest:", "o\n");
+        drop(ui.child.stdin.take());
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "the answer given before stdin closed was lost: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(ui.child.wait().unwrap().success());
+    }
+    // A prompt nobody answered when stdin closes is not a human's "deny": the requester
+    // hears that nobody answered and applies askFallback.
+    let mut ui = TerminalApprover::start(&h);
+    let child = exec(&["--", "id", "-u"]);
+    ui.read_until("digest:");
+    drop(ui.child.stdin.take());
+    ui.read_until("stdin closed");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(75), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no-approver"), "{err}");
+    assert!(ui.child.wait().unwrap().success());
+}
+
+#[test]
 fn defaults_show_and_set_the_host_ceilings() {
     let tmp = home();
     let h = tmp.path();

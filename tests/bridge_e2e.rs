@@ -77,7 +77,6 @@ async fn a_stdio_node_runs_only_what_its_own_approvals_file_and_human_allow() {
     assert_eq!(r["host"], "n1");
     assert_eq!(r["stdout"], "hello from the node\n");
     assert_eq!(r["exitCode"], 0);
-    let echo_run = r["runId"].as_str().unwrap().to_owned();
     let r = exec(
         &c,
         json!({"argv": ["/usr/bin/echo", "-ne", "\\xff\\xfeok"]}),

@@ -62,11 +62,14 @@ struct TerminalApprover {
 impl TerminalApprover {
     async fn submit(&self, kind: Kind) -> Reply {
         let (reply, answer) = oneshot::channel();
-        if self.queue.send(Pending { kind, reply }).is_err() {
-            return (Answer::Deny, None, None);
+        let queued = self.queue.send(Pending { kind, reply }).is_ok();
+        match answer.await {
+            Ok(reply) if queued => reply,
+            // The terminal loop is gone: nobody answered, and nobody will. This request
+            // stays unanswered; the stopping server closes its connection, so the
+            // requester applies askFallback (an answer would claim a human decided).
+            _ => std::future::pending().await,
         }
-        // If the terminal loop is gone, nobody approved: deny.
-        answer.await.unwrap_or((Answer::Deny, None, None))
     }
 }
 

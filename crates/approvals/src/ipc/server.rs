@@ -271,23 +271,43 @@ pub async fn serve(
         random,
     });
     tokio::pin!(shutdown);
+    let mut connections = tokio::task::JoinSet::new();
+    let (stop, stopping) = tokio::sync::watch::channel(false);
     loop {
         tokio::select! {
-            _ = &mut shutdown => return,
+            _ = &mut shutdown => break,
+            // Finished connections are reaped as they end, so the set stays small.
+            Some(_) = connections.join_next() => {}
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
                 let shared = Arc::clone(&shared);
-                tokio::spawn(async move {
-                    if let Err(why) = handle(stream, &shared).await {
+                let stopping = stopping.clone();
+                connections.spawn(async move {
+                    if let Err(why) = handle(stream, &shared, stopping).await {
                         tracing::debug!("approver connection closed: {why}");
                     }
                 });
             }
         }
     }
+    // An answer the human already gave is still delivered: a connection holding one is
+    // writing it. Connections still waiting for a human end unanswered now (their
+    // requester applies askFallback); past the grace anything left is dropped.
+    let _ = stop.send(true);
+    let _ = tokio::time::timeout(SHUTDOWN_GRACE, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
 }
 
-async fn handle(mut stream: UnixStream, shared: &Shared) -> Result<(), String> {
+/// How long a stopping server waits for its connections to deliver answers already given.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+async fn handle(
+    mut stream: UnixStream,
+    shared: &Shared,
+    mut stopping: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), String> {
     // Same-UID peers only, decided before reading a single byte.
     let cred = stream
         .peer_cred()
@@ -343,8 +363,13 @@ async fn handle(mut stream: UnixStream, shared: &Shared) -> Result<(), String> {
         let _ = reader.read(&mut byte).await;
     };
     let (answer, choice, report) = tokio::select! {
+        // An answer already given wins over a stop that arrives with it.
+        biased;
         decided = decision => decided,
         _ = gone => return Err("the requester went away".into()),
+        _ = stopping.wait_for(|stopped| *stopped) => {
+            return Err("the approver stopped before anyone answered".into());
+        }
     };
     let response = Response {
         id: prompt.id.clone(),
