@@ -27,7 +27,7 @@ use bridge_support::{
     Gateway, add_stdio_node, client, exec, home_with, local_stdio_command, nodes, wait_node,
     workspace,
 };
-use serde_json::json;
+use serde_json::{Value, json};
 use support::{TerminalApprover, gateway_token, wait_gone, warden_in};
 
 /// The gateway would run anything on a node and asks nobody — and its own machine's
@@ -62,6 +62,25 @@ async fn a_stdio_node_runs_only_what_its_own_approvals_file_and_human_allow() {
     let cmd = local_stdio_command(node.path());
     let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
     add_stdio_node(gw.path(), node.path(), "n1", "Build Box", &cmd);
+    // doctor on each side says what host=node reaches.
+    let doctor = |home: &Path| -> Value {
+        let out = warden_in(home).args(["doctor", "--json"]).output().unwrap();
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()["hosts"]["node"].clone()
+    };
+    let on_gateway = doctor(gw.path());
+    assert_eq!(
+        (&on_gateway["available"], &on_gateway["paired"]),
+        (&json!(true), &json!(1)),
+        "{on_gateway}"
+    );
+    let on_node = doctor(node.path());
+    assert!(
+        on_node["thisMachineIsNode"]
+            .as_str()
+            .unwrap()
+            .starts_with("n1 of"),
+        "{on_node}"
+    );
     let g = Gateway::start(gw.path(), &ws, &["--bridge-heartbeat", "0.5"]);
     let entry = wait_node(gw.path(), "n1", true, Duration::from_secs(20));
     assert_eq!(entry["transport"], "stdio");

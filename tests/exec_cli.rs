@@ -49,7 +49,7 @@ fn by_default_commands_run_in_the_sandbox_and_nothing_runs_outside_it() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(77));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no node is paired"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("reaches no nodes"));
 }
 
 #[test]

@@ -45,7 +45,7 @@ impl bridge::Connector for ProcessConnector {
             };
             let tail = Arc::new(Mutex::new(Vec::<u8>::new()));
             let keep = Arc::clone(&tail);
-            tokio::spawn(async move {
+            let stderr_read = tokio::spawn(async move {
                 let mut buf = [0u8; 1024];
                 while let Ok(n) = stderr.read(&mut buf).await {
                     if n == 0 {
@@ -62,6 +62,7 @@ impl bridge::Connector for ProcessConnector {
                 inner: transport.rx,
                 child,
                 tail,
+                stderr_read: Some(stderr_read),
                 shown,
             });
             Ok(transport)
@@ -75,6 +76,8 @@ struct ChildRx {
     inner: Box<dyn FrameRx>,
     child: Child,
     tail: Arc<Mutex<Vec<u8>>>,
+    /// The task reading the child's stderr into `tail`.
+    stderr_read: Option<tokio::task::JoinHandle<()>>,
     shown: String,
 }
 
@@ -93,6 +96,11 @@ impl FrameRx for ChildRx {
                     "its output closed".to_owned()
                 }
             };
+            // The child's last words may still be in the pipe when its exit is seen: let
+            // the reader take them (bounded: a grandchild may hold stderr open).
+            if let Some(reader) = self.stderr_read.take() {
+                let _ = tokio::time::timeout(Duration::from_secs(1), reader).await;
+            }
             let tail =
                 String::from_utf8_lossy(&self.tail.lock().unwrap_or_else(|p| p.into_inner()))
                     .trim()

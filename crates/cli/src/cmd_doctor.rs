@@ -192,6 +192,7 @@ pub fn run(args: DoctorArgs) -> i32 {
     };
     let store = facts.store();
     let store_status = store.load().map(|_| ()).map_err(|e| e.to_string());
+    let nodes = node_status(&facts);
     let approver_status = store
         .load()
         .map(|snapshot| approver(&store.socket_path(&snapshot.file), facts.uid))
@@ -217,7 +218,7 @@ pub fn run(args: DoctorArgs) -> i32 {
             "hosts": {
                 "sandbox": { "backend": format!("{backend:?}").to_lowercase(), "available": sandbox_status.is_ok(), "detail": sandbox_status.clone().unwrap_or_else(|e| e) , "directModeUntil": direct },
                 "gateway": { "approvalsFile": store.config().path, "usable": store_status.is_ok(), "detail": store_status.clone().err() },
-                "node": { "available": false, "detail": "no node is paired (the Bridge is not part of this version)" },
+                "node": { "available": nodes.available, "paired": nodes.paired, "pending": nodes.pending, "thisMachineIsNode": nodes.this_machine, "detail": nodes.detail },
             },
             "containment": {
                 "ok": containment.ok,
@@ -278,11 +279,7 @@ pub fn run(args: DoctorArgs) -> i32 {
                 Err(e) => format!("denies everything: {e}"),
             },
         ));
-        out.push_str(&line(
-            false,
-            "node",
-            "no node is paired (the Bridge is not part of this version)",
-        ));
+        out.push_str(&line(nodes.available, "node", &nodes.detail));
         out.push_str(&line(
             matches!(approver_status, Approver::Listening(_)),
             "approver",
@@ -438,4 +435,60 @@ pub fn sandbox(command: SandboxCommand) -> i32 {
         out!("{text}");
         0
     }))
+}
+
+/// What `host = node` can reach from here: the gateway's paired nodes (`nodes.json`),
+/// and whether this machine is itself a node (`node.json`).
+struct NodeStatus {
+    available: bool,
+    paired: usize,
+    pending: usize,
+    this_machine: Option<String>,
+    detail: String,
+}
+
+fn node_status(facts: &HostFacts) -> NodeStatus {
+    let (paired, pending, registry_error) = match facts.node_registry().list() {
+        Ok(list) => (
+            list.iter()
+                .filter(|n| n.state == bridge::NodeState::Approved)
+                .count(),
+            list.iter()
+                .filter(|n| n.state == bridge::NodeState::Pending)
+                .count(),
+            None,
+        ),
+        Err(e) => (0, 0, Some(e.to_string())),
+    };
+    let this_machine = facts.node_state().load().ok().flatten().map(|n| {
+        format!(
+            "{} of {}",
+            n.node_id,
+            n.gateway.as_deref().unwrap_or("a stdio gateway")
+        )
+    });
+    let mut detail = match (&registry_error, paired) {
+        (Some(e), _) => format!("the node registry is unusable: {e}"),
+        (None, 0) => "no node is paired (`warden node pair --gateway URL` on the node, or `warden nodes add ID -- COMMAND` here)".to_owned(),
+        (None, n) => format!(
+            "{n} paired node{} in the registry; host=node runs go through `warden gateway run` (`warden nodes list` shows who is connected)",
+            if n == 1 { "" } else { "s" }
+        ),
+    };
+    if pending > 0 {
+        detail.push_str(&format!(
+            "; {pending} pairing request{} waiting (`warden nodes approve ID`)",
+            if pending == 1 { "" } else { "s" }
+        ));
+    }
+    if let Some(me) = &this_machine {
+        detail.push_str(&format!("; this machine is node {me}"));
+    }
+    NodeStatus {
+        available: registry_error.is_none() && paired > 0,
+        paired,
+        pending,
+        this_machine,
+        detail,
+    }
 }

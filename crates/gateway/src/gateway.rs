@@ -178,7 +178,7 @@ impl Gateway {
                     decided,
                     RunHost::Node("node".into()),
                     DenyReason::NoNode,
-                    "host=node but this gateway takes no node connections (run `warden gateway run --bridge-listen ADDR` and pair a node); nothing was run".into(),
+                    "host=node but this process reaches no nodes: node runs go through `warden gateway run` (nodes pair with its `--bridge-listen`, or it starts those added with `warden nodes add`); nothing was run".into(),
                     &events,
                 ),
             },
