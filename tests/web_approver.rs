@@ -3,8 +3,10 @@
 //! stores the rule the button showed and the next run needs nobody; an allowlist entry
 //! added on the page is used; settings switch; an edit made meanwhile by the CLI is a
 //! conflict, never overwritten; the approver runs a command itself when
-//! `tools.exec.run_in_approver` says so; a forged cross-origin post, a foreign origin
-//! and a wrong Host (DNS rebinding) are refused. Screenshots of the main screens are
+//! `tools.exec.run_in_approver` says so; node bindings appear once a node exists and are
+//! written into config.toml with its comments kept, a concurrent edit of it being a
+//! conflict; a forged cross-origin post, a foreign origin and a wrong Host (DNS
+//! rebinding) are refused. Screenshots of the main screens are
 //! taken along the way (copied into docs/screenshots with WARDEN_UPDATE_SCREENSHOTS=1).
 //!
 //! Skips loudly without `chromium` and `chromium-driver` (CI installs them).
@@ -496,6 +498,179 @@ fn allow_always_offers_each_scope_and_the_console_edits_argument_rules() {
     let list = file(h)["agents"]["main"]["allowlist"].clone();
     assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
     assert_eq!(list[0]["args"], serde_json::json!(["help", "-a"]));
+}
+
+/// A config.toml with the operator's comments, which the page's edits keep.
+const COMMENTED_CONFIG: &str = "# Warden on this host: every comment here stays
+[tools.exec]
+host = \"gateway\"   # commands run on this machine
+security = \"allowlist\"
+ask = \"on-miss\"
+
+# the coding agent
+[[agents.list]]
+id = \"main\"
+";
+
+fn config_text(home: &Path) -> String {
+    std::fs::read_to_string(home.join("config.toml")).unwrap()
+}
+
+#[test]
+fn node_bindings_are_edited_in_config_toml_once_a_node_exists() {
+    let Some(driver) = Driver::start() else {
+        return;
+    };
+    let tmp = support::warden_home();
+    let h = tmp.path();
+    support::configure(h, COMMENTED_CONFIG, HOST_ALLOWLIST);
+    let web = WebApprover::start(h);
+    log_in(&driver, &web);
+    const MAIN: &str = ".agent[data-agent='main']";
+
+    // No node in the registry: no node control at all (hidden, not a disabled stub).
+    driver.wait_text(".defaults h3", "host-wide defaults");
+    assert!(driver.find_all(".node-binding").is_empty());
+    assert!(driver.find_all("select.set-node").is_empty());
+
+    // `warden nodes add` writes a paired stdio node into nodes.json (no gateway needed);
+    // the page notices the registry changed and shows the controls by itself.
+    let out = support::warden_in(h)
+        .args(["nodes", "add", "build", "--name", "Build Box", "--", "true"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    driver.wait_text(
+        ".defaults .node-binding .binding-current",
+        "none: any node may be used",
+    );
+    let choices: Vec<String> = driver
+        .texts(&format!("{MAIN} select.set-node option"))
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect();
+    assert_eq!(
+        choices,
+        vec!["none / inherit (no default)", "Build Box (build)"]
+    );
+
+    // Binding main: one line in its entry, every comment kept.
+    driver.click(&format!("{MAIN} select.set-node option[value='build']"), "");
+    let bound = COMMENTED_CONFIG.replace(
+        "id = \"main\"\n",
+        "id = \"main\"\ntools.exec.node = \"build\"\n",
+    );
+    wait_until("main's binding in config.toml", || config_text(h) == bound);
+    driver.wait_text(
+        &format!("{MAIN} .binding-current"),
+        "build (set for this agent) — paired node Build Box (build)",
+    );
+    // `policy explain` shows the binding with its source, and so does the page.
+    let out = support::warden_in(h)
+        .args(["policy", "explain", "--agent", "main", "--", "true"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("binding      build      (agent; this agent may use no other node)"),
+        "{text}"
+    );
+    wait_until("the page's policy to show the binding", || {
+        driver
+            .script("return document.querySelector(\".agent[data-agent='main'] details pre\").textContent")
+            .as_str()
+            .is_some_and(|t| t.contains("binding      build      (agent;"))
+    });
+    driver.script(
+        "document.querySelector(\".agent[data-agent='main'] details\").open = true; \
+         document.querySelector('#notice').hidden = true; \
+         document.querySelector('#console-section').scrollIntoView()",
+    );
+    screenshot(&driver, "web-approver-nodes.png");
+
+    // The host-wide default goes into [tools.exec]; clearing main's makes it inherit.
+    driver.click(".defaults select.set-node option[value='build']", "");
+    let both = bound.replace(
+        "ask = \"on-miss\"\n",
+        "ask = \"on-miss\"\nnode = \"build\"\n",
+    );
+    wait_until("the global binding in config.toml", || {
+        config_text(h) == both
+    });
+    driver.wait_text(".defaults .binding-current", "build (set host-wide)");
+    driver.click(&format!("{MAIN} button.clear-node"), "Clear");
+    let global = COMMENTED_CONFIG.replace(
+        "ask = \"on-miss\"\n",
+        "ask = \"on-miss\"\nnode = \"build\"\n",
+    );
+    wait_until("main's binding cleared", || config_text(h) == global);
+    driver.wait_text(
+        &format!("{MAIN} .binding-current"),
+        "build (inherited from the host-wide default)",
+    );
+
+    // A node the registry does not know is refused, and nothing is written.
+    let refused = driver.script(
+        "return fetch('api/edit', {method: 'POST', credentials: 'same-origin', \
+         headers: {'Content-Type': 'application/json', \
+                   'X-Warden-CSRF': document.querySelector('meta[name=\"warden-csrf\"]').content}, \
+         body: JSON.stringify({op: 'node-binding', base: configHash, agent: 'main', node: 'nope'})}) \
+         .then((r) => r.json().then((j) => [r.status, j.error]))",
+    );
+    assert_eq!(refused[0], 400, "{refused}");
+    assert!(
+        refused[1]
+            .as_str()
+            .unwrap()
+            .contains("no node \"nope\" is known"),
+        "{refused}"
+    );
+    assert_eq!(config_text(h), global);
+
+    // config.toml is edited elsewhere while a pattern is being typed here (so the page
+    // keeps its view): it says so, and a binding made on the old version is a conflict
+    // that writes nothing.
+    driver.type_into(&format!("{MAIN} .pattern-input"), "/usr/bin/true");
+    let by_hand = format!("{global}# edited by hand meanwhile\n");
+    std::fs::write(h.join("config.toml"), &by_hand).unwrap();
+    wait_until("the changed-on-disk banner", || {
+        driver.script("return !document.querySelector('#store-banner').hidden") == true
+    });
+    driver.wait_text("#store-banner", "config.toml changed on disk");
+    driver.click(&format!("{MAIN} select.set-node option[value='build']"), "");
+    driver.wait_text(
+        &format!("{MAIN} .node-binding .inline-error"),
+        "config.toml changed since this page showed it",
+    );
+    assert_eq!(config_text(h), by_hand, "the stale edit was written");
+    // After a reload it goes in on the new version, the hand edit kept.
+    driver.click("#reload", "");
+    driver.wait_text(
+        &format!("{MAIN} .binding-current"),
+        "inherited from the host-wide default",
+    );
+    driver.click(&format!("{MAIN} select.set-node option[value='build']"), "");
+    wait_until("main bound on the new version", || {
+        config_text(h)
+            == by_hand.replace(
+                "id = \"main\"\n",
+                "id = \"main\"\ntools.exec.node = \"build\"\n",
+            )
+    });
+
+    // Without any node again, the controls go away (the editor is clean: by itself).
+    driver
+        .script("document.querySelector(\".agent[data-agent='main'] .pattern-input\").value = ''");
+    let out = support::warden_in(h)
+        .args(["nodes", "remove", "build"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    driver.wait_gone(".node-binding");
 }
 
 /// Serve `page` to whoever connects to the returned address, for a while.

@@ -106,6 +106,20 @@ impl HostFacts {
         Ok(config)
     }
 
+    /// A config read elsewhere (`text`; none: no file, the defaults), with the default
+    /// run limits of this machine, as [`HostFacts::config`] would give it.
+    pub fn parse_config(&self, text: Option<&str>) -> anyhow::Result<Config> {
+        let path = policy::config::config_path(&self.warden_home);
+        let mut config = match text {
+            Some(text) => Config::parse(text, &path)?,
+            None => Config::default(),
+        };
+        if let Some(total) = total_memory() {
+            config.default_limits = RunLimits::for_host(total);
+        }
+        Ok(config)
+    }
+
     /// How this host holds each run together (see `caps::process::Containment`): a
     /// cgroup per run where Warden may make one, else a subreaper run through the
     /// sandbox helper. `WARDEN_CONTAINMENT=subreaper` forces the fallback (to diagnose

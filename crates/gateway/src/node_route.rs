@@ -45,7 +45,10 @@ pub async fn run(
 ) -> RunReport {
     let policy = &decided.explanation.policy;
     let query = policy.node.as_ref().map(|n| n.value.clone());
-    let node = match hub.select(query.as_deref(), policy.node_binding.as_deref()) {
+    let node = match hub.select(
+        query.as_deref(),
+        policy.node_binding.as_ref().map(|b| b.value.as_str()),
+    ) {
         Ok(node) => node,
         Err(e) => {
             let shown = query.unwrap_or_else(|| "node".to_owned());

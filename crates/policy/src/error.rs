@@ -42,6 +42,14 @@ pub enum PolicyError {
         /// Why.
         message: String,
     },
+    /// An edit of the config file that cannot be made; nothing was changed.
+    #[error("{file}: cannot edit: {message}")]
+    ConfigEdit {
+        /// The config file.
+        file: PathBuf,
+        /// Why.
+        message: String,
+    },
     /// An allowlist pattern that can never be stored.
     #[error("invalid allowlist pattern {pattern:?}: {reason}")]
     InvalidPattern {

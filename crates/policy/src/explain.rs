@@ -291,6 +291,13 @@ impl ResolvedPolicy {
                 let _ = writeln!(out, "  node         (none)");
             }
         }
+        if let Some(b) = &p.node_binding {
+            let _ = writeln!(
+                out,
+                "  binding      {:<10} ({}; this agent may use no other node)",
+                b.value, b.source
+            );
+        }
         let approver = match (p.run_in_approver.value, p.host.value) {
             (false, _) => "no",
             (true, Host::Sandbox) => {

@@ -140,8 +140,9 @@ pub struct ResolvedPolicy {
     pub ask_fallback: Sourced<AskFallback>,
     /// The target node (only meaningful for `host = node`).
     pub node: Option<Sourced<String>>,
-    /// The node binding that restricts this agent, if any (agent or global config).
-    pub node_binding: Option<String>,
+    /// The node binding that restricts this agent, if any (`tools.exec.node` of the
+    /// agent or the global config): it may use no other node.
+    pub node_binding: Option<Sourced<String>>,
     /// How writes are gated on the sandbox host (a session can only tighten the
     /// configured mode).
     pub permission_mode: Sourced<PermissionMode>,
@@ -285,7 +286,8 @@ pub fn resolve(
     };
     let node_binding = agent_exec
         .and_then(|a| a.node.clone())
-        .or_else(|| global.node.clone());
+        .map(|n| Sourced::new(n, Source::Agent))
+        .or_else(|| global.node.clone().map(|n| Sourced::new(n, Source::Global)));
     let node = params
         .node
         .clone()
@@ -471,7 +473,10 @@ mod tests {
             (r.security.value, r.security.source),
             (Security::Full, Source::Agent)
         );
-        assert_eq!(r.node_binding.as_deref(), Some("box"));
+        assert_eq!(
+            r.node_binding,
+            Some(Sourced::new("box".to_owned(), Source::Agent))
+        );
         // session
         let session = SessionOverrides {
             security: Some(Security::Allowlist),

@@ -110,10 +110,13 @@ async fn index(State(app): Shared, headers: HeaderMap) -> Response {
 /// Everything the page shows at once.
 fn snapshot(app: &App) -> serde_json::Value {
     let (pending, recent) = app.queue.views();
+    let files = app.files_state.borrow().clone();
     json!({
         "pending": pending,
         "recent": recent,
         "store": *app.store_state.borrow(),
+        "config": files.config,
+        "nodes": files.nodes,
         "socket": app
             .store
             .load()
@@ -128,7 +131,7 @@ async fn state(State(app): Shared, headers: HeaderMap) -> Response {
     }
     let console = {
         let app = Arc::clone(&app);
-        tokio::task::spawn_blocking(move || console::view(&app.facts, &app.store)).await
+        tokio::task::spawn_blocking(move || console::view(&app)).await
     };
     match console {
         Ok(console) => {
@@ -140,8 +143,9 @@ async fn state(State(app): Shared, headers: HeaderMap) -> Response {
     }
 }
 
-/// `pending` whenever a request arrives, is answered, runs or is withdrawn; `store`
-/// whenever `exec-approvals.json` changes. The first of each comes at once.
+/// A `state` event whenever a request arrives, is answered, runs or is withdrawn, and
+/// whenever `exec-approvals.json`, `config.toml` or the node registry changes. The first
+/// comes at once.
 async fn events(State(app): Shared, headers: HeaderMap) -> Response {
     if app.auth.csrf_for(&headers).is_none() {
         return logged_out();
@@ -155,22 +159,25 @@ async fn events(State(app): Shared, headers: HeaderMap) -> Response {
 fn event_stream(app: Arc<App>) -> impl Stream<Item = Result<Event, Infallible>> {
     let queue = app.queue.subscribe();
     let store = app.store_state.clone();
+    let files = app.files_state.clone();
     let shutdown = app.shutdown.clone();
     futures_util::stream::unfold(
-        (app, queue, store, shutdown, true),
-        |(app, mut queue, mut store, mut shutdown, first)| async move {
+        (app, queue, store, files, shutdown, true),
+        |(app, mut queue, mut store, mut files, mut shutdown, first)| async move {
             if !first {
                 tokio::select! {
                     changed = queue.changed() => changed.ok()?,
                     changed = store.changed() => changed.ok()?,
+                    changed = files.changed() => changed.ok()?,
                     _ = shutdown.changed() => return None,
                 }
             }
             queue.borrow_and_update();
             store.borrow_and_update();
+            files.borrow_and_update();
             let data = snapshot(&app).to_string();
             let event = Event::default().event("state").data(data);
-            Some((Ok(event), (app, queue, store, shutdown, false)))
+            Some((Ok(event), (app, queue, store, files, shutdown, false)))
         },
     )
 }
@@ -216,7 +223,7 @@ async fn answer(State(app): Shared, Json(body): Json<AnswerBody>) -> Response {
 async fn edit(State(app): Shared, Json(edit): Json<Edit>) -> Response {
     let done = {
         let app = Arc::clone(&app);
-        tokio::task::spawn_blocking(move || console::apply(&app.facts, &app.store, edit)).await
+        tokio::task::spawn_blocking(move || console::apply(&app, edit)).await
     };
     match done {
         Ok(Ok(hash)) => Json(json!({ "hash": hash })).into_response(),

@@ -1,16 +1,19 @@
 //! The operator console's reads and edits of this host's policy: `exec-approvals.json`
 //! through the same store code as `warden approvals …` (locked, atomic, and
 //! compare-and-swap on the hash the page showed, so an edit made elsewhere in between is
-//! a conflict, never overwritten), `config.toml` read as every exec reads it, and the
-//! explanation `warden policy explain` prints.
+//! a conflict, never overwritten), `config.toml` read as every exec reads it and its node
+//! bindings edited the same way (`bindings.rs`), and the explanation `warden policy
+//! explain` prints.
 
-use approvals::{Ceilings, Store, StoreError};
+use approvals::{Ceilings, StoreError};
 use policy::{
     ArgsMatch, Ask, AskFallback, Config, ExecParams, Host, RuleSpec, Security, SessionOverrides,
 };
 use runner::{CommandSpec, ExecRequest};
 use serde::{Deserialize, Serialize};
 
+use super::App;
+use super::bindings::{self, BindingError, BindingView, NodesView};
 use crate::host::HostFacts;
 
 /// One allowlist entry as the page shows it (text escaped as prompts are).
@@ -56,6 +59,8 @@ pub struct AgentView {
     allowlist: Vec<EntryView>,
     /// Its resolved policy for a request without parameters, as `policy explain` shows.
     policy: String,
+    /// Its node binding (only when the registry has a node).
+    binding: Option<BindingView>,
 }
 
 /// The whole console.
@@ -69,17 +74,34 @@ pub struct ConsoleView {
     error: Option<String>,
     /// Why config.toml cannot be read (policies are then not shown).
     config_error: Option<String>,
+    /// The version of config.toml node-binding edits are based on.
+    config_hash: String,
+    config_path: String,
     defaults: Option<SettingsView>,
     agents: Vec<AgentView>,
+    /// Node bindings: present only when the node registry has a node.
+    nodes: Option<NodesView>,
+    /// The registry's fingerprint this view was made from.
+    nodes_hash: String,
 }
 
 /// The console as of now.
-pub fn view(facts: &HostFacts, store: &Store) -> ConsoleView {
+pub fn view(app: &App) -> ConsoleView {
+    let (facts, store) = (&app.facts, &app.store);
     let path = store.config().path.display().to_string();
-    let (config, config_error) = match facts.config() {
-        Ok(c) => (c, None),
-        Err(e) => (Config::default(), Some(format!("{e:#}"))),
+    // Parsed from the very bytes whose version edits are based on.
+    let (config, config_error, config_hash) = match app.config.read() {
+        Ok(version) => match facts.parse_config(version.text.as_deref()) {
+            Ok(c) => (c, None, version.hash),
+            Err(e) => (Config::default(), Some(format!("{e:#}")), version.hash),
+        },
+        Err(e) => (Config::default(), Some(e.clone()), format!("error: {e}")),
     };
+    let config_path = app.config.path().display().to_string();
+    let registry = app.registry.list().map_err(|e| e.to_string());
+    let nodes_hash = bindings::nodes_fingerprint(&registry);
+    let nodes = bindings::nodes_view(&config, config_error.as_deref(), &registry);
+    let node_list: &[bridge::NodeEntry] = registry.as_deref().map_or(&[], |l| l.as_slice());
     let snapshot = match store.load() {
         Ok(s) => s,
         Err(e) => {
@@ -88,8 +110,12 @@ pub fn view(facts: &HostFacts, store: &Store) -> ConsoleView {
                 path,
                 error: Some(e.to_string()),
                 config_error,
+                config_hash,
+                config_path,
                 defaults: None,
                 agents: Vec::new(),
+                nodes,
+                nodes_hash,
             };
         }
     };
@@ -157,6 +183,9 @@ pub fn view(facts: &HostFacts, store: &Store) -> ConsoleView {
                     })
                     .unwrap_or_default(),
                 policy,
+                binding: nodes
+                    .is_some()
+                    .then(|| bindings::binding_view(&config, Some(&id), node_list)),
                 id,
             }
         })
@@ -167,6 +196,10 @@ pub fn view(facts: &HostFacts, store: &Store) -> ConsoleView {
         path,
         error: None,
         config_error,
+        config_hash,
+        config_path,
+        nodes,
+        nodes_hash,
         defaults: Some(SettingsView {
             security: d.security,
             ask: d.ask,
@@ -240,6 +273,16 @@ pub enum Edit {
         /// The new agent's id.
         agent: String,
     },
+    /// Bind an agent (or, `agent` null, every agent by default) to a paired node, or
+    /// (`node` null) remove the binding at that level: `tools.exec.node` in config.toml.
+    NodeBinding {
+        /// The version of config.toml shown.
+        base: String,
+        /// The agent, or none for the host-wide default.
+        agent: Option<String>,
+        /// A paired node's id, or none.
+        node: Option<String>,
+    },
 }
 
 /// Why an edit was not made; nothing was written.
@@ -253,8 +296,10 @@ pub enum EditError {
     Failed(String),
 }
 
-/// Apply `edit` through the store; the new hash on success.
-pub fn apply(facts: &HostFacts, store: &Store, edit: Edit) -> Result<String, EditError> {
+/// Apply `edit` (through the store, or to config.toml for a node binding); the new hash
+/// of the file edited on success.
+pub fn apply(app: &App, edit: Edit) -> Result<String, EditError> {
+    let (facts, store) = (&app.facts, &app.store);
     // Agents of config.toml may be given settings and entries before the file has them.
     let known: Vec<String> = facts
         .config()
@@ -331,6 +376,9 @@ pub fn apply(facts: &HostFacts, store: &Store, edit: Edit) -> Result<String, Edi
         Edit::CreateAgent { base, agent } => store
             .create_agent_based(Some(&base), &agent)
             .map(|u| u.hash),
+        Edit::NodeBinding { base, agent, node } => {
+            return node_binding(app, &base, agent.as_deref(), node.as_deref());
+        }
     };
     result.map_err(|e| match e {
         StoreError::Conflict { .. } => EditError::Conflict(
@@ -344,6 +392,32 @@ pub fn apply(facts: &HostFacts, store: &Store, edit: Edit) -> Result<String, Edi
         }
         e => EditError::Failed(e.to_string()),
     })
+}
+
+/// Set or clear a node binding in config.toml, on the version the page showed.
+fn node_binding(
+    app: &App,
+    base: &str,
+    agent: Option<&str>,
+    node: Option<&str>,
+) -> Result<String, EditError> {
+    let nodes = app.registry.list().map_err(|e| {
+        EditError::Failed(format!(
+            "the node registry cannot be read, so no binding is changed: {e}"
+        ))
+    })?;
+    app.config
+        .set_node_binding(base, agent, node, &nodes)
+        .map_err(|e| match e {
+            BindingError::Conflict => EditError::Conflict(
+                "config.toml changed since this page showed it (edited by hand, by \
+                 another program or in another tab); nothing was changed — reload to see \
+                 the current version, then try again"
+                    .into(),
+            ),
+            BindingError::Invalid(why) => EditError::Invalid(why),
+            BindingError::Failed(why) => EditError::Failed(why),
+        })
 }
 
 /// A request to explain a command, as `warden policy explain` would.

@@ -2,8 +2,10 @@
 //! It hosts the approver socket like the terminal approver, and serves on loopback only
 //! (plain HTTP never leaves the machine): pending requests in real time (server-sent
 //! events), allow once / allow always / deny, the allowlist and settings of
-//! `exec-approvals.json` (edited through the store, compare-and-swap), and the effective
-//! policy as `warden policy explain` shows it.
+//! `exec-approvals.json` (edited through the store, compare-and-swap), node bindings in
+//! `config.toml` once the gateway knows a node (`bindings.rs`: the same lock and
+//! compare-and-swap, comments kept), and the effective policy as `warden policy
+//! explain` shows it.
 //!
 //! Access: a one-time login link printed at start, a session cookie (HttpOnly,
 //! SameSite=Strict), a CSRF token on every mutation, and the Host and Origin headers
@@ -12,6 +14,7 @@
 
 mod api;
 mod auth;
+mod bindings;
 mod console;
 mod queue;
 
@@ -32,7 +35,8 @@ use crate::host::HostFacts;
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7879";
 
 /// How often the console looks at `exec-approvals.json` for changes made elsewhere (the
-/// CLI, a runner storing "allow always", usage bookkeeping).
+/// CLI, a runner storing "allow always", usage bookkeeping), and at `config.toml` and
+/// `nodes.json`.
 const STORE_POLL: Duration = Duration::from_millis(500);
 
 /// Options of `warden approvals ui --web`.
@@ -50,10 +54,25 @@ pub(crate) struct App {
     pub auth: auth::Auth,
     pub store: Store,
     pub facts: HostFacts,
+    /// `config.toml`, whose node bindings the console edits.
+    pub config: bindings::ConfigFile,
+    /// The gateway's node registry (`nodes.json`): the nodes a binding may name.
+    pub registry: bridge::Registry,
     /// The store's hash (or why it cannot be read), as last seen.
     pub store_state: watch::Receiver<String>,
+    /// `config.toml`'s version and the node registry's fingerprint, as last seen.
+    pub files_state: watch::Receiver<FilesState>,
     /// Becomes true when the server stops: event streams end, so shutdown need not wait.
     pub shutdown: watch::Receiver<bool>,
+}
+
+/// What the page compares, besides the store, to know that it shows old data.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FilesState {
+    /// `config.toml`'s version (see `bindings::ConfigFile::fingerprint`).
+    pub config: String,
+    /// The node registry's (see `bindings::nodes_fingerprint`).
+    pub nodes: String,
 }
 
 /// Run the web approver until SIGINT or SIGTERM.
@@ -96,14 +115,25 @@ async fn run_async(args: WebArgs) -> anyhow::Result<()> {
             let _ = stop_rx.await;
         },
     ));
+    let config =
+        bindings::ConfigFile::new(facts.fs(), policy::config::config_path(&facts.warden_home));
+    let registry = facts.node_registry();
     let (store_tx, store_state) = watch::channel(store_fingerprint(&store).await);
+    let (files_tx, files_state) = watch::channel(files_fingerprint(&config, &registry).await);
     let poller = {
         let store = store.clone();
+        let (config, registry) = (config.clone(), registry.clone());
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(STORE_POLL).await;
                 let now = store_fingerprint(&store).await;
                 store_tx.send_if_modified(|seen| {
+                    let changed = *seen != now;
+                    *seen = now;
+                    changed
+                });
+                let now = files_fingerprint(&config, &registry).await;
+                files_tx.send_if_modified(|seen| {
                     let changed = *seen != now;
                     *seen = now;
                     changed
@@ -118,7 +148,10 @@ async fn run_async(args: WebArgs) -> anyhow::Result<()> {
         auth,
         store,
         facts,
+        config,
+        registry,
         store_state,
+        files_state,
         shutdown,
     });
     let router = api::router(Arc::clone(&app));
@@ -155,4 +188,21 @@ async fn store_fingerprint(store: &Store) -> String {
     })
     .await
     .unwrap_or_else(|e| format!("error: {e}"))
+}
+
+/// `config.toml`'s version and the node registry's fingerprint.
+async fn files_fingerprint(
+    config: &bindings::ConfigFile,
+    registry: &bridge::Registry,
+) -> FilesState {
+    let (config, registry) = (config.clone(), registry.clone());
+    tokio::task::spawn_blocking(move || FilesState {
+        config: config.fingerprint(),
+        nodes: bindings::nodes_fingerprint(&registry.list().map_err(|e| e.to_string())),
+    })
+    .await
+    .unwrap_or_else(|e| FilesState {
+        config: format!("error: {e}"),
+        nodes: format!("error: {e}"),
+    })
 }

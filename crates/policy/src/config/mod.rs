@@ -2,6 +2,7 @@
 //! `[sandbox]` and `[gateway]` tables — the types, and loading them (`walk.rs` checks
 //! every key against the schema).
 
+pub mod edit;
 mod walk;
 
 use std::path::{Path, PathBuf};

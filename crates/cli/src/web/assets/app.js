@@ -10,7 +10,10 @@ const $ = (sel, root = document) => root.querySelector(sel);
 let pending = [];          // requests waiting or running
 let selectedKey = null;    // the request keyboard shortcuts act on
 let consoleHash = null;    // the version of exec-approvals.json the editor shows
-let latestStore = null;    // the version on disk, as last announced
+let configHash = null;     // the version of config.toml the node bindings show
+let nodesHash = null;      // the node registry the node bindings show
+let nodes = null;          // the node section (null: no node, no node controls)
+let latestFiles = null;    // the versions on disk, as last announced
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -207,12 +210,44 @@ function settingsRow(agent, settings) {
   return row;
 }
 
+// The node binding of an agent (or, agent null, the host-wide default): what applies and
+// where it is set, a select of the paired nodes (or none / inherit) and Clear. Edits are
+// based on the version of config.toml shown.
+function bindingRow(agent, b) {
+  const where = b.source === "agent" ? "set for this agent"
+              : b.source === "global" ? (agent === null ? "set host-wide" : "inherited from the host-wide default")
+              : "";
+  const current = b.effective ? `${b.effective} (${where}) — ${b.note}` : b.note;
+  const inherit = agent === null ? "none"
+                : `none / inherit (${nodes.defaults.effective ? `= ${nodes.defaults.effective}` : "no default"})`;
+  const select = el("select", { class: "set-node", "data-setting": "node" },
+    el("option", { value: "", text: inherit }),
+    ...nodes.choices.map((n) => el("option", { value: n.id, text: n.label })));
+  if (b.set && !nodes.choices.some((n) => n.id === b.set)) {
+    select.append(el("option", { value: b.set, text: `${b.set} (as written; not a paired node's id)` }));
+  }
+  select.value = b.set || "";
+  const clear = el("button", { type: "button", class: "clear-node", text: "Clear", disabled: !b.set,
+                               title: "Remove tools.exec.node at this level from config.toml" });
+  const err = el("span", { class: "inline-error", "aria-live": "polite" });
+  if (nodes.readOnly) { select.disabled = true; clear.disabled = true; err.textContent = nodes.readOnly; }
+  const row = el("div", { class: "node-binding row", "data-agent": agent === null ? "" : agent },
+    el("label", { text: "node binding " }, select), clear,
+    el("span", { class: "binding-current", text: current }), err);
+  select.addEventListener("change", () =>
+    edit({ op: "node-binding", base: configHash, agent, node: select.value || null }, err));
+  clear.addEventListener("click", () =>
+    edit({ op: "node-binding", base: configHash, agent, node: null }, err));
+  return row;
+}
+
 function agentCard(a) {
   const card = el("div", { class: "card agent", "data-agent": a.id });
   card.append(el("h3", { text: `agent ${a.shown}` },
     a.inConfig ? el("span", { class: "tag", text: "config.toml" }) : null,
     a.inFile ? el("span", { class: "tag", text: "exec-approvals.json" }) : null));
   card.append(settingsRow(a.id, a.settings));
+  if (nodes && a.binding) card.append(bindingRow(a.id, a.binding));
   const table = el("table", { class: "allowlist" },
     el("thead", {}, el("tr", {}, ...["entry", "last used", "last command", "last resolved path", ""]
       .map((h) => el("th", { text: h })))));
@@ -278,9 +313,24 @@ async function edit(body, errBox, inputs = []) {
   errBox.textContent = r.data.error || `refused (${r.status})`;
   if (r.data.conflict) {
     errBox.classList.add("conflict");
-    $("#store-banner").hidden = false;
+    showBanner([body.op === "node-binding" ? "config.toml" : "exec-approvals.json"]);
   }
   return false;
+}
+
+function showBanner(files) {
+  $("#store-banner-text").textContent = `${files.join(" and ")} changed on disk since this view ` +
+    "was loaded (another program edited it). Edits made here are checked against the version you see.";
+  $("#store-banner").hidden = false;
+}
+
+// The files whose version on disk (as announced) is not the one the console shows.
+function staleFiles(state) {
+  const stale = [];
+  if (state.store !== consoleHash) stale.push("exec-approvals.json");
+  if (state.config !== configHash) stale.push("config.toml");
+  if (state.nodes !== nodesHash) stale.push("nodes.json");
+  return stale;
 }
 
 function renderConsole(c) {
@@ -294,6 +344,9 @@ function renderConsole(c) {
     });
   }
   consoleHash = c.hash;
+  configHash = c.configHash;
+  nodesHash = c.nodesHash;
+  nodes = c.nodes || null;
   $("#store-path").textContent = c.path;
   $("#store-banner").hidden = true;
   const error = $("#console-error");
@@ -306,6 +359,13 @@ function renderConsole(c) {
       el("h3", { text: "host-wide defaults" }),
       el("p", { class: "hint", text: "The ceiling every agent inherits; unset means the strict default." }),
       settingsRow(null, c.defaults));
+    if (nodes) {
+      card.append(el("p", { class: "hint", text:
+        `Node binding (tools.exec.node in ${c.configPath}): an agent bound to a node may use only that node. ` +
+        "Only paired nodes can be chosen." +
+        (nodes.notPaired.length ? ` Not paired: ${nodes.notPaired.join(", ")}.` : "") }));
+      card.append(bindingRow(null, nodes.defaults));
+    }
     defaults.append(card);
   }
   const agents = $("#agents");
@@ -326,7 +386,6 @@ async function loadConsole() {
   if (!response.ok) { notice(`cannot load the state (${response.status})`, true); return; }
   const state = await response.json();
   renderConsole(state.console);
-  latestStore = state.store;
 }
 
 $("#reload").addEventListener("click", () => loadConsole());
@@ -360,10 +419,14 @@ function connect() {
     $("#socket").textContent = state.socket;
     renderPending(state.pending);
     renderRecent(state.recent);
-    if (state.store !== latestStore) {
-      latestStore = state.store;
-      if (consoleHash === null || (state.store !== consoleHash && !editorDirty())) await loadConsole();
-      else if (state.store !== consoleHash) $("#store-banner").hidden = false;
+    // exec-approvals.json, config.toml or the node registry changed: reload the console
+    // unless something is being typed in it (then say so, and offer Reload).
+    const files = `${state.store}\n${state.config}\n${state.nodes}`;
+    if (files !== latestFiles) {
+      latestFiles = files;
+      const stale = staleFiles(state);
+      if (consoleHash === null || (stale.length && !editorDirty())) await loadConsole();
+      else if (stale.length) showBanner(stale);
     }
   });
 }
