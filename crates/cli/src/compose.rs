@@ -269,6 +269,31 @@ impl HostFacts {
         })
     }
 
+    /// `workspace` (default: the current directory), absolute and resolved.
+    pub fn workspace(&self, workspace: Option<&Path>) -> anyhow::Result<PathBuf> {
+        let workspace = self.absolute(workspace.unwrap_or(&self.cwd));
+        std::fs::canonicalize(&workspace)
+            .with_context(|| format!("workspace {} is not accessible", workspace.display()))
+    }
+
+    /// The runner's view of this host — its files, `store`, `config`, environment, trusted
+    /// PATH and approver socket — starting requests without a cwd in `workspace`. The
+    /// gateway and a node are built on the same one.
+    pub fn runner_host(&self, store: &Store, config: Config, workspace: &Path) -> Host {
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        Host::builder(self.fs(), store.clone(), config)
+            .env(self.env.clone())
+            .trusted_path(self.trusted_path.clone())
+            .default_cwd(workspace)
+            .approvals(Arc::new(SocketApprovals::new(
+                store.clone(),
+                Arc::clone(&clock),
+                approvals::ipc::DEFAULT_APPROVAL_TIMEOUT,
+            )))
+            .clock(clock)
+            .build()
+    }
+
     /// The gateway of this host, with `workspace` (default: the current directory) as the
     /// default working directory and file-tools root.
     pub fn gateway(&self, workspace: Option<&Path>) -> anyhow::Result<Gateway> {
@@ -283,23 +308,10 @@ impl HostFacts {
     ) -> anyhow::Result<Gateway> {
         let config = self.config()?;
         let store = self.store();
-        let workspace = self.absolute(workspace.unwrap_or(&self.cwd));
-        let workspace = std::fs::canonicalize(&workspace)
-            .with_context(|| format!("workspace {} is not accessible", workspace.display()))?;
+        let workspace = self.workspace(workspace)?;
         let auth = authorization(&config, &workspace)?;
         let protection = protected(self, &store, &auth.writable_paths)?;
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let host = Host::builder(self.fs(), store.clone(), config.clone())
-            .env(self.env.clone())
-            .trusted_path(self.trusted_path.clone())
-            .default_cwd(&workspace)
-            .approvals(Arc::new(SocketApprovals::new(
-                store.clone(),
-                Arc::clone(&clock),
-                approvals::ipc::DEFAULT_APPROVAL_TIMEOUT,
-            )))
-            .clock(clock)
-            .build();
+        let host = self.runner_host(&store, config.clone(), &workspace);
         let containment = self.containment()?;
         let local: Arc<dyn Shell> = Arc::new(LocalShell::contained(containment.clone()));
         // Probing the sandbox backend starts processes: only when a command needs it.

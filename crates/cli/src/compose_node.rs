@@ -6,11 +6,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::Context;
-use approvals::{Clock, SystemClock};
 use bridge::NodeService;
 use caps::{LocalShell, Shell};
-use runner::{Executor, Host, RunHost, Runner, SocketApprovals};
+use runner::{Executor, RunHost, Runner};
 
 use crate::host::HostFacts;
 
@@ -24,21 +22,8 @@ impl HostFacts {
     ) -> anyhow::Result<NodeService> {
         let config = self.config()?;
         let store = self.store();
-        let workspace = self.absolute(workspace.unwrap_or(&self.cwd));
-        let workspace = std::fs::canonicalize(&workspace)
-            .with_context(|| format!("workspace {} is not accessible", workspace.display()))?;
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let host = Host::builder(self.fs(), store.clone(), config)
-            .env(self.env.clone())
-            .trusted_path(self.trusted_path.clone())
-            .default_cwd(&workspace)
-            .approvals(Arc::new(SocketApprovals::new(
-                store.clone(),
-                Arc::clone(&clock),
-                approvals::ipc::DEFAULT_APPROVAL_TIMEOUT,
-            )))
-            .clock(clock)
-            .build();
+        let workspace = self.workspace(workspace)?;
+        let host = self.runner_host(&store, config, &workspace);
         let containment = self.containment()?;
         containment.keep_ready();
         let shell: Arc<dyn Shell> = Arc::new(LocalShell::contained(containment));
