@@ -306,8 +306,8 @@ async fn run(
             timeout: p.timeout_ms.map(Duration::from_millis),
         },
         session_overrides: Default::default(),
-        // Output crosses the Bridge once, in the result; the protocol has no progress
-        // frame yet, so an MCP client of a node run sees the start and the end.
+        // Output crosses the Bridge once, in the result (the protocol has no progress
+        // frame): the gateway's progress reports say the run is on this node.
         live: None,
     };
     let sink = Forward { outbox };

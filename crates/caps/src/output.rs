@@ -129,26 +129,53 @@ fn not_utf8(bytes: &[u8], cut: bool) -> Option<Vec<u8>> {
 /// The last bytes a run has written so far, shared with whoever reports its progress
 /// while it runs (a snapshot at any time; bounded whatever the run writes).
 #[derive(Clone, Debug)]
-pub struct LiveOutput(Arc<Mutex<(TailRing, u64)>>);
+pub struct LiveOutput(Arc<Mutex<Live>>);
+
+#[derive(Debug)]
+struct Live {
+    tail: TailRing,
+    bytes: u64,
+    /// Where the run goes on when its output cannot be watched from here.
+    elsewhere: Option<String>,
+}
 
 impl LiveOutput {
     /// Keep the last `capacity` bytes.
     pub fn new(capacity: usize) -> Self {
-        LiveOutput(Arc::new(Mutex::new((TailRing::new(capacity), 0))))
+        LiveOutput(Arc::new(Mutex::new(Live {
+            tail: TailRing::new(capacity),
+            bytes: 0,
+            elsewhere: None,
+        })))
     }
 
     fn push(&self, chunk: &[u8]) {
         let mut inner = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        inner.0.push(chunk);
-        inner.1 += chunk.len() as u64;
+        inner.tail.push(chunk);
+        inner.bytes += chunk.len() as u64;
     }
 
     /// The kept tail as text (marked when earlier bytes were dropped) and the number of
     /// bytes written so far.
     pub fn snapshot(&self) -> (String, u64) {
         let inner = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let cut = inner.1 > inner.0.capacity as u64;
-        (truncate_utf8_tail(&inner.0.contents(), cut), inner.1)
+        let cut = inner.bytes > inner.tail.capacity as u64;
+        (truncate_utf8_tail(&inner.tail.contents(), cut), inner.bytes)
+    }
+
+    /// Say that the run goes on at `place` (a remote node), whose output arrives only
+    /// with its result: a progress report then says so rather than "no output yet".
+    pub fn runs_elsewhere(&self, place: impl Into<String>) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).elsewhere = Some(place.into());
+    }
+
+    /// Where the run goes on, if [`LiveOutput::runs_elsewhere`] said.
+    pub fn elsewhere(&self) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .elsewhere
+            .clone()
     }
 }
 

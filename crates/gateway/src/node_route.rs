@@ -89,6 +89,10 @@ pub async fn run(
         timeout_ms,
     };
     let host = RunHost::Node(node.id.clone());
+    // The node sends its output with the result; progress reports say where it runs.
+    if let Some(live) = &request.live {
+        live.runs_elsewhere(format!("node {}", node.id));
+    }
     let (tx, mut rx) = mpsc::channel::<ExecEvent>(EVENT_QUEUE);
     let call = node.invoke(
         message::SYSTEM_RUN,

@@ -175,7 +175,11 @@ async fn cancelling_the_caller_kills_the_remote_runs_whole_tree() {
     tokio::spawn(bridge::serve_node(conn, service));
     let pidfile = node_dir.join("pid");
     let script = format!("sleep 600 & echo $! > {}; wait", pidfile.display());
-    let request = ExecRequest::new("a", "s", CommandSpec::Shell(script));
+    let mut request = ExecRequest::new("a", "s", CommandSpec::Shell(script));
+    // A caller watching progress learns that the run is on the node, whose output comes
+    // with the result.
+    let live = caps::LiveOutput::new(64);
+    request.live = Some(live.clone());
     let stop = {
         let pidfile = pidfile.clone();
         async move {
@@ -186,6 +190,7 @@ async fn cancelling_the_caller_kills_the_remote_runs_whole_tree() {
     };
     let report = lab.gateway.exec(&key(), request, stop).await;
     assert_eq!(report.host, RunHost::Node("n1".into()));
+    assert_eq!(live.elsewhere().as_deref(), Some("node n1"));
     assert_eq!(
         report.outcome,
         Outcome::Cancelled { started: true },

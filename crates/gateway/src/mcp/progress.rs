@@ -54,7 +54,12 @@ impl Progress {
 /// The message of one notification.
 fn message(elapsed: Duration, live: &LiveOutput) -> String {
     let (tail, bytes) = live.snapshot();
-    if bytes == 0 {
+    if let (0, Some(place)) = (bytes, live.elsewhere()) {
+        format!(
+            "running for {:.1} s on {place}; its output arrives with the result",
+            elapsed.as_secs_f64()
+        )
+    } else if bytes == 0 {
         format!("running for {:.1} s; no output yet", elapsed.as_secs_f64())
     } else {
         format!(
@@ -94,6 +99,13 @@ mod tests {
         assert_eq!(
             message(Duration::from_millis(1500), &live),
             "running for 1.5 s; no output yet"
+        );
+        // A run on a node: its output is not seen until the result.
+        let remote = LiveOutput::new(8);
+        remote.runs_elsewhere("node build-box");
+        assert_eq!(
+            message(Duration::from_millis(2500), &remote),
+            "running for 2.5 s on node build-box; its output arrives with the result"
         );
         let mut c =
             caps::OutputCollector::new(caps::OutputLimits::default()).with_live(Some(live.clone()));
