@@ -433,10 +433,14 @@ pub struct ApprovalsSetResult {
 /// Decode one message, refusing JSON objects with duplicate keys (serde would keep the
 /// last, another reader the first).
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, BridgeError> {
-    let value: serde_json::Value = serde_json::from_slice(bytes)
-        .map_err(|e| BridgeError::Protocol(format!("not a JSON message: {e}")))?;
-    check_no_duplicates(bytes)?;
-    serde_json::from_value(value)
+    approvals::ipc::protocol::reject_duplicate_keys(bytes).map_err(|e| {
+        BridgeError::Protocol(if e.is_syntax() || e.is_eof() {
+            format!("not a JSON message: {e}")
+        } else {
+            format!("invalid message: {e}")
+        })
+    })?;
+    serde_json::from_slice(bytes)
         .map_err(|e| BridgeError::Protocol(format!("invalid message: {e}")))
 }
 
@@ -444,59 +448,6 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, BridgeError> {
 pub fn encode<T: Serialize>(msg: &T) -> Vec<u8> {
     // Our message types serialize infallibly (string keys, no non-finite floats).
     serde_json::to_vec(msg).unwrap_or_default()
-}
-
-/// Refuse duplicate keys in any object of `bytes` (already known to be valid JSON).
-fn check_no_duplicates(bytes: &[u8]) -> Result<(), BridgeError> {
-    struct Visitor;
-    impl<'de> serde::de::Visitor<'de> for Visitor {
-        type Value = ();
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("JSON")
-        }
-        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-            let mut seen = std::collections::HashSet::new();
-            while let Some(key) = map.next_key::<String>()? {
-                if !seen.insert(key.clone()) {
-                    return Err(serde::de::Error::custom(format!("duplicate key {key:?}")));
-                }
-                map.next_value::<Checked>()?;
-            }
-            Ok(())
-        }
-        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-            while seq.next_element::<Checked>()?.is_some() {}
-            Ok(())
-        }
-        fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-            Ok(())
-        }
-        fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-            Ok(())
-        }
-        fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-            Ok(())
-        }
-        fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-            Ok(())
-        }
-        fn visit_str<E>(self, _: &str) -> Result<(), E> {
-            Ok(())
-        }
-        fn visit_unit<E>(self) -> Result<(), E> {
-            Ok(())
-        }
-    }
-    struct Checked;
-    impl<'de> Deserialize<'de> for Checked {
-        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            d.deserialize_any(Visitor).map(|()| Checked)
-        }
-    }
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    Checked::deserialize(&mut de)
-        .map(|_| ())
-        .map_err(|e| BridgeError::Protocol(format!("invalid message: {e}")))
 }
 
 /// An id (node id, run id) is 1–128 letters, digits, `.`, `_`, `-` and `:` (an IP

@@ -554,11 +554,14 @@ pub struct Response {
 /// Parse a JSON payload strictly: duplicate keys anywhere are rejected before the typed
 /// decoding (which itself rejects unknown fields).
 pub fn parse_strict<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ProtocolError> {
-    reject_duplicate_keys(bytes)?;
+    reject_duplicate_keys(bytes).map_err(|e| ProtocolError::Payload(e.to_string()))?;
     serde_json::from_slice(bytes).map_err(|e| ProtocolError::Payload(e.to_string()))
 }
 
-fn reject_duplicate_keys(bytes: &[u8]) -> Result<(), ProtocolError> {
+/// Check that `bytes` is one JSON value in which no object repeats a key (serde would
+/// keep the last, another reader the first). Shared by every wire format Warden reads:
+/// the approver protocol here and the Bridge's messages.
+pub fn reject_duplicate_keys(bytes: &[u8]) -> Result<(), serde_json::Error> {
     use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
     struct Strict;
     impl<'de> Visitor<'de> for Strict {
@@ -607,9 +610,8 @@ fn reject_duplicate_keys(bytes: &[u8]) -> Result<(), ProtocolError> {
         }
     }
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    de.deserialize_any(Strict)
-        .map_err(|e| ProtocolError::Payload(e.to_string()))?;
-    de.end().map_err(|e| ProtocolError::Payload(e.to_string()))
+    de.deserialize_any(Strict)?;
+    de.end()
 }
 
 /// Environment maps in payloads are ordered for display and hashing.

@@ -141,25 +141,12 @@ impl Store {
         agent: &str,
         pattern: &str,
     ) -> Result<Updated<()>, StoreError> {
-        self.update(base_hash, |file| {
-            let entry = file
-                .agents
-                .get_mut(agent)
-                .ok_or_else(|| StoreError::UnknownAgent {
-                    agent: agent.to_owned(),
-                    suggestion: None,
-                })?;
-            let before = entry.allowlist.len();
-            entry.allowlist.retain(|e| e.pattern != pattern);
-            if entry.allowlist.len() == before {
-                return Err(StoreError::Invalid {
-                    problems: vec![format!(
-                        "agent {agent:?} has no allowlist entry {pattern:?}"
-                    )],
-                });
-            }
-            Ok(())
-        })
+        self.remove_entries(
+            base_hash,
+            agent,
+            |e| e.pattern == pattern,
+            || format!("{pattern:?}"),
+        )
     }
 
     /// Remove the one entry of `agent` that is `rule` (same pattern and argument
@@ -175,6 +162,23 @@ impl Store {
         agent: &str,
         rule: &RuleSpec,
     ) -> Result<Updated<()>, StoreError> {
+        self.remove_entries(
+            base_hash,
+            agent,
+            |e| e.rule().same_rule(rule),
+            || rule.describe(),
+        )
+    }
+
+    /// Remove every entry of `agent`'s allowlist that `matches`; none matching is an
+    /// error naming the entry (`shown`), and nothing is written.
+    fn remove_entries(
+        &self,
+        base_hash: Option<&str>,
+        agent: &str,
+        matches: impl Fn(&AllowlistEntry) -> bool,
+        shown: impl Fn() -> String,
+    ) -> Result<Updated<()>, StoreError> {
         self.update(base_hash, |file| {
             let entry = file
                 .agents
@@ -184,12 +188,12 @@ impl Store {
                     suggestion: None,
                 })?;
             let before = entry.allowlist.len();
-            entry.allowlist.retain(|e| !e.rule().same_rule(rule));
+            entry.allowlist.retain(|e| !matches(e));
             if entry.allowlist.len() == before {
                 return Err(StoreError::Invalid {
                     problems: vec![format!(
                         "agent {agent:?} has no allowlist entry {}",
-                        rule.describe()
+                        shown()
                     )],
                 });
             }
