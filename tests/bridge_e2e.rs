@@ -40,7 +40,7 @@ const GATEWAY_FILE: &str =
 /// A node that runs `/usr/bin/echo` for `main`, asks about anything else (and denies
 /// when nobody answers).
 const NODE_FILE: &str = r#"{"version":1,"defaults":{"security":"allowlist","ask":"on-miss","askFallback":"deny"},
-    "agents":{"main":{"allowlist":[{"pattern":"/usr/bin/echo"}]},"bound":{"security":"full","ask":"off"}}}"#;
+    "agents":{"main":{"allowlist":[{"pattern":"/usr/bin/echo"},{"pattern":"/usr/bin/head"}]},"bound":{"security":"full","ask":"off"}}}"#;
 /// A node that runs anything.
 const OPEN_NODE_FILE: &str =
     r#"{"version":1,"defaults":{"security":"full","ask":"off","askFallback":"deny"}}"#;
@@ -96,6 +96,20 @@ async fn a_stdio_node_runs_only_what_its_own_approvals_file_and_human_allow() {
     assert_eq!(r["host"], "n1");
     assert_eq!(r["stdout"], "hello from the node\n");
     assert_eq!(r["exitCode"], 0);
+    // The largest results still fit one frame: output at the cap in the costliest JSON
+    // form (NUL bytes, six bytes each once escaped), and output at the cap that is not
+    // UTF-8 (lossy text plus its base64).
+    for source in ["/dev/zero", "/dev/urandom"] {
+        let r = exec(
+            &c,
+            json!({"argv": ["/usr/bin/head", "-c", "300000", source]}),
+        )
+        .await;
+        assert_eq!(r["status"], "finished", "{source}: {r:#}");
+        assert_eq!(r["truncated"], true, "{source}");
+        assert!(r["stdout"].as_str().unwrap().len() >= 150_000, "{source}");
+        assert_eq!(r["stdoutBase64"].is_string(), source == "/dev/urandom", "{source}");
+    }
     let r = exec(
         &c,
         json!({"argv": ["/usr/bin/echo", "-ne", "\\xff\\xfeok"]}),
@@ -408,19 +422,7 @@ async fn a_dropped_connection_fails_the_call_at_once_and_kills_the_nodes_run_tre
         let c = c.clone();
         async move { exec(&c, json!({"command": script})).await }
     });
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::fs::read_to_string(&pidfile)
-        .map(|s| s.trim().is_empty())
-        .unwrap_or(true)
-    {
-        assert!(Instant::now() < deadline, "the run never started");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let pid: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = bridge_support::started_pid(&pidfile).await;
     let cut = Instant::now();
     relay.cut();
     let r = running.await.unwrap();

@@ -170,19 +170,7 @@ async fn two_hosts_pair_over_pinned_tls_run_under_the_nodes_file_and_survive_a_p
         let ops = ops.clone();
         async move { exec(&ops, json!({"command": script})).await }
     });
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::fs::read_to_string(&pidfile)
-        .map(|s| s.trim().is_empty())
-        .unwrap_or(true)
-    {
-        assert!(Instant::now() < deadline, "the run never started");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let pid: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = bridge_support::started_pid(&pidfile).await;
     let cut = Instant::now();
     hosts.cut();
     let r = running.await.unwrap();

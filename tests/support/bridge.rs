@@ -164,6 +164,21 @@ pub async fn exec(client: &rmcp::service::Peer<RoleClient>, args: Value) -> Valu
     r.structured_content.unwrap()
 }
 
+/// The pid a run writes to `pidfile` once it has started (a remote run: up to 20 s).
+pub async fn started_pid(pidfile: &Path) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(pid) = std::fs::read_to_string(pidfile)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "the run never started");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// `warden nodes list --json` of `home`.
 pub fn nodes(home: &Path) -> Value {
     let out = warden_in(home)
