@@ -108,7 +108,11 @@ async fn a_stdio_node_runs_only_what_its_own_approvals_file_and_human_allow() {
         assert_eq!(r["status"], "finished", "{source}: {r:#}");
         assert_eq!(r["truncated"], true, "{source}");
         assert!(r["stdout"].as_str().unwrap().len() >= 150_000, "{source}");
-        assert_eq!(r["stdoutBase64"].is_string(), source == "/dev/urandom", "{source}");
+        assert_eq!(
+            r["stdoutBase64"].is_string(),
+            source == "/dev/urandom",
+            "{source}"
+        );
     }
     let r = exec(
         &c,

@@ -438,6 +438,38 @@ ask = \"always\" # ops always asks
     }
 
     #[test]
+    fn hostile_ids_are_data_and_can_change_nothing_else() {
+        // Names that would be TOML if pasted into the file: they land as quoted strings,
+        // and the edited file means exactly the old one plus the binding.
+        let mut edited_files = 0;
+        for (agent, node) in [
+            ("main\"\n[tools.exec]\nsecurity = \"full", "build"),
+            ("a.b", "b\" security = \"full"),
+            ("[[agents.list]]", "x]] host = \"gateway"),
+            ("agent'quoted", "#not-a-comment"),
+        ] {
+            let result = set(COMMENTED, Some(agent), Some(node));
+            if format!("{agent}{node}").contains('\n') {
+                // A line break is no part of an id: refused outright.
+                assert!(result.is_err(), "{agent:?}/{node:?} was written");
+                continue;
+            }
+            let edited = result.unwrap_or_else(|e| panic!("{agent:?}/{node:?}: {e}"));
+            let config = Config::parse(&edited, Path::new(FILE)).unwrap();
+            let before = Config::parse(COMMENTED, Path::new(FILE)).unwrap();
+            assert_eq!(
+                config,
+                with_binding(&before, Some(agent), Some(node)),
+                "{agent:?}/{node:?} changed more than the binding:\n{edited}"
+            );
+            assert_eq!(node_binding_at(&config, Some(agent)), Some(node));
+            assert_eq!(node_binding_at(&config, Some("main")), None, "{edited}");
+            edited_files += 1;
+        }
+        assert_eq!(edited_files, 3);
+    }
+
+    #[test]
     fn setting_what_is_already_set_changes_nothing() {
         let bound = set(COMMENTED, Some("main"), Some("build")).unwrap();
         assert_eq!(set(&bound, Some("main"), Some("build")).unwrap(), bound);
