@@ -328,6 +328,13 @@ async fn a_bit_flip_in_any_byte_of_a_response_is_rejected() {
     ));
     let len = *response_len.lock().unwrap();
     assert!(len > 100);
+    let Request::Prompt(prompt) = prompt_request("r1") else {
+        unreachable!()
+    };
+    let exec = Request::Exec(ExecPrompt {
+        prompt,
+        timeout_ms: 1000,
+    });
     for i in 0..len {
         *flip.lock().unwrap() = Some(i);
         let outcome = ask(&c, &SystemClock, &prompt_request("r1")).await;
@@ -335,7 +342,35 @@ async fn a_bit_flip_in_any_byte_of_a_response_is_rejected() {
             matches!(outcome, AskOutcome::NoApprover(_)),
             "flipping response byte {i} gave {outcome:?}"
         );
+        // The same refusal for a command the approver was to run itself says that it may
+        // have run there (the caller must not fall back to running it again).
+        let outcome = ask(&c, &SystemClock, &exec).await;
+        assert!(
+            matches!(outcome, AskOutcome::MayHaveRun(_)),
+            "flipping byte {i} of an exec answer gave {outcome:?}"
+        );
     }
+    // An approver that takes the request and goes away: the same, for either kind.
+    let path = tmp.path().join("vanishing.sock");
+    let listener = tokio::net::UnixListener::bind(&path).unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let nonce = [9u8; 32];
+            write_frame(&mut s, &approvals::ipc::protocol::encode_challenge(&nonce))
+                .await
+                .unwrap();
+            let _ = read_frame(&mut s).await;
+        }
+    });
+    let c = client(&path, Duration::from_secs(5));
+    let outcome = ask(&c, &SystemClock, &prompt_request("r2")).await;
+    assert!(matches!(outcome, AskOutcome::NoApprover(_)), "{outcome:?}");
+    let outcome = ask(&c, &SystemClock, &exec).await;
+    let AskOutcome::MayHaveRun(why) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert!(why.contains("went away without answering"), "{why}");
 }
 
 #[tokio::test]

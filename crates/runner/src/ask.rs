@@ -26,6 +26,9 @@ pub(crate) enum Asked {
     NoApprover(String),
     /// Nobody answered in time.
     TimedOut,
+    /// An exec request reached the approver and no valid answer came back (why): it may
+    /// have run the command there.
+    MayHaveRun(String),
     /// The request was cancelled while the human was asked.
     Cancelled,
 }
@@ -37,7 +40,7 @@ impl Asked {
             Asked::Answered(Answer::AllowOnce, _) => ApproverAnswer::AllowOnce,
             Asked::Answered(Answer::AllowAlways, _) => ApproverAnswer::AllowAlways,
             Asked::Answered(Answer::Deny, _) => ApproverAnswer::Deny,
-            Asked::NoApprover(_) => ApproverAnswer::NoApprover,
+            Asked::NoApprover(_) | Asked::MayHaveRun(_) => ApproverAnswer::NoApprover,
             Asked::TimedOut => ApproverAnswer::Timeout,
             Asked::Cancelled => return None,
         })
@@ -54,7 +57,10 @@ impl Asked {
                 DenyReason::ApprovalTimeout,
                 "the approver did not answer in time".into(),
             )),
-            Asked::NoApprover(why) => Err((DenyReason::NoApprover, format!("no approver: {why}"))),
+            // (A write permission is never an exec request; named for completeness.)
+            Asked::NoApprover(why) | Asked::MayHaveRun(why) => {
+                Err((DenyReason::NoApprover, format!("no approver: {why}")))
+            }
             Asked::Cancelled => Err((DenyReason::Rejected, "the request was cancelled".into())),
         }
     }
@@ -95,6 +101,10 @@ impl Runner {
                     (Asked::NoApprover(why), None)
                 }
                 AskOutcome::TimedOut => (Asked::TimedOut, None),
+                AskOutcome::MayHaveRun(why) => {
+                    tracing::warn!("the approver may have run an exec request: {why}");
+                    (Asked::MayHaveRun(why), None)
+                }
             },
         }
     }
@@ -147,6 +157,20 @@ impl Runner {
             .send(request, decided.view.file.as_deref(), cancel)
             .await;
         let answer = asked.answer()?;
+        if let Asked::MayHaveRun(why) = &asked {
+            // No fallback: running it here could run it twice.
+            return Some((
+                Decision::Deny {
+                    reason: policy::DenyReason::NoApprover,
+                    rule: format!(
+                        "askFallback not applied: the approver received this command to run \
+                         itself and gave no valid answer ({why}); it may have run there, so it \
+                         is not run again here"
+                    ),
+                },
+                None,
+            ));
+        }
         if let Asked::Answered(Answer::AllowAlways, choice) = &asked {
             // Exactly the rules of the option the human chose among those shown (the
             // client refused an answer naming any other) — also when the approver ran

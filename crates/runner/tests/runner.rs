@@ -40,6 +40,8 @@ enum Human {
     AlwaysWith(usize),
     Absent,
     TooSlow,
+    /// Took the request, then went away without a (valid) answer.
+    Vanished,
 }
 
 /// Answers every prompt as scripted, remembers what it was shown, and can run a hook
@@ -61,6 +63,10 @@ impl Approvals for ScriptedApprover {
         match self.human {
             Human::Absent => AskOutcome::NoApprover("scripted: absent".into()),
             Human::TooSlow => AskOutcome::TimedOut,
+            Human::Vanished => match request {
+                Request::Exec(_) => AskOutcome::MayHaveRun("scripted: vanished".into()),
+                Request::Prompt(_) => AskOutcome::NoApprover("scripted: vanished".into()),
+            },
             Human::Says(answer) => AskOutcome::Answered(Response {
                 id: p.id.clone(),
                 digest: p.digest.clone(),
@@ -1409,6 +1415,27 @@ async fn with_run_in_approver_denials_fallbacks_and_allowlisted_commands_stay_he
         w.approver.seen.lock().unwrap().as_slice(),
         [Request::Exec(_)]
     ));
+}
+
+#[tokio::test]
+async fn an_approver_that_took_a_command_to_run_and_vanished_is_never_followed_by_a_run_here() {
+    // askFallback=full would run an unanswered command here; but this approver received
+    // the command to run itself before it went away, so it may have run it already.
+    let host =
+        r#"{"version":1,"defaults":{"security":"allowlist","ask":"on-miss","askFallback":"full"}}"#;
+    let w = world(host, IN_APPROVER, Human::Vanished);
+    let (report, _) = run(&w, argv(&["rm", "x"])).await;
+    assert_eq!(denied(&report), Some(DenyReason::NoApprover));
+    let Outcome::Denied { rule, .. } = &report.outcome else {
+        unreachable!()
+    };
+    assert!(rule.contains("may have run there"), "{rule}");
+    assert!(w.shell.calls().is_empty(), "it ran here as well");
+    // An ordinary prompt that goes unanswered the same way still falls back.
+    let w = world(host, GATEWAY_ALLOWLIST, Human::Vanished);
+    let (report, _) = run(&w, argv(&["rm", "x"])).await;
+    assert_eq!(report.exit_code(), 0);
+    assert_eq!(started(&w.shell), vec!["exec /usr/bin/rm x (as rm)"]);
 }
 
 #[tokio::test]

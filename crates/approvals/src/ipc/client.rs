@@ -59,6 +59,10 @@ pub enum AskOutcome {
     NoApprover(String),
     /// The approver did not answer within the approval timeout.
     TimedOut,
+    /// An exec request reached the approver, but no valid answer came back (it went
+    /// away, or its answer was refused): the approver may have run the command, so the
+    /// caller must not run it again by falling back.
+    MayHaveRun(String),
 }
 
 /// Ask the approver; never takes longer than `connect_timeout + approval_timeout` (for
@@ -120,35 +124,36 @@ pub async fn ask(config: &ClientConfig, clock: &dyn Clock, request: &Request) ->
             .saturating_add(Duration::from_millis(e.timeout_ms))
             .saturating_add(EXEC_REPORT_GRACE),
     };
+    // From here on the request has been delivered: an exec request may have run.
+    let lost = |why: String| match request {
+        Request::Exec(_) => AskOutcome::MayHaveRun(why),
+        Request::Prompt(_) => AskOutcome::NoApprover(why),
+    };
     let answer = match tokio::time::timeout(wait, read_frame(&mut stream)).await {
         Err(_) => return AskOutcome::TimedOut,
-        Ok(Err(e)) => {
-            return AskOutcome::NoApprover(format!(
-                "the approver went away without answering: {e}"
-            ));
-        }
+        Ok(Err(e)) => return lost(format!("the approver went away without answering: {e}")),
         Ok(Ok(frame)) => frame,
     };
     let payload = match decode_response(token, &nonce, &request_mac, clock.now_ms(), &answer) {
         Ok(p) => p,
-        Err(e) => return AskOutcome::NoApprover(format!("rejected the approver's answer: {e}")),
+        Err(e) => return lost(format!("rejected the approver's answer: {e}")),
     };
     let response: Response = match parse_strict(payload) {
         Ok(r) => r,
-        Err(e) => return AskOutcome::NoApprover(format!("rejected the approver's answer: {e}")),
+        Err(e) => return lost(format!("rejected the approver's answer: {e}")),
     };
     let prompt = request.prompt();
     if response.id != prompt.id || response.digest != prompt.digest {
-        return AskOutcome::NoApprover("the approver answered a different request".into());
+        return lost("the approver answered a different request".into());
     }
     // The choice must be one the prompt offered, and only allow-always carries one.
     if response.allow_always_option.is_some() && response.answer != Answer::AllowAlways {
-        return AskOutcome::NoApprover(
+        return lost(
             "rejected the approver's answer: an allow-always option without allow-always".into(),
         );
     }
     if let Err(why) = prompt.allow_always_rules(response.allow_always_option) {
-        return AskOutcome::NoApprover(format!("rejected the approver's answer: {why}"));
+        return lost(format!("rejected the approver's answer: {why}"));
     }
     AskOutcome::Answered(response)
 }
