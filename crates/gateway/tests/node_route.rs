@@ -238,6 +238,7 @@ async fn a_node_cannot_post_events_for_runs_it_was_not_sent_and_a_misbehaving_on
             "ask": {"value": "off", "source": "host-file"}, "askFallback": {"value": "deny", "source": "host-file"},
             "decision": {"decision": "allow", "reason": "security-full", "rule": "security=full (host file)"},
             "outcome": {"status": "finished", "code": 0, "stdout": "scripted\n", "stderr": "", "combined": "scripted\n",
+                        "stdoutBase64": "not base64!", "stderrBase64": "/w==",
                         "tail": "", "truncated": false, "timedOut": false, "durationMs": 1}});
         outbox
             .send(Msg::InvokeResult {
@@ -266,6 +267,10 @@ async fn a_node_cannot_post_events_for_runs_it_was_not_sent_and_a_misbehaving_on
         panic!("{r:?}");
     };
     assert_eq!(output.stdout, "scripted\n");
+    // Bytes a node claims in base64: kept when they decode, dropped (the text stays) when
+    // they do not.
+    assert_eq!(output.stdout_bytes, None);
+    assert_eq!(output.stderr_bytes.as_deref(), Some(&[0xffu8][..]));
     let events = lab.gateway.take_events(&key());
     assert_eq!(events.len(), 1, "{events:?}");
     assert!(events[0].contains(&r.run_id), "{events:?}");
