@@ -25,6 +25,19 @@ fn home() -> tempfile::TempDir {
     support::warden_home()
 }
 
+/// A home whose commands run on the gateway host, allowlisted, asking on a miss (and
+/// denying when nobody answers); the directory's guard and its path.
+fn asking_gateway_home() -> (tempfile::TempDir, PathBuf) {
+    let tmp = home();
+    let h = tmp.path().to_path_buf();
+    support::configure(
+        &h,
+        "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\nask = \"on-miss\"\n",
+        r#"{"version":1,"defaults":{"security":"allowlist","ask":"on-miss","askFallback":"deny"}}"#,
+    );
+    (tmp, h)
+}
+
 fn w(home: &Path) -> std::process::Command {
     support::warden_in(home)
 }
@@ -431,13 +444,7 @@ fn terminal_approver_queues_prompts_escapes_them_and_shows_what_allow_always_sto
 
 #[test]
 fn allow_always_through_warden_exec_stores_the_program_and_never_a_shell() {
-    let tmp = home();
-    let h = tmp.path().to_path_buf();
-    support::configure(
-        &h,
-        "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\nask = \"on-miss\"\n",
-        r#"{"version":1,"defaults":{"security":"allowlist","ask":"on-miss","askFallback":"deny"}}"#,
-    );
+    let (_home, h) = asking_gateway_home();
     let mut ui = TerminalApprover::start(&h);
     let ls = std::fs::canonicalize("/usr/bin/ls")
         .or_else(|_| std::fs::canonicalize("/bin/ls"))
@@ -493,13 +500,7 @@ fn allow_always_through_warden_exec_stores_the_program_and_never_a_shell() {
 
 #[test]
 fn an_answer_typed_as_stdin_closes_is_delivered_and_a_pending_prompt_goes_unanswered() {
-    let tmp = home();
-    let h = tmp.path().to_path_buf();
-    support::configure(
-        &h,
-        "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\nask = \"on-miss\"\n",
-        r#"{"version":1,"defaults":{"security":"allowlist","ask":"on-miss","askFallback":"deny"}}"#,
-    );
+    let (_home, h) = asking_gateway_home();
     let exec = |args: &[&str]| {
         w(&h)
             .arg("exec")
@@ -649,13 +650,7 @@ fn doctor_says_whether_an_approver_is_listening_and_closing_stdin_stops_it() {
 
 #[test]
 fn the_approved_file_runs_and_a_file_swapped_in_while_the_human_looks_never_does() {
-    let tmp = home();
-    let h = tmp.path().to_path_buf();
-    support::configure(
-        &h,
-        "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\nask = \"on-miss\"\n",
-        r#"{"version":1,"defaults":{"security":"allowlist","ask":"on-miss","askFallback":"deny"}}"#,
-    );
+    let (_home, h) = asking_gateway_home();
     // A program on Warden's trusted PATH, in a directory someone can write to.
     let bin_dir = tempfile::tempdir().unwrap();
     let bin = std::fs::canonicalize(bin_dir.path()).unwrap();
@@ -781,13 +776,7 @@ fn a_socket_path_others_could_take_is_refused_when_set_and_never_sent_to() {
 
 #[test]
 fn the_human_sees_each_scope_allow_always_could_store_and_picks_one() {
-    let tmp = home();
-    let h = tmp.path().to_path_buf();
-    support::configure(
-        &h,
-        "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\nask = \"on-miss\"\n",
-        r#"{"version":1,"defaults":{"security":"allowlist","ask":"on-miss","askFallback":"deny"}}"#,
-    );
+    let (_home, h) = asking_gateway_home();
     let git = std::fs::canonicalize(
         ["/usr/local/bin/git", "/usr/bin/git"]
             .iter()
