@@ -157,8 +157,9 @@ async fn connect_node(
         token: token(i),
     };
     let keys = bridge::handshake::node_side(&mut t, &me).await?;
-    let conn = bridge::conn::start(t, keys, hb);
-    tokio::spawn(bridge::serve_node(conn, service));
+    tokio::spawn(async move {
+        bridge::serve_node(t, keys, hb, service, &CancellationToken::new()).await
+    });
     Ok(())
 }
 

@@ -68,6 +68,11 @@ impl Outbox {
             .map_err(|_| BridgeError::Closed(String::new()))
     }
 
+    /// End the connection.
+    pub fn close(&self) {
+        self.closed.cancel();
+    }
+
     /// Queue `msg` without waiting (from synchronous code such as an event sink); when
     /// the outbox is full it is sent from a task of its own.
     pub fn post(&self, msg: Msg) {
@@ -128,7 +133,7 @@ fn end(reason: &Mutex<String>, closed: &CancellationToken, why: String) {
 /// Handles each message on the reader task itself (no hand-over to another task):
 /// for a side whose handling is quick and never waits, such as the gateway's routing
 /// of results and events to the calls waiting for them.
-pub type Dispatch = Arc<dyn Fn(Msg) + Send + Sync>;
+pub type Dispatch = Arc<dyn Fn(Msg, &Outbox) + Send + Sync>;
 
 /// Run `transport` as a sealed session with `keys`; what arrives goes to
 /// [`Conn::inbox`].
@@ -202,6 +207,7 @@ fn start_with(
     });
 
     let (r_closed, r_reason) = (closed.clone(), Arc::clone(&reason));
+    let answer_tx = out_tx.downgrade();
     tokio::spawn(async move {
         loop {
             let frame = tokio::select! {
@@ -221,8 +227,12 @@ fn start_with(
                     match msg {
                         Ok(Msg::Heartbeat {}) => continue,
                         Ok(msg) if dispatch.is_some() => {
-                            if let Some(d) = &dispatch {
-                                d(msg);
+                            if let (Some(d), Some(tx)) = (&dispatch, answer_tx.upgrade()) {
+                                let outbox = Outbox {
+                                    tx,
+                                    closed: r_closed.clone(),
+                                };
+                                d(msg, &outbox);
                             }
                             continue;
                         }

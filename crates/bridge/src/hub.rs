@@ -456,7 +456,7 @@ impl Hub {
         let slot: Arc<std::sync::OnceLock<std::sync::Weak<NodeConn>>> = Arc::default();
         let dispatch = {
             let slot = Arc::clone(&slot);
-            Arc::new(move |msg: Msg| {
+            Arc::new(move |msg: Msg, _: &conn::Outbox| {
                 if let Some(node) = slot.get().and_then(std::sync::Weak::upgrade) {
                     node.deliver(msg);
                 }

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use approvals::{ApprovalsFile, Store};
@@ -19,15 +19,16 @@ use policy::{Decision, ExecParams, Host, TrustedPath};
 use runner::{
     CommandSpec, EventSink, ExecEvent, ExecRequest, Executor, Outcome, RunReport, Runner,
 };
-use tokio::sync::mpsc;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
-use crate::conn::{Conn, Outbox};
+use crate::conn::{self, Dispatch, Heartbeat, Outbox};
+use crate::handshake::Keys;
 use crate::message::{
     self, ApprovalsGetResult, ApprovalsSetParams, ApprovalsSetResult, InvokeError, Msg, RunParams,
     RunResult, WhichParams, WhichResult, WireDecision, WireExecuted, WireOutcome,
 };
+use crate::wire::Transport;
 
 /// Runs that may be in flight on one connection at once; more are refused.
 pub const MAX_RUNS_PER_CONNECTION: usize = 64;
@@ -58,64 +59,101 @@ impl std::fmt::Debug for NodeService {
     }
 }
 
-/// Serve the gateway on `conn` until the connection ends; every run still going is
-/// then cancelled (its tree killed) and awaited. Returns why the connection ended.
-pub async fn serve_node(mut conn: Conn, service: Arc<NodeService>) -> String {
-    let mut runs: HashMap<u64, CancellationToken> = HashMap::new();
-    let mut tasks = JoinSet::new();
-    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<u64>();
-    loop {
-        tokio::select! {
-            biased;
-            () = conn.closed.cancelled() => break,
-            Some(id) = done_rx.recv() => { runs.remove(&id); }
-            msg = conn.inbox.recv() => match msg {
-                None => break,
-                Some(Msg::Invoke { id, command, params }) => {
-                    if runs.contains_key(&id) {
-                        let e = InvokeError::new("invalid", format!("invoke {id} is already in progress"));
-                        let _ = conn.outbox.send(result(id, Err(e))).await;
-                        continue;
-                    }
-                    if runs.len() >= MAX_RUNS_PER_CONNECTION {
-                        let e = InvokeError::new("busy", format!("this node runs at most {MAX_RUNS_PER_CONNECTION} invokes at once"));
-                        let _ = conn.outbox.send(result(id, Err(e))).await;
-                        continue;
-                    }
-                    let cancel = CancellationToken::new();
-                    runs.insert(id, cancel.clone());
-                    let (service, outbox, done) = (Arc::clone(&service), conn.outbox.clone(), done_tx.clone());
-                    tasks.spawn(async move {
-                        let answer = invoke(&service, &outbox, &command, params, &cancel).await;
-                        let _ = outbox.send(result(id, answer)).await;
-                        let _ = done.send(id);
-                    });
-                }
-                Some(Msg::Cancel { id }) => {
-                    if let Some(token) = runs.get(&id) {
-                        token.cancel();
-                    }
-                }
-                Some(other) => {
-                    // Results and events travel node → gateway only: a gateway sending one
-                    // is broken or hostile.
-                    tracing::warn!("bridge: unexpected message from the gateway: {other:?}");
-                    conn.closed.cancel();
-                    break;
-                }
-            },
-        }
+/// Serve the gateway on an authenticated `transport` until the connection ends or
+/// `stop` is cancelled; every run still going is then cancelled (its tree killed) and
+/// awaited. Returns why the connection ended.
+///
+/// Each message is handled on the connection's reader task as it arrives — an invoke
+/// starts its own task there and then, with no queue between — so a run starts one
+/// hand-over after its frame is read, and a `cancel` finds the run it names.
+pub async fn serve_node(
+    transport: Transport,
+    keys: Keys,
+    heartbeat: Heartbeat,
+    service: Arc<NodeService>,
+    stop: &CancellationToken,
+) -> String {
+    let runs: Arc<Mutex<HashMap<u64, CancellationToken>>> = Arc::default();
+    let tasks = TaskTracker::new();
+    let dispatch: Dispatch = {
+        let (runs, tasks) = (Arc::clone(&runs), tasks.clone());
+        Arc::new(move |msg, outbox| handle(msg, outbox, &service, &runs, &tasks))
+    };
+    let conn = conn::start_dispatching(transport, keys, heartbeat, dispatch);
+    tokio::select! {
+        () = conn.closed.cancelled() => {}
+        () = stop.cancelled() => {}
     }
     conn.closed.cancel();
-    for token in runs.values() {
+    for token in lock(&runs).values() {
         token.cancel();
     }
-    while tasks.join_next().await.is_some() {}
+    tasks.close();
+    tasks.wait().await;
     let reason = conn.reason();
     if reason.is_empty() {
         "the connection ended".to_owned()
     } else {
         reason
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// One message from the gateway, on the reader task: never waits.
+fn handle(
+    msg: Msg,
+    outbox: &Outbox,
+    service: &Arc<NodeService>,
+    runs: &Arc<Mutex<HashMap<u64, CancellationToken>>>,
+    tasks: &TaskTracker,
+) {
+    match msg {
+        Msg::Invoke {
+            id,
+            command,
+            params,
+        } => {
+            let cancel = {
+                let mut runs = lock(runs);
+                if runs.contains_key(&id) {
+                    let e =
+                        InvokeError::new("invalid", format!("invoke {id} is already in progress"));
+                    outbox.post(result(id, Err(e)));
+                    return;
+                }
+                if runs.len() >= MAX_RUNS_PER_CONNECTION {
+                    let e = InvokeError::new(
+                        "busy",
+                        format!("this node runs at most {MAX_RUNS_PER_CONNECTION} invokes at once"),
+                    );
+                    outbox.post(result(id, Err(e)));
+                    return;
+                }
+                let cancel = CancellationToken::new();
+                runs.insert(id, cancel.clone());
+                cancel
+            };
+            let (service, outbox, runs) = (Arc::clone(service), outbox.clone(), Arc::clone(runs));
+            tasks.spawn(async move {
+                let answer = invoke(&service, &outbox, &command, params, &cancel).await;
+                let _ = outbox.send(result(id, answer)).await;
+                lock(&runs).remove(&id);
+            });
+        }
+        Msg::Cancel { id } => {
+            if let Some(token) = lock(runs).get(&id) {
+                token.cancel();
+            }
+        }
+        other => {
+            // Results and events travel node → gateway only: a gateway sending one is
+            // broken or hostile.
+            tracing::warn!("bridge: unexpected message from the gateway: {other:?}");
+            outbox.close();
+        }
     }
 }
 

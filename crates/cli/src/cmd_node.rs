@@ -142,13 +142,12 @@ async fn serve_stdio(args: ServeArgs) -> anyhow::Result<i32> {
         None,
     );
     let keys = handshake::node_side(&mut t, &node.identity()).await?;
-    let conn = bridge::conn::start(t, keys, hb);
-    let closed = conn.closed.clone();
-    let serving = bridge::serve_node(conn, service);
+    let stop = tokio_util::sync::CancellationToken::new();
+    let serving = bridge::serve_node(t, keys, hb, service, &stop);
     tokio::pin!(serving);
     let reason = tokio::select! {
         reason = &mut serving => reason,
-        () = shutdown_signal() => { closed.cancel(); serving.await }
+        () = shutdown_signal() => { stop.cancel(); serving.await }
     };
     eprintln!("warden node: connection ended: {reason}");
     Ok(0)
@@ -191,24 +190,18 @@ async fn serve_ws(args: ServeArgs) -> anyhow::Result<i32> {
         let attempt = async {
             let mut t = bridge::ws::connect(&url, node.fingerprint.as_deref()).await?;
             let keys = handshake::node_side(&mut t, &node.identity()).await?;
-            Ok::<_, BridgeError>(bridge::conn::start(t, keys, hb))
+            Ok::<_, BridgeError>((t, keys))
         };
-        let conn = tokio::select! {
+        let session = tokio::select! {
             () = stop.cancelled() => break,
             c = attempt => c,
         };
-        match conn {
-            Ok(conn) => {
+        match session {
+            Ok((t, keys)) => {
                 eprintln!("warden node: connected to {url}");
                 write_status(&facts, true, &format!("connected to {url}"));
                 backoff = Duration::from_secs(1);
-                let closed = conn.closed.clone();
-                let serving = bridge::serve_node(conn, Arc::clone(&service));
-                tokio::pin!(serving);
-                let reason = tokio::select! {
-                    reason = &mut serving => reason,
-                    () = stop.cancelled() => { closed.cancel(); serving.await }
-                };
+                let reason = bridge::serve_node(t, keys, hb, Arc::clone(&service), &stop).await;
                 eprintln!("warden node: disconnected: {reason}");
                 write_status(&facts, false, &reason);
             }

@@ -122,6 +122,12 @@ fn lab() -> Lab {
 
 /// A session for `hub` on an in-memory stream; the node's end, authenticated.
 async fn session(hub: &Arc<Hub>) -> bridge::conn::Conn {
+    let (node_end, keys) = authenticated(hub).await;
+    bridge::conn::start(node_end, keys, Heartbeat::default())
+}
+
+/// The node's end of a session with `hub`, after the handshake, once the hub lists it.
+async fn authenticated(hub: &Arc<Hub>) -> (Transport, bridge::handshake::Keys) {
     let (a, b) = tokio::io::duplex(1 << 20);
     let (ar, aw) = tokio::io::split(a);
     let (br, bw) = tokio::io::split(b);
@@ -137,7 +143,6 @@ async fn session(hub: &Arc<Hub>) -> bridge::conn::Conn {
     let keys = bridge::handshake::node_side(&mut node_end, &me)
         .await
         .unwrap();
-    let conn = bridge::conn::start(node_end, keys, Heartbeat::default());
     for _ in 0..200 {
         if hub.connected() == 1 {
             break;
@@ -145,7 +150,7 @@ async fn session(hub: &Arc<Hub>) -> bridge::conn::Conn {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert_eq!(hub.connected(), 1);
-    conn
+    (node_end, keys)
 }
 
 fn key() -> SessionKey {
@@ -171,8 +176,11 @@ async fn cancelling_the_caller_kills_the_remote_runs_whole_tree() {
         default_cwd: node_dir.clone(),
         store: store(&node_dir, OPEN),
     });
-    let conn = session(&lab.hub).await;
-    tokio::spawn(bridge::serve_node(conn, service));
+    let (node_end, keys) = authenticated(&lab.hub).await;
+    tokio::spawn(async move {
+        let stop = tokio_util::sync::CancellationToken::new();
+        bridge::serve_node(node_end, keys, Heartbeat::default(), service, &stop).await
+    });
     let pidfile = node_dir.join("pid");
     let script = format!("sleep 600 & echo $! > {}; wait", pidfile.display());
     let mut request = ExecRequest::new("a", "s", CommandSpec::Shell(script));
@@ -301,4 +309,130 @@ async fn a_node_cannot_post_events_for_runs_it_was_not_sent_and_a_misbehaving_on
         0,
         "the misbehaving node is still connected"
     );
+}
+
+/// A gateway end of a raw session with a node served by `service` (the node's handling
+/// of whatever the gateway sends, message by message); the node's serving future.
+async fn raw_gateway(
+    service: Arc<NodeService>,
+) -> (bridge::conn::Conn, tokio::task::JoinHandle<String>) {
+    let (a, b) = tokio::io::duplex(1 << 20);
+    let (ar, aw) = tokio::io::split(a);
+    let (br, bw) = tokio::io::split(b);
+    let serving = tokio::spawn(async move {
+        let mut t = Transport::stream(br, bw, TransportKind::Stdio, None);
+        let me = NodeIdentity {
+            node_id: "n1".into(),
+            display_name: None,
+            token: TOKEN.into(),
+        };
+        let keys = bridge::handshake::node_side(&mut t, &me).await.unwrap();
+        let stop = tokio_util::sync::CancellationToken::new();
+        bridge::serve_node(t, keys, Heartbeat::default(), service, &stop).await
+    });
+    let mut t = Transport::stream(ar, aw, TransportKind::Stdio, None);
+    let opening = bridge::handshake::read_opening(&mut t).await.unwrap();
+    let hello = bridge::handshake::check_hello(opening).unwrap();
+    let keys = bridge::handshake::gateway_side(&mut t, &hello, TOKEN)
+        .await
+        .unwrap();
+    (bridge::conn::start(t, keys, Heartbeat::default()), serving)
+}
+
+fn sleep_invoke(id: u64, pidfile: &Path) -> Msg {
+    let params = bridge::message::RunParams {
+        run_id: format!("run-{id}"),
+        agent: "a".into(),
+        session: "s".into(),
+        argv: None,
+        shell: Some(format!("echo $$ > {}; exec sleep 600", pidfile.display())),
+        cwd: None,
+        env: Default::default(),
+        security: policy::Security::Full,
+        ask: policy::Ask::Off,
+        timeout_ms: None,
+    };
+    Msg::Invoke {
+        id,
+        command: "system.run".into(),
+        params: serde_json::to_value(params).unwrap(),
+    }
+}
+
+/// The next invoke result on `conn` (events skipped): its id, and its error code if any.
+async fn next_result(conn: &mut bridge::conn::Conn) -> (u64, Option<String>) {
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(20), conn.inbox.recv())
+            .await
+            .expect("no result within 20 s")
+            .expect("the connection ended");
+        if let Msg::InvokeResult { id, error, .. } = msg {
+            return (id, error.map(|e| e.code));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_refuses_a_reused_invoke_id_and_runs_past_its_limit_and_drops_a_gateway_sending_results()
+ {
+    let dir = private_dir();
+    let node_dir = dir.path().to_path_buf();
+    let service = Arc::new(NodeService {
+        node_id: "n1".into(),
+        runner: runner(&node_dir, "node", OPEN),
+        executor: Executor::Direct {
+            shell: Arc::new(LocalShell::new()),
+            host: RunHost::Node("n1".into()),
+        },
+        fs: Arc::new(LocalFs::new("/").unwrap()),
+        trusted_path: TrustedPath::parse("/usr/bin:/bin"),
+        default_cwd: node_dir.clone(),
+        store: store(&node_dir, OPEN),
+    });
+    let (mut gw, serving) = raw_gateway(service).await;
+    let limit = bridge::node::MAX_RUNS_PER_CONNECTION as u64;
+    let pidfile = |id: u64| node_dir.join(format!("pid-{id}"));
+    for id in 1..=limit {
+        gw.outbox
+            .send(sleep_invoke(id, &pidfile(id)))
+            .await
+            .unwrap();
+    }
+    // The same id while that invoke runs, then one more than the node runs at once.
+    gw.outbox.send(sleep_invoke(1, &pidfile(0))).await.unwrap();
+    gw.outbox
+        .send(sleep_invoke(limit + 1, &pidfile(0)))
+        .await
+        .unwrap();
+    assert_eq!(next_result(&mut gw).await, (1, Some("invalid".into())));
+    assert_eq!(next_result(&mut gw).await, (limit + 1, Some("busy".into())));
+    let pids: Vec<i32> = (1..=limit).map(|id| read_pid(&pidfile(id))).collect();
+    assert!(!pidfile(0).exists(), "a refused invoke ran");
+
+    // A cancel ends the run it names, and only that one.
+    gw.outbox.send(Msg::Cancel { id: 7 }).await.unwrap();
+    assert_eq!(next_result(&mut gw).await, (7, None));
+    assert!(wait_gone(pids[6]), "the cancelled run's tree outlived it");
+    assert!(
+        std::path::Path::new(&format!("/proc/{}", pids[0])).exists(),
+        "a cancel ended another run"
+    );
+
+    // Something only a node sends: the node drops the gateway, and every run dies.
+    gw.outbox
+        .send(Msg::InvokeResult {
+            id: 2,
+            ok: Some(serde_json::json!({})),
+            error: None,
+        })
+        .await
+        .unwrap();
+    let reason = tokio::time::timeout(Duration::from_secs(20), serving)
+        .await
+        .expect("the node kept serving a gateway that sent a result")
+        .unwrap();
+    assert!(!reason.is_empty());
+    for pid in pids {
+        assert!(wait_gone(pid), "run {pid} outlived the connection");
+    }
 }
