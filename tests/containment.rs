@@ -287,3 +287,37 @@ fn a_memory_bomb_is_stopped_at_the_limit_and_says_so() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("64 MiB"), "{text}");
 }
+
+/// `doctor` says whether each run's start waits for a cgroup migration, and where it
+/// does, how to remove the wait — as read from this host's mount table.
+#[test]
+fn doctor_says_whether_a_runs_start_waits_for_a_cgroup_migration_and_how_to_avoid_it() {
+    let home = open_gateway_home();
+    let out = warden_in(home.path())
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mechanism = &v["containment"]["mechanism"];
+    if mechanism["mechanism"] != "cgroup" {
+        eprintln!(
+            "SKIPPED: no cgroup containment here ({}); nothing migrates",
+            v["containment"]["detail"]
+        );
+        return;
+    }
+    let waits = mechanism["startWaitsForMigration"]
+        .as_bool()
+        .expect("startWaitsForMigration is a boolean");
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let favoured = mountinfo.lines().any(|l| {
+        l.split_once(" - ").is_some_and(|(_, right)| {
+            right.starts_with("cgroup") && right.split([' ', ',']).any(|o| o == "favordynmods")
+        })
+    });
+    if favoured {
+        assert!(!waits, "favordynmods is mounted, yet doctor reports a wait");
+    }
+    let detail = v["containment"]["detail"].as_str().unwrap();
+    assert_eq!(detail.contains("favordynmods"), waits, "{detail}");
+}

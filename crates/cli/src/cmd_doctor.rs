@@ -142,12 +142,23 @@ fn containment(facts: &HostFacts, config: Option<&policy::Config>) -> Containmen
                 }
                 (_, false) => String::new(),
             };
+            let waits = if matches!(
+                mechanism,
+                caps::process::Mechanism::Cgroup {
+                    start_waits_for_migration: true,
+                    ..
+                }
+            ) {
+                "; each run's start waits for a cgroup migration (one RCU grace period: ~6 ms on a 2-core VM, more on a busy host) — mounting a cgroup hierarchy with `favordynmods` (Linux 6.0 or later, e.g. `mount -o remount,favordynmods /sys/fs/cgroup/unified`) removes that wait host-wide, at a small cost to every fork and exit"
+            } else {
+                ""
+            };
             ContainmentReport {
                 ok: matches!(mechanism, caps::process::Mechanism::Cgroup { .. }),
                 mechanism: serde_json::to_value(&mechanism).unwrap_or_default(),
                 limits_enforced,
                 defaults,
-                detail: format!("{mechanism}{limits}"),
+                detail: format!("{mechanism}{limits}{waits}"),
             }
         }
     }

@@ -76,6 +76,8 @@ struct Hierarchy {
 pub(crate) struct Hierarchies {
     list: Arc<Vec<Hierarchy>>,
     spare: Arc<(Mutex<Spare>, std::sync::Condvar)>,
+    /// Some cgroup hierarchy is mounted with `favordynmods` (the setting is host-wide).
+    favordynmods: bool,
 }
 
 /// How long a run waits for a spare that is being prepared (it is usually a grace
@@ -98,10 +100,17 @@ struct Mount {
     root: String,
     v2: bool,
     controllers: Vec<String>,
+    /// Mounted with `favordynmods` (Linux 6.0+): the kernel then keeps its cgroup
+    /// threadgroup lock ready for writers, so a migration waits for no grace period.
+    favordynmods: bool,
 }
 
 fn mounts() -> io::Result<Vec<Mount>> {
-    let text = fs::read_to_string("/proc/self/mountinfo")?;
+    Ok(parse_mounts(&fs::read_to_string("/proc/self/mountinfo")?))
+}
+
+/// The cgroup mounts of a `/proc/self/mountinfo` text.
+fn parse_mounts(text: &str) -> Vec<Mount> {
     let mut out = Vec::new();
     for line in text.lines() {
         // ID PARENT MAJ:MIN ROOT POINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPER_OPTS
@@ -118,7 +127,7 @@ fn mounts() -> io::Result<Vec<Mount>> {
         if !v2 && *fstype != "cgroup" {
             continue;
         }
-        let controllers = right
+        let controllers: Vec<String> = right
             .get(2)
             .map(|o| o.split(',').map(str::to_owned).collect())
             .unwrap_or_default();
@@ -126,10 +135,11 @@ fn mounts() -> io::Result<Vec<Mount>> {
             point: PathBuf::from(unescape(point)),
             root: unescape(root),
             v2,
+            favordynmods: controllers.iter().any(|o| o == "favordynmods"),
             controllers,
         });
     }
-    Ok(out)
+    out
 }
 
 /// mountinfo escapes spaces and the like as `\ooo`.
@@ -361,7 +371,18 @@ impl Hierarchies {
         Ok(Hierarchies {
             list: Arc::new(list),
             spare: Arc::default(),
+            favordynmods: mounts.iter().any(|m| m.favordynmods),
         })
+    }
+
+    /// Whether starting a run waits for a cgroup migration: a thread moves into v1
+    /// hierarchies (or, without `CLONE_INTO_CGROUP`, the process into v2), and each
+    /// move waits for an RCU grace period unless the host favours dynamic cgroup
+    /// changes. A one-shot `warden exec` cannot hide that wait behind its own start.
+    pub(crate) fn start_waits_for_migration(&self) -> bool {
+        let migrates = self.list.iter().any(|h| h.flavor != Flavor::V2)
+            || !crate::providers::local::spawn::can_spawn_into_cgroup();
+        migrates && !self.favordynmods
     }
 
     /// Whether process and memory limits are enforced.
@@ -852,6 +873,7 @@ mod tests {
             root: "/docker/abc".into(),
             v2: false,
             controllers: vec!["memory".into()],
+            favordynmods: false,
         };
         assert_eq!(
             dir_of(&m, "/docker/abc/sub"),
@@ -862,5 +884,23 @@ mod tests {
             Some(PathBuf::from("/sys/fs/cgroup/memory"))
         );
         assert_eq!(dir_of(&m, "/elsewhere"), None);
+    }
+
+    #[test]
+    fn favordynmods_is_read_from_the_super_options_of_either_cgroup_version() {
+        let text = "\
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw,favordynmods
+50 31 0:40 / /mnt/favordynmods rw,relatime - tmpfs favordynmods rw
+";
+        let mounts = parse_mounts(text);
+        assert_eq!(mounts.len(), 2, "only cgroup mounts are kept");
+        assert!(!mounts[0].favordynmods);
+        assert!(mounts[1].favordynmods && mounts[1].v2);
+        let v1 = parse_mounts(
+            "39 31 0:36 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids,favordynmods\n",
+        );
+        assert!(v1[0].favordynmods);
+        assert_eq!(v1[0].controllers, ["rw", "pids", "favordynmods"]);
     }
 }

@@ -44,6 +44,11 @@ pub enum Mechanism {
         detail: String,
         /// Whether process and memory limits are enforced.
         limits: bool,
+        /// Whether each run's start waits for a cgroup migration — one RCU grace period,
+        /// several milliseconds — because runs are moved into v1 hierarchies and no
+        /// cgroup hierarchy is mounted with `favordynmods`.
+        #[serde(rename = "startWaitsForMigration")]
+        start_waits_for_migration: bool,
     },
     /// A per-run child subreaper (no limits).
     Subreaper,
@@ -143,6 +148,7 @@ impl Containment {
             Kind::Cgroups(h) => Mechanism::Cgroup {
                 detail: h.describe(),
                 limits: h.enforces_limits(),
+                start_waits_for_migration: h.start_waits_for_migration(),
             },
             Kind::Reaper(_) => Mechanism::Subreaper,
             Kind::Session => Mechanism::Session,
