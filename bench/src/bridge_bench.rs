@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use bridge::conn::Heartbeat;
 use bridge::handshake::NodeIdentity;
-use bridge::registry::{NodeEntry, NodeState};
+use bridge::registry::NodeEntry;
 use bridge::{Hub, HubConfig, NodeService, Registry, TransportKind};
 use caps::LocalShell;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -108,17 +108,8 @@ fn registry(home: &Path, count: usize) -> anyhow::Result<Registry> {
     registry.update(|nodes| {
         for i in 0..count {
             nodes.push(NodeEntry {
-                id: format!("n{i}"),
                 display_name: Some(format!("Bench Node {i}")),
-                state: NodeState::Approved,
-                transport: TransportKind::WebSocket,
-                command: None,
-                token: Some(token(i)),
-                created_at: 0,
-                updated_at: 0,
-                request: None,
-                gateway_public_key: None,
-                extra: Default::default(),
+                ..NodeEntry::approved(&format!("n{i}"), TransportKind::WebSocket, token(i), 0)
             });
         }
         Ok(())

@@ -18,7 +18,7 @@ use approvals::{Store, StoreConfig};
 use bridge::conn::Heartbeat;
 use bridge::handshake::NodeIdentity;
 use bridge::message::{RunParams, RunResult, SYSTEM_RUN, WireOutcome};
-use bridge::registry::{NodeEntry, NodeState};
+use bridge::registry::NodeEntry;
 use bridge::{Hub, HubConfig, NodeService, Registry, Transport, TransportKind};
 use caps::{LocalFs, LocalShell};
 use policy::{CaseMode, Config, TrustedPath};
@@ -80,17 +80,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let registry = Registry::new(fs.clone(), gateway_dir.path());
     registry.update(|nodes| {
         nodes.push(NodeEntry {
-            id: "n1".into(),
             display_name: Some("Example node".into()),
-            state: NodeState::Approved,
-            transport: TransportKind::Stdio,
-            command: None,
-            token: Some(TOKEN.into()),
-            created_at: 0,
-            updated_at: 0,
-            request: None,
-            gateway_public_key: None,
-            extra: Default::default(),
+            ..NodeEntry::approved("n1", TransportKind::Stdio, TOKEN.into(), 0)
         });
         Ok(())
     })?;

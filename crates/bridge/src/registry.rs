@@ -111,6 +111,24 @@ pub struct NodeEntry {
 }
 
 impl NodeEntry {
+    /// A node the operator approved, reached over `transport`, holding `token` (set
+    /// `display_name` and, for a stdio node, `command` on the result).
+    pub fn approved(id: &str, transport: TransportKind, token: String, now: u64) -> NodeEntry {
+        NodeEntry {
+            id: id.to_owned(),
+            display_name: None,
+            state: NodeState::Approved,
+            transport,
+            command: None,
+            token: Some(token),
+            created_at: now,
+            updated_at: now,
+            request: None,
+            gateway_public_key: None,
+            extra: Map::new(),
+        }
+    }
+
     /// The token's fingerprint, if it has one.
     pub fn token_fingerprint(&self) -> Option<String> {
         self.token.as_deref().map(token_fingerprint)
@@ -503,17 +521,9 @@ impl Registry {
             }
             nodes.retain(|n| n.id != id);
             nodes.push(NodeEntry {
-                id: id.to_owned(),
                 display_name: display_name.map(str::to_owned),
-                state: NodeState::Approved,
-                transport: TransportKind::Stdio,
                 command: Some(command),
-                token: Some(token.clone()),
-                created_at: now,
-                updated_at: now,
-                request: None,
-                gateway_public_key: None,
-                extra: Map::new(),
+                ..NodeEntry::approved(id, TransportKind::Stdio, token.clone(), now)
             });
             Ok(token.clone())
         })

@@ -17,7 +17,7 @@ use approvals::{Store, StoreConfig};
 use bridge::conn::Heartbeat;
 use bridge::handshake::NodeIdentity;
 use bridge::message::Msg;
-use bridge::registry::{NodeEntry, NodeState};
+use bridge::registry::NodeEntry;
 use bridge::{Hub, HubConfig, NodeService, Registry, Transport, TransportKind};
 use caps::testkit::{read_pid, wait_gone};
 use caps::{LocalFs, LocalShell};
@@ -84,19 +84,12 @@ fn lab() -> Lab {
     let registry = Registry::new(Arc::new(LocalFs::new("/").unwrap()), gw_dir.path());
     registry
         .update(|nodes| {
-            nodes.push(NodeEntry {
-                id: "n1".into(),
-                display_name: None,
-                state: NodeState::Approved,
-                transport: TransportKind::Stdio,
-                command: None,
-                token: Some(TOKEN.into()),
-                created_at: 0,
-                updated_at: 0,
-                request: None,
-                gateway_public_key: None,
-                extra: Default::default(),
-            });
+            nodes.push(NodeEntry::approved(
+                "n1",
+                TransportKind::Stdio,
+                TOKEN.into(),
+                0,
+            ));
             Ok(())
         })
         .unwrap();
@@ -153,6 +146,22 @@ async fn authenticated(hub: &Arc<Hub>) -> (Transport, bridge::handshake::Keys) {
     (node_end, keys)
 }
 
+/// Node n1, working in `dir`, whose approvals file allows everything.
+fn open_node(dir: &Path) -> Arc<NodeService> {
+    Arc::new(NodeService {
+        node_id: "n1".into(),
+        runner: runner(dir, "node", OPEN),
+        executor: Executor::Direct {
+            shell: Arc::new(LocalShell::new()),
+            host: RunHost::Node("n1".into()),
+        },
+        fs: Arc::new(LocalFs::new("/").unwrap()),
+        trusted_path: TrustedPath::parse("/usr/bin:/bin"),
+        default_cwd: dir.to_path_buf(),
+        store: store(dir, OPEN),
+    })
+}
+
 fn key() -> SessionKey {
     SessionKey {
         agent: "a".into(),
@@ -164,18 +173,7 @@ fn key() -> SessionKey {
 async fn cancelling_the_caller_kills_the_remote_runs_whole_tree() {
     let lab = lab();
     let node_dir = lab.work.clone();
-    let service = Arc::new(NodeService {
-        node_id: "n1".into(),
-        runner: runner(&node_dir, "node", OPEN),
-        executor: Executor::Direct {
-            shell: Arc::new(LocalShell::new()),
-            host: RunHost::Node("n1".into()),
-        },
-        fs: Arc::new(LocalFs::new("/").unwrap()),
-        trusted_path: TrustedPath::parse("/usr/bin:/bin"),
-        default_cwd: node_dir.clone(),
-        store: store(&node_dir, OPEN),
-    });
+    let service = open_node(&node_dir);
     let (node_end, keys) = authenticated(&lab.hub).await;
     tokio::spawn(async move {
         let stop = tokio_util::sync::CancellationToken::new();
@@ -377,18 +375,7 @@ async fn a_node_refuses_a_reused_invoke_id_and_runs_past_its_limit_and_drops_a_g
  {
     let dir = private_dir();
     let node_dir = dir.path().to_path_buf();
-    let service = Arc::new(NodeService {
-        node_id: "n1".into(),
-        runner: runner(&node_dir, "node", OPEN),
-        executor: Executor::Direct {
-            shell: Arc::new(LocalShell::new()),
-            host: RunHost::Node("n1".into()),
-        },
-        fs: Arc::new(LocalFs::new("/").unwrap()),
-        trusted_path: TrustedPath::parse("/usr/bin:/bin"),
-        default_cwd: node_dir.clone(),
-        store: store(&node_dir, OPEN),
-    });
+    let service = open_node(&node_dir);
     let (mut gw, serving) = raw_gateway(service).await;
     let limit = bridge::node::MAX_RUNS_PER_CONNECTION as u64;
     let pidfile = |id: u64| node_dir.join(format!("pid-{id}"));
