@@ -73,21 +73,24 @@ pub async fn serve_node(
     service: Arc<NodeService>,
     stop: &CancellationToken,
 ) -> String {
-    let runs: Arc<Mutex<HashMap<u64, CancellationToken>>> = Arc::default();
-    let tasks = TaskTracker::new();
-    let dispatch: Dispatch = {
-        let (runs, tasks) = (Arc::clone(&runs), tasks.clone());
-        Arc::new(move |msg, outbox| handle(msg, outbox, &service, &runs, &tasks))
+    // Every run's token is a child of this one: cancelling it at the end reaches every
+    // run, including one an invoke read at that very instant starts afterwards.
+    let every_run = CancellationToken::new();
+    let serving = Serving {
+        service,
+        runs: Arc::default(),
+        tasks: TaskTracker::new(),
+        every_run: every_run.clone(),
     };
+    let tasks = serving.tasks.clone();
+    let dispatch: Dispatch = Arc::new(move |msg, outbox| serving.handle(msg, outbox));
     let conn = conn::start_dispatching(transport, keys, heartbeat, dispatch);
     tokio::select! {
         () = conn.closed.cancelled() => {}
         () = stop.cancelled() => {}
     }
     conn.closed.cancel();
-    for token in lock(&runs).values() {
-        token.cancel();
-    }
+    every_run.cancel();
     tasks.close();
     tasks.wait().await;
     let reason = conn.reason();
@@ -102,57 +105,69 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// One message from the gateway, on the reader task: never waits.
-fn handle(
-    msg: Msg,
-    outbox: &Outbox,
-    service: &Arc<NodeService>,
-    runs: &Arc<Mutex<HashMap<u64, CancellationToken>>>,
-    tasks: &TaskTracker,
-) {
-    match msg {
-        Msg::Invoke {
-            id,
-            command,
-            params,
-        } => {
-            let cancel = {
-                let mut runs = lock(runs);
-                if runs.contains_key(&id) {
-                    let e =
-                        InvokeError::new("invalid", format!("invoke {id} is already in progress"));
-                    outbox.post(result(id, Err(e)));
-                    return;
-                }
-                if runs.len() >= MAX_RUNS_PER_CONNECTION {
-                    let e = InvokeError::new(
-                        "busy",
-                        format!("this node runs at most {MAX_RUNS_PER_CONNECTION} invokes at once"),
-                    );
-                    outbox.post(result(id, Err(e)));
-                    return;
-                }
-                let cancel = CancellationToken::new();
-                runs.insert(id, cancel.clone());
-                cancel
-            };
-            let (service, outbox, runs) = (Arc::clone(service), outbox.clone(), Arc::clone(runs));
-            tasks.spawn(async move {
-                let answer = invoke(&service, &outbox, &command, params, &cancel).await;
-                let _ = outbox.send(result(id, answer)).await;
-                lock(&runs).remove(&id);
-            });
-        }
-        Msg::Cancel { id } => {
-            if let Some(token) = lock(runs).get(&id) {
-                token.cancel();
+/// What one connection's message handler holds.
+struct Serving {
+    service: Arc<NodeService>,
+    /// The invokes in progress, by id, with their cancel tokens.
+    runs: Arc<Mutex<HashMap<u64, CancellationToken>>>,
+    tasks: TaskTracker,
+    /// The parent of every run's token.
+    every_run: CancellationToken,
+}
+
+impl Serving {
+    /// One message from the gateway, on the reader task: never waits.
+    fn handle(&self, msg: Msg, outbox: &Outbox) {
+        let runs = &self.runs;
+        match msg {
+            Msg::Invoke {
+                id,
+                command,
+                params,
+            } => {
+                let cancel = {
+                    let mut runs = lock(runs);
+                    if runs.contains_key(&id) {
+                        let e = InvokeError::new(
+                            "invalid",
+                            format!("invoke {id} is already in progress"),
+                        );
+                        outbox.post(result(id, Err(e)));
+                        return;
+                    }
+                    if runs.len() >= MAX_RUNS_PER_CONNECTION {
+                        let e = InvokeError::new(
+                            "busy",
+                            format!(
+                                "this node runs at most {MAX_RUNS_PER_CONNECTION} invokes at once"
+                            ),
+                        );
+                        outbox.post(result(id, Err(e)));
+                        return;
+                    }
+                    let cancel = self.every_run.child_token();
+                    runs.insert(id, cancel.clone());
+                    cancel
+                };
+                let (service, outbox, runs) =
+                    (Arc::clone(&self.service), outbox.clone(), Arc::clone(runs));
+                self.tasks.spawn(async move {
+                    let answer = invoke(&service, &outbox, &command, params, &cancel).await;
+                    let _ = outbox.send(result(id, answer)).await;
+                    lock(&runs).remove(&id);
+                });
             }
-        }
-        other => {
-            // Results and events travel node → gateway only: a gateway sending one is
-            // broken or hostile.
-            tracing::warn!("bridge: unexpected message from the gateway: {other:?}");
-            outbox.close();
+            Msg::Cancel { id } => {
+                if let Some(token) = lock(runs).get(&id) {
+                    token.cancel();
+                }
+            }
+            other => {
+                // Results and events travel node → gateway only: a gateway sending one is
+                // broken or hostile.
+                tracing::warn!("bridge: unexpected message from the gateway: {other:?}");
+                outbox.close();
+            }
         }
     }
 }
