@@ -225,55 +225,17 @@ impl NodeConn {
                 let _ = call.reply.send(reply);
                 return;
             }
-            Msg::ExecStarted { run_id } => {
-                let host = RunHost::Node(self.id.clone());
-                (run_id.clone(), ExecEvent::Started { run_id, host })
-            }
-            Msg::ExecFinished {
-                run_id,
-                code,
-                signal,
-                timed_out,
-                cancelled,
-                tail,
-            } => {
-                let host = RunHost::Node(self.id.clone());
-                (
-                    run_id.clone(),
-                    ExecEvent::Finished {
-                        run_id,
-                        host,
-                        code,
-                        signal,
-                        timed_out,
-                        cancelled,
-                        tail,
-                    },
-                )
-            }
-            Msg::ExecDenied { run_id, reason } => {
-                let host = RunHost::Node(self.id.clone());
-                (
-                    run_id.clone(),
-                    ExecEvent::Denied {
-                        run_id,
-                        host,
-                        reason,
-                    },
-                )
-            }
-            Msg::ExecCancelled { run_id } => {
-                let host = RunHost::Node(self.id.clone());
-                (run_id.clone(), ExecEvent::Cancelled { run_id, host })
-            }
-            other => {
-                tracing::warn!(
-                    "bridge: node {} sent {other:?}, which nodes do not send; dropping it",
-                    self.id
-                );
-                self.close();
-                return;
-            }
+            other => match other.into_event(RunHost::Node(self.id.clone())) {
+                Ok(event) => (event.run_id().to_owned(), event),
+                Err(other) => {
+                    tracing::warn!(
+                        "bridge: node {} sent {other:?}, which nodes do not send; dropping it",
+                        self.id
+                    );
+                    self.close();
+                    return;
+                }
+            },
         };
         let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         let sink = pending

@@ -208,6 +208,67 @@ pub enum Msg {
     Heartbeat {},
 }
 
+impl Msg {
+    /// The lifecycle message a node sends for one of its runner's events (the host is
+    /// not sent: the gateway knows which node it hears).
+    pub fn from_event(event: runner::ExecEvent) -> Msg {
+        use runner::ExecEvent;
+        match event {
+            ExecEvent::Started { run_id, .. } => Msg::ExecStarted { run_id },
+            ExecEvent::Finished {
+                run_id,
+                code,
+                signal,
+                timed_out,
+                cancelled,
+                tail,
+                ..
+            } => Msg::ExecFinished {
+                run_id,
+                code,
+                signal,
+                timed_out,
+                cancelled,
+                tail,
+            },
+            ExecEvent::Denied { run_id, reason, .. } => Msg::ExecDenied { run_id, reason },
+            ExecEvent::Cancelled { run_id, .. } => Msg::ExecCancelled { run_id },
+        }
+    }
+
+    /// A lifecycle message back into the event it reports, on `host`; any other message
+    /// comes back as the error.
+    pub fn into_event(self, host: runner::RunHost) -> Result<runner::ExecEvent, Box<Msg>> {
+        use runner::ExecEvent;
+        Ok(match self {
+            Msg::ExecStarted { run_id } => ExecEvent::Started { run_id, host },
+            Msg::ExecFinished {
+                run_id,
+                code,
+                signal,
+                timed_out,
+                cancelled,
+                tail,
+            } => ExecEvent::Finished {
+                run_id,
+                host,
+                code,
+                signal,
+                timed_out,
+                cancelled,
+                tail,
+            },
+            Msg::ExecDenied { run_id, reason } => ExecEvent::Denied {
+                run_id,
+                host,
+                reason,
+            },
+            Msg::ExecCancelled { run_id } => ExecEvent::Cancelled { run_id, host },
+            other => return Err(Box::new(other)),
+        })
+    }
+}
+
 /// Why an invoke failed.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -485,6 +546,43 @@ pub fn check_name(name: &str) -> Result<(), BridgeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_lifecycle_event_crosses_as_a_message_and_back_and_nothing_else_is_an_event() {
+        use runner::{ExecEvent, RunHost};
+        let host = RunHost::Node("n1".into());
+        let events = [
+            ExecEvent::Started {
+                run_id: "r".into(),
+                host: host.clone(),
+            },
+            ExecEvent::Finished {
+                run_id: "r".into(),
+                host: host.clone(),
+                code: 137,
+                signal: Some(9),
+                timed_out: true,
+                cancelled: false,
+                tail: "last words".into(),
+            },
+            ExecEvent::Denied {
+                run_id: "r".into(),
+                host: host.clone(),
+                reason: DenyReason::AllowlistMiss,
+            },
+            ExecEvent::Cancelled {
+                run_id: "r".into(),
+                host: host.clone(),
+            },
+        ];
+        for event in events {
+            let msg = Msg::from_event(event.clone());
+            let wire = decode::<Msg>(&encode(&msg)).unwrap();
+            assert_eq!(wire.into_event(host.clone()), Ok(event));
+        }
+        let other = Msg::Cancel { id: 1 };
+        assert_eq!(other.clone().into_event(host), Err(Box::new(other)));
+    }
 
     #[test]
     fn unknown_fields_duplicate_keys_and_unknown_types_are_refused() {

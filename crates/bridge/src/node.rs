@@ -299,28 +299,7 @@ struct Forward<'a> {
 
 impl EventSink for Forward<'_> {
     fn emit(&self, event: ExecEvent) {
-        let msg = match event {
-            ExecEvent::Started { run_id, .. } => Msg::ExecStarted { run_id },
-            ExecEvent::Finished {
-                run_id,
-                code,
-                signal,
-                timed_out,
-                cancelled,
-                tail,
-                ..
-            } => Msg::ExecFinished {
-                run_id,
-                code,
-                signal,
-                timed_out,
-                cancelled,
-                tail,
-            },
-            ExecEvent::Denied { run_id, reason, .. } => Msg::ExecDenied { run_id, reason },
-            ExecEvent::Cancelled { run_id, .. } => Msg::ExecCancelled { run_id },
-        };
-        self.outbox.post(msg);
+        self.outbox.post(Msg::from_event(event));
     }
 }
 
