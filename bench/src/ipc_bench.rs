@@ -15,11 +15,11 @@ struct Immediate;
 
 #[async_trait::async_trait]
 impl Approver for Immediate {
-    async fn decide(&self, _: &Prompt) -> Answer {
-        Answer::AllowOnce
+    async fn decide(&self, _: &Prompt) -> (Answer, Option<usize>) {
+        (Answer::AllowOnce, None)
     }
-    async fn exec(&self, _: &ExecPrompt) -> (Answer, Option<ExecReport>) {
-        (Answer::Deny, None)
+    async fn exec(&self, _: &ExecPrompt) -> (Answer, Option<usize>, Option<ExecReport>) {
+        (Answer::Deny, None, None)
     }
 }
 

@@ -38,13 +38,13 @@ struct Scripted {
 
 #[async_trait::async_trait]
 impl Approver for Scripted {
-    async fn decide(&self, prompt: &Prompt) -> Answer {
+    async fn decide(&self, prompt: &Prompt) -> (Answer, Option<usize>) {
         self.seen.lock().unwrap().push(prompt.clone());
         tokio::time::sleep(self.delay).await;
-        self.answer
+        (self.answer, None)
     }
-    async fn exec(&self, request: &ExecPrompt) -> (Answer, Option<ExecReport>) {
-        let answer = self.decide(&request.prompt).await;
+    async fn exec(&self, request: &ExecPrompt) -> (Answer, Option<usize>, Option<ExecReport>) {
+        let (answer, _) = self.decide(&request.prompt).await;
         let report = (answer != Answer::Deny).then(|| ExecReport {
             exit_code: 0,
             stdout: format!(
@@ -61,7 +61,7 @@ impl Approver for Scripted {
             duration_ms: 1,
             error: None,
         });
-        (answer, report)
+        (answer, None, report)
     }
 }
 
@@ -1016,20 +1016,10 @@ struct ChoosesFirstScope;
 
 #[async_trait::async_trait]
 impl Approver for ChoosesFirstScope {
-    async fn decide(&self, _: &Prompt) -> Answer {
-        Answer::AllowAlways
-    }
-    async fn decide_with_choice(&self, _: &Prompt) -> (Answer, Option<usize>) {
+    async fn decide(&self, _: &Prompt) -> (Answer, Option<usize>) {
         (Answer::AllowAlways, Some(0))
     }
-    async fn exec(&self, request: &ExecPrompt) -> (Answer, Option<ExecReport>) {
-        let (answer, _, report) = self.exec_with_choice(request).await;
-        (answer, report)
-    }
-    async fn exec_with_choice(
-        &self,
-        _: &ExecPrompt,
-    ) -> (Answer, Option<usize>, Option<ExecReport>) {
+    async fn exec(&self, _: &ExecPrompt) -> (Answer, Option<usize>, Option<ExecReport>) {
         let report = ExecReport {
             exit_code: 0,
             stdout: "ran".into(),

@@ -75,24 +75,12 @@ impl TerminalApprover {
 
 #[async_trait::async_trait]
 impl Approver for TerminalApprover {
-    async fn decide(&self, prompt: &Prompt) -> Answer {
-        self.decide_with_choice(prompt).await.0
-    }
-
-    async fn decide_with_choice(&self, prompt: &Prompt) -> (Answer, Option<usize>) {
+    async fn decide(&self, prompt: &Prompt) -> (Answer, Option<usize>) {
         let (answer, choice, _) = self.submit(Kind::Prompt(prompt.clone())).await;
         (answer, choice)
     }
 
-    async fn exec(&self, request: &ExecPrompt) -> (Answer, Option<ExecReport>) {
-        let (answer, _, report) = self.exec_with_choice(request).await;
-        (answer, report)
-    }
-
-    async fn exec_with_choice(
-        &self,
-        request: &ExecPrompt,
-    ) -> (Answer, Option<usize>, Option<ExecReport>) {
+    async fn exec(&self, request: &ExecPrompt) -> (Answer, Option<usize>, Option<ExecReport>) {
         self.submit(Kind::Exec(request.clone())).await
     }
 }

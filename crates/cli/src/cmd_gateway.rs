@@ -176,17 +176,6 @@ fn when(ms: u64) -> String {
         .to_string()
 }
 
-async fn shutdown_signal() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => return std::future::pending().await,
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
-}
-
 async fn gateway_run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(agent) = args.agent {
         anyhow::bail!(
@@ -239,7 +228,14 @@ async fn gateway_run(args: RunArgs) -> anyhow::Result<()> {
                 .join(", ")
         }
     );
-    gateway::http::serve(gateway, listener, credentials, limits, shutdown_signal()).await?;
+    gateway::http::serve(
+        gateway,
+        listener,
+        credentials,
+        limits,
+        exit::shutdown_signal(),
+    )
+    .await?;
     hub.shutdown();
     eprintln!("warden: gateway stopped");
     Ok(())
@@ -262,7 +258,7 @@ async fn mcp_stdio(args: McpArgs) -> anyhow::Result<()> {
         .context("MCP handshake over stdio failed")?;
     tokio::select! {
         result = service.waiting() => { result.context("MCP service failed")?; }
-        _ = shutdown_signal() => {}
+        _ = exit::shutdown_signal() => {}
     }
     cancel.cancel();
     Ok(())

@@ -117,17 +117,6 @@ fn paired(facts: &HostFacts) -> anyhow::Result<NodeFile> {
     })
 }
 
-async fn shutdown_signal() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => return std::future::pending().await,
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
-}
-
 /// `warden node stdio`: one connection on stdin/stdout; its end ends the process (and
 /// every run it started).
 async fn serve_stdio(args: ServeArgs) -> anyhow::Result<i32> {
@@ -147,7 +136,7 @@ async fn serve_stdio(args: ServeArgs) -> anyhow::Result<i32> {
     tokio::pin!(serving);
     let reason = tokio::select! {
         reason = &mut serving => reason,
-        () = shutdown_signal() => { stop.cancel(); serving.await }
+        () = exit::shutdown_signal() => { stop.cancel(); serving.await }
     };
     eprintln!("warden node: connection ended: {reason}");
     Ok(0)
@@ -181,7 +170,7 @@ async fn serve_ws(args: ServeArgs) -> anyhow::Result<i32> {
     let stop = tokio_util::sync::CancellationToken::new();
     let on_signal = stop.clone();
     tokio::spawn(async move {
-        shutdown_signal().await;
+        exit::shutdown_signal().await;
         on_signal.cancel();
     });
     let mut backoff = Duration::from_secs(1);

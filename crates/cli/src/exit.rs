@@ -47,3 +47,21 @@ pub fn block_on(
         Err(e) => or_report(Err(anyhow::anyhow!("cannot start the runtime: {e}"))),
     }
 }
+
+/// Resolves when a long-running subcommand (a gateway, a node) is asked to stop: SIGINT
+/// or SIGTERM. Never, where SIGTERM cannot be watched (Ctrl-C still works then).
+pub async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => {
+            if tokio::signal::ctrl_c().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

@@ -59,27 +59,14 @@ impl Default for Limits {
 /// Decides on prompts. Implementations queue them for a human.
 #[async_trait::async_trait]
 pub trait Approver: Send + Sync {
-    /// The decision for `prompt`. The future is dropped if the requester goes away.
-    async fn decide(&self, prompt: &Prompt) -> Answer;
+    /// The decision for `prompt` and, for `allow-always`, which of the prompt's options
+    /// to store (`None`: the preselected one). The future is dropped if the requester
+    /// goes away.
+    async fn decide(&self, prompt: &Prompt) -> (Answer, Option<usize>);
 
-    /// The decision and, for `allow-always`, which of the prompt's options to store
-    /// (`None`: the preselected one). By default, [`Approver::decide`]'s answer.
-    async fn decide_with_choice(&self, prompt: &Prompt) -> (Answer, Option<usize>) {
-        (self.decide(prompt).await, None)
-    }
-
-    /// The decision for an exec request and, when allowed, the approver's own run of it.
-    async fn exec(&self, request: &ExecPrompt) -> (Answer, Option<ExecReport>);
-
-    /// [`Approver::exec`] with, for `allow-always`, which of the prompt's options to
-    /// store (`None`: the preselected one). By default, [`Approver::exec`]'s answer.
-    async fn exec_with_choice(
-        &self,
-        request: &ExecPrompt,
-    ) -> (Answer, Option<usize>, Option<ExecReport>) {
-        let (answer, report) = self.exec(request).await;
-        (answer, None, report)
-    }
+    /// The decision for an exec request, the option chosen as for [`Approver::decide`],
+    /// and, when allowed, the approver's own run of it.
+    async fn exec(&self, request: &ExecPrompt) -> (Answer, Option<usize>, Option<ExecReport>);
 }
 
 /// Why the socket could not be set up.
@@ -350,10 +337,10 @@ async fn handle(
     let decision = async {
         match &request {
             Request::Prompt(p) => {
-                let (answer, choice) = shared.approver.decide_with_choice(p).await;
+                let (answer, choice) = shared.approver.decide(p).await;
                 (answer, choice, None)
             }
-            Request::Exec(e) => shared.approver.exec_with_choice(e).await,
+            Request::Exec(e) => shared.approver.exec(e).await,
         }
     };
     // The requester may give up (timeout, cancellation): stop asking the human then.

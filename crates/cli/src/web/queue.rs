@@ -394,25 +394,13 @@ impl Drop for Slot<'_> {
 
 #[async_trait::async_trait]
 impl Approver for Queue {
-    async fn decide(&self, prompt: &Prompt) -> Answer {
-        self.decide_with_choice(prompt).await.0
-    }
-
-    async fn decide_with_choice(&self, prompt: &Prompt) -> (Answer, Option<usize>) {
+    async fn decide(&self, prompt: &Prompt) -> (Answer, Option<usize>) {
         // `answer` recorded the decision and took the request off the page.
         let (_slot, answer) = self.wait(prompt, false).await;
         answer.unwrap_or((Answer::Deny, None))
     }
 
-    async fn exec(&self, request: &ExecPrompt) -> (Answer, Option<ExecReport>) {
-        let (answer, _, report) = self.exec_with_choice(request).await;
-        (answer, report)
-    }
-
-    async fn exec_with_choice(
-        &self,
-        request: &ExecPrompt,
-    ) -> (Answer, Option<usize>, Option<ExecReport>) {
+    async fn exec(&self, request: &ExecPrompt) -> (Answer, Option<usize>, Option<ExecReport>) {
         let (slot, answer) = self.wait(&request.prompt, true).await;
         let (answer, option) = answer.unwrap_or((Answer::Deny, None));
         if answer == Answer::Deny {
