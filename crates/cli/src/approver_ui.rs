@@ -18,14 +18,14 @@
 use std::sync::Arc;
 
 use approvals::display::{escape, render_prompt};
+use approvals::ipc::Approver;
 use approvals::ipc::protocol::{Answer, ExecPrompt, ExecReport, Prompt, PromptKind};
-use approvals::ipc::{Approver, Limits, ServerConfig, bind_socket, serve};
-use approvals::{OsRandom, SystemClock};
 use caps::LocalShell;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::approver_run::{run_here, summary};
+use crate::approver_socket::ApproverSocket;
 use crate::exit;
 use crate::host::HostFacts;
 use crate::term_input::Input;
@@ -98,42 +98,19 @@ async fn run_async() -> anyhow::Result<()> {
     let facts = HostFacts::read()?;
     // Requests run here are held like the gateway's: nothing they start outlives them.
     let shell = LocalShell::contained(facts.containment()?);
-    let store = facts.store();
-    let (socket_path, token) = store.ensure_token(&OsRandom)?;
-    let fs = facts.fs();
-    let listener = bind_socket(fs.as_ref(), &socket_path, facts.uid).await?;
+    let socket = ApproverSocket::bind(&facts).await?;
+    let listening = format!("warden approver listening on {}\n", socket.path().display());
     let (queue, pending) = mpsc::unbounded_channel();
-    let approver = Arc::new(TerminalApprover { queue });
-    let config = ServerConfig {
-        token,
-        owner_uid: facts.uid,
-        limits: Limits::default(),
-    };
-    let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let server = tokio::spawn(serve(
-        listener,
-        config,
-        approver,
-        Arc::new(SystemClock),
-        Arc::new(OsRandom),
-        async {
-            let _ = stop_rx.await;
-        },
-    ));
+    let serving = socket.serve(Arc::new(TerminalApprover { queue }));
     let mut out = tokio::io::stdout();
-    out.write_all(format!("warden approver listening on {}\n", socket_path.display()).as_bytes())
-        .await?;
+    out.write_all(listening.as_bytes()).await?;
     out.flush().await?;
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        result = terminal_loop(pending, &shell) => result?,
-        _ = tokio::signal::ctrl_c() => {}
-        _ = sigterm.recv() => {}
-    }
-    let _ = stop_tx.send(());
-    let _ = server.await;
-    let _ = caps::Fs::remove(fs.as_ref(), &socket_path);
-    Ok(())
+    let ended = tokio::select! {
+        result = terminal_loop(pending, &shell) => result,
+        () = exit::shutdown_signal() => Ok(()),
+    };
+    serving.stop().await;
+    ended
 }
 
 /// An answer typed at the prompt: `o`, `a` (the preselected scope), `aN` (scope N of

@@ -27,6 +27,7 @@ macro_rules! out {
 }
 
 mod approver_run;
+mod approver_socket;
 mod approver_ui;
 mod args;
 mod bridge_connector;

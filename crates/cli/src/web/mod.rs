@@ -23,11 +23,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use approvals::ipc::{Limits, ServerConfig, bind_socket, serve};
-use approvals::{OsRandom, Store, SystemClock};
+use approvals::{OsRandom, Store};
 use caps::LocalShell;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 
+use crate::approver_socket::ApproverSocket;
 use crate::exit;
 use crate::host::HostFacts;
 
@@ -92,29 +92,14 @@ async fn run_async(args: WebArgs) -> anyhow::Result<()> {
     // Requests run here are held like the gateway's: nothing they start outlives them.
     let shell = LocalShell::contained(facts.containment()?);
     let store = facts.store();
-    let (socket_path, token) = store.ensure_token(&OsRandom)?;
-    let fs = facts.fs();
-    let listener = bind_socket(fs.as_ref(), &socket_path, facts.uid).await?;
+    let socket = ApproverSocket::bind(&facts).await?;
+    let socket_path = socket.path().to_path_buf();
     let tcp = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = tcp.local_addr()?;
     let queue = Arc::new(queue::Queue::new(shell));
-    let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let server = tokio::spawn(serve(
-        listener,
-        ServerConfig {
-            token,
-            owner_uid: facts.uid,
-            limits: Limits::default(),
-        },
-        Arc::clone(&queue) as Arc<dyn approvals::ipc::Approver>,
-        Arc::new(SystemClock),
-        Arc::new(OsRandom),
-        async {
-            let _ = stop_rx.await;
-        },
-    ));
+    let serving = socket.serve(Arc::clone(&queue) as Arc<dyn approvals::ipc::Approver>);
     let config =
         bindings::ConfigFile::new(facts.fs(), policy::config::config_path(&facts.warden_home));
     let registry = facts.node_registry();
@@ -159,12 +144,8 @@ async fn run_async(args: WebArgs) -> anyhow::Result<()> {
         "warden approver listening on {}\nweb approver: open http://{addr}/login?token={login}\n(the link works once; keep it private)\n",
         socket_path.display()
     );
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let shutdown = async move {
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = sigterm.recv() => {}
-        }
+        exit::shutdown_signal().await;
         let _ = stopping.send(true);
     };
     axum::serve(tcp, router)
@@ -172,9 +153,7 @@ async fn run_async(args: WebArgs) -> anyhow::Result<()> {
         .await
         .context("the web server stopped")?;
     poller.abort();
-    let _ = stop_tx.send(());
-    let _ = server.await;
-    let _ = caps::Fs::remove(fs.as_ref(), &socket_path);
+    serving.stop().await;
     Ok(())
 }
 
