@@ -172,16 +172,42 @@ fn log_in(driver: &Driver, web: &WebApprover) -> String {
     app
 }
 
+/// A browser signed in to a web approver of a fresh Warden home whose `config.toml` is
+/// `config` (and whose approvals file is the host allowlist); the page's address.
+struct SignedIn {
+    driver: Driver,
+    web: WebApprover,
+    app: String,
+    home: tempfile::TempDir,
+}
+
+/// [`SignedIn`], or `None` where no browser can be driven (skipped loudly by `Driver`).
+fn signed_in(config: &str) -> Option<SignedIn> {
+    let driver = Driver::start()?;
+    let home = support::warden_home();
+    support::configure(home.path(), config, HOST_ALLOWLIST);
+    let web = WebApprover::start(home.path());
+    let app = log_in(&driver, &web);
+    Some(SignedIn {
+        driver,
+        web,
+        app,
+        home,
+    })
+}
+
 #[test]
 fn prompts_are_answered_in_the_browser_and_the_console_edits_the_allowlist() {
-    let Some(driver) = Driver::start() else {
+    let Some(SignedIn {
+        driver,
+        web: _web,
+        app,
+        home,
+    }) = signed_in(GATEWAY_ALLOWLIST)
+    else {
         return;
     };
-    let tmp = support::warden_home();
-    let h = tmp.path();
-    support::configure(h, GATEWAY_ALLOWLIST, HOST_ALLOWLIST);
-    let web = WebApprover::start(h);
-    let app = log_in(&driver, &web);
+    let h = home.path();
 
     // A second tab of the same browser shares the session.
     let first_tab = driver.new_tab();
@@ -364,18 +390,18 @@ fn prompts_are_answered_in_the_browser_and_the_console_edits_the_allowlist() {
 
 #[test]
 fn the_approver_runs_the_command_itself_when_run_in_approver_is_set() {
-    let Some(driver) = Driver::start() else {
+    let Some(SignedIn {
+        driver,
+        web: _web,
+        app: _,
+        home,
+    }) = signed_in(&format!(
+        "{GATEWAY_ALLOWLIST}tools.exec.run_in_approver = true\n"
+    ))
+    else {
         return;
     };
-    let tmp = support::warden_home();
-    let h = tmp.path();
-    support::configure(
-        h,
-        &format!("{GATEWAY_ALLOWLIST}tools.exec.run_in_approver = true\n"),
-        HOST_ALLOWLIST,
-    );
-    let web = WebApprover::start(h);
-    log_in(&driver, &web);
+    let h = home.path();
     let child = exec(
         h,
         &["--json", "--", "printf", "hello from %s", "the approver"],
@@ -405,14 +431,16 @@ fn the_approver_runs_the_command_itself_when_run_in_approver_is_set() {
 
 #[test]
 fn allow_always_offers_each_scope_and_the_console_edits_argument_rules() {
-    let Some(driver) = Driver::start() else {
+    let Some(SignedIn {
+        driver,
+        web: _web,
+        app: _,
+        home,
+    }) = signed_in(GATEWAY_ALLOWLIST)
+    else {
         return;
     };
-    let tmp = support::warden_home();
-    let h = tmp.path();
-    support::configure(h, GATEWAY_ALLOWLIST, HOST_ALLOWLIST);
-    let web = WebApprover::start(h);
-    log_in(&driver, &web);
+    let h = home.path();
     // The git the trusted PATH finds first.
     let git = real(
         ["/usr/local/bin/git", "/usr/bin/git"]
@@ -518,14 +546,16 @@ fn config_text(home: &Path) -> String {
 
 #[test]
 fn node_bindings_are_edited_in_config_toml_once_a_node_exists() {
-    let Some(driver) = Driver::start() else {
+    let Some(SignedIn {
+        driver,
+        web: _web,
+        app: _,
+        home,
+    }) = signed_in(COMMENTED_CONFIG)
+    else {
         return;
     };
-    let tmp = support::warden_home();
-    let h = tmp.path();
-    support::configure(h, COMMENTED_CONFIG, HOST_ALLOWLIST);
-    let web = WebApprover::start(h);
-    log_in(&driver, &web);
+    let h = home.path();
     const MAIN: &str = ".agent[data-agent='main']";
 
     // No node in the registry: no node control at all (hidden, not a disabled stub).
@@ -696,14 +726,16 @@ fn serve_page(page: String) -> String {
 
 #[test]
 fn forged_cross_origin_posts_foreign_origins_and_wrong_hosts_are_refused() {
-    let Some(driver) = Driver::start() else {
+    let Some(SignedIn {
+        driver,
+        web,
+        app,
+        home,
+    }) = signed_in(GATEWAY_ALLOWLIST)
+    else {
         return;
     };
-    let tmp = support::warden_home();
-    let h = tmp.path();
-    support::configure(h, GATEWAY_ALLOWLIST, HOST_ALLOWLIST);
-    let web = WebApprover::start(h);
-    let app = log_in(&driver, &web);
+    let h = home.path();
     let path = app.trim_start_matches(&web.base()).to_owned();
     let hash = || -> String {
         let out = support::warden_in(h)
