@@ -28,7 +28,7 @@ use bridge_support::{
     workspace,
 };
 use serde_json::{Value, json};
-use support::{TerminalApprover, gateway_token, wait_gone, warden_in};
+use support::{TerminalApprover, gateway_token, warden_in};
 
 /// The gateway would run anything on a node and asks nobody — and its own machine's
 /// file denies everything: only the node's file decides what runs there.
@@ -420,30 +420,8 @@ async fn a_dropped_connection_fails_the_call_at_once_and_kills_the_nodes_run_tre
     let _serving = KillOnDrop(spawn_node(node.path(), &["run", "--heartbeat", "0.5"]));
     wait_node(gw.path(), "drop1", true, Duration::from_secs(20));
     let c = client(&g.http, &gateway_token(gw.path(), "main")).await;
-    let pidfile = ws.join("pid");
-    let script = format!("sleep 600 & echo $! > {}; wait", pidfile.display());
-    let running = tokio::spawn({
-        let c = c.clone();
-        async move { exec(&c, json!({"command": script})).await }
-    });
-    let pid = bridge_support::started_pid(&pidfile).await;
-    let cut = Instant::now();
-    relay.cut();
-    let r = running.await.unwrap();
-    let took = cut.elapsed();
-    assert_eq!(r["status"], "error", "{r:#}");
-    assert!(
-        r["error"]
-            .as_str()
-            .unwrap()
-            .contains("node drop1 disconnected"),
-        "{r:#}"
-    );
+    let took = bridge_support::cut_mid_run(&c, "drop1", &ws.join("pid"), || relay.cut()).await;
     assert!(took < Duration::from_secs(3), "the caller waited {took:?}");
-    assert!(
-        wait_gone(pid),
-        "the node's run tree outlived its connection"
-    );
     eprintln!("call failed {took:?} after the cut; the node's tree is gone");
 }
 

@@ -27,7 +27,7 @@ use bridge_support::{
     Gateway, add_stdio_node, client, exec, home_with, pair_stdio, wait_node, warden_bin, workspace,
 };
 use serde_json::json;
-use support::{gateway_token, wait_gone, warden_in};
+use support::{gateway_token, warden_in};
 
 const GATEWAY_CONFIG: &str = "[tools.exec]\nhost = \"node\"\nsecurity = \"full\"\nask = \"off\"\n";
 const GATEWAY_FILE: &str =
@@ -165,26 +165,8 @@ async fn two_hosts_pair_over_pinned_tls_run_under_the_nodes_file_and_survive_a_p
     // and host B ends the run's whole tree on its own.
     let ops = client(&http, &gateway_token(gw.path(), "ops")).await;
     let pidfile = node.path().join("run.pid");
-    let script = format!("sleep 600 & echo $! > {}; wait", pidfile.display());
-    let running = tokio::spawn({
-        let ops = ops.clone();
-        async move { exec(&ops, json!({"command": script})).await }
-    });
-    let pid = bridge_support::started_pid(&pidfile).await;
-    let cut = Instant::now();
-    hosts.cut();
-    let r = running.await.unwrap();
-    let took = cut.elapsed();
-    assert_eq!(r["status"], "error", "{r:#}");
-    assert!(
-        r["error"]
-            .as_str()
-            .unwrap()
-            .contains("node hostb disconnected"),
-        "{r:#}"
-    );
+    let took = bridge_support::cut_mid_run(&ops, "hostb", &pidfile, || hosts.cut()).await;
     assert!(took < Duration::from_secs(6), "the caller waited {took:?}");
-    assert!(wait_gone(pid), "host B's run tree outlived the partition");
     eprintln!("partition: the call failed after {took:?}; host B's tree is gone");
 
     // Mended: host B comes back by itself.

@@ -179,6 +179,36 @@ pub async fn started_pid(pidfile: &Path) -> i32 {
     }
 }
 
+/// Start a run on node `node_id` through `client` that sleeps with its pid in `pidfile`
+/// (a path the node writes), `cut` the connection once it runs, and check what must
+/// follow: the call fails naming the disconnected node, and the node kills the run's
+/// whole tree. How long the caller waited after the cut.
+pub async fn cut_mid_run(
+    client: &rmcp::service::Peer<RoleClient>,
+    node_id: &str,
+    pidfile: &Path,
+    cut: impl FnOnce(),
+) -> Duration {
+    let script = format!("sleep 600 & echo $! > {}; wait", pidfile.display());
+    let running = tokio::spawn({
+        let client = client.clone();
+        async move { exec(&client, serde_json::json!({"command": script})).await }
+    });
+    let pid = started_pid(pidfile).await;
+    let at = Instant::now();
+    cut();
+    let r = running.await.unwrap();
+    let took = at.elapsed();
+    assert_eq!(r["status"], "error", "{r:#}");
+    let wanted = format!("node {node_id} disconnected");
+    assert!(r["error"].as_str().unwrap().contains(&wanted), "{r:#}");
+    assert!(
+        super::support::wait_gone(pid),
+        "the node's run tree outlived its connection"
+    );
+    took
+}
+
 /// `warden nodes list --json` of `home`.
 pub fn nodes(home: &Path) -> Value {
     let out = warden_in(home)
