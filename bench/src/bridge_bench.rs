@@ -30,33 +30,12 @@ const FLEET: usize = 1000;
 
 /// A private state directory with an approvals file allowing `/bin/true` to `bench`.
 fn state_dir(tag: &str) -> anyhow::Result<PathBuf> {
-    let home = std::env::temp_dir().join(format!("warden-bench-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&home);
-    std::fs::create_dir_all(&home)?;
-    std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
-    let true_path = std::fs::canonicalize("/bin/true")?;
-    let approvals = serde_json::json!({
-        "version": 1,
-        "defaults": {"security": "allowlist", "ask": "off", "askFallback": "deny"},
-        "agents": {"bench": {"allowlist": [{"pattern": true_path}]}}
-    });
-    let path = home.join("exec-approvals.json");
-    std::fs::write(&path, serde_json::to_vec(&approvals)?)?;
-    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
-    Ok(home)
+    crate::fixtures::true_allowed_home(tag)
 }
 
 fn runner_for(home: &Path, host: &str) -> anyhow::Result<runner::Runner> {
     let fs: Arc<caps::LocalFs> = Arc::new(caps::LocalFs::new("/")?);
-    let store = approvals::Store::new(
-        fs.clone(),
-        approvals::StoreConfig {
-            path: home.join("exec-approvals.json"),
-            owner_uid: nix::unistd::geteuid().as_raw(),
-            home: home.to_path_buf(),
-            case: policy::CaseMode::Sensitive,
-        },
-    );
+    let store = crate::fixtures::store(fs.clone(), home);
     let config = policy::Config::parse(
         &format!("[tools.exec]\nhost = \"{host}\"\nsecurity = \"allowlist\"\nask = \"off\"\n"),
         Path::new("config.toml"),
@@ -74,15 +53,7 @@ fn runner_for(home: &Path, host: &str) -> anyhow::Result<runner::Runner> {
 fn node_service(home: &Path, id: &str) -> anyhow::Result<NodeService> {
     let runner = runner_for(home, "node")?;
     let fs: Arc<caps::LocalFs> = Arc::new(caps::LocalFs::new("/")?);
-    let store = approvals::Store::new(
-        fs.clone(),
-        approvals::StoreConfig {
-            path: home.join("exec-approvals.json"),
-            owner_uid: nix::unistd::geteuid().as_raw(),
-            home: home.to_path_buf(),
-            case: policy::CaseMode::Sensitive,
-        },
-    );
+    let store = crate::fixtures::store(fs.clone(), home);
     Ok(NodeService {
         node_id: id.to_owned(),
         runner,

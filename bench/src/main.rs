@@ -8,6 +8,7 @@
 
 mod bridge_bench;
 mod decide;
+mod fixtures;
 mod harness;
 mod ipc_bench;
 mod mcp_bench;

@@ -192,15 +192,7 @@ pub async fn run(
 /// A runner on the sandbox host, read-only profile, with a private approvals file.
 fn in_process_runner(dirs: &Dirs) -> anyhow::Result<runner::Runner> {
     let fs: Arc<caps::LocalFs> = Arc::new(caps::LocalFs::new("/")?);
-    let store = approvals::Store::new(
-        fs.clone(),
-        approvals::StoreConfig {
-            path: dirs.home.join("exec-approvals.json"),
-            owner_uid: nix::unistd::geteuid().as_raw(),
-            home: dirs.home.clone(),
-            case: policy::CaseMode::Sensitive,
-        },
-    );
+    let store = crate::fixtures::store(fs.clone(), &dirs.home);
     let clock: Arc<dyn approvals::Clock> = Arc::new(approvals::SystemClock);
     Ok(runner::Runner::new(
         runner::Host::builder(

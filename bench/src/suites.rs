@@ -336,29 +336,9 @@ pub struct InProcess {
 impl InProcess {
     /// With each run held by `containment` (`None`: its process group and session only).
     pub fn new(containment: Option<caps::process::Containment>) -> anyhow::Result<InProcess> {
-        let home = std::env::temp_dir().join(format!("warden-bench-gw-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&home);
-        std::fs::create_dir_all(&home)?;
-        std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
-        let true_path = std::fs::canonicalize("/bin/true")?;
-        let approvals = serde_json::json!({
-            "version": 1,
-            "defaults": {"security": "allowlist", "ask": "off", "askFallback": "deny"},
-            "agents": {"bench": {"allowlist": [{"pattern": true_path}]}}
-        });
-        let path = home.join("exec-approvals.json");
-        std::fs::write(&path, serde_json::to_vec(&approvals)?)?;
-        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+        let home = crate::fixtures::true_allowed_home("gw")?;
         let fs: std::sync::Arc<caps::LocalFs> = std::sync::Arc::new(caps::LocalFs::new("/")?);
-        let store = approvals::Store::new(
-            fs.clone(),
-            approvals::StoreConfig {
-                path,
-                owner_uid: nix::unistd::geteuid().as_raw(),
-                home: home.clone(),
-                case: policy::CaseMode::Sensitive,
-            },
-        );
+        let store = crate::fixtures::store(fs.clone(), &home);
         let clock: std::sync::Arc<dyn approvals::Clock> =
             std::sync::Arc::new(approvals::SystemClock);
         let runner = runner::Runner::new(
