@@ -90,11 +90,7 @@ fn get_add_remove_set_and_import() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
     assert_eq!(file(h)["agents"]["coder"]["allowlist"][1]["pattern"], "git");
 
     // A typo gets a suggestion; invalid patterns are named; nothing changes.
@@ -180,11 +176,7 @@ fn get_add_remove_set_and_import() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
     assert_eq!(file(h)["defaults"]["security"], "allowlist");
     let out = w(h)
         .args([
@@ -461,22 +453,14 @@ fn allow_always_through_warden_exec_stores_the_program_and_never_a_shell() {
     let child = exec(&["--", "ls", "/"]);
     ui.answer(&format!("would store {}", ls.display()), "a\n");
     let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
     assert_eq!(
         file(&h)["agents"]["main"]["allowlist"][0]["pattern"],
         ls.to_string_lossy().as_ref()
     );
     // The next time the allowlist matches: nobody is asked.
     let out = w(&h).args(["exec", "--", "ls", "/"]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
     // A shell is never stored: allow-always becomes allow-once, and says so.
     let child = exec(&["--", "sh", "-n", "/dev/null"]);
     ui.answer(
@@ -485,11 +469,7 @@ fn allow_always_through_warden_exec_stores_the_program_and_never_a_shell() {
     );
     ui.read_until("nothing can be stored");
     let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
     let stored = file(&h)["agents"]["main"]["allowlist"]
         .as_array()
         .unwrap()
@@ -559,11 +539,7 @@ fn defaults_show_and_set_the_host_ceilings() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["security"], "allowlist");
     assert_eq!(v["ask"], serde_json::Value::Null);
@@ -693,11 +669,7 @@ fn the_approved_file_runs_and_a_file_swapped_in_while_the_human_looks_never_does
     let child = exec();
     ui.answer(&tool.display().to_string(), "o\n");
     let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
     assert_eq!(String::from_utf8_lossy(&out.stdout), "SWAPPED-IN\n");
     ui.stop();
 }
@@ -826,11 +798,7 @@ fn the_human_sees_each_scope_allow_always_could_store_and_picks_one() {
         "{stored}"
     );
     let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
     let entry = &file(&h)["agents"]["main"]["allowlist"][0];
     assert_eq!(entry["pattern"], git.as_str());
     assert_eq!(entry["args"], serde_json::json!(["help", "-a"]));
@@ -841,11 +809,7 @@ fn the_human_sees_each_scope_allow_always_could_store_and_picks_one() {
         .args(["exec", "--", &git, "help", "-a"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
     let child = exec(&[&git, "version"]);
     ui.answer("would store", "d\n");
     assert_eq!(child.wait_with_output().unwrap().status.code(), Some(77));
@@ -870,11 +834,7 @@ fn allowlist_add_takes_argument_rules_and_refuses_bad_ones_changing_nothing() {
         .unwrap()
     };
     let out = add(&["--arg", "log", "--arg", "-n", "--arg", "*", "/usr/bin/git"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
     assert!(String::from_utf8_lossy(&out.stdout).contains("/usr/bin/git log -n '*' …"));
     let out = add(&[
         "--arg",
@@ -885,11 +845,7 @@ fn allowlist_add_takes_argument_rules_and_refuses_bad_ones_changing_nothing() {
         r#"["find","-exec","wc","{}",";"]"#,
         "/usr/bin/find",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
     let entries = file(h)["agents"]["coder"]["allowlist"].clone();
     assert_eq!(entries[0]["args"], serde_json::json!(["log", "-n", "*"]));
     assert!(
@@ -943,11 +899,7 @@ fn allowlist_add_takes_argument_rules_and_refuses_bad_ones_changing_nothing() {
         .args(["--arg", "-exec", "--allow-flag", "-exec", "/usr/bin/find"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
     assert_eq!(
         file(h)["agents"]["coder"]["allowlist"]
             .as_array()
@@ -972,11 +924,7 @@ fn import_dry_run_shows_the_result_and_what_loosens_and_writes_nothing() {
         .args(["approvals", "import", "--dry-run", oc.to_str().unwrap()])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
     let text = String::from_utf8_lossy(&out.stdout);
     for shown in [
         "LOOSENS THIS HOST:",
@@ -1040,11 +988,7 @@ fn with_run_in_approver_the_terminal_approver_says_it_runs_the_command_and_does(
     assert!(after.contains("run it HERE: allow [o]nce"), "{after}");
     assert!(after.contains("ran here: exit 0"), "{after}");
     let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["executed"]["in_approver"], true, "{report}");
     assert_eq!(report["stdout"], "from the approver", "{report}");

@@ -273,11 +273,7 @@ fn pair_ws(gw: &Path, home: &Path, url: &str, id: &str, fingerprint: Option<&str
         .args(["nodes", "approve", id])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
     assert!(String::from_utf8_lossy(&out.stdout).contains(&code));
     let out = pairing.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -673,11 +669,7 @@ fn install_writes_a_user_unit_and_status_and_run_say_what_is_missing() {
         .arg(units.path())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(
         said.contains("enable-linger") && said.contains("systemctl --user"),

@@ -131,17 +131,9 @@ async fn two_hosts_pair_over_pinned_tls_run_under_the_nodes_file_and_survive_a_p
         .args(["nodes", "approve", "hostb"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
     let out = pairing.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
     let _serving = KillOnDrop(
         node_in(&hosts.b, node.path(), &["run", "--heartbeat", "0.5"])
             .spawn()
@@ -206,11 +198,7 @@ impl Sshd {
                 .arg(d.join(key))
                 .output()
                 .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            support::assert_success(&out);
         }
         std::fs::copy(d.join("client.pub"), d.join("authorized_keys")).unwrap();
         let port = bridge_support::free_port();
@@ -416,11 +404,7 @@ async fn a_node_inside_a_container_is_reached_with_podman_exec() {
         .args(&cmd)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
     pair_stdio(
         node.path(),
         "in-ctr",

@@ -312,11 +312,7 @@ fn an_allowlisted_git_does_not_run_code_through_its_flags_unless_the_entry_says_
     let alias = format!("alias.x=!touch {}", marker.display());
     with_entry(serde_json::json!({"pattern": git}));
     let out = exec(&["--version"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
     // The command: the entry names git; the alias would run `touch`.
     let out = exec(&["-c", &alias, "x"]);
     assert_eq!(
@@ -334,11 +330,7 @@ fn an_allowlisted_git_does_not_run_code_through_its_flags_unless_the_entry_says_
     // An entry that allows that flag by name: it runs (the vector is real).
     with_entry(serde_json::json!({"pattern": git, "allowFlags": ["-c alias.*"]}));
     let out = exec(&["-c", &alias, "x"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
     assert!(marker.exists());
     // An entry with arguments covers only its subcommand.
     with_entry(serde_json::json!({"pattern": git, "args": ["--version"], "argsMatch": "exact"}));

@@ -227,11 +227,7 @@ fn prompts_are_answered_in_the_browser_and_the_console_edits_the_allowlist() {
     screenshot(&driver, "web-approver-prompt.png");
     driver.press("o");
     let out = finish(child, Duration::from_secs(30));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
     assert_eq!(String::from_utf8_lossy(&out.stdout), "hid\u{202e}den\n");
     driver.wait_gone(".request");
     driver.wait_text("#recent li", "allow-once");
@@ -287,11 +283,7 @@ fn prompts_are_answered_in_the_browser_and_the_console_edits_the_allowlist() {
     assert_eq!(patterns(h, "main"), vec![ls.clone(), cat.clone()]);
     let config = h.join("config.toml").to_string_lossy().into_owned();
     let out = finish(exec(h, &["--", "cat", &config]), Duration::from_secs(20));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
     driver.wait_text(
         ".agent[data-agent='main'] td.last-command",
         &format!("cat {config}"),
@@ -416,11 +408,7 @@ fn the_approver_runs_the_command_itself_when_run_in_approver_is_set() {
     screenshot(&driver, "web-approver-runs-here.png");
     driver.click(".request button.allow-once", "Run here");
     let out = finish(child, Duration::from_secs(30));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["executed"]["in_approver"], true, "{report}");
     assert_eq!(report["stdout"], "hello from the approver", "{report}");
@@ -481,11 +469,7 @@ fn allow_always_offers_each_scope_and_the_console_edits_argument_rules() {
     // Key 1: exactly this command.
     driver.press("1");
     let out = finish(child, Duration::from_secs(30));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
     let entry = &file(h)["agents"]["main"]["allowlist"][0];
     assert_eq!(entry["pattern"], git.as_str());
     assert_eq!(entry["args"], serde_json::json!(["help", "-a"]));
@@ -505,11 +489,7 @@ fn allow_always_offers_each_scope_and_the_console_edits_argument_rules() {
     let version = format!("{git} version (exactly)");
     driver.wait_text(&format!("{MAIN} td.pattern"), &version);
     let out = finish(exec(h, &["--", "git", "version"]), Duration::from_secs(20));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
     assert!(driver.find_all(".request").is_empty());
     // The run recorded its use: the page shows the version with it (an edit based on
     // the one before would be a conflict).
@@ -569,11 +549,7 @@ fn node_bindings_are_edited_in_config_toml_once_a_node_exists() {
         .args(["nodes", "add", "build", "--name", "Build Box", "--", "true"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
     driver.wait_text(
         ".defaults .node-binding .binding-current",
         "none: any node may be used",

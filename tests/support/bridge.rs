@@ -215,11 +215,7 @@ pub fn nodes(home: &Path) -> Value {
         .args(["nodes", "list", "--json"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    super::support::assert_success(&out);
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -253,11 +249,7 @@ pub fn add_stdio_node(gw: &Path, node: &Path, id: &str, name: &str, command: &[&
         .args(command)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    super::support::assert_success(&out);
     let token = String::from_utf8(out.stdout).unwrap();
     pair_stdio(node, id, &token);
 }
@@ -279,11 +271,7 @@ pub fn pair_stdio(node: &Path, id: &str, token: &str) {
         .write_all(token.as_bytes())
         .unwrap();
     let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    super::support::assert_success(&out);
 }
 
 /// `env WARDEN_HOME=NODE warden node stdio` as a command line.

@@ -146,17 +146,23 @@ impl Drop for TerminalApprover {
     }
 }
 
+/// Fail the test, showing the command's stderr, unless it exited 0.
+#[track_caller]
+pub fn assert_success(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// `agent`'s gateway credential in `home` (created on first use).
 pub fn gateway_token(home: &Path, agent: &str) -> String {
     let out = warden_in(home)
         .args(["gateway", "token", "--agent", agent])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
