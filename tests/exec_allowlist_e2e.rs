@@ -20,27 +20,12 @@ use std::time::Duration;
 
 use caps::{ExecAllowlist, ExecOptions, ExecOutput, Shell};
 use sandbox::{Bwrap, LandlockMode, Profile, SandboxPolicy};
-use support::{configure, warden_home, warden_in};
-
-fn trusted_dirs() -> Vec<PathBuf> {
-    sandbox::bwrap::TRUSTED_BWRAP_DIRS
-        .iter()
-        .map(PathBuf::from)
-        .collect()
-}
+use support::{configure, trusted_dirs, warden_home, warden_in};
 
 /// Skip (loudly) when this machine cannot run bubblewrap, or the kernel has no Landlock
 /// to enforce an allowlist with (the fail-closed side is tested without either).
 fn usable() -> bool {
-    let bwrap = match sandbox::bwrap::find_bwrap(&trusted_dirs()) {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("SKIPPED: {}", e.0);
-            return false;
-        }
-    };
-    if let Err(e) = sandbox::probe::namespaces_work(&bwrap) {
-        eprintln!("SKIPPED: {e}");
+    if !support::bwrap_usable() {
         return false;
     }
     if let Err(e) = sandbox::exec_allowlist::kernel_support(sandbox::landlock::abi()) {

@@ -20,31 +20,7 @@ use std::time::{Duration, Instant};
 
 use caps::{ExecOptions, ExecOutput, RefusedWrites, Shell};
 use sandbox::{Bwrap, LandlockMode, Profile, SandboxPolicy};
-use support::{configure, wait_gone, warden_home, warden_in};
-
-fn trusted_dirs() -> Vec<PathBuf> {
-    sandbox::bwrap::TRUSTED_BWRAP_DIRS
-        .iter()
-        .map(PathBuf::from)
-        .collect()
-}
-
-/// Skip (loudly) when this machine cannot run bubblewrap at all.
-fn bwrap_usable() -> bool {
-    match sandbox::bwrap::find_bwrap(&trusted_dirs()) {
-        Err(e) => {
-            eprintln!("SKIPPED: {}", e.0);
-            false
-        }
-        Ok(b) => match sandbox::probe::namespaces_work(&b) {
-            Ok(()) => true,
-            Err(e) => {
-                eprintln!("SKIPPED: {e}");
-                false
-            }
-        },
-    }
-}
+use support::{bwrap_usable, configure, trusted_dirs, wait_gone, warden_home, warden_in};
 
 /// A workspace (writable path) with a copy of this test binary in it, so the probe can
 /// run inside the sandbox wherever the repository lives.

@@ -272,3 +272,30 @@ pub fn typescript_sdk() -> Option<PathBuf> {
     }
     Some(dir)
 }
+
+/// The directories a trusted bubblewrap may be found in.
+pub fn trusted_dirs() -> Vec<PathBuf> {
+    sandbox::bwrap::TRUSTED_BWRAP_DIRS
+        .iter()
+        .map(PathBuf::from)
+        .collect()
+}
+
+/// Whether this machine can run bubblewrap and create its namespaces; says why not on
+/// stderr (the caller skips, loudly).
+#[allow(clippy::print_stderr)]
+pub fn bwrap_usable() -> bool {
+    match sandbox::bwrap::find_bwrap(&trusted_dirs()) {
+        Err(e) => {
+            eprintln!("SKIPPED: {}", e.0);
+            false
+        }
+        Ok(b) => match sandbox::probe::namespaces_work(&b) {
+            Ok(()) => true,
+            Err(e) => {
+                eprintln!("SKIPPED: {e}");
+                false
+            }
+        },
+    }
+}
