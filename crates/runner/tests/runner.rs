@@ -217,6 +217,22 @@ fn denied(report: &RunReport) -> Option<DenyReason> {
     }
 }
 
+/// The rule of a run refused because its sandbox cannot be set up as configured (exit
+/// code: denied); fails the test for any other outcome.
+#[track_caller]
+fn sandbox_unavailable(report: &RunReport) -> &str {
+    assert_eq!(
+        denied(report),
+        Some(DenyReason::SandboxUnavailable),
+        "{report:?}"
+    );
+    assert_eq!(report.exit_code(), EXIT_DENIED);
+    match &report.outcome {
+        Outcome::Denied { rule, .. } => rule,
+        _ => unreachable!(),
+    }
+}
+
 /// Each call's (argv given to the OS, argv[0] the program sees) — or the script text.
 fn started(shell: &ScriptedShell) -> Vec<String> {
     shell
@@ -946,15 +962,7 @@ async fn a_required_exec_allowlist_that_cannot_be_enforced_runs_nothing() {
                 &CancellationToken::new(),
             )
             .await;
-        assert_eq!(
-            denied(&report),
-            Some(DenyReason::SandboxUnavailable),
-            "{report:?}"
-        );
-        assert_eq!(report.exit_code(), EXIT_DENIED);
-        let Outcome::Denied { rule, .. } = &report.outcome else {
-            unreachable!()
-        };
+        let rule = sandbox_unavailable(&report);
         assert!(
             rule.contains("sandbox.exec_allowlist is required (built-in default)")
                 && rule.contains("cannot"),
@@ -1078,15 +1086,7 @@ async fn a_sandbox_that_cannot_run_read_only_refuses_those_modes_before_anything
                 &CancellationToken::new(),
             )
             .await;
-        assert_eq!(
-            denied(&report),
-            Some(DenyReason::SandboxUnavailable),
-            "{report:?}"
-        );
-        assert_eq!(report.exit_code(), EXIT_DENIED);
-        let Outcome::Denied { rule, .. } = &report.outcome else {
-            unreachable!()
-        };
+        let rule = sandbox_unavailable(&report);
         assert!(
             rule.contains(&format!("permission_mode={mode} ({source})"))
                 && rule.contains(WHY)
