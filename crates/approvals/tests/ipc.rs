@@ -65,6 +65,29 @@ impl Approver for Scripted {
     }
 }
 
+/// A fake approver's side of one connection (it holds the token): accept, challenge
+/// with `nonce`, read and authenticate the request. The stream, the request, the nonce
+/// and the request's MAC (which the response must bind).
+async fn accept_request(
+    listener: &tokio::net::UnixListener,
+    nonce: [u8; 32],
+) -> (tokio::net::UnixStream, Request, [u8; 32], [u8; 32]) {
+    let (mut s, _) = listener.accept().await.unwrap();
+    write_frame(&mut s, &approvals::ipc::protocol::encode_challenge(&nonce))
+        .await
+        .unwrap();
+    let frame = read_frame(&mut s).await.unwrap();
+    let (payload, mac) = approvals::ipc::protocol::decode_request(
+        TOKEN.as_bytes(),
+        &nonce,
+        SystemClock.now_ms(),
+        &frame,
+    )
+    .unwrap();
+    let req: Request = serde_json::from_slice(payload).unwrap();
+    (s, req, nonce, mac)
+}
+
 fn uid() -> u32 {
     nix::unistd::getuid().as_raw()
 }
@@ -286,20 +309,7 @@ async fn a_bit_flip_in_any_byte_of_a_response_is_rejected() {
     let len_server = response_len.clone();
     tokio::spawn(async move {
         loop {
-            let (mut s, _) = listener.accept().await.unwrap();
-            let nonce = [9u8; 32];
-            write_frame(&mut s, &approvals::ipc::protocol::encode_challenge(&nonce))
-                .await
-                .unwrap();
-            let frame = read_frame(&mut s).await.unwrap();
-            let (payload, mac) = approvals::ipc::protocol::decode_request(
-                TOKEN.as_bytes(),
-                &nonce,
-                SystemClock.now_ms(),
-                &frame,
-            )
-            .unwrap();
-            let req: Request = serde_json::from_slice(payload).unwrap();
+            let (mut s, req, nonce, mac) = accept_request(&listener, [9u8; 32]).await;
             let resp = Response {
                 id: req.prompt().id.clone(),
                 digest: req.prompt().digest.clone(),
@@ -937,20 +947,7 @@ async fn an_allow_always_choice_must_be_one_the_prompt_offered() {
     let reply_server = reply.clone();
     tokio::spawn(async move {
         loop {
-            let (mut s, _) = listener.accept().await.unwrap();
-            let nonce = [5u8; 32];
-            write_frame(&mut s, &encode_challenge(&nonce))
-                .await
-                .unwrap();
-            let frame = read_frame(&mut s).await.unwrap();
-            let (payload, mac) = approvals::ipc::protocol::decode_request(
-                TOKEN.as_bytes(),
-                &nonce,
-                SystemClock.now_ms(),
-                &frame,
-            )
-            .unwrap();
-            let req: Request = serde_json::from_slice(payload).unwrap();
+            let (mut s, req, nonce, mac) = accept_request(&listener, [5u8; 32]).await;
             let (answer, choice) = *reply_server.lock().unwrap();
             let resp = Response {
                 id: req.prompt().id.clone(),
