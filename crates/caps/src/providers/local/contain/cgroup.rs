@@ -45,6 +45,10 @@ const RUN_CPU_SHARES: u32 = 256;
 /// How long ending a run waits for its cgroup to empty before giving up on removing it.
 const EMPTY_WAIT: Duration = Duration::from_secs(2);
 
+/// How long killing a v1-only run keeps killing what its cgroup lists (it may be called
+/// on an async thread, so it is bounded well below `EMPTY_WAIT`).
+const KILL_WAIT: Duration = Duration::from_millis(500);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Flavor {
     /// cgroup v2: `cgroup.procs` moves whole processes; `cgroup.kill` ends a run.
@@ -744,12 +748,18 @@ impl RunGroup {
         else {
             return;
         };
-        for _ in 0..500 {
+        // After a clean exit what is still listed is usually a process already on its
+        // way out (a sandbox's pid-1 tearing its namespaces down, well under a
+        // millisecond), so the first pauses are short; a process that keeps forking
+        // cannot outlast the loop, because pids.max = 0 refuses its forks.
+        let deadline = Instant::now() + KILL_WAIT;
+        let mut pause = Pause::new();
+        loop {
             let pids: Vec<i32> = members(&listed.dir)
                 .into_iter()
                 .filter(|p| *p != me)
                 .collect();
-            if pids.is_empty() {
+            if pids.is_empty() || Instant::now() >= deadline {
                 return;
             }
             for pid in pids {
@@ -758,7 +768,7 @@ impl RunGroup {
                     nix::sys::signal::Signal::SIGKILL,
                 );
             }
-            std::thread::sleep(Duration::from_millis(1));
+            pause.sleep();
         }
     }
 
