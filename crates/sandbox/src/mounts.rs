@@ -160,6 +160,17 @@ impl MountPlan {
         let pins = plan.pins(&policy.hidden_paths);
         plan.mounts.extend(pins.into_iter().map(Mount::Pin));
         plan.mounts.sort_by_key(Mount::order);
+        // The same path can be named twice (the state directory is also the home, a
+        // path both hidden and masked): one mount does it, and each costs bubblewrap a
+        // pass over the mount table. The first of equal operations stays, so the order
+        // above holds.
+        let mut kept: Vec<Mount> = Vec::with_capacity(plan.mounts.len());
+        for m in plan.mounts {
+            if !kept.contains(&m) {
+                kept.push(m);
+            }
+        }
+        plan.mounts = kept;
         plan
     }
 
@@ -299,6 +310,19 @@ mod tests {
         assert!(!plan.visible(Path::new(&format!("{home}/.ssh"))));
         assert!(plan.visible(Path::new(&format!("{proj}/src"))));
         assert!(plan.visible(Path::new(&format!("{root}/other"))));
+    }
+
+    #[test]
+    fn a_path_named_twice_is_mounted_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().to_str().unwrap().to_owned();
+        let state = format!("{ws}/.warden");
+        std::fs::create_dir(&state).unwrap();
+        let plan = MountPlan::new(&policy(&[&ws, &ws], &[], &[&state, &state]), true, false);
+        let count = |m: &Mount| plan.mounts().iter().filter(|x| *x == m).count();
+        assert_eq!(count(&Mount::Hide(state.clone().into())), 1, "{plan:?}");
+        assert_eq!(count(&bind(&ws, true)), 1, "{plan:?}");
+        assert!(!plan.visible(Path::new(&format!("{state}/config.toml"))));
     }
 
     #[test]
