@@ -1262,3 +1262,67 @@ async fn the_watched_profile_reports_refused_writes_as_the_kernel_saw_them() {
         "an unwatched shell reports nothing"
     );
 }
+
+/// The ignored signals of the process that printed `status` (`/proc/self/status`).
+fn ignored_signals(status: &str) -> u64 {
+    let hex = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .unwrap_or_else(|| panic!("no SigIgn line in {status:?}"));
+    u64::from_str_radix(hex.trim(), 16).unwrap()
+}
+
+#[test]
+fn commands_start_with_sigpipe_at_its_default_wherever_they_run() {
+    // Warden's helpers are Rust programs, whose runtime ignores SIGPIPE — and an ignored
+    // signal stays ignored across exec. A command must not inherit that: a pipeline
+    // whose reader ends early (`yes | head -1`) ends quietly, as it does outside Warden.
+    // Every way a command is started: the sandbox's plain exec (readonly), its watched
+    // first run (approval: the helper forks), the writable profile, the subreaper
+    // containment, and the gateway host.
+    if !bwrap_usable() {
+        return;
+    }
+    let home = warden_home();
+    let ws = tempfile::tempdir().unwrap();
+    let ws_path = std::fs::canonicalize(ws.path()).unwrap();
+    let script = "yes | head -1; cat /proc/self/status";
+    let sigpipe = 1u64 << (nix::libc::SIGPIPE - 1);
+    let cases: [(&str, &str, &[&str], Option<&str>); 5] = [
+        ("sandbox, readonly", "readonly", &[], None),
+        ("sandbox, approval (watched)", "approval", &[], None),
+        ("sandbox, unrestricted", "unrestricted", &[], None),
+        ("sandbox, subreaper", "readonly", &[], Some("subreaper")),
+        (
+            "gateway host, subreaper",
+            "readonly",
+            &["--host", "gateway"],
+            Some("subreaper"),
+        ),
+    ];
+    for (what, mode, extra, containment) in cases {
+        configure(
+            home.path(),
+            &format!(
+                "[tools.exec]\nsecurity = \"full\"\nask = \"off\"\n\
+                 [sandbox]\npermission_mode = \"{mode}\"\n"
+            ),
+            r#"{"version":1,"defaults":{"security":"full","ask":"off"}}"#,
+        );
+        let mut cmd = warden_in(home.path());
+        cmd.arg("exec").args(extra).args(["--shell", script]);
+        if let Some(c) = containment {
+            cmd.env("WARDEN_CONTAINMENT", c);
+        }
+        let out = cmd.current_dir(&ws_path).output().unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert_eq!(out.status.code(), Some(0), "{what}: {stderr}");
+        assert!(stdout.starts_with("y\n"), "{what}: {stdout}");
+        assert!(!stderr.contains("Broken pipe"), "{what}: {stderr}");
+        let ignored = ignored_signals(&stdout);
+        assert_eq!(ignored & sigpipe, 0, "{what}: SigIgn {ignored:#x}");
+    }
+}

@@ -192,6 +192,18 @@ fn fail(message: &str) -> ! {
 
 /// The helper's `main`: never returns.
 pub fn main(args: &[String]) -> ! {
+    // Rust's runtime ignores SIGPIPE in this process before `main`, and an ignored
+    // signal stays ignored across exec: the command (and every shell pipeline in it)
+    // would get EPIPE instead of the usual quiet end — `yes | head -1` would complain
+    // "Broken pipe". Warden started the sandbox with every signal at its default; give
+    // the command that.
+    // SAFETY: restoring a signal's default action; no handler is installed.
+    let _ = unsafe {
+        nix::sys::signal::signal(
+            nix::sys::signal::Signal::SIGPIPE,
+            nix::sys::signal::SigHandler::SigDfl,
+        )
+    };
     let parsed = match decode(args) {
         Ok(p) => p,
         Err(e) => fail(&e),

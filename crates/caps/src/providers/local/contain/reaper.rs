@@ -131,6 +131,10 @@ pub fn run_reaper(program: &OsString, argv: &[OsString]) -> ! {
         Err(_) => std::process::exit(125),
         Ok(ForkResult::Child) => {
             let _ = sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&watched), None);
+            // Rust's runtime ignored SIGPIPE in this process, and an ignored signal stays
+            // ignored across exec: the command gets the default, as it would unwrapped.
+            // SAFETY: restoring a signal's default action in the single-threaded child.
+            let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
             let _ = execv(&program_c, &argv_c);
             // Exec failed: 127 for not found, 126 otherwise, as a shell would say.
             let code = match nix::errno::Errno::last() {
