@@ -148,6 +148,133 @@ fn signals_to_warden_exec_end_the_whole_tree() {
     }
 }
 
+/// Live processes whose command line contains every one of `words`.
+fn pids_with_words(words: &[&str]) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                let line = String::from_utf8_lossy(&c).replace('\0', " ");
+                words.iter().all(|w| line.contains(w))
+            })
+        })
+        .filter(|pid| !wait_gone_quickly(*pid))
+        .collect()
+}
+
+/// Whether `pid` is gone (or a zombie) within half a second.
+fn wait_gone_quickly(pid: i32) -> bool {
+    for _ in 0..50 {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let after_name = state.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+        if after_name.is_none_or(|rest| rest.starts_with('Z')) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+/// Cgroup directories named `name` anywhere under /sys/fs/cgroup (a few levels deep:
+/// a process's own cgroup may be nested).
+fn cgroups_named(name: &str) -> Vec<std::path::PathBuf> {
+    fn walk(dir: &std::path::Path, name: &str, depth: usize, found: &mut Vec<std::path::PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            if entry.file_name().to_str() == Some(name) {
+                found.push(entry.path());
+            } else if depth > 0 {
+                walk(&entry.path(), name, depth - 1, found);
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(std::path::Path::new("/sys/fs/cgroup"), name, 6, &mut found);
+    found
+}
+
+#[test]
+fn a_killed_warden_leaves_no_run_behind() {
+    // SIGKILL (the OOM killer, a supervisor, a crash) gives `warden exec` no chance to
+    // end its run: its cgroup watchdog must, however the run's processes left the
+    // session — and remove the cgroups, and go itself.
+    let home = open_gateway_home();
+    if !mechanisms(home.path()).iter().any(|(_, m)| m == "cgroup") {
+        eprintln!("SKIPPED: no cgroup containment here, so no watchdog to test");
+        return;
+    }
+    let marker = format!("sleep 4714{}", std::process::id());
+    let ready = tempfile::NamedTempFile::new().unwrap();
+    let script = format!(
+        "setsid sh -c '{marker}' & (setsid {marker} &) ; echo up > {}; {marker}",
+        ready.path().display()
+    );
+    let mut child = warden_in(home.path())
+        .args(["exec", "--", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let parent = format!("warden.{}", child.id());
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while pids_with_cmdline(&marker).len() < 3
+        || std::fs::read_to_string(ready.path()).unwrap_or_default() != "up\n"
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let watchdog = pids_with_words(&["__warden-cgroup-watchdog", &parent]);
+    assert_eq!(watchdog.len(), 1, "one watchdog for warden {}", child.id());
+    assert!(
+        !cgroups_named(&parent).is_empty(),
+        "the run's cgroups exist"
+    );
+
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert_none_left(&marker, "warden killed");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !cgroups_named(&parent).is_empty()
+        || !pids_with_words(&["__warden-cgroup-watchdog", &parent]).is_empty()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "left behind: cgroups {:?}, watchdog {:?}",
+            cgroups_named(&parent),
+            pids_with_words(&["__warden-cgroup-watchdog", &parent])
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // After a run that ends normally the watchdog goes with its warden.
+    let out = exec(home.path(), "auto", &["--", "true"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        pids_with_words(&["__warden-cgroup-watchdog"])
+            .iter()
+            .all(|pid| {
+                // Only watchdogs of other, live wardens (parallel tests) may remain.
+                let line = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                let line = String::from_utf8_lossy(&line).replace('\0', " ");
+                line.split_whitespace()
+                    .filter_map(|w| w.rsplit('/').next()?.strip_prefix("warden."))
+                    .filter_map(|p| p.parse::<i32>().ok())
+                    .all(caps::testkit::process_alive)
+            }),
+        "a watchdog outlived its warden"
+    );
+}
+
 /// A host where Warden may make cgroups with limits, or why not (the limit tests then
 /// skip loudly; the fallback is covered above).
 fn limits_enforced(home: &std::path::Path) -> bool {

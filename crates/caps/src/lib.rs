@@ -48,7 +48,7 @@ pub use shell::{
 /// the containment that holds each run's processes together.
 pub mod process {
     pub use crate::providers::local::contain::{
-        Containment, Mechanism, REAPER_SUBCOMMAND, run_reaper,
+        Containment, Mechanism, REAPER_SUBCOMMAND, WATCHDOG_SUBCOMMAND, run_reaper, run_watchdog,
     };
     pub use crate::providers::local::process::{
         DRAIN_AFTER_EXIT, KILL_GRACE, ProcessSpec, WorkingDir, supervise, supervise_live,

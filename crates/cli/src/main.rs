@@ -146,6 +146,12 @@ fn main() {
     {
         caps::process::run_reaper(&raw[2], &raw[3..]);
     }
+    if raw
+        .get(1)
+        .is_some_and(|a| a == caps::process::WATCHDOG_SUBCOMMAND)
+    {
+        caps::process::run_watchdog(&raw[2..]);
+    }
     // The in-sandbox helper: the last step inside bubblewrap, before anything else runs.
     // Recognised on the raw arguments: `std::env::args` panics on one that is not UTF-8,
     // which clap below reports as a usage error instead.

@@ -14,6 +14,12 @@ fn main() {
     {
         caps::process::run_reaper(&raw[2], &raw[3..]);
     }
+    if raw
+        .get(1)
+        .is_some_and(|a| a == caps::process::WATCHDOG_SUBCOMMAND)
+    {
+        caps::process::run_watchdog(&raw[2..]);
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     // Accept the same argument list as the subcommand form.
     let args = match args.first().map(String::as_str) {

@@ -50,7 +50,7 @@ const EMPTY_WAIT: Duration = Duration::from_secs(2);
 const KILL_WAIT: Duration = Duration::from_millis(500);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Flavor {
+pub(super) enum Flavor {
     /// cgroup v2: `cgroup.procs` moves whole processes; `cgroup.kill` ends a run.
     V2,
     /// A v1 hierarchy: `tasks` moves one thread.
@@ -59,6 +59,102 @@ enum Flavor {
     V1Memory,
     /// The v1 cpu hierarchy: a run's share of the CPUs when they are contended.
     V1Cpu,
+}
+
+impl Flavor {
+    /// The flavor's name on the watchdog's command line.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Flavor::V2 => "v2",
+            Flavor::V1Pids => "pids",
+            Flavor::V1Memory => "memory",
+            Flavor::V1Cpu => "cpu",
+        }
+    }
+
+    /// The flavor [`Flavor::name`] names.
+    pub(super) fn from_name(name: &str) -> Option<Flavor> {
+        [Flavor::V2, Flavor::V1Pids, Flavor::V1Memory, Flavor::V1Cpu]
+            .into_iter()
+            .find(|f| f.name() == name)
+    }
+}
+
+/// This process's cgroup watchdog (see `watchdog.rs`): one per process, however many
+/// `Hierarchies` it makes (they share the `warden.<pid>` parents), and never stopped —
+/// its pipe closes when the process ends.
+static WATCHDOG: Mutex<Watchdog> = Mutex::new(Watchdog::NotStarted);
+
+enum Watchdog {
+    NotStarted,
+    /// Held, never written: its closing, when this process ends, is the signal.
+    Running { _pipe: std::os::fd::OwnedFd },
+    /// It could not be started (said once, at debug level); runs still start.
+    Unavailable,
+}
+
+/// Start this process's watchdog with `helper` unless it runs (or could not start).
+/// Called before a run's cgroups are made, by a thread outside every run's cgroup.
+fn ensure_watchdog(helper: Option<&Path>, list: &[Hierarchy]) {
+    let mut watchdog = lock(&WATCHDOG);
+    if !matches!(*watchdog, Watchdog::NotStarted) {
+        return;
+    }
+    let Some(helper) = helper else {
+        *watchdog = Watchdog::Unavailable;
+        tracing::debug!("no helper binary: runs are not ended if this process is killed");
+        return;
+    };
+    let parents: Vec<(Flavor, PathBuf)> =
+        list.iter().map(|h| (h.flavor, h.parent.clone())).collect();
+    // Not while this process sits in a run's v2 cgroup for a spawn: the watchdog would
+    // be born there, and end with that run.
+    let _serial = SPAWN_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    *watchdog = match super::watchdog::start(helper, &parents) {
+        Ok(pipe) => Watchdog::Running { _pipe: pipe },
+        Err(e) => {
+            tracing::warn!(
+                "cannot start the cgroup watchdog ({e}): runs are not ended if this process is killed"
+            );
+            Watchdog::Unavailable
+        }
+    };
+}
+
+/// End every run left under `parents` (`warden.<pid>` of each hierarchy) and remove
+/// them: what the watchdog does once its Warden is gone.
+pub(super) fn end_every_run(parents: &[(Flavor, PathBuf)]) {
+    let mut runs: std::collections::BTreeMap<std::ffi::OsString, Vec<Member>> =
+        std::collections::BTreeMap::new();
+    for (flavor, parent) in parents {
+        let Ok(entries) = fs::read_dir(parent) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if name.to_string_lossy().starts_with("run.") && entry.path().is_dir() {
+                runs.entry(name).or_default().push(Member {
+                    flavor: *flavor,
+                    dir: entry.path(),
+                    home: parent.clone(),
+                });
+            }
+        }
+    }
+    for (_, dirs) in runs {
+        let mut group = RunGroup {
+            dirs,
+            finished: false,
+            oom_limit: None,
+            spawner: None,
+            keeper: None,
+        };
+        group.kill();
+        group.finish();
+    }
+    for (_, parent) in parents {
+        let _ = fs::remove_dir(parent);
+    }
 }
 
 /// One hierarchy Warden may use: where this process is, and where its runs go.
@@ -82,6 +178,8 @@ pub(crate) struct Hierarchies {
     spare: Arc<(Mutex<Spare>, std::sync::Condvar)>,
     /// Some cgroup hierarchy is mounted with `favordynmods` (the setting is host-wide).
     favordynmods: bool,
+    /// The binary that runs the watchdog ([`super::watchdog::WATCHDOG_SUBCOMMAND`]).
+    helper: Option<Arc<Path>>,
 }
 
 /// How long a run waits for a spare that is being prepared (it is usually a grace
@@ -307,7 +405,7 @@ fn enable_v2_controllers(home: &mut PathBuf, parent: &Path, is_root: bool) -> (b
 
 impl Hierarchies {
     /// The hierarchies of this host Warden can make cgroups in; an error says why none.
-    pub(crate) fn detect() -> Result<Hierarchies, String> {
+    pub(crate) fn detect(helper: Option<PathBuf>) -> Result<Hierarchies, String> {
         let mounts = mounts().map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
         let (v2_path, v1_paths) =
             own_cgroups().map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
@@ -376,6 +474,7 @@ impl Hierarchies {
             list: Arc::new(list),
             spare: Arc::default(),
             favordynmods: mounts.iter().any(|m| m.favordynmods),
+            helper: helper.map(Arc::from),
         })
     }
 
@@ -430,12 +529,18 @@ impl Hierarchies {
             (false, true) => "memory limits only (no pids controller for Warden here)",
             (false, false) => "no limits (no pids or memory controller for Warden here)",
         };
-        format!("{ending}; {limits}")
+        let orphans = if self.helper.is_some() {
+            "; if Warden itself is killed, its watchdog ends the runs it left"
+        } else {
+            "; runs outlive a killed Warden (no helper binary for the watchdog)"
+        };
+        format!("{ending}; {limits}{orphans}")
     }
 
     /// A fresh cgroup for one run, in every hierarchy, with `limits` applied — the spare
     /// one, with its parked spawner, when one is ready.
     pub(crate) fn run_group(&self, limits: ResourceLimits) -> io::Result<RunGroup> {
+        ensure_watchdog(self.helper.as_deref(), &self.list);
         let ready = {
             let (slot, prepared) = &*self.spare;
             let mut spare = lock(slot);
@@ -508,9 +613,12 @@ impl Hierarchies {
             spare.preparing = true;
         }
         let (list, slot) = (Arc::clone(&self.list), Arc::clone(&self.spare));
+        let helper = self.helper.clone();
         let into_v2 = crate::providers::local::spawn::can_spawn_into_cgroup();
         spare::start(
             move || {
+                // First, while this thread is outside every run's cgroup.
+                ensure_watchdog(helper.as_deref(), &list);
                 // v2 only when the child can enter it at birth; a thread cannot.
                 let dirs = make_dirs(&list, |f| f != Flavor::V2 || into_v2)?;
                 for m in dirs.iter().filter(|m| m.flavor != Flavor::V2) {

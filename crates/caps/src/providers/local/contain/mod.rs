@@ -11,7 +11,8 @@
 //!   Ending the run is `cgroup.kill` (v2), or killing every listed member until none is
 //!   left (v1). `pids.max` and `memory.max` bound the run. On hybrid v1/v2 hosts (Debian
 //!   without systemd) the v2 hierarchy holds the run for the kill and the v1 `pids` and
-//!   `memory` hierarchies hold it for the limits.
+//!   `memory` hierarchies hold it for the limits. Should this process itself be killed,
+//!   a watchdog (`watchdog.rs`, one per process) ends every run it left behind.
 //! - **a subreaper** (`reaper.rs`): where no cgroup can be made, a small helper becomes
 //!   the run's child subreaper: every orphan of the run is re-parented to it, and it
 //!   kills and reaps all of them when the command ends or the run is stopped. Limits are
@@ -22,6 +23,7 @@
 mod cgroup;
 mod reaper;
 mod spare;
+mod watchdog;
 
 use std::io;
 use std::path::PathBuf;
@@ -33,6 +35,7 @@ use super::spawn::{SpawnRequest, SpawnedChild};
 use crate::shell::ResourceLimits;
 
 pub use reaper::{REAPER_SUBCOMMAND, run_reaper};
+pub use watchdog::{WATCHDOG_SUBCOMMAND, run_watchdog};
 
 /// Which mechanism holds a run together on this host.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -95,9 +98,10 @@ impl Containment {
 
     /// The strongest mechanism this host allows: cgroups where Warden may make them,
     /// else a subreaper run through `reaper` (a binary that dispatches
-    /// [`REAPER_SUBCOMMAND`] to [`run_reaper`]), else the session.
+    /// [`REAPER_SUBCOMMAND`] to [`run_reaper`] and [`WATCHDOG_SUBCOMMAND`] to
+    /// [`run_watchdog`], which ends the runs of a killed Warden), else the session.
     pub fn detect(reaper: Option<PathBuf>) -> Self {
-        match cgroup::Hierarchies::detect() {
+        match cgroup::Hierarchies::detect(reaper.clone()) {
             Ok(h) => Containment(Arc::new(Kind::Cgroups(h))),
             Err(why) => {
                 tracing::debug!("no cgroup containment: {why}");
