@@ -203,57 +203,61 @@ fn cgroups_named(name: &str) -> Vec<std::path::PathBuf> {
 #[test]
 fn a_killed_warden_leaves_no_run_behind() {
     // SIGKILL (the OOM killer, a supervisor, a crash) gives `warden exec` no chance to
-    // end its run: its cgroup watchdog must, however the run's processes left the
-    // session — and remove the cgroups, and go itself.
+    // end its run: with cgroups its watchdog must (and remove the cgroups, and go
+    // itself); with the subreaper, the reaper's parent-death signal — however the run's
+    // processes left the session.
     let home = open_gateway_home();
-    if !mechanisms(home.path()).iter().any(|(_, m)| m == "cgroup") {
-        eprintln!("SKIPPED: no cgroup containment here, so no watchdog to test");
-        return;
-    }
-    let marker = format!("sleep 4714{}", std::process::id());
-    let ready = tempfile::NamedTempFile::new().unwrap();
-    let script = format!(
-        "setsid sh -c '{marker}' & (setsid {marker} &) ; echo up > {}; {marker}",
-        ready.path().display()
-    );
-    let mut child = warden_in(home.path())
-        .args(["exec", "--", "sh", "-c", &script])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let parent = format!("warden.{}", child.id());
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while pids_with_cmdline(&marker).len() < 3
-        || std::fs::read_to_string(ready.path()).unwrap_or_default() != "up\n"
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the command never started"
+    for (setting, mechanism) in mechanisms(home.path()) {
+        let marker = format!("sleep 4714{}{}", std::process::id(), setting.len());
+        let ready = tempfile::NamedTempFile::new().unwrap();
+        let script = format!(
+            "setsid sh -c '{marker}' & (setsid {marker} &) ; echo up > {}; {marker}",
+            ready.path().display()
         );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let watchdog = pids_with_words(&["__warden-cgroup-watchdog", &parent]);
-    assert_eq!(watchdog.len(), 1, "one watchdog for warden {}", child.id());
-    assert!(
-        !cgroups_named(&parent).is_empty(),
-        "the run's cgroups exist"
-    );
+        let mut child = warden_in(home.path())
+            .env("WARDEN_CONTAINMENT", setting)
+            .args(["exec", "--", "sh", "-c", &script])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let parent = format!("warden.{}", child.id());
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while pids_with_cmdline(&marker).len() < 3
+            || std::fs::read_to_string(ready.path()).unwrap_or_default() != "up\n"
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{mechanism}: the command never started"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let cgroups = mechanism == "cgroup";
+        if cgroups {
+            let watchdog = pids_with_words(&["__warden-cgroup-watchdog", &parent]);
+            assert_eq!(watchdog.len(), 1, "one watchdog for warden {}", child.id());
+            assert!(
+                !cgroups_named(&parent).is_empty(),
+                "the run's cgroups exist"
+            );
+        }
 
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
-    assert_none_left(&marker, "warden killed");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !cgroups_named(&parent).is_empty()
-        || !pids_with_words(&["__warden-cgroup-watchdog", &parent]).is_empty()
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "left behind: cgroups {:?}, watchdog {:?}",
-            cgroups_named(&parent),
-            pids_with_words(&["__warden-cgroup-watchdog", &parent])
-        );
-        std::thread::sleep(Duration::from_millis(20));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        assert_none_left(&marker, &format!("{mechanism}, warden killed"));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while cgroups
+            && (!cgroups_named(&parent).is_empty()
+                || !pids_with_words(&["__warden-cgroup-watchdog", &parent]).is_empty())
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "left behind: cgroups {:?}, watchdog {:?}",
+                cgroups_named(&parent),
+                pids_with_words(&["__warden-cgroup-watchdog", &parent])
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     // After a run that ends normally the watchdog goes with its warden.

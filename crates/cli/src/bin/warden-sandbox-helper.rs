@@ -10,9 +10,8 @@ fn main() {
     if raw
         .get(1)
         .is_some_and(|a| a == caps::process::REAPER_SUBCOMMAND)
-        && raw.len() > 3
     {
-        caps::process::run_reaper(&raw[2], &raw[3..]);
+        caps::process::run_reaper(&raw[2..]);
     }
     if raw
         .get(1)

@@ -88,7 +88,9 @@ static WATCHDOG: Mutex<Watchdog> = Mutex::new(Watchdog::NotStarted);
 enum Watchdog {
     NotStarted,
     /// Held, never written: its closing, when this process ends, is the signal.
-    Running { _pipe: std::os::fd::OwnedFd },
+    Running {
+        _pipe: std::os::fd::OwnedFd,
+    },
     /// It could not be started (said once, at debug level); runs still start.
     Unavailable,
 }

@@ -193,12 +193,9 @@ impl Unit {
     ) -> (PathBuf, Vec<std::ffi::OsString>) {
         match self {
             Unit::Reaper { helper, .. } => {
-                let mut wrapped: Vec<std::ffi::OsString> = vec![
-                    helper.clone().into_os_string(),
-                    REAPER_SUBCOMMAND.into(),
-                    program.into_os_string(),
-                ];
-                wrapped.extend(argv);
+                let mut wrapped: Vec<std::ffi::OsString> =
+                    vec![helper.clone().into_os_string(), REAPER_SUBCOMMAND.into()];
+                wrapped.extend(reaper::reaper_args(program.into_os_string(), argv));
                 (helper.clone(), wrapped)
             }
             _ => (program, argv),

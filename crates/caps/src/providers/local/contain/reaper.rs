@@ -7,7 +7,11 @@
 //!
 //! It ignores the run's own `SIGTERM`/`SIGINT`/`SIGHUP` (the command receives them
 //! through its process group), so a timeout's polite signal cannot end the reaper before
-//! it has done its work.
+//! it has done its work. Should Warden itself die (`kill -9`, the OOM killer), the
+//! kernel sends the reaper `SIGUSR1` as its parent-death signal, and it ends the run the
+//! same way: nothing of a killed Warden's run lives on. (The signal follows the thread
+//! that started the reaper — a runtime's worker or the main thread, which live as long as
+//! the runs they start.)
 
 use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt;
@@ -113,18 +117,44 @@ fn exit_like(status: Option<WaitStatus>) -> ! {
     }
 }
 
-/// Run `program` with `argv` (its `argv[0]` included) as the reaper described above.
-/// Never returns.
-pub fn run_reaper(program: &OsString, argv: &[OsString]) -> ! {
+/// The reaper's arguments after [`REAPER_SUBCOMMAND`]: the pid of the Warden starting
+/// it, the program, and its argv (`argv[0]` included).
+pub(crate) fn reaper_args(program: OsString, argv: Vec<OsString>) -> Vec<OsString> {
+    let mut args = vec![std::process::id().to_string().into(), program];
+    args.extend(argv);
+    args
+}
+
+/// Run the reaper described above; `args` as [`reaper_args`] made them. Never returns.
+pub fn run_reaper(args: &[OsString]) -> ! {
+    let (Some(parent), Some(program), argv) = (
+        args.first().and_then(|p| p.to_str()?.parse::<i32>().ok()),
+        args.get(1),
+        args.get(2..).unwrap_or_default(),
+    ) else {
+        std::process::exit(125)
+    };
+    if argv.is_empty() {
+        std::process::exit(125)
+    }
     let cstr = |s: &OsString| CString::new(s.as_bytes()).unwrap_or_default();
     let program_c = cstr(program);
     let argv_c: Vec<CString> = argv.iter().map(cstr).collect();
-    // SAFETY: prctl with integer arguments.
-    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
     let mut watched = SigSet::empty();
     watched.add(Signal::SIGCHLD);
     watched.add(Signal::SIGUSR1);
+    // Blocked before the parent-death signal is asked for, so that it waits for the
+    // loop below instead of killing this process with the run still going.
     let _ = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&watched), None);
+    // SAFETY: prctl with integer arguments.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGUSR1, 0, 0, 0);
+    }
+    if nix::unistd::getppid().as_raw() != parent {
+        // Warden died before the signal was asked for: the command never starts.
+        std::process::exit(125)
+    }
     // SAFETY: this process is single-threaded (it was just started), so the child may
     // run arbitrary code before it executes the command.
     let child = match unsafe { fork() } {
