@@ -7,7 +7,8 @@
 //! `$WARDEN_HOME/profiles.toml` extends it (read through `caps::Fs` by
 //! [`Profiles::load`]; it can add rules and programs, never remove shipped ones). The
 //! binary carries the shipped file as `profiles.json`, generated from the TOML and kept
-//! equal to it by a unit test: every `warden` call reads the shipped profiles, and
+//! equal to it by `tests/shipped_profiles.rs` (which also runs every shipped example
+//! through what the binary loads): every `warden` call reads the shipped profiles, and
 //! serde_json reads them in a tenth of the time the TOML parser takes (~0.6 ms).
 //! Options are matched the way the programs parse them ([`scan`]): combined short
 //! flags, `--opt=value` and `--opt value`, abbreviated long options, options before a
@@ -36,7 +37,7 @@ pub const SHIPPED: &str = include_str!("../../profiles.toml");
 
 /// [`SHIPPED`] as JSON, which is what a process parses (see the module header). To
 /// regenerate after editing `profiles.toml`:
-/// `WARDEN_UPDATE_PROFILES=1 cargo test -p warden-policy --lib shipped_json`.
+/// `WARDEN_UPDATE_PROFILES=1 cargo test -p warden-policy --test shipped_profiles`.
 const SHIPPED_JSON: &str = include_str!("../../profiles.json");
 
 /// The file name of the operator's extension in `$WARDEN_HOME`.
@@ -133,8 +134,8 @@ impl Profiles {
     pub fn shipped() -> Arc<Profiles> {
         static SHIPPED_PROFILES: OnceLock<Arc<Profiles>> = OnceLock::new();
         Arc::clone(SHIPPED_PROFILES.get_or_init(|| {
-            // A unit test parses and checks the shipped file, so this cannot fail in a
-            // released binary; if it somehow did, every profiled program would be left
+            // Tests parse and check the shipped file, so this cannot fail in a released
+            // binary; if it somehow did, every profiled program would be left
             // unchecked — so fail loudly instead.
             let mut profiles = Profiles::default();
             let parsed = serde_json::from_str(SHIPPED_JSON)

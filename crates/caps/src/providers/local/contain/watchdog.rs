@@ -46,8 +46,8 @@ pub(crate) fn start(
         keep: Vec::new(),
     };
     let child = request.spawn(None)?;
-    // Its stdout and stderr pipes are closed here: it has nothing to say (and, with the
-    // default SIGPIPE, would end quietly if it tried).
+    // Its stdout and stderr pipes are closed here: it has nothing to say (a write would
+    // only fail).
     child
         .stdin
         .ok_or_else(|| io::Error::other("the watchdog was started without its pipe"))
