@@ -279,6 +279,54 @@ fn a_killed_warden_leaves_no_run_behind() {
     );
 }
 
+#[test]
+fn signals_ignored_when_warden_exec_starts_stay_ignored() {
+    // `nohup warden exec …` must survive a hang-up, and a script's background job (the
+    // shell starts it with SIGINT ignored) an interrupt, as any program does; a signal
+    // that was not ignored still ends the run.
+    let home = open_gateway_home();
+    let start = |ready: &std::path::Path| {
+        let script = format!("echo up > {}; sleep 1; echo finished", ready.display());
+        Command::new("sh")
+            .args(["-c", "trap '' HUP INT; exec \"$0\" \"$@\""])
+            .arg(env!("CARGO_BIN_EXE_warden"))
+            .args(["exec", "--", "sh", "-c", &script])
+            .env("WARDEN_HOME", home.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let wait_ready = |ready: &std::path::Path| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while std::fs::read_to_string(ready).unwrap_or_default() != "up\n" {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the command never started"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let ready = tempfile::NamedTempFile::new().unwrap();
+    let child = start(ready.path());
+    wait_ready(ready.path());
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).unwrap();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "finished\n");
+
+    let ready = tempfile::NamedTempFile::new().unwrap();
+    let child = start(ready.path());
+    wait_ready(ready.path());
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(143), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "");
+}
+
 /// A host where Warden may make cgroups with limits, or why not (the limit tests then
 /// skip loudly; the fallback is covered above).
 fn limits_enforced(home: &std::path::Path) -> bool {

@@ -94,6 +94,28 @@ async fn stdout_reader_gone() {
     }
 }
 
+/// The signals this process was started with ignored (the `SigIgn` mask of
+/// `/proc/self/status`; bit n-1 is signal n). None, where it cannot be read.
+fn ignored_at_start() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let hex = status.lines().find_map(|l| l.strip_prefix("SigIgn:"))?;
+            u64::from_str_radix(hex.trim(), 16).ok()
+        })
+        .unwrap_or(0)
+}
+
+/// The next delivery of a watched signal; never for one that is not watched.
+async fn received(stream: &mut Option<tokio::signal::unix::Signal>) {
+    match stream {
+        Some(s) => {
+            s.recv().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
 async fn run_async(args: ExecArgs) -> anyhow::Result<i32> {
     let facts = HostFacts::read()?;
     // The run's cgroups are made (and a thread moved into them) while the rest starts.
@@ -109,9 +131,22 @@ async fn run_async(args: ExecArgs) -> anyhow::Result<i32> {
     };
     let cancel = tokio_util::sync::CancellationToken::new();
     use tokio::signal::unix::{SignalKind, signal};
-    let (mut terminate, mut hangup) = (
-        signal(SignalKind::terminate())?,
-        signal(SignalKind::hangup())?,
+    // A signal this process was started with ignored stays ignored, as for any program:
+    // `nohup warden exec …` survives a hang-up, and a background job of a script (which
+    // the shell starts with SIGINT ignored) an interrupt. Watching it would install a
+    // handler in place of the ignore.
+    let ignored = ignored_at_start();
+    let watch = |kind: SignalKind, number: i32| -> anyhow::Result<Option<_>> {
+        Ok(if ignored & (1 << (number - 1)) == 0 {
+            Some(signal(kind)?)
+        } else {
+            None
+        })
+    };
+    let (mut interrupt, mut terminate, mut hangup) = (
+        watch(SignalKind::interrupt(), nix::libc::SIGINT)?,
+        watch(SignalKind::terminate(), nix::libc::SIGTERM)?,
+        watch(SignalKind::hangup(), nix::libc::SIGHUP)?,
     );
     let run = gateway.exec(&key, request, cancel.clone().cancelled_owned());
     tokio::pin!(run);
@@ -119,20 +154,20 @@ async fn run_async(args: ExecArgs) -> anyhow::Result<i32> {
     let stopped = |why: &str| eprintln!("warden: {why}; the command was killed");
     let report = tokio::select! {
         report = &mut run => report,
-        _ = tokio::signal::ctrl_c() => {
+        _ = received(&mut interrupt) => {
             // Cancelling kills the command's process tree; let the run report it.
             cancel.cancel();
             let _ = run.await;
             stopped("interrupted");
             return Ok(exit::INTERRUPTED);
         }
-        _ = terminate.recv() => {
+        _ = received(&mut terminate) => {
             cancel.cancel();
             let _ = run.await;
             stopped("terminated");
             return Ok(exit::TERMINATED);
         }
-        _ = hangup.recv() => {
+        _ = received(&mut hangup) => {
             cancel.cancel();
             let _ = run.await;
             stopped("hung up");
