@@ -546,3 +546,26 @@ fn gateway_shutdown_stops_every_run() {
     let status = gateway.child.wait().unwrap();
     assert!(status.success(), "{status:?}");
 }
+
+#[test]
+fn a_killed_gateway_leaves_no_run_behind() {
+    // SIGKILL (the OOM killer, a supervisor) gives the gateway no shutdown: on the
+    // gateway host its cgroup watchdog (or, without cgroups, the subreaper's
+    // parent-death signal) ends the runs; in the sandbox bubblewrap's parent-death
+    // signal and the pid namespace do.
+    let home = open_gateway_home();
+    for (n, host) in hosts(home.path()).into_iter().enumerate() {
+        let workspace = tempfile::tempdir().unwrap();
+        let mut gateway = GatewayProcess::start(home.path(), workspace.path(), &[]);
+        let token = gateway_token(home.path(), "main");
+        let session = http_session(&gateway.addr, &token);
+        let m = marker(80 + n as u32);
+        let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "exec", "arguments": {"command": command(&m), "host": host, "timeout": 600}}});
+        let (_stream, _) = http(&gateway.addr, &token, "POST", Some(&session), Some(&call));
+        wait_running(&m);
+        gateway.child.kill().unwrap(); // SIGKILL
+        gateway.child.wait().unwrap();
+        wait_gone(&m, &format!("gateway SIGKILL, host={host}"));
+    }
+}
