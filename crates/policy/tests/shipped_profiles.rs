@@ -1,6 +1,6 @@
 //! The shipped profiles exist twice in the source tree: `profiles.toml`, which people
-//! edit, and `profiles.json`, generated from it, which the binary parses (a tenth of the
-//! TOML parser's time on every `warden` call). This keeps the two equal, and regenerates
+//! edit, and `profiles.json`, generated from it, which the binary parses (~0.25 ms instead
+//! of ~0.85 ms on every `warden` call). This keeps the two equal, and regenerates
 //! the JSON when asked:
 //! `WARDEN_UPDATE_PROFILES=1 cargo test -p warden-policy --test shipped_profiles`.
 
