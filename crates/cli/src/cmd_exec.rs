@@ -10,6 +10,7 @@ use runner::{ExecRequest, Outcome};
 use crate::args::{CommandArgs, PolicyArgs};
 use crate::exit;
 use crate::host::HostFacts;
+use crate::signals::Watched;
 
 /// Arguments of `warden exec`.
 #[derive(Debug, clap::Args)]
@@ -94,28 +95,6 @@ async fn stdout_reader_gone() {
     }
 }
 
-/// The signals this process was started with ignored (the `SigIgn` mask of
-/// `/proc/self/status`; bit n-1 is signal n). None, where it cannot be read.
-fn ignored_at_start() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            let hex = status.lines().find_map(|l| l.strip_prefix("SigIgn:"))?;
-            u64::from_str_radix(hex.trim(), 16).ok()
-        })
-        .unwrap_or(0)
-}
-
-/// The next delivery of a watched signal; never for one that is not watched.
-async fn received(stream: &mut Option<tokio::signal::unix::Signal>) {
-    match stream {
-        Some(s) => {
-            s.recv().await;
-        }
-        None => std::future::pending().await,
-    }
-}
-
 async fn run_async(args: ExecArgs) -> anyhow::Result<i32> {
     let facts = HostFacts::read()?;
     // The run's cgroups are made (and a thread moved into them) while the rest starts.
@@ -130,23 +109,11 @@ async fn run_async(args: ExecArgs) -> anyhow::Result<i32> {
         session: args.session,
     };
     let cancel = tokio_util::sync::CancellationToken::new();
-    use tokio::signal::unix::{SignalKind, signal};
-    // A signal this process was started with ignored stays ignored, as for any program:
-    // `nohup warden exec …` survives a hang-up, and a background job of a script (which
-    // the shell starts with SIGINT ignored) an interrupt. Watching it would install a
-    // handler in place of the ignore.
-    let ignored = ignored_at_start();
-    let watch = |kind: SignalKind, number: i32| -> anyhow::Result<Option<_>> {
-        Ok(if ignored & (1 << (number - 1)) == 0 {
-            Some(signal(kind)?)
-        } else {
-            None
-        })
-    };
+    // A signal `warden exec` was started with ignored stays ignored (`crate::signals`).
     let (mut interrupt, mut terminate, mut hangup) = (
-        watch(SignalKind::interrupt(), nix::libc::SIGINT)?,
-        watch(SignalKind::terminate(), nix::libc::SIGTERM)?,
-        watch(SignalKind::hangup(), nix::libc::SIGHUP)?,
+        Watched::interrupt()?,
+        Watched::terminate()?,
+        Watched::hangup()?,
     );
     let run = gateway.exec(&key, request, cancel.clone().cancelled_owned());
     tokio::pin!(run);
@@ -154,20 +121,20 @@ async fn run_async(args: ExecArgs) -> anyhow::Result<i32> {
     let stopped = |why: &str| eprintln!("warden: {why}; the command was killed");
     let report = tokio::select! {
         report = &mut run => report,
-        _ = received(&mut interrupt) => {
+        _ = interrupt.recv() => {
             // Cancelling kills the command's process tree; let the run report it.
             cancel.cancel();
             let _ = run.await;
             stopped("interrupted");
             return Ok(exit::INTERRUPTED);
         }
-        _ = received(&mut terminate) => {
+        _ = terminate.recv() => {
             cancel.cancel();
             let _ = run.await;
             stopped("terminated");
             return Ok(exit::TERMINATED);
         }
-        _ = received(&mut hangup) => {
+        _ = hangup.recv() => {
             cancel.cancel();
             let _ = run.await;
             stopped("hung up");

@@ -49,19 +49,15 @@ pub fn block_on(
 }
 
 /// Resolves when a long-running subcommand (a gateway, a node) is asked to stop: SIGINT
-/// or SIGTERM. Never, where SIGTERM cannot be watched (Ctrl-C still works then).
+/// or SIGTERM — each unless it was ignored when Warden started (`crate::signals`). A
+/// signal that cannot be watched is not waited for (the other still works).
 pub async fn shutdown_signal() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => {
-            if tokio::signal::ctrl_c().await.is_err() {
-                std::future::pending::<()>().await;
-            }
-            return;
-        }
-    };
+    use crate::signals::Watched;
+    let never = |_| Watched::none();
+    let mut interrupt = Watched::interrupt().unwrap_or_else(never);
+    let mut terminate = Watched::terminate().unwrap_or_else(never);
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+        _ = interrupt.recv() => {}
+        _ = terminate.recv() => {}
     }
 }

@@ -45,6 +45,7 @@ mod exit;
 mod gateway_bridge;
 mod host;
 mod operator;
+mod signals;
 mod term_input;
 mod web;
 
