@@ -16,7 +16,9 @@ mod support;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use support::{open_gateway_home, pids_with_cmdline, wait_gone, warden_in};
+use support::{
+    open_gateway_home, pids_with_cmdline, pids_with_cmdline_words, wait_gone, warden_in,
+};
 
 /// The containment mechanisms this host offers, as `WARDEN_CONTAINMENT` values, each
 /// with the mechanism `warden doctor --json` must then report.
@@ -148,35 +150,6 @@ fn signals_to_warden_exec_end_the_whole_tree() {
     }
 }
 
-/// Live processes whose command line contains every one of `words`.
-fn pids_with_words(words: &[&str]) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
-                let line = String::from_utf8_lossy(&c).replace('\0', " ");
-                words.iter().all(|w| line.contains(w))
-            })
-        })
-        .filter(|pid| !wait_gone_quickly(*pid))
-        .collect()
-}
-
-/// Whether `pid` is gone (or a zombie) within half a second.
-fn wait_gone_quickly(pid: i32) -> bool {
-    for _ in 0..50 {
-        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let after_name = state.rsplit_once(')').map(|(_, rest)| rest.trim_start());
-        if after_name.is_none_or(|rest| rest.starts_with('Z')) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    false
-}
-
 /// Cgroup directories named `name` anywhere under /sys/fs/cgroup (a few levels deep:
 /// a process's own cgroup may be nested).
 fn cgroups_named(name: &str) -> Vec<std::path::PathBuf> {
@@ -234,7 +207,7 @@ fn a_killed_warden_leaves_no_run_behind() {
         }
         let cgroups = mechanism == "cgroup";
         if cgroups {
-            let watchdog = pids_with_words(&["__warden-cgroup-watchdog", &parent]);
+            let watchdog = pids_with_cmdline_words(&["__warden-cgroup-watchdog", &parent]);
             assert_eq!(watchdog.len(), 1, "one watchdog for warden {}", child.id());
             assert!(
                 !cgroups_named(&parent).is_empty(),
@@ -248,35 +221,35 @@ fn a_killed_warden_leaves_no_run_behind() {
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while cgroups
             && (!cgroups_named(&parent).is_empty()
-                || !pids_with_words(&["__warden-cgroup-watchdog", &parent]).is_empty())
+                || !pids_with_cmdline_words(&["__warden-cgroup-watchdog", &parent]).is_empty())
         {
             assert!(
                 std::time::Instant::now() < deadline,
                 "left behind: cgroups {:?}, watchdog {:?}",
                 cgroups_named(&parent),
-                pids_with_words(&["__warden-cgroup-watchdog", &parent])
+                pids_with_cmdline_words(&["__warden-cgroup-watchdog", &parent])
             );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
 
-    // After a run that ends normally the watchdog goes with its warden.
+    // After a run that ends normally the watchdog goes with its warden (watchdogs of
+    // other, live wardens — tests in parallel — stay).
     let out = exec(home.path(), "auto", &["--", "true"]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    assert!(
-        pids_with_words(&["__warden-cgroup-watchdog"])
-            .iter()
-            .all(|pid| {
-                // Only watchdogs of other, live wardens (parallel tests) may remain.
-                let line = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-                let line = String::from_utf8_lossy(&line).replace('\0', " ");
-                line.split_whitespace()
-                    .filter_map(|w| w.rsplit('/').next()?.strip_prefix("warden."))
-                    .filter_map(|p| p.parse::<i32>().ok())
-                    .all(caps::testkit::process_alive)
-            }),
-        "a watchdog outlived its warden"
-    );
+    for pid in pids_with_cmdline_words(&["__warden-cgroup-watchdog"]) {
+        let line = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let line = String::from_utf8_lossy(&line).replace('\0', " ");
+        let warden_alive = line
+            .split_whitespace()
+            .filter_map(|w| w.rsplit('/').next()?.strip_prefix("warden."))
+            .filter_map(|p| p.parse::<i32>().ok())
+            .all(caps::testkit::process_alive);
+        assert!(
+            warden_alive || wait_gone(pid),
+            "watchdog {pid} outlived its warden: {line}"
+        );
+    }
 }
 
 #[test]

@@ -60,7 +60,9 @@ pub fn warden_in(home: &Path) -> Command {
 }
 
 #[allow(unused_imports)] // each test binary uses a different subset
-pub use caps::testkit::{pids_with_cmdline, process_alive, read_pid, wait_gone};
+pub use caps::testkit::{
+    pids_with_cmdline, pids_with_cmdline_words, process_alive, read_pid, wait_gone,
+};
 
 /// A running `warden approvals ui` (the real terminal approver), driven through its
 /// stdin, with a line reader on its stdout. Dropping it closes stdin, which stops it.

@@ -7,5 +7,5 @@ mod procs;
 mod worlds;
 
 pub use outputs::{failed_output, ok_output, output};
-pub use procs::{pids_with_cmdline, process_alive, read_pid, wait_gone};
+pub use procs::{pids_with_cmdline, pids_with_cmdline_words, process_alive, read_pid, wait_gone};
 pub use worlds::MemoryWorld;

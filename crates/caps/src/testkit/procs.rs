@@ -53,6 +53,16 @@ pub fn read_pid(path: &Path) -> i32 {
 
 /// Live processes whose command line (arguments joined by spaces) is `cmdline`.
 pub fn pids_with_cmdline(cmdline: &str) -> Vec<i32> {
+    pids_whose_cmdline(|line| line.trim() == cmdline)
+}
+
+/// Live processes whose command line (arguments joined by spaces) contains every one of
+/// `words`.
+pub fn pids_with_cmdline_words(words: &[&str]) -> Vec<i32> {
+    pids_whose_cmdline(|line| words.iter().all(|w| line.contains(w)))
+}
+
+fn pids_whose_cmdline(matches: impl Fn(&str) -> bool) -> Vec<i32> {
     let fs = proc_fs();
     let Ok(entries) = fs.list(Path::new("/proc")) else {
         return Vec::new();
@@ -62,8 +72,7 @@ pub fn pids_with_cmdline(cmdline: &str) -> Vec<i32> {
         .filter_map(|e| e.name.to_str()?.parse::<i32>().ok())
         .filter(|pid| {
             fs.read(Path::new(&format!("/proc/{pid}/cmdline")))
-                .map(|c| String::from_utf8_lossy(&c).replace('\0', " ").trim() == cmdline)
-                .unwrap_or(false)
+                .is_ok_and(|c| matches(&String::from_utf8_lossy(&c).replace('\0', " ")))
         })
         .filter(|pid| process_alive(*pid))
         .collect()
