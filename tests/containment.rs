@@ -473,3 +473,52 @@ fn doctor_says_whether_a_runs_start_waits_for_a_cgroup_migration_and_how_to_avoi
     let detail = v["containment"]["detail"].as_str().unwrap();
     assert_eq!(detail.contains("favordynmods"), waits, "{detail}");
 }
+
+#[test]
+fn a_gateway_started_with_sigint_ignored_keeps_ignoring_it() {
+    // The same rule for the servers: a gateway started as a script's background job
+    // (SIGINT ignored) is not stopped by an interrupt; SIGTERM still stops it; and one
+    // started normally stops on SIGINT.
+    use std::io::BufRead;
+    let home = open_gateway_home();
+    let workspace = tempfile::tempdir().unwrap();
+    let start = |ignore_int: bool| {
+        let trap = if ignore_int { "trap '' INT; " } else { "" };
+        let mut child = Command::new("sh")
+            .args(["-c", &format!("{trap}exec \"$0\" \"$@\"")])
+            .arg(env!("CARGO_BIN_EXE_warden"))
+            .args(["gateway", "run", "--listen", "127.0.0.1:0", "--workspace"])
+            .arg(workspace.path())
+            .env("WARDEN_HOME", home.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Serving once it prints its address.
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        assert!(
+            lines.any(|l| l.is_ok_and(|l| l.contains("http://"))),
+            "the gateway did not start"
+        );
+        std::thread::spawn(move || lines.for_each(drop));
+        child
+    };
+    let signal = |child: &std::process::Child, sig| {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).unwrap()
+    };
+    use nix::sys::signal::Signal::{SIGINT, SIGTERM};
+
+    let mut ignoring = start(true);
+    signal(&ignoring, SIGINT);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        ignoring.try_wait().unwrap().is_none(),
+        "an ignored SIGINT stopped the gateway"
+    );
+    signal(&ignoring, SIGTERM);
+    assert!(ignoring.wait().unwrap().success());
+
+    let mut normal = start(false);
+    signal(&normal, SIGINT);
+    assert!(normal.wait().unwrap().success());
+}

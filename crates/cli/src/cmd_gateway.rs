@@ -216,6 +216,7 @@ async fn gateway_run(args: RunArgs) -> anyhow::Result<()> {
         );
     }
     let agents = credentials.list()?;
+    let stop = exit::shutdown_signal();
     outln!(
         "warden gateway listening on http://{addr}/mcp (agents with a credential: {}; `warden gateway token --agent ID` creates one)",
         if agents.is_empty() {
@@ -228,14 +229,7 @@ async fn gateway_run(args: RunArgs) -> anyhow::Result<()> {
                 .join(", ")
         }
     );
-    gateway::http::serve(
-        gateway,
-        listener,
-        credentials,
-        limits,
-        exit::shutdown_signal(),
-    )
-    .await?;
+    gateway::http::serve(gateway, listener, credentials, limits, stop).await?;
     hub.shutdown();
     eprintln!("warden: gateway stopped");
     Ok(())

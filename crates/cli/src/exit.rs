@@ -50,14 +50,18 @@ pub fn block_on(
 
 /// Resolves when a long-running subcommand (a gateway, a node) is asked to stop: SIGINT
 /// or SIGTERM — each unless it was ignored when Warden started (`crate::signals`). A
-/// signal that cannot be watched is not waited for (the other still works).
-pub async fn shutdown_signal() {
+/// signal that cannot be watched is not waited for (the other still works). The signals
+/// are watched from the call on, not from the first poll: call it before saying the
+/// server is ready, so a signal right after that is a shutdown, not a kill.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
     use crate::signals::Watched;
     let never = |_| Watched::none();
     let mut interrupt = Watched::interrupt().unwrap_or_else(never);
     let mut terminate = Watched::terminate().unwrap_or_else(never);
-    tokio::select! {
-        _ = interrupt.recv() => {}
-        _ = terminate.recv() => {}
+    async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
     }
 }
