@@ -101,6 +101,44 @@ fn what_leaves_the_process_group_still_ends_with_the_run() {
 }
 
 #[test]
+fn a_daemon_whose_main_thread_exited_still_ends_with_the_run() {
+    // A process whose main thread has exited while another runs on looks like one
+    // already on its way out (a zombie leader), and the kernel's cgroup.kill passes over
+    // it: it must still end with its run, whichever containment holds the run.
+    if !std::path::Path::new("/usr/bin/python3").exists() {
+        eprintln!("SKIPPED: no /usr/bin/python3 to make a process whose main thread exited");
+        return;
+    }
+    let home = open_gateway_home();
+    for (setting, mechanism) in mechanisms(home.path()) {
+        let dir = tempfile::tempdir().unwrap();
+        let survived = dir.path().join("survived");
+        let daemon = "import ctypes, sys, threading, time\\n\
+                      def work():\\n    time.sleep(1.0)\\n    open(sys.argv[1], \"w\").write(\"x\")\\n\
+                      threading.Thread(target=work).start()\\n\
+                      time.sleep(0.05)\\n\
+                      ctypes.CDLL(None).syscall(60, 0)\\n";
+        let script = format!(
+            "setsid /usr/bin/python3 -c \"$(printf '{daemon}')\" {} & pid=$!; sleep 0.4; \
+             grep -E '^(State|Threads)' /proc/$pid/status",
+            survived.display()
+        );
+        let out = exec(home.path(), setting, &["--", "sh", "-c", &script]);
+        assert_eq!(out.status.code(), Some(0), "{setting}: {out:?}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains("State:\tZ") && stdout.contains("Threads:\t2"),
+            "{mechanism}: the daemon was not set up: {out:?}"
+        );
+        std::thread::sleep(Duration::from_millis(1500));
+        assert!(
+            !survived.exists(),
+            "{mechanism}: a thread of a process whose main thread had exited outlived its run"
+        );
+    }
+}
+
+#[test]
 fn signals_to_warden_exec_end_the_whole_tree() {
     let home = open_gateway_home();
     for (setting, mechanism) in mechanisms(home.path()) {

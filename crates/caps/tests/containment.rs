@@ -159,6 +159,47 @@ async fn a_double_forked_daemon_dies_when_its_run_ends_normally() {
 }
 
 #[tokio::test]
+async fn a_daemon_whose_main_thread_exited_still_dies_with_its_run() {
+    // Ending a run does not wait for processes already on their way out (a sandbox's
+    // pid 1 tearing its namespaces down). A process whose main thread has exited looks
+    // like one — a zombie leader — while its other threads run on: it must still be
+    // killed. The daemon leaves the session, its main thread exits (a raw exit(2), so
+    // nothing unwinds or waits), and a thread writes a file a second later.
+    let Some(c) = cgroups() else { return };
+    if !std::path::Path::new("/usr/bin/python3").exists() {
+        eprintln!("SKIPPED: no /usr/bin/python3 to make a process whose main thread exited");
+        return;
+    }
+    let shell = LocalShell::contained(c);
+    let dir = tempfile::tempdir().unwrap();
+    let survived = dir.path().join("survived");
+    let daemon = "import ctypes, sys, threading, time\n\
+                  def work():\n    time.sleep(1.0)\n    open(sys.argv[1], \"w\").write(\"x\")\n\
+                  threading.Thread(target=work).start()\n\
+                  time.sleep(0.05)\n\
+                  ctypes.CDLL(None).syscall(60, 0)\n";
+    let script = format!(
+        "setsid /usr/bin/python3 -c \"$(printf '{daemon}')\" {} & pid=$!; sleep 0.4; \
+         grep -E '^(State|Threads)' /proc/$pid/status",
+        survived.display()
+    );
+    let out = shell
+        .run(&Script::sh(script), &opts(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    // The attack was set up: the daemon's leader is a zombie, a second thread lives.
+    assert!(
+        out.stdout.contains("State:\tZ") && out.stdout.contains("Threads:\t2"),
+        "{out:?}"
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        !survived.exists(),
+        "a thread of a process whose main thread had exited outlived its run"
+    );
+}
+
+#[tokio::test]
 async fn a_cancelled_run_takes_every_descendant_with_it() {
     let Some(c) = cgroups() else { return };
     let shell = LocalShell::contained(c);
@@ -184,7 +225,9 @@ async fn a_fork_bomb_stops_at_the_process_limit_and_nothing_survives() {
         max_processes: Some(64),
         max_memory: Some(256 * 1024 * 1024),
     };
-    let bomb = "b() { b | b & }; b; sleep 10";
+    // `exec`: the shell itself needs no fork once the bomb is lit (at the limit, a fork
+    // of its own would fail and end the run before its timeout).
+    let bomb = "b() { b | b & }; b; exec sleep 10";
     let host_before = std::fs::read_dir("/proc").unwrap().count();
     let bomb = Script::sh(bomb);
     let run = shell.run(&bomb, &o);

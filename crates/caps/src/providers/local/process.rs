@@ -24,7 +24,7 @@ use nix::unistd::Pid;
 use tokio::io::AsyncWriteExt;
 use tokio::io::unix::AsyncFd;
 
-use super::contain::{Containment, Unit};
+use super::contain::{Containment, Removal, Unit};
 use super::spawn::{OwnedCwd, SpawnRequest, StdinKind};
 use crate::output::{OutputCollector, Stream};
 use crate::shell::{ExecOptions, ExecOutput, ExitStatus, OutputLimits, ResourceLimits, Stdin};
@@ -453,7 +453,7 @@ impl TreeGuard {
     /// kernel enforced, if anything.
     async fn finish_unit(&mut self) -> Option<String> {
         let mut unit = self.unit.take()?;
-        tokio::task::spawn_blocking(move || unit.finish())
+        tokio::task::spawn_blocking(move || unit.finish(Removal::Background))
             .await
             .ok()
             .flatten()
@@ -501,7 +501,7 @@ impl Drop for TreeGuard {
                 while let Err(nix::errno::Errno::EINTR) = waitpid(leader, None) {}
             }
             if let Some(unit) = unit.as_mut() {
-                unit.finish();
+                unit.finish(Removal::Wait);
             }
         });
     }

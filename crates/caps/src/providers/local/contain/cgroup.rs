@@ -152,7 +152,7 @@ pub(super) fn end_every_run(parents: &[(Flavor, PathBuf)]) {
             keeper: None,
         };
         group.kill();
-        group.finish();
+        group.finish(Removal::Wait);
     }
     for (_, parent) in parents {
         let _ = fs::remove_dir(parent);
@@ -723,7 +723,7 @@ fn apply_limits(h: &Hierarchy, dir: &Path, limits: ResourceLimits) -> io::Result
     Ok(())
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Member {
     flavor: Flavor,
     dir: PathBuf,
@@ -760,6 +760,77 @@ fn members(dir: &Path) -> Vec<i32> {
     fs::read_to_string(dir.join("cgroup.procs"))
         .map(|t| t.lines().filter_map(|l| l.trim().parse().ok()).collect())
         .unwrap_or_default()
+}
+
+/// The kernel's flag on a thread that has started to exit (`include/linux/sched.h`).
+const PF_EXITING: u64 = 0x4;
+
+/// Whether process `pid` could still run code of its own or start a process. Not when it
+/// has gone, is a zombie, or every one of its threads is exiting: the kernel flags a
+/// thread `PF_EXITING` as it starts to exit, and such a thread never returns to user
+/// space or forks again (a fork it was in the middle of has listed its child by then).
+/// A sandbox's pid 1 tearing its namespaces down after its command ended stays listed
+/// like that for a millisecond or more; waiting for it to go is the kernel's bookkeeping,
+/// not containment. Anything unreadable other than a vanished process counts as able
+/// to act (the wait then lasts until it leaves the cgroup, as it would without this).
+fn can_still_act(pid: i32) -> bool {
+    let tasks = match fs::read_dir(format!("/proc/{pid}/task")) {
+        Ok(tasks) => tasks,
+        Err(e) => return e.kind() != io::ErrorKind::NotFound,
+    };
+    for task in tasks {
+        let Ok(task) = task else { return true };
+        match fs::read_to_string(task.path().join("stat")) {
+            Ok(stat) if thread_has_ended(&stat) => {}
+            // A thread that went between the listing and the read has ended.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            _ => return true,
+        }
+    }
+    false
+}
+
+/// Whether a `/proc/PID/task/TID/stat` line is a zombie, dead or exiting thread (the
+/// command name, field 2, may hold spaces and parentheses: parse from the last `)`).
+fn thread_has_ended(stat: &str) -> bool {
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+        return false;
+    };
+    let mut fields = rest.split_whitespace();
+    // state, ppid, pgrp, session, tty_nr, tpgid, flags.
+    let state = fields.next();
+    if matches!(state, Some("Z" | "X" | "x")) {
+        return true;
+    }
+    fields
+        .nth(5)
+        .and_then(|f| f.parse::<u64>().ok())
+        .is_some_and(|flags| flags & PF_EXITING != 0)
+}
+
+/// The processes listed in `dir` (other than this one) that could still act — empty
+/// only when none can and none joined while they were being checked: a process seen
+/// exiting may have just finished a fork, whose child is listed by then, so the listing
+/// is read again and must hold nobody new. Newcomers that keep coming are reported as
+/// live (the caller kills them, or waits, until its deadline).
+fn live_members(dir: &Path, me: i32) -> Vec<i32> {
+    let mut listed: Vec<i32> = members(dir).into_iter().filter(|p| *p != me).collect();
+    for _ in 0..16 {
+        let live: Vec<i32> = listed
+            .iter()
+            .copied()
+            .filter(|p| can_still_act(*p))
+            .collect();
+        if !live.is_empty() {
+            return live;
+        }
+        let again: Vec<i32> = members(dir).into_iter().filter(|p| *p != me).collect();
+        if again.iter().all(|p| listed.contains(p)) {
+            return Vec::new();
+        }
+        listed = again;
+    }
+    listed
 }
 
 impl RunGroup {
@@ -833,23 +904,27 @@ impl RunGroup {
     /// Kill every member of the run — never this process.
     pub(crate) fn kill(&self) {
         let me = std::process::id() as i32;
+        let mut kernel_killed = false;
         if let Some(v2) = self.dirs.iter().find(|m| m.flavor == Flavor::V2) {
             let us_inside = members(&v2.dir).contains(&me);
             if us_inside {
                 // A failed leave: get out before the whole cgroup is killed.
                 let _ = move_into(Flavor::V2, &v2.home);
             }
-            if !members(&v2.dir).contains(&me) && write(&v2.dir.join("cgroup.kill"), "1").is_ok() {
-                return;
-            }
+            kernel_killed =
+                !members(&v2.dir).contains(&me) && write(&v2.dir.join("cgroup.kill"), "1").is_ok();
         }
         // No cgroup.kill (v1 only, or a kernel before 5.14): first forbid every new
-        // process (pids.max = 0: a fork in the run fails from now on), then kill what is
-        // listed until nothing is.
-        for m in self.dirs.iter().filter(|m| m.flavor == Flavor::V1Pids) {
-            if let Err(e) = write(&m.dir.join("pids.max"), "0") {
-                tracing::debug!("cannot stop the run's forks: {e}");
+        // process (pids.max = 0: a fork in the run fails from now on).
+        let forbid_forks = |flavors: &[Flavor]| {
+            for m in self.dirs.iter().filter(|m| flavors.contains(&m.flavor)) {
+                if let Err(e) = write(&m.dir.join("pids.max"), "0") {
+                    tracing::debug!("cannot stop the run's forks: {e}");
+                }
             }
+        };
+        if !kernel_killed {
+            forbid_forks(&[Flavor::V1Pids]);
         }
         let Some(listed) = self
             .dirs
@@ -858,20 +933,25 @@ impl RunGroup {
         else {
             return;
         };
-        // After a clean exit what is still listed is usually a process already on its
-        // way out (a sandbox's pid-1 tearing its namespaces down, well under a
-        // millisecond), so the first pauses are short; a process that keeps forking
-        // cannot outlast the loop, because pids.max = 0 refuses its forks.
+        // Then kill what is listed and can still act until nothing is — after cgroup.kill
+        // too: the kernel's kill passes over a process whose main thread has exited while
+        // its other threads run on (seen on Linux 6.18), which kill(2) of its pid ends.
+        // What is already on its way out (after a clean exit: a sandbox's pid 1 tearing
+        // its namespaces down) can do nothing more and is not waited for; a process that
+        // keeps forking cannot outlast the loop, because pids.max = 0 refuses its forks.
         let deadline = Instant::now() + KILL_WAIT;
         let mut pause = Pause::new();
+        let mut first = true;
         loop {
-            let pids: Vec<i32> = members(&listed.dir)
-                .into_iter()
-                .filter(|p| *p != me)
-                .collect();
+            let pids = live_members(&listed.dir, me);
             if pids.is_empty() || Instant::now() >= deadline {
                 return;
             }
+            if first && kernel_killed {
+                tracing::debug!("cgroup.kill left {pids:?} running; killing them one by one");
+                forbid_forks(&[Flavor::V2, Flavor::V1Pids]);
+            }
+            first = false;
             for pid in pids {
                 let _ = nix::sys::signal::kill(
                     nix::unistd::Pid::from_raw(pid),
@@ -882,9 +962,10 @@ impl RunGroup {
         }
     }
 
-    /// Wait for the run's cgroups to empty, remove them, and say whether the kernel
-    /// enforced the memory limit.
-    pub(crate) fn finish(&mut self) -> Option<String> {
+    /// Wait until nothing in the run's cgroups can act any more, say whether the kernel
+    /// enforced the memory limit, and remove the cgroups — at once where the kernel
+    /// allows, otherwise as `removal` says.
+    pub(crate) fn finish(&mut self, removal: Removal) -> Option<String> {
         if self.finished {
             return None;
         }
@@ -896,7 +977,7 @@ impl RunGroup {
         let mut note = None;
         for m in &self.dirs {
             let mut pause = Pause::new();
-            while members(&m.dir).iter().any(|p| *p != me) && Instant::now() < deadline {
+            while !live_members(&m.dir, me).is_empty() && Instant::now() < deadline {
                 pause.sleep();
             }
             if let Some(limit) = self.oom_limit
@@ -908,18 +989,62 @@ impl RunGroup {
                 ));
             }
         }
-        for m in self.dirs.iter().rev() {
-            let (mut tries, mut pause) = (0, Pause::new());
-            while let Err(e) = fs::remove_dir(&m.dir) {
-                tries += 1;
-                if tries > 60 {
-                    tracing::warn!("could not remove the run's cgroup {}: {e}", m.dir.display());
-                    break;
-                }
-                pause.sleep();
+        // Children first. A cgroup still listing a process on its way out (or the spawner
+        // thread leaving) cannot be removed yet.
+        let left: Vec<Member> = std::mem::take(&mut self.dirs)
+            .into_iter()
+            .rev()
+            .filter(|m| fs::remove_dir(&m.dir).is_err())
+            .collect();
+        if left.is_empty() {
+            return note;
+        }
+        // The watchdog removes whatever is left when this process ends, so removal need
+        // not hold up the caller; without one, it must.
+        let background =
+            removal == Removal::Background && matches!(*lock(&WATCHDOG), Watchdog::Running { .. });
+        if background {
+            let spawned = std::thread::Builder::new()
+                .name("warden-cgroup-rm".into())
+                .spawn({
+                    let left = left.clone();
+                    move || remove_when_empty(&left)
+                });
+            if spawned.is_ok() {
+                return note;
             }
         }
+        remove_when_empty(&left);
         note
+    }
+}
+
+/// How [`RunGroup::finish`] removes a cgroup that still lists a process on its way out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Removal {
+    /// Wait for it (the watchdog, and threads that exist to clean up).
+    Wait,
+    /// On a thread of its own, so the run's result is not held up; only where the
+    /// watchdog would remove it should this process end first.
+    Background,
+}
+
+/// Remove `dirs` (children first), retrying while the kernel still lists a process on
+/// its way out.
+fn remove_when_empty(dirs: &[Member]) {
+    for m in dirs {
+        let (mut tries, mut pause) = (0, Pause::new());
+        while let Err(e) = fs::remove_dir(&m.dir) {
+            if e.kind() == io::ErrorKind::NotFound {
+                break;
+            }
+            tries += 1;
+            if tries > 60 {
+                tracing::warn!("could not remove the run's cgroup {}: {e}", m.dir.display());
+                break;
+            }
+            pause.sleep();
+        }
     }
 }
 
@@ -973,7 +1098,7 @@ impl Drop for RunGroup {
         self.finished = true;
         // Waiting for the kernel to empty the cgroups must not block an async runtime.
         std::thread::spawn(move || {
-            rest.finish();
+            rest.finish(Removal::Wait);
         });
     }
 }
@@ -981,6 +1106,32 @@ impl Drop for RunGroup {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_thread_has_ended_when_it_is_a_zombie_dead_or_exiting() {
+        // Fields after the name: state ppid pgrp session tty_nr tpgid flags ...
+        let line = |state: &str, flags: u64| {
+            format!("4242 (sh) {state} 1 4242 4242 0 -1 {flags} 120 0 0 0 1 2 3 4 20 0")
+        };
+        assert!(!thread_has_ended(&line("S", 0x0040_0100)));
+        assert!(!thread_has_ended(&line("R", 0x0040_0000)));
+        assert!(thread_has_ended(&line("R", 0x0040_0004)));
+        assert!(thread_has_ended(&line("D", 0x4)));
+        assert!(thread_has_ended(&line("Z", 0x0040_0100)));
+        assert!(thread_has_ended(&line("X", 0)));
+        // A name made to look like a zombie's line does not fool the parser.
+        let hostile = "4242 (x) Z 1 1 1 0 -1 4 (y) S 1 4242 4242 0 -1 4194560 120";
+        assert!(!thread_has_ended(hostile));
+        assert!(!thread_has_ended("garbage"));
+        assert!(!thread_has_ended("4242 (sh) S 1"));
+    }
+
+    #[test]
+    fn a_vanished_process_cannot_act_and_a_running_one_can() {
+        assert!(can_still_act(std::process::id() as i32));
+        // No process has a negative pid: /proc has no such directory.
+        assert!(!can_still_act(-7));
+    }
 
     #[test]
     fn mountinfo_fields_are_unescaped_and_paths_mapped_through_the_mount_root() {

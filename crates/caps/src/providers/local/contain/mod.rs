@@ -8,8 +8,12 @@
 //! - **cgroups** (`cgroup.rs`): a cgroup per run. The process is started inside it (the
 //!   spawning thread, or the whole process on cgroup v2, joins the run's cgroup for the
 //!   instant of the spawn), so every descendant is a member from its first instruction.
-//!   Ending the run is `cgroup.kill` (v2), or killing every listed member until none is
-//!   left (v1). `pids.max` and `memory.max` bound the run. On hybrid v1/v2 hosts (Debian
+//!   Ending the run is `cgroup.kill` (v2), then — the kernel's kill passes over a process
+//!   whose main thread exited while others run on — killing every listed member that can
+//!   still act until none is left (all v1 has). A member already exiting (a sandbox's
+//!   pid 1 tearing its namespaces down) is not waited for: the result goes back and its
+//!   cgroup is removed once the kernel lets go (or by the watchdog, if this process
+//!   ends first). `pids.max` and `memory.max` bound the run. On hybrid v1/v2 hosts (Debian
 //!   without systemd) the v2 hierarchy holds the run for the kill and the v1 `pids` and
 //!   `memory` hierarchies hold it for the limits. Should this process itself be killed,
 //!   a watchdog (`watchdog.rs`, one per process) ends every run it left behind.
@@ -34,6 +38,7 @@ use serde::Serialize;
 use super::spawn::{SpawnRequest, SpawnedChild};
 use crate::shell::ResourceLimits;
 
+pub(crate) use cgroup::Removal;
 pub use reaper::{REAPER_SUBCOMMAND, run_reaper};
 pub use watchdog::{WATCHDOG_SUBCOMMAND, run_watchdog};
 
@@ -226,11 +231,12 @@ impl Unit {
         }
     }
 
-    /// After the run: wait until the unit is empty and remove it. Returns what the
-    /// caller should know (a limit the kernel enforced).
-    pub(crate) fn finish(&mut self) -> Option<String> {
+    /// After the run: wait until nothing in the unit can act any more and remove it (a
+    /// cgroup still listing a process on its way out, as `removal` says). Returns what
+    /// the caller should know (a limit the kernel enforced).
+    pub(crate) fn finish(&mut self, removal: Removal) -> Option<String> {
         match self {
-            Unit::Cgroup(group) => group.finish(),
+            Unit::Cgroup(group) => group.finish(removal),
             _ => None,
         }
     }
