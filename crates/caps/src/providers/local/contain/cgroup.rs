@@ -1030,16 +1030,16 @@ pub(crate) enum Removal {
 }
 
 /// Remove `dirs` (children first), retrying while the kernel still lists a process on
-/// its way out.
+/// its way out — for as long as a run's end waited for its cgroups to empty before.
 fn remove_when_empty(dirs: &[Member]) {
+    let deadline = Instant::now() + EMPTY_WAIT;
     for m in dirs {
-        let (mut tries, mut pause) = (0, Pause::new());
+        let mut pause = Pause::new();
         while let Err(e) = fs::remove_dir(&m.dir) {
             if e.kind() == io::ErrorKind::NotFound {
                 break;
             }
-            tries += 1;
-            if tries > 60 {
+            if Instant::now() >= deadline {
                 tracing::warn!("could not remove the run's cgroup {}: {e}", m.dir.display());
                 break;
             }
