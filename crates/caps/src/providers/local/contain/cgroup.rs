@@ -758,7 +758,13 @@ fn move_into(flavor: Flavor, to: &Path) -> io::Result<()> {
 
 fn members(dir: &Path) -> Vec<i32> {
     fs::read_to_string(dir.join("cgroup.procs"))
-        .map(|t| t.lines().filter_map(|l| l.trim().parse().ok()).collect())
+        .map(|t| {
+            t.lines()
+                .filter_map(|l| l.trim().parse().ok())
+                // Never a pid kill(2) would read as a group or as "everyone".
+                .filter(|p: &i32| *p > 0)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -776,7 +782,12 @@ const PF_EXITING: u64 = 0x4;
 fn can_still_act(pid: i32) -> bool {
     let tasks = match fs::read_dir(format!("/proc/{pid}/task")) {
         Ok(tasks) => tasks,
-        Err(e) => return e.kind() != io::ErrorKind::NotFound,
+        // Gone from /proc: gone, unless the kernel still knows the pid.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+                != Err(nix::errno::Errno::ESRCH);
+        }
+        Err(_) => return true,
     };
     for task in tasks {
         let Ok(task) = task else { return true };
@@ -808,13 +819,32 @@ fn thread_has_ended(stat: &str) -> bool {
         .is_some_and(|flags| flags & PF_EXITING != 0)
 }
 
+/// Whether `/proc` is this process's pid namespace's (so a pid read from a cgroup names
+/// the same process there): `/proc/self` is this process.
+fn proc_is_ours() -> bool {
+    fs::read_link("/proc/self")
+        .ok()
+        .and_then(|p| p.to_str()?.parse::<u32>().ok())
+        == Some(std::process::id())
+}
+
 /// The processes listed in `dir` (other than this one) that could still act — empty
 /// only when none can and none joined while they were being checked: a process seen
 /// exiting may have just finished a fork, whose child is listed by then, so the listing
 /// is read again and must hold nobody new. Newcomers that keep coming are reported as
 /// live (the caller kills them, or waits, until its deadline).
 fn live_members(dir: &Path, me: i32) -> Vec<i32> {
+    live_members_seen_by(dir, me, proc_is_ours())
+}
+
+/// [`live_members`], told whether `/proc` can be trusted (tests simulate a foreign one).
+fn live_members_seen_by(dir: &Path, me: i32, proc_ours: bool) -> Vec<i32> {
     let mut listed: Vec<i32> = members(dir).into_iter().filter(|p| *p != me).collect();
+    if !proc_ours {
+        // A /proc of another pid namespace says nothing about these pids: every listed
+        // process counts as live, and is killed and waited for until it leaves.
+        return listed;
+    }
     for _ in 0..16 {
         let live: Vec<i32> = listed
             .iter()
@@ -1127,10 +1157,28 @@ mod tests {
     }
 
     #[test]
+    fn with_a_foreign_proc_every_listed_process_counts_as_live() {
+        let dir = tempfile::tempdir().unwrap();
+        let me = std::process::id() as i32;
+        // A pid no process has, this process, and what kill(2) would read as groups.
+        fs::write(
+            dir.path().join("cgroup.procs"),
+            format!("{}\n{me}\n0\n-1\n", i32::MAX),
+        )
+        .unwrap();
+        assert_eq!(
+            live_members_seen_by(dir.path(), me, true),
+            Vec::<i32>::new()
+        );
+        assert_eq!(live_members_seen_by(dir.path(), me, false), vec![i32::MAX]);
+    }
+
+    #[test]
     fn a_vanished_process_cannot_act_and_a_running_one_can() {
+        assert!(proc_is_ours());
         assert!(can_still_act(std::process::id() as i32));
-        // No process has a negative pid: /proc has no such directory.
-        assert!(!can_still_act(-7));
+        // A pid above the kernel's limit names no process, in /proc or anywhere.
+        assert!(!can_still_act(i32::MAX));
     }
 
     #[test]
