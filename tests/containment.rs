@@ -588,3 +588,37 @@ fn a_gateway_started_with_sigint_ignored_keeps_ignoring_it() {
     signal(&normal, SIGINT);
     assert!(normal.wait().unwrap().success());
 }
+
+#[test]
+fn the_helper_binary_opens_dev_null_on_standard_descriptors_it_lacks() {
+    // The helper binary starts at the C entry point, without std's start-up: it must
+    // still open /dev/null on a standard descriptor it was started without, as std
+    // would, so that no file it opens can take that number. Seen through its reaper
+    // subcommand, whose command inherits the descriptors.
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden-sandbox-helper"));
+    cmd.args([
+        caps::process::REAPER_SUBCOMMAND,
+        &std::process::id().to_string(),
+        "/bin/sh",
+        "sh",
+        "-c",
+        "echo $(readlink /proc/$$/fd/0) $(readlink /proc/$$/fd/1) >&2",
+    ])
+    .stderr(Stdio::piped());
+    // SAFETY: close(2) only, between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::libc::close(0);
+            nix::libc::close(1);
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "/dev/null /dev/null\n",
+        "{out:?}"
+    );
+}
