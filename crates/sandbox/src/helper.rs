@@ -193,11 +193,11 @@ fn fail(message: &str) -> ! {
 /// The helper's `main`: never returns.
 pub fn main(args: &[String]) -> ! {
     // Rust's runtime ignores SIGPIPE before `main` (in `warden __sandbox-helper`; the
-    // small helper binary skips that start-up, and whoever calls this must not rely on
-    // it), and an ignored signal stays ignored across exec: the command (and every shell pipeline in it)
-    // would get EPIPE instead of the usual quiet end — `yes | head -1` would complain
-    // "Broken pipe". Warden started the sandbox with every signal at its default; give
-    // the command that.
+    // small helper binary skips that start-up, but this must not rely on either), and
+    // an ignored signal stays ignored across exec: the command (and every shell
+    // pipeline in it) would get EPIPE instead of the usual quiet end — `yes | head -1`
+    // would complain "Broken pipe". Warden started the sandbox with every signal at its
+    // default; give the command that.
     // SAFETY: restoring a signal's default action; no handler is installed.
     let _ = unsafe {
         nix::sys::signal::signal(
