@@ -931,6 +931,15 @@ impl RunGroup {
         }
     }
 
+    /// The cgroup whose listing ending a run reads: v2 where the run has one, else the v1
+    /// `pids` hierarchy (a run's processes are in every one of its hierarchies).
+    fn listing(&self) -> Option<&Member> {
+        self.dirs
+            .iter()
+            .find(|m| m.flavor == Flavor::V2)
+            .or_else(|| self.dirs.iter().find(|m| m.flavor == Flavor::V1Pids))
+    }
+
     /// Kill every member of the run — never this process.
     pub(crate) fn kill(&self) {
         let me = std::process::id() as i32;
@@ -956,11 +965,7 @@ impl RunGroup {
         if !kernel_killed {
             forbid_forks(&[Flavor::V1Pids]);
         }
-        let Some(listed) = self
-            .dirs
-            .iter()
-            .find(|m| matches!(m.flavor, Flavor::V2 | Flavor::V1Pids))
-        else {
+        let Some(listed) = self.listing() else {
             return;
         };
         // Then kill what is listed and can still act until nothing is — after cgroup.kill
@@ -1004,12 +1009,15 @@ impl RunGroup {
         drop(self.keeper.take());
         let me = std::process::id() as i32;
         let deadline = Instant::now() + EMPTY_WAIT;
-        let mut note = None;
-        for m in &self.dirs {
+        // Every hierarchy holds the same processes: one listing is enough to wait on.
+        if let Some(listed) = self.listing() {
             let mut pause = Pause::new();
-            while !live_members(&m.dir, me).is_empty() && Instant::now() < deadline {
+            while !live_members(&listed.dir, me).is_empty() && Instant::now() < deadline {
                 pause.sleep();
             }
+        }
+        let mut note = None;
+        for m in &self.dirs {
             if let Some(limit) = self.oom_limit
                 && oom_killed(m)
             {
