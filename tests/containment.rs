@@ -138,6 +138,39 @@ fn a_daemon_whose_main_thread_exited_still_ends_with_the_run() {
     }
 }
 
+/// `warden exec` (containment `setting`) of a script that runs `marker` itself and in
+/// two `setsid` children, returned once all three run.
+fn start_with_setsid_children(
+    home: &std::path::Path,
+    setting: &str,
+    marker: &str,
+    stderr: Stdio,
+) -> std::process::Child {
+    let ready = tempfile::NamedTempFile::new().unwrap();
+    let script = format!(
+        "setsid sh -c '{marker}' & (setsid {marker} &) ; echo up > {}; {marker}",
+        ready.path().display()
+    );
+    let child = warden_in(home)
+        .env("WARDEN_CONTAINMENT", setting)
+        .args(["exec", "--", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while pids_with_cmdline(marker).len() < 3
+        || std::fs::read_to_string(ready.path()).unwrap_or_default() != "up\n"
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{setting}: the command or its children never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
 #[test]
 fn signals_to_warden_exec_end_the_whole_tree() {
     let home = open_gateway_home();
@@ -148,34 +181,7 @@ fn signals_to_warden_exec_end_the_whole_tree() {
             (nix::sys::signal::Signal::SIGHUP, 129),
         ] {
             let marker = format!("sleep 4713{}{}", std::process::id(), signal as i32);
-            let ready = tempfile::NamedTempFile::new().unwrap();
-            let script = format!(
-                "setsid sh -c '{marker}' & (setsid {marker} &) ; echo up > {}; {marker}",
-                ready.path().display()
-            );
-            let child = warden_in(home.path())
-                .env("WARDEN_CONTAINMENT", setting)
-                .args(["exec", "--", "sh", "-c", &script])
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap();
-            let deadline = std::time::Instant::now() + Duration::from_secs(20);
-            while std::fs::read_to_string(ready.path()).unwrap_or_default() != "up\n" {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "the command never started"
-                );
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            // Both setsid children are running before warden is signalled.
-            while pids_with_cmdline(&marker).len() < 3 {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "children never started"
-                );
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            let child = start_with_setsid_children(home.path(), setting, &marker, Stdio::piped());
             nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
             let out = child.wait_with_output().unwrap();
             assert_eq!(out.status.code(), Some(code), "{setting} {signal}: {out:?}");
@@ -220,29 +226,8 @@ fn a_killed_warden_leaves_no_run_behind() {
     let home = open_gateway_home();
     for (setting, mechanism) in mechanisms(home.path()) {
         let marker = format!("sleep 4714{}{}", std::process::id(), setting.len());
-        let ready = tempfile::NamedTempFile::new().unwrap();
-        let script = format!(
-            "setsid sh -c '{marker}' & (setsid {marker} &) ; echo up > {}; {marker}",
-            ready.path().display()
-        );
-        let mut child = warden_in(home.path())
-            .env("WARDEN_CONTAINMENT", setting)
-            .args(["exec", "--", "sh", "-c", &script])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = start_with_setsid_children(home.path(), setting, &marker, Stdio::null());
         let parent = format!("warden.{}", child.id());
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while pids_with_cmdline(&marker).len() < 3
-            || std::fs::read_to_string(ready.path()).unwrap_or_default() != "up\n"
-        {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{mechanism}: the command never started"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
         let cgroups = mechanism == "cgroup";
         if cgroups {
             let watchdog = pids_with_cmdline_words(&["__warden-cgroup-watchdog", &parent]);
