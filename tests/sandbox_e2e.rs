@@ -60,14 +60,14 @@ impl Lab {
             network,
             landlock: LandlockMode::Auto,
         };
-        Arc::new(
-            Bwrap::new(
-                policy,
-                PathBuf::from(env!("CARGO_BIN_EXE_warden")),
-                &trusted_dirs(),
-            )
-            .unwrap(),
-        )
+        let helper = PathBuf::from(env!("CARGO_BIN_EXE_warden"));
+        // Warden's own builder, as `sandbox.builder = "auto"` picks it here; `cargo xtask
+        // ci` runs this file again with WARDEN_TEST_BUILDER=bubblewrap, so that both
+        // builders pass the same checks.
+        Arc::new(match std::env::var("WARDEN_TEST_BUILDER").as_deref() {
+            Ok("bubblewrap") => Bwrap::new(policy, helper, &trusted_dirs()).unwrap(),
+            _ => Bwrap::built_by_warden(policy, helper).unwrap(),
+        })
     }
 
     fn options(&self, env: &[(&str, &str)]) -> ExecOptions {
@@ -865,12 +865,18 @@ fn fails_closed_when_bubblewrap_is_missing_or_cannot_build_namespaces() {
 fn warden_exec_refuses_when_bubblewrap_is_hidden() {
     // Simulate a machine without bubblewrap: a private mount namespace where the binary
     // is covered by an empty file. Needs root (mount); otherwise the library-level test
-    // above covers the same refusal.
+    // above covers the same refusal. The configuration asks for bubblewrap: by default
+    // (`auto`) Warden's own builder would build the sandbox without it.
     if !nix::unistd::geteuid().is_root() || !Path::new("/usr/bin/unshare").exists() {
         eprintln!("SKIPPED: needs root and unshare(1) to hide bubblewrap in a mount namespace");
         return;
     }
     let home = warden_home();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[sandbox]\nbuilder = \"bubblewrap\"\n",
+    )
+    .unwrap();
     let warden = env!("CARGO_BIN_EXE_warden");
     let out = Command::new("/usr/bin/unshare")
         .args(["-m", "--propagation", "private", "sh", "-c"])
@@ -1325,4 +1331,52 @@ fn commands_start_with_sigpipe_at_its_default_wherever_they_run() {
         let ignored = ignored_signals(&stdout);
         assert_eq!(ignored & sigpipe, 0, "{what}: SigIgn {ignored:#x}");
     }
+}
+
+/// Warden's own builder binds what Warden opened and checked, or nothing: a directory
+/// that is gone by the time the namespaces are made (its descriptor names a deleted
+/// path) is refused, and the command does not run.
+#[test]
+fn the_warden_builder_refuses_a_bound_directory_that_vanished() {
+    let helper = env!("CARGO_BIN_EXE_warden-sandbox-helper");
+    let dir = tempfile::tempdir().unwrap();
+    let bound = dir.path().join("bound");
+    std::fs::create_dir(&bound).unwrap();
+    let line = |remove_first: bool| {
+        format!(
+            "exec 3< {bound}; {remove} exec {helper} __sandbox-build --unshare-user \\
+             --unshare-pid --unshare-ipc --unshare-uts --unshare-net --ro-bind / / \\
+             --proc /proc --dev /dev --ro-bind-fd 3 /mnt -- {helper} __sandbox-helper \\
+             --landlock off -- /bin/echo ran",
+            bound = bound.display(),
+            remove = if remove_first {
+                format!("rmdir {};", bound.display())
+            } else {
+                String::new()
+            },
+        )
+    };
+    let run = |script: String| {
+        std::process::Command::new("/bin/sh")
+            .args(["-c", &script])
+            .output()
+            .unwrap()
+    };
+    let out = run(line(true));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(
+        stderr.contains("warden sandbox:") && stderr.contains("open again"),
+        "{stderr}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("ran"));
+    // The same line with the directory in place runs the command.
+    std::fs::create_dir(&bound).unwrap();
+    let out = run(line(false));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ran\n");
 }

@@ -224,14 +224,17 @@ async fn same_plan_without_warden(sb: &sandbox::Bwrap, cwd: &Path) -> anyhow::Re
     let Some(cut) = launch.args.iter().position(|a| a == "--") else {
         bail!("no `--` before the helper in {:?}", launch.args);
     };
-    let mut argv = vec![sb.bwrap_path().to_string_lossy().into_owned()];
+    let Some(bwrap) = sb.bwrap_path() else {
+        bail!("this baseline needs bubblewrap");
+    };
+    let mut argv = vec![bwrap.to_string_lossy().into_owned()];
     argv.extend(launch.args[..cut].iter().cloned());
     argv.extend(["--".to_owned(), "/bin/true".to_owned()]);
     let options = ExecOptions::new(cwd, std::time::Duration::from_secs(30));
     let spec = ProcessSpec {
         keep_fds: launch.fds,
         ..ProcessSpec::for_request(
-            sb.bwrap_path().to_path_buf(),
+            bwrap.to_path_buf(),
             argv.into_iter().map(Into::into).collect(),
             WorkingDir::Path(PathBuf::from("/")),
             &options,

@@ -186,7 +186,8 @@ pub fn run(args: DoctorArgs) -> i32 {
         (Err(e), _) => Err(format!("{e:#}")),
         (Ok(g), backend) => g.sandbox_available().map(|()| match backend {
             SandboxBackend::Bwrap if sandbox::landlock::abi() >= 1 => format!(
-                "bubblewrap + seccomp + Landlock ABI {}",
+                "{} + seccomp + Landlock ABI {}",
+                builder_in_use(config.as_ref().ok()),
                 sandbox::landlock::abi()
             ),
             SandboxBackend::Container => match config.as_ref() {
@@ -197,7 +198,9 @@ pub fn run(args: DoctorArgs) -> i32 {
                 ),
                 Err(_) => "the container backend".to_owned(),
             },
-            SandboxBackend::Bwrap => "bubblewrap + seccomp".to_owned(),
+            SandboxBackend::Bwrap => {
+                format!("{} + seccomp", builder_in_use(config.as_ref().ok()))
+            }
             other => format!("{other:?} backend available"),
         }),
     };
@@ -332,6 +335,24 @@ pub fn run(args: DoctorArgs) -> i32 {
     }
 }
 
+/// Whether Warden's own namespace builder works here (`Err`: why not).
+fn own_builder_works() -> Result<(), String> {
+    let helper = crate::host::helper_binary().map_err(|e| format!("{e:#}"))?;
+    sandbox::probe::builder_works(&helper)
+}
+
+/// Who builds the sandbox's namespaces here: what `sandbox.builder` asks for, and for
+/// `auto` what its probe answers (the same choice every exec makes).
+fn builder_in_use(config: Option<&policy::Config>) -> &'static str {
+    let own = "Warden's namespace builder";
+    match config.map(|c| c.sandbox.builder).unwrap_or_default() {
+        policy::NamespaceBuilder::Bubblewrap => "bubblewrap",
+        policy::NamespaceBuilder::Warden => own,
+        policy::NamespaceBuilder::Auto if own_builder_works().is_ok() => own,
+        policy::NamespaceBuilder::Auto => "bubblewrap",
+    }
+}
+
 /// The checks of the configured backend only: what the others would need is no concern
 /// of this host's commands.
 fn backend_checks(facts: &HostFacts, backend: SandboxBackend) -> Vec<Check> {
@@ -341,7 +362,25 @@ fn backend_checks(facts: &HostFacts, backend: SandboxBackend) -> Vec<Check> {
                 .iter()
                 .map(PathBuf::from)
                 .collect();
-            sandbox::probe::probe(&dirs).checks
+            let mut checks = sandbox::probe::probe(&dirs).checks;
+            let own = own_builder_works();
+            checks.insert(
+                0,
+                Check {
+                    name: "namespace builder".into(),
+                    ok: own.is_ok(),
+                    detail: match own {
+                        Ok(()) => {
+                            "Warden's own builds the sandbox (sandbox.builder = auto or warden)"
+                                .into()
+                        }
+                        Err(why) => format!(
+                            "{why}; bubblewrap builds it (sandbox.builder = auto or bubblewrap)"
+                        ),
+                    },
+                },
+            );
+            checks
         }
         SandboxBackend::Container => facts.container_checks().unwrap_or_else(|e| {
             vec![Check {

@@ -98,7 +98,9 @@ fn sandbox_route(
             .unwrap_or(LandlockMode::Required),
     };
     let shells: Result<SandboxShells, String> = match config.sandbox.backend {
-        SandboxBackend::Bwrap => sandbox_bwrap(policy, containment, probe_cache),
+        SandboxBackend::Bwrap => {
+            sandbox_bwrap(policy, config.sandbox.builder, containment, probe_cache)
+        }
         SandboxBackend::Macos => {
             sandbox::seatbelt::SeatbeltShell::new(policy.clone(), Profile::ReadOnly)
                 .and_then(|ro| {
@@ -162,22 +164,43 @@ pub fn container_config(config: &Config) -> sandbox::container::ContainerConfig 
 
 fn sandbox_bwrap(
     policy: SandboxPolicy,
+    builder: policy::NamespaceBuilder,
     containment: Containment,
     probe_cache: &Path,
 ) -> Result<SandboxShells, String> {
     let helper = crate::host::helper_binary().map_err(|e| format!("{e:#}"))?;
-    let dirs: Vec<PathBuf> = sandbox::bwrap::TRUSTED_BWRAP_DIRS
-        .iter()
-        .map(PathBuf::from)
-        .collect();
-    let bwrap = Arc::new(
-        Bwrap::new(policy, helper, &dirs)
-            .map_err(|e| e.0)?
-            .with_containment(containment),
-    );
-    // bubblewrap present is not enough: the kernel must let it build its namespaces
-    // (a success is remembered under a key of the kernel, its settings and bubblewrap).
-    sandbox::probe_cache::namespaces_work_cached(bwrap.bwrap_path(), probe_cache)?;
+    let bubblewrap = |policy: SandboxPolicy, helper: PathBuf| -> Result<Bwrap, String> {
+        let dirs: Vec<PathBuf> = sandbox::bwrap::TRUSTED_BWRAP_DIRS
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+        let bwrap = Bwrap::new(policy, helper, &dirs).map_err(|e| e.0)?;
+        // bubblewrap present is not enough: the kernel must let it build its namespaces
+        // (a success is remembered under a key of the kernel, its settings and
+        // bubblewrap).
+        if let Some(path) = bwrap.bwrap_path() {
+            sandbox::probe_cache::namespaces_work_cached(path, probe_cache)?;
+        }
+        Ok(bwrap)
+    };
+    // The same question of Warden's own builder, remembered the same way.
+    let warden = |policy: SandboxPolicy, helper: PathBuf| -> Result<Bwrap, String> {
+        let bwrap = Bwrap::built_by_warden(policy, helper).map_err(|e| e.0)?;
+        sandbox::probe_cache::builder_works_cached(bwrap.helper_path(), probe_cache)?;
+        Ok(bwrap)
+    };
+    let bwrap = match builder {
+        policy::NamespaceBuilder::Bubblewrap => bubblewrap(policy, helper)?,
+        policy::NamespaceBuilder::Warden => warden(policy, helper)?,
+        // Both build the same sandbox: falling back loses start-up time, no isolation.
+        policy::NamespaceBuilder::Auto => match warden(policy.clone(), helper.clone()) {
+            Ok(bwrap) => bwrap,
+            Err(own) => bubblewrap(policy, helper).map_err(|bw| {
+                format!("{bw}; Warden's own namespace builder cannot run either: {own}")
+            })?,
+        },
+    };
+    let bwrap = Arc::new(bwrap.with_containment(containment));
     Ok(SandboxShells {
         readonly: Arc::new(bwrap.shell(Profile::ReadOnly)),
         watched: Arc::new(bwrap.watched_shell()),

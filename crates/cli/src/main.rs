@@ -162,6 +162,15 @@ fn main() {
         let args: Vec<String> = std::env::args().collect();
         sandbox::helper::main(&args[2..]);
     }
+    // Warden's own namespace builder (`sandbox.builder = "warden"`), also before anything
+    // else runs: it forks, so this process must still have one thread.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a.as_os_str() == std::ffi::OsStr::new(sandbox::builder::SUBCOMMAND))
+    {
+        let args: Vec<String> = std::env::args().collect();
+        sandbox::builder::main(&args[2..]);
+    }
     let wanted = std::env::var("WARDEN_LOG").unwrap_or_else(|_| "warn".into());
     // rmcp logs every error response at WARN; a client's invalid call is answered to the
     // client (-32602 naming the field), not worth a line on stderr each time, which

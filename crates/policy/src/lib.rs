@@ -59,7 +59,8 @@ pub use allowlist::{
     Allowlist, CaseMode, PatternKind, RejectedPattern, RuleMatch, escape_glob, validate_pattern,
 };
 pub use config::{
-    AgentConfig, Config, ExecSettings, GatewaySettings, RunLimits, SandboxBackend, SandboxSettings,
+    AgentConfig, Config, ExecSettings, GatewaySettings, NamespaceBuilder, RunLimits,
+    SandboxBackend, SandboxSettings,
 };
 pub use decision::{
     AllowReason, ApproverAnswer, AskReason, Decision, DenyReason, after_ask, decide,

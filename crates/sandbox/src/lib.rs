@@ -18,6 +18,7 @@
 // The sandbox is provider code: it starts real processes and inspects real files.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
+pub mod builder;
 pub mod bwrap;
 pub mod container;
 pub mod exec_allowlist;
@@ -120,4 +121,4 @@ pub fn classify_refused_writes(
     }
 }
 
-pub use bwrap::{Bwrap, SandboxShell};
+pub use bwrap::{Builder, Bwrap, SandboxShell};

@@ -61,6 +61,47 @@ pub fn namespaces_work(bwrap: &Path) -> Result<(), String> {
         .map_err(|e| format!("bubblewrap cannot create the sandbox's namespaces here ({e}); user namespaces may be disabled"))
 }
 
+/// Whether Warden's own builder (`crate::builder`, in the `helper` binary) can build the
+/// sandbox's namespaces; `Err` is the diagnosis.
+pub fn builder_works(helper: &Path) -> Result<(), String> {
+    let h = helper.to_string_lossy();
+    let out = Command::new(helper)
+        .args([
+            crate::builder::SUBCOMMAND,
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-net",
+            "--ro-bind",
+            "/",
+            "/",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--",
+            &h,
+            crate::helper::SUBCOMMAND,
+            "--landlock",
+            "off",
+            "--",
+            "/bin/true",
+        ])
+        .env_clear()
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {h}: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "Warden's namespace builder cannot create the sandbox's namespaces here ({}); user namespaces may be disabled",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
 /// Probe the bubblewrap backend using bubblewrap from `bwrap_dirs`.
 pub fn probe(bwrap_dirs: &[PathBuf]) -> Report {
     let mut checks = Vec::new();

@@ -7,7 +7,8 @@
 //! - the kernel (release, build and boot id: a reboot re-probes),
 //! - every namespace setting the kernel exposes (`/proc/sys/user/max_*_namespaces`,
 //!   Debian's `unprivileged_userns_clone`, AppArmor's userns restriction),
-//! - the bubblewrap binary (path, device, inode, size, change and modification times),
+//! - the binary that builds them — bubblewrap, or the helper binary for Warden's own
+//!   builder (path, device, inode, size, change and modification times),
 //! - the user, and the probe's own flags.
 //!
 //! Any change re-probes. A failure is never remembered, and a remembered success never
@@ -19,7 +20,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsE
 use std::path::Path;
 
 /// Bumped when the probe's flags change, so old entries stop matching.
-const PROBE_VERSION: &str = "namespaces-v1";
+const PROBE_VERSION: &str = "namespaces-v2";
 
 /// The kernel files whose content is part of the key (missing ones count as absent).
 const KERNEL_FACTS: &[&str] = &[
@@ -36,13 +37,14 @@ const KERNEL_FACTS: &[&str] = &[
     "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
 ];
 
-/// Everything the probe's answer depends on, as one line of text.
-fn key(bwrap: &Path) -> std::io::Result<String> {
-    let meta = std::fs::metadata(bwrap)?;
+/// Everything the probe's answer depends on, as one line of text: `program` is what
+/// builds the namespaces (bubblewrap, or the helper binary for Warden's own builder).
+fn key(program: &Path) -> std::io::Result<String> {
+    let meta = std::fs::metadata(program)?;
     let mut key = format!(
-        "{PROBE_VERSION} uid={} bwrap={} dev={} ino={} size={} mtime={}.{} ctime={}.{}",
+        "{PROBE_VERSION} uid={} builder={} dev={} ino={} size={} mtime={}.{} ctime={}.{}",
         nix::unistd::geteuid().as_raw(),
-        bwrap.display(),
+        program.display(),
         meta.dev(),
         meta.ino(),
         meta.size(),
@@ -62,13 +64,27 @@ fn key(bwrap: &Path) -> std::io::Result<String> {
 /// holds a success under the current key, else by probing (and remembering a success).
 /// `Err` is the diagnosis.
 pub fn namespaces_work_cached(bwrap: &Path, cache: &Path) -> Result<(), String> {
-    let Ok(key) = key(bwrap) else {
-        return crate::probe::namespaces_work(bwrap);
+    cached(bwrap, cache, crate::probe::namespaces_work)
+}
+
+/// The same for Warden's own builder in the `helper` binary (`crate::builder`).
+pub fn builder_works_cached(helper: &Path, cache: &Path) -> Result<(), String> {
+    cached(helper, cache, crate::probe::builder_works)
+}
+
+/// `probe(program)`, or a success remembered in `cache` under `program`'s key.
+fn cached(
+    program: &Path,
+    cache: &Path,
+    probe: fn(&Path) -> Result<(), String>,
+) -> Result<(), String> {
+    let Ok(key) = key(program) else {
+        return probe(program);
     };
     if std::fs::read_to_string(cache).is_ok_and(|stored| stored == key) {
         return Ok(());
     }
-    crate::probe::namespaces_work(bwrap)?;
+    probe(program)?;
     if let Err(e) = remember(cache, &key) {
         // Only speed is lost: the next call probes again.
         tracing::debug!(

@@ -52,6 +52,9 @@ pub extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) ->
         caps::process::run_watchdog(&raw[2..]);
     }
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some(sandbox::builder::SUBCOMMAND) {
+        sandbox::builder::main(&args[1..]);
+    }
     // Accept the same argument list as the subcommand form.
     let args = match args.first().map(String::as_str) {
         Some(sandbox::helper::SUBCOMMAND) => &args[1..],

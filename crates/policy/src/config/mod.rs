@@ -160,11 +160,42 @@ impl std::str::FromStr for SandboxBackend {
     }
 }
 
+/// Who builds the Linux sandbox's namespaces and mounts (`sandbox.builder`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NamespaceBuilder {
+    /// Warden's own builder where it can build the namespaces here, else bubblewrap (the
+    /// default; both build the same sandbox).
+    #[default]
+    Auto,
+    /// bubblewrap only.
+    Bubblewrap,
+    /// Warden's own builder only (in its helper binary: the same sandbox as bubblewrap's,
+    /// faster to start; no bubblewrap needed).
+    Warden,
+}
+
+impl std::str::FromStr for NamespaceBuilder {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(NamespaceBuilder::Auto),
+            "bubblewrap" => Ok(NamespaceBuilder::Bubblewrap),
+            "warden" => Ok(NamespaceBuilder::Warden),
+            _ => Err(format!(
+                "invalid sandbox builder {s:?}: expected auto, bubblewrap or warden"
+            )),
+        }
+    }
+}
+
 /// `[sandbox]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SandboxSettings {
     /// `sandbox.backend`.
     pub backend: SandboxBackend,
+    /// `sandbox.builder` (the `bwrap` backend only).
+    pub builder: NamespaceBuilder,
     /// `sandbox.network`: network access inside (default off).
     pub network: bool,
     /// `sandbox.landlock`: `auto`, `required` or `off`.
@@ -191,6 +222,7 @@ impl Default for SandboxSettings {
     fn default() -> Self {
         SandboxSettings {
             backend: SandboxBackend::for_this_platform(),
+            builder: NamespaceBuilder::default(),
             network: false,
             landlock: "auto".into(),
             permission_mode: None,
@@ -293,6 +325,15 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.sandbox.backend, SandboxBackend::Bwrap);
+        assert_eq!(c.sandbox.builder, NamespaceBuilder::Auto);
+        for (value, builder) in [
+            ("auto", NamespaceBuilder::Auto),
+            ("warden", NamespaceBuilder::Warden),
+            ("bubblewrap", NamespaceBuilder::Bubblewrap),
+        ] {
+            let c = parse(&format!("[sandbox]\nbuilder = \"{value}\"\n")).unwrap();
+            assert_eq!(c.sandbox.builder, builder);
+        }
         assert!(c.sandbox.network);
         assert_eq!(
             c.sandbox.writable_paths,
@@ -305,6 +346,10 @@ mod tests {
         );
         for (text, expected) in [
             ("[sandbox]\nbackend = \"vm\"", "`sandbox.backend`"),
+            (
+                "[sandbox]\nbuilder = \"bwrap\"",
+                "auto, bubblewrap or warden",
+            ),
             ("[sandbox]\nwritable_paths = [\"relative\"]", "absolute"),
             ("[sandbox]\nwritable_paths = [\"/a/../etc\"]", "`..`"),
             ("[sandbox]\nnetwork = \"yes\"", "true or false"),

@@ -401,6 +401,7 @@ impl Walker<'_> {
             let full = format!("sandbox.{key}");
             match key.as_str() {
                 "backend" => s.backend = self.parsed(&full, value)?,
+                "builder" => s.builder = self.parsed(&full, value)?,
                 "network" => {
                     s.network = value
                         .as_bool()

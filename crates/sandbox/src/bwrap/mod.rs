@@ -1,4 +1,5 @@
-//! The Linux backend: every command runs under bubblewrap.
+//! The Linux backend: every command runs in new namespaces built by bubblewrap or by
+//! Warden's own builder (`crate::builder`), from one command line.
 //!
 //! Layout inside: the host root read-only, fresh `/proc` and a minimal `/dev`, then the
 //! mount plan of `mounts.rs` (homes, `/run` and `/tmp` emptied; authorized paths bound
@@ -18,5 +19,5 @@
 mod sandbox;
 mod shell;
 
-pub use sandbox::{Bwrap, Launch, TRUSTED_BWRAP_DIRS, find_bwrap};
+pub use sandbox::{Builder, Bwrap, Launch, TRUSTED_BWRAP_DIRS, find_bwrap};
 pub use shell::SandboxShell;

@@ -32,10 +32,20 @@ pub fn find_bwrap(dirs: &[PathBuf]) -> Result<PathBuf, Unavailable> {
     }))
 }
 
-/// A configured bubblewrap sandbox.
+/// Who builds a run's namespaces and mounts from the command line [`Bwrap`] writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Builder {
+    /// bubblewrap (this trusted binary), which then executes the helper.
+    Bubblewrap(PathBuf),
+    /// The helper binary itself (`crate::builder`): one process start fewer, and the
+    /// mount plan applied with the new mount API.
+    Warden,
+}
+
+/// A configured Linux sandbox (built by bubblewrap, or by Warden's own builder).
 #[derive(Debug)]
 pub struct Bwrap {
-    bwrap: PathBuf,
+    builder: Builder,
     helper: PathBuf,
     policy: SandboxPolicy,
     landlock_abi: i64,
@@ -59,6 +69,16 @@ fn memfd_with(name: &str, bytes: &[u8]) -> Result<OwnedFd, CapsError> {
     rustix::fs::seek(&fd, rustix::fs::SeekFrom::Start(0))
         .map_err(|e| CapsError::from_io("seek", name, e.into()))?;
     Ok(fd)
+}
+
+/// Landlock required by `policy` on a kernel (ABI `abi`) without it: refused up front.
+fn refuse_missing_landlock(policy: &SandboxPolicy, abi: i64) -> Result<(), Unavailable> {
+    if policy.landlock == LandlockMode::Required && abi < 1 {
+        return Err(Unavailable(
+            "Landlock is required (sandbox.landlock = \"required\") but this kernel does not support it".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Open an authorized directory for binding: a real directory (not a symlink), by handle,
@@ -101,12 +121,25 @@ impl Bwrap {
         bwrap_dirs: &[PathBuf],
         abi: i64,
     ) -> Result<Bwrap, Unavailable> {
-        if policy.landlock == LandlockMode::Required && abi < 1 {
-            return Err(Unavailable(
-                "Landlock is required (sandbox.landlock = \"required\") but this kernel does not support it".into(),
-            ));
-        }
+        refuse_missing_landlock(&policy, abi)?;
         let bwrap = find_bwrap(bwrap_dirs)?;
+        Bwrap::with_builder(policy, helper, Builder::Bubblewrap(bwrap), abi)
+    }
+
+    /// A sandbox with `policy` whose namespaces Warden's own builder makes, in the
+    /// `helper` binary (see [`crate::builder`]); bubblewrap is not needed. The same
+    /// fail-closed checks as [`Bwrap::new`].
+    pub fn built_by_warden(policy: SandboxPolicy, helper: PathBuf) -> Result<Bwrap, Unavailable> {
+        Bwrap::with_builder(policy, helper, Builder::Warden, crate::landlock::abi())
+    }
+
+    fn with_builder(
+        policy: SandboxPolicy,
+        helper: PathBuf,
+        builder: Builder,
+        abi: i64,
+    ) -> Result<Bwrap, Unavailable> {
+        refuse_missing_landlock(&policy, abi)?;
         for p in policy
             .writable_paths
             .iter()
@@ -123,7 +156,7 @@ impl Bwrap {
             seccomp::eperm_program(policy.network).map_err(|e| Unavailable(e.to_string()))?;
         let seccomp_enosys = seccomp::enosys_program().map_err(|e| Unavailable(e.to_string()))?;
         Ok(Bwrap {
-            bwrap,
+            builder,
             helper,
             policy,
             landlock_abi: abi,
@@ -146,9 +179,30 @@ impl Bwrap {
         &self.containment
     }
 
-    /// The bubblewrap binary in use.
-    pub fn bwrap_path(&self) -> &Path {
-        &self.bwrap
+    /// The bubblewrap binary in use (`None`: Warden's own builder).
+    pub fn bwrap_path(&self) -> Option<&Path> {
+        match &self.builder {
+            Builder::Bubblewrap(path) => Some(path),
+            Builder::Warden => None,
+        }
+    }
+
+    /// Who builds the namespaces.
+    pub fn builder(&self) -> &Builder {
+        &self.builder
+    }
+
+    /// The program started for a run and the arguments before [`Launch::args`].
+    pub fn launcher(&self) -> (&Path, Vec<String>) {
+        match &self.builder {
+            Builder::Bubblewrap(path) => (path, Vec::new()),
+            Builder::Warden => (&self.helper, vec![crate::builder::SUBCOMMAND.to_owned()]),
+        }
+    }
+
+    /// The helper binary.
+    pub fn helper_path(&self) -> &Path {
+        &self.helper
     }
 
     /// The Landlock ABI the kernel offers (recorded for diagnostics; 0 when absent).

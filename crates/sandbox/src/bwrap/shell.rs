@@ -65,13 +65,15 @@ impl Bwrap {
             report_write,
             options.exec_allowlist.as_ref(),
         )?;
-        let mut full = vec![self.bwrap_path().to_string_lossy().into_owned()];
+        let (program, prefix) = self.launcher();
+        let mut full = vec![program.to_string_lossy().into_owned()];
+        full.extend(prefix);
         full.extend(launch.args);
         let spec = ProcessSpec {
             keep_fds: launch.fds,
             containment: self.containment().clone(),
             ..ProcessSpec::for_request(
-                self.bwrap_path().to_path_buf(),
+                program.to_path_buf(),
                 full.into_iter().map(Into::into).collect(),
                 WorkingDir::Path(PathBuf::from("/")),
                 options,
