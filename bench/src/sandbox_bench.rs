@@ -1,8 +1,11 @@
-//! The sandbox rows: `exec-sandbox` (the in-process runner against minimal bubblewrap,
-//! for information), `exec-sandbox-plan` (the same run against bubblewrap running
-//! Warden's own mount plan and seccomp programs, so the ratio is Warden's overhead: the
-//! helper, Landlock and the runner) and `exec-sandbox-cli` (`warden exec -- /bin/true`
-//! as a user runs it, against bubblewrap as a process).
+//! The sandbox rows: `exec-sandbox` (the in-process runner, with the sandbox built as
+//! `sandbox.builder = "auto"` builds it here, against minimal bubblewrap, for
+//! information), `exec-sandbox-plan` (the same run against bubblewrap running Warden's
+//! own mount plan and seccomp programs, so the ratio is what a Warden run costs over
+//! bubblewrap doing the same work), `exec-sandbox-plan-bwrap` (the same with bubblewrap
+//! building the sandbox: Warden's overhead — helper, Landlock, runner — over bubblewrap
+//! alone) and `exec-sandbox-cli` (`warden exec -- /bin/true` as a user runs it, against
+//! bubblewrap as a process).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -109,33 +112,56 @@ pub async fn run(
         network: false,
         landlock: sandbox::LandlockMode::Auto,
     };
-    let sb = Arc::new(
-        sandbox::Bwrap::new(policy, helper, &dirs_list).map_err(|e| anyhow::anyhow!(e.0))?,
+    // bubblewrap's sandbox (the baselines' command line, and a row of its own), and the
+    // one `sandbox.builder = "auto"` runs here: Warden's own builder where it works.
+    let bubblewrap = Arc::new(
+        sandbox::Bwrap::new(policy.clone(), helper.clone(), &dirs_list)
+            .map_err(|e| anyhow::anyhow!(e.0))?,
     );
-    let runner = in_process_runner(&dirs)?;
-    let readonly: Arc<dyn Shell> = Arc::new(sb.shell(sandbox::Profile::ReadOnly));
-    let executor = runner::Executor::Sandbox(runner::SandboxShells {
-        readonly: Arc::clone(&readonly),
-        watched: Arc::clone(&readonly),
-        writable: readonly,
-        unconfined: None,
-        read_only_unavailable: None,
-    });
-    let cancel = tokio_util::sync::CancellationToken::new();
-    let through_runner = || async {
-        let request = runner::ExecRequest::new(
-            "bench",
-            "bench",
-            runner::CommandSpec::Argv(vec!["/bin/true".into()]),
-        );
-        let report = runner
-            .run(request, &executor, &runner::NoEvents, &cancel)
-            .await;
-        match report.outcome {
-            runner::Outcome::Finished { output } if output.status.success() => Ok(()),
-            other => bail!("sandboxed /bin/true failed: {other:?}"),
+    let sb = match sandbox::probe::builder_works(&helper) {
+        Ok(()) => Arc::new(
+            sandbox::Bwrap::built_by_warden(policy, helper).map_err(|e| anyhow::anyhow!(e.0))?,
+        ),
+        Err(why) => {
+            println!(
+                "exec-sandbox: Warden's own builder cannot run here ({why}); measuring bubblewrap"
+            );
+            Arc::clone(&bubblewrap)
         }
     };
+    let runner = in_process_runner(&dirs)?;
+    let executor_for = |sb: &Arc<sandbox::Bwrap>| {
+        let readonly: Arc<dyn Shell> = Arc::new(sb.shell(sandbox::Profile::ReadOnly));
+        runner::Executor::Sandbox(runner::SandboxShells {
+            readonly: Arc::clone(&readonly),
+            watched: Arc::clone(&readonly),
+            writable: readonly,
+            unconfined: None,
+            read_only_unavailable: None,
+        })
+    };
+    let executor = executor_for(&sb);
+    let bubblewrap_executor = executor_for(&bubblewrap);
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let run_in = |executor: &runner::Executor| {
+        let (runner, cancel, executor) = (&runner, &cancel, executor.clone());
+        async move {
+            let request = runner::ExecRequest::new(
+                "bench",
+                "bench",
+                runner::CommandSpec::Argv(vec!["/bin/true".into()]),
+            );
+            let report = runner
+                .run(request, &executor, &runner::NoEvents, cancel)
+                .await;
+            match report.outcome {
+                runner::Outcome::Finished { output } if output.status.success() => Ok(()),
+                other => bail!("sandboxed /bin/true failed: {other:?}"),
+            }
+        }
+    };
+    let through_bubblewrap = || run_in(&bubblewrap_executor);
+    let through_runner = || run_in(&executor);
 
     if wanted("exec-sandbox") {
         let (base, warden) =
@@ -143,7 +169,7 @@ pub async fn run(
         report.ratio(
             RatioSpec {
                 id: "exec-sandbox",
-                what: "/bin/true through the runner in the sandbox (bwrap + seccomp + Landlock helper, read-only profile)",
+                what: "/bin/true through the runner in the sandbox as `sandbox.builder = auto` builds it (Warden's own builder where it works, else bwrap; seccomp, Landlock; read-only profile)",
                 baseline: "bare bwrap with the same namespace flags",
                 unit: "ms",
                 max_ratio: 1.10,
@@ -154,12 +180,28 @@ pub async fn run(
         );
     }
     if wanted("exec-sandbox-plan") {
-        let plan_only = || same_plan_without_warden(&sb, &dirs.workspace);
+        let plan_only = || same_plan_without_warden(&bubblewrap, &dirs.workspace);
         let (base, warden) = compare(warmup, iterations, plan_only, through_runner).await?;
         report.ratio(
             RatioSpec {
                 id: "exec-sandbox-plan",
-                what: "/bin/true through the runner in the sandbox (read-only profile)",
+                what: "/bin/true through the runner in the sandbox as `auto` builds it (read-only profile)",
+                baseline: "bubblewrap running Warden's own mount plan and seccomp programs, without the helper",
+                unit: "ms",
+                max_ratio: 1.15,
+                iterations,
+            },
+            base,
+            warden,
+        );
+        // The same with bubblewrap building the sandbox (`sandbox.builder = "bubblewrap"`):
+        // Warden's overhead over bubblewrap alone.
+        let plan_only = || same_plan_without_warden(&bubblewrap, &dirs.workspace);
+        let (base, warden) = compare(warmup, iterations, plan_only, through_bubblewrap).await?;
+        report.ratio(
+            RatioSpec {
+                id: "exec-sandbox-plan-bwrap",
+                what: "/bin/true through the runner in the sandbox built by bubblewrap (read-only profile)",
                 baseline: "bubblewrap running Warden's own mount plan and seccomp programs, without the helper",
                 unit: "ms",
                 max_ratio: 1.15,

@@ -11,9 +11,11 @@
 //!   builder (path, device, inode, size, change and modification times),
 //! - the user, and the probe's own flags.
 //!
-//! Any change re-probes. A failure is never remembered, and a remembered success never
-//! means running unconfined: if namespaces stop working in a way the key misses, the run
-//! itself fails in bubblewrap — closed — with bubblewrap's message.
+//! Any change re-probes. A remembered success never means running unconfined: if
+//! namespaces stop working in a way the key misses, the run itself fails in the builder —
+//! closed — with its message. bubblewrap's failures are never remembered; the own
+//! builder's are (see [`builder_works_cached`]: its failure only ever means bubblewrap or
+//! nothing).
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -67,9 +69,42 @@ pub fn namespaces_work_cached(bwrap: &Path, cache: &Path) -> Result<(), String> 
     cached(bwrap, cache, crate::probe::namespaces_work)
 }
 
-/// The same for Warden's own builder in the `helper` binary (`crate::builder`).
+/// The same for Warden's own builder in the `helper` binary (`crate::builder`), in a file
+/// of its own next to `cache` (so that `auto`, which may ask both, keeps both answers).
+/// Unlike bubblewrap's, a *failure* is remembered too, with its diagnosis: a builder that
+/// cannot run means bubblewrap builds the sandbox (`auto`) or nothing runs (`warden`) —
+/// never less confinement — and without it every `warden exec` on such a host would pay
+/// for a failing probe. The key (kernel, boot, namespace settings, the binary) decides
+/// when it is asked again.
 pub fn builder_works_cached(helper: &Path, cache: &Path) -> Result<(), String> {
-    cached(helper, cache, crate::probe::builder_works)
+    let name = cache
+        .file_name()
+        .map(|n| format!("{}-builder", n.to_string_lossy()))
+        .unwrap_or_else(|| "probe-builder".into());
+    let cache = cache.with_file_name(name);
+    let Ok(key) = key(helper) else {
+        return crate::probe::builder_works(helper);
+    };
+    let failed = format!("failed {key}\n");
+    match std::fs::read_to_string(&cache) {
+        Ok(stored) if stored == key => return Ok(()),
+        Ok(stored) if stored.starts_with(&failed) => {
+            return Err(stored[failed.len()..].to_owned());
+        }
+        _ => {}
+    }
+    let result = crate::probe::builder_works(helper);
+    let entry = match &result {
+        Ok(()) => key,
+        Err(why) => format!("{failed}{why}"),
+    };
+    if let Err(e) = remember(&cache, &entry) {
+        tracing::debug!(
+            "cannot remember the builder probe in {}: {e}",
+            cache.display()
+        );
+    }
+    result
 }
 
 /// `probe(program)`, or a success remembered in `cache` under `program`'s key.
@@ -180,6 +215,35 @@ mod tests {
         let bwrap = fake_bwrap(tmp.path(), false);
         assert!(namespaces_work_cached(&bwrap, &cache).is_err());
         assert_eq!(runs(tmp.path()), 4);
+    }
+
+    #[test]
+    fn the_builder_probe_remembers_success_and_failure_under_its_own_key() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = tmp.path().join("state/cache/probe");
+        // A stand-in helper: records each run, fails as a host without user namespaces.
+        let helper = fake_bwrap(tmp.path(), false);
+        for _ in 0..2 {
+            let err = builder_works_cached(&helper, &cache).unwrap_err();
+            assert!(err.contains("No permissions"), "{err}");
+        }
+        assert_eq!(
+            runs(tmp.path()),
+            1,
+            "the failure came from the cache the second time"
+        );
+        assert!(!cache.exists(), "bubblewrap's entry is a file of its own");
+        // A changed binary is asked again, and its success remembered in place.
+        std::fs::remove_file(&helper).unwrap();
+        let helper = fake_bwrap(tmp.path(), true);
+        builder_works_cached(&helper, &cache).unwrap();
+        builder_works_cached(&helper, &cache).unwrap();
+        assert_eq!(runs(tmp.path()), 2);
+        // A planted failure under another key is not believed.
+        let stored = tmp.path().join("state/cache/probe-builder");
+        std::fs::write(&stored, "failed namespaces-v2 uid=0 (planted)\nno").unwrap();
+        builder_works_cached(&helper, &cache).unwrap();
+        assert_eq!(runs(tmp.path()), 3);
     }
 
     #[test]

@@ -148,9 +148,8 @@ impl Tree {
     /// namespaces.
     pub fn start() -> Result<Tree, String> {
         let root = Path::new("/");
-        // Nothing mounted here may reach the host's namespace, and host mounts made from
-        // now on stay out of the sandbox's view... except by propagation into it, which
-        // a downstream (slave) tree allows and bubblewrap allows too.
+        // Nothing mounted from here on may propagate back to the host: the whole tree
+        // becomes a downstream (slave) of the host's, as bubblewrap makes it.
         rustix::mount::mount_change(
             "/",
             rustix::mount::MountPropagationFlags::DOWNSTREAM

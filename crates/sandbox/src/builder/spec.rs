@@ -250,7 +250,8 @@ mod tests {
             ("--bind-fd 2 /x", "3 or more"),
             ("--bind / /", "writable root"),
             ("--ro-bind / /", "only be mounted once"),
-            ("--tmpfs", "needs 1 argument"),
+            // A value is taken as given: `--` after `--tmpfs` is its (relative) path.
+            ("--tmpfs", "\"--\" is not absolute"),
         ] {
             let err = parse(&strings(&format!(
                 "{BASE} --ro-bind / / {extra} -- /bin/true"
@@ -272,5 +273,7 @@ mod tests {
         assert!(err.contains("read-only root"), "{err}");
         let err = parse(&strings(&format!("{BASE} --ro-bind / / --"))).unwrap_err();
         assert!(err.contains("no command"), "{err}");
+        let err = parse(&strings(&format!("{BASE} --ro-bind / / --tmpfs"))).unwrap_err();
+        assert!(err.contains("needs 1 argument"), "{err}");
     }
 }
