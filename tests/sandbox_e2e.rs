@@ -457,6 +457,39 @@ async fn network_off_means_no_tcp_udp_or_abstract_socket_reaches_the_host() {
     }
 }
 
+/// The sandbox's pid 1 (bubblewrap's, or Warden's own builder's) is the command's
+/// neighbour for the whole run: it must hold no capability a command could borrow, and no
+/// way to gain one.
+#[tokio::test]
+async fn the_sandboxes_pid_1_holds_no_capabilities() {
+    if !bwrap_usable() {
+        return;
+    }
+    let lab = lab();
+    let out = lab
+        .sh(
+            Profile::ReadOnly,
+            "grep -E '^(CapPrm|CapEff|CapInh|CapAmb|NoNewPrivs):' /proc/1/status",
+        )
+        .await;
+    assert!(out.status.success(), "{out:?}");
+    let fields: Vec<(&str, &str)> = out
+        .stdout
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k, v.trim()))
+        .collect();
+    assert_eq!(fields.len(), 5, "{out:?}");
+    for (name, value) in fields {
+        let expected = if name == "NoNewPrivs" {
+            "1"
+        } else {
+            "0000000000000000"
+        };
+        assert_eq!(value, expected, "pid 1's {name}: {out:?}");
+    }
+}
+
 #[tokio::test]
 async fn writes_outside_writable_paths_fail_and_the_host_is_unchanged() {
     if !bwrap_usable() {

@@ -148,11 +148,13 @@ impl Tree {
     /// namespaces.
     pub fn start() -> Result<Tree, String> {
         let root = Path::new("/");
-        // Nothing mounted from here on may propagate back to the host: the whole tree
-        // becomes a downstream (slave) of the host's, as bubblewrap makes it.
+        // Nothing propagates either way from here on: not the sandbox's mounts to the
+        // host, and — stricter than bubblewrap, which keeps the tree a downstream (slave)
+        // of the host's — not a mount the host makes during the run into the sandbox,
+        // where it would appear without the read-only flag set below.
         rustix::mount::mount_change(
             "/",
-            rustix::mount::MountPropagationFlags::DOWNSTREAM
+            rustix::mount::MountPropagationFlags::PRIVATE
                 | rustix::mount::MountPropagationFlags::REC,
         )
         .map_err(|e| err("make private", root, e))?;

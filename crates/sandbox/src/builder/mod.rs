@@ -11,9 +11,10 @@
 //!    network is allowed) network namespaces, maps the caller's uid and gid to themselves,
 //!    forks the sandbox's pid 1, and exits with its status. It dies with Warden.
 //! 2. **pid 1** builds the filesystem (`fs.rs`), brings the loopback interface up in a new
-//!    network namespace, forks the command's process and reaps whatever is left to it;
-//!    when the command's process ends it exits with its status, and the kernel kills
-//!    everything else in the namespace. It dies with the launcher.
+//!    network namespace, drops every capability, forks the command's process and reaps
+//!    whatever is left to it; when the command's process ends it exits with its status,
+//!    and the kernel kills everything else in the namespace. It dies with the launcher
+//!    (which also drops its capabilities once pid 1 is started, and only waits).
 //! 3. **The command's process**: a new session, no new privileges, every capability
 //!    dropped (bounding set, ambient, effective, permitted, inheritable — also when Warden
 //!    runs as root), the seccomp programs installed, then the helper's own work in the
@@ -89,6 +90,9 @@ pub fn main(args: &[String]) -> ! {
         Ok(nix::unistd::ForkResult::Child) => pid1(&spec, &fd_sources, &helper_args),
         Ok(nix::unistd::ForkResult::Parent { child }) => {
             close_from(3);
+            // It only waits from here on: nothing it holds in the new user namespace is
+            // needed (if this fails, pid 1 dies with it, and the sandbox with pid 1).
+            drop_privileges().unwrap_or_else(|e| fail(&e));
             std::process::exit(wait_for(child))
         }
         Err(e) => fail(&format!("fork: {e}")),
@@ -147,6 +151,9 @@ fn pid1(spec: &Spec, fd_sources: &[fs::FdSource], helper_args: &[String]) -> ! {
     if spec.unshare_net {
         loopback_up().unwrap_or_else(|e| fail(&e));
     }
+    // Built: like bubblewrap's pid 1, it keeps nothing while the command runs — no
+    // capability, no new privileges — and the command's process starts from that.
+    drop_privileges().unwrap_or_else(|e| fail(&e));
     // SAFETY: one thread; the child only makes system calls and runs the helper.
     match unsafe { nix::unistd::fork() } {
         Ok(nix::unistd::ForkResult::Child) => command(spec, helper_args),
@@ -225,7 +232,8 @@ fn command(spec: &Spec, helper_args: &[String]) -> ! {
     crate::helper::main(helper_args)
 }
 
-/// No new privileges, and no capability in any set.
+/// No new privileges, and no capability in any set (idempotent: the command's process
+/// checks again what pid 1 already dropped).
 fn drop_privileges() -> Result<(), String> {
     // SAFETY: plain prctl calls with integer arguments.
     unsafe {
@@ -245,12 +253,17 @@ fn drop_privileges() -> Result<(), String> {
                 nix::errno::Errno::last()
             ));
         }
-        // Every capability the kernel knows, until it says there are no more.
+        // Every capability the kernel knows (until it says there are no more) still in
+        // the bounding set: dropping needs CAP_SETPCAP, which a process that already
+        // dropped everything (the command's, after pid 1) no longer has.
         for cap in 0..64 {
+            match libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) {
+                0 => continue,
+                1 => {}
+                _ if nix::errno::Errno::last() == nix::errno::Errno::EINVAL && cap > 0 => break,
+                _ => return Err(format!("bounding set: {}", nix::errno::Errno::last())),
+            }
             if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
-                if nix::errno::Errno::last() == nix::errno::Errno::EINVAL && cap > 0 {
-                    break;
-                }
                 return Err(format!("bounding set: {}", nix::errno::Errno::last()));
             }
         }
