@@ -371,7 +371,7 @@ fn backend_checks(facts: &HostFacts, backend: SandboxBackend) -> Vec<Check> {
                     ok: own.is_ok(),
                     detail: match own {
                         Ok(()) => {
-                            "Warden's own builds the sandbox (sandbox.builder = auto or warden)"
+                            "Warden's own builder builds the sandbox (sandbox.builder = auto or warden)"
                                 .into()
                         }
                         Err(why) => format!(

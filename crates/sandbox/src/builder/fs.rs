@@ -348,7 +348,10 @@ impl Tree {
             .map_err(|e| err("clone", &host, e))?;
             nodes.push((name, node));
         }
-        let fs = tmpfs(MountAttrFlags::MOUNT_ATTR_NOSUID).map_err(|e| err("tmpfs for", dest, e))?;
+        // nodev too: the device nodes are binds, each a mount with the host's own flags;
+        // nothing created in the tmpfs itself may act as a device.
+        let fs = tmpfs(MountAttrFlags::MOUNT_ATTR_NOSUID | MountAttrFlags::MOUNT_ATTR_NODEV)
+            .map_err(|e| err("tmpfs for", dest, e))?;
         let target = self.ensure(dest, true)?;
         attach(&fs, target.as_fd()).map_err(|e| err("mount tmpfs on", dest, e))?;
         let dev = self.inside(dest)?;
