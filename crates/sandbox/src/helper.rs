@@ -182,7 +182,9 @@ fn apply_landlock(writable: &[PathBuf], mode: LandlockMode) -> Result<RulesetSta
     Ok(status.ruleset)
 }
 
-fn fail(message: &str) -> ! {
+/// Report a setup failure as `warden sandbox: …` and exit 125 before the command runs
+/// (the namespace builder's failures too).
+pub(crate) fn fail(message: &str) -> ! {
     let _ = nix::unistd::write(
         std::io::stderr(),
         format!("warden sandbox: {message}\n").as_bytes(),

@@ -32,20 +32,11 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 
 use nix::libc;
 
+use crate::helper::fail;
+
 /// The helper's argument that selects the builder: `HELPER __sandbox-build <bubblewrap's
 /// arguments>`.
 pub const SUBCOMMAND: &str = "__sandbox-build";
-
-/// Exit status of a setup failure (the helper's too).
-const SETUP_FAILED: i32 = 125;
-
-fn fail(message: &str) -> ! {
-    let _ = nix::unistd::write(
-        std::io::stderr(),
-        format!("warden sandbox: {message}\n").as_bytes(),
-    );
-    std::process::exit(SETUP_FAILED)
-}
 
 /// The builder's `main` (the launcher): never returns.
 pub fn main(args: &[String]) -> ! {
