@@ -2,8 +2,9 @@
 //! `mount_setattr`, `move_mount`) by the sandbox's pid 1 in its own user and mount
 //! namespaces.
 //!
-//! The same steps as bubblewrap, in the same order: a private tmpfs becomes the root for a
-//! moment (`pivot_root`), the host's tree is reachable under it only as `/oldroot`, and
+//! The same steps as bubblewrap, in the same order (but with the whole tree made private
+//! first, where bubblewrap keeps it a slave of the host's): a private tmpfs becomes the
+//! root for a moment (`pivot_root`), the host's tree is reachable under it only as `/oldroot`, and
 //! the new root is a read-only recursive clone of that tree attached at `/newroot`. Every
 //! operation of the plan then lands beneath `/newroot`, each path resolved *inside* it
 //! (`openat2` with `RESOLVE_IN_ROOT`: a symlink cannot lead a mount out of the sandbox's
