@@ -152,7 +152,7 @@ fn main() {
     {
         caps::process::run_watchdog(&raw[2..]);
     }
-    // The in-sandbox helper: the last step inside bubblewrap, before anything else runs.
+    // The in-sandbox helper: the last step inside the sandbox, before anything else runs.
     // Recognised on the raw arguments: `std::env::args` panics on one that is not UTF-8,
     // which clap below reports as a usage error instead.
     if std::env::args_os()
