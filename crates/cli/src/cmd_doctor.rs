@@ -187,7 +187,7 @@ pub fn run(args: DoctorArgs) -> i32 {
         (Ok(g), backend) => g.sandbox_available().map(|()| match backend {
             SandboxBackend::Bwrap if sandbox::landlock::abi() >= 1 => format!(
                 "{} + seccomp + Landlock ABI {}",
-                builder_in_use(config.as_ref().ok()),
+                builder_in_use(config.as_ref().ok(), &checks),
                 sandbox::landlock::abi()
             ),
             SandboxBackend::Container => match config.as_ref() {
@@ -199,7 +199,10 @@ pub fn run(args: DoctorArgs) -> i32 {
                 Err(_) => "the container backend".to_owned(),
             },
             SandboxBackend::Bwrap => {
-                format!("{} + seccomp", builder_in_use(config.as_ref().ok()))
+                format!(
+                    "{} + seccomp",
+                    builder_in_use(config.as_ref().ok(), &checks)
+                )
             }
             other => format!("{other:?} backend available"),
         }),
@@ -341,14 +344,19 @@ fn own_builder_works() -> Result<(), String> {
     sandbox::probe::builder_works(&helper)
 }
 
+/// Check name of Warden's own builder's probe in [`backend_checks`].
+const OWN_BUILDER_CHECK: &str = "namespace builder";
+
 /// Who builds the sandbox's namespaces here: what `sandbox.builder` asks for, and for
-/// `auto` what its probe answers (the same choice every exec makes).
-fn builder_in_use(config: Option<&policy::Config>) -> &'static str {
+/// `auto` what its probe (already run among `checks`) answered — the same choice every
+/// exec makes.
+fn builder_in_use(config: Option<&policy::Config>, checks: &[Check]) -> &'static str {
     let own = "Warden's namespace builder";
+    let own_works = checks.iter().any(|c| c.name == OWN_BUILDER_CHECK && c.ok);
     match config.map(|c| c.sandbox.builder).unwrap_or_default() {
         policy::NamespaceBuilder::Bubblewrap => "bubblewrap",
         policy::NamespaceBuilder::Warden => own,
-        policy::NamespaceBuilder::Auto if own_builder_works().is_ok() => own,
+        policy::NamespaceBuilder::Auto if own_works => own,
         policy::NamespaceBuilder::Auto => "bubblewrap",
     }
 }
@@ -367,7 +375,7 @@ fn backend_checks(facts: &HostFacts, backend: SandboxBackend) -> Vec<Check> {
             checks.insert(
                 0,
                 Check {
-                    name: "namespace builder".into(),
+                    name: OWN_BUILDER_CHECK.into(),
                     ok: own.is_ok(),
                     detail: match own {
                         Ok(()) => {

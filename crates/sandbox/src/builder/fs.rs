@@ -126,6 +126,18 @@ fn tmpfs(attrs: MountAttrFlags) -> rustix::io::Result<OwnedFd> {
     rustix::mount::fsmount(&fs, FsMountFlags::FSMOUNT_CLOEXEC, attrs)
 }
 
+/// A detached copy of the mount tree rooted where `fd` is (it and every mount beneath).
+fn clone_tree(fd: BorrowedFd<'_>) -> rustix::io::Result<OwnedFd> {
+    rustix::mount::open_tree(
+        fd,
+        "",
+        OpenTreeFlags::OPEN_TREE_CLONE
+            | OpenTreeFlags::OPEN_TREE_CLOEXEC
+            | OpenTreeFlags::AT_EMPTY_PATH
+            | OpenTreeFlags::AT_RECURSIVE,
+    )
+}
+
 /// Attach the detached mount `tree` on `target` (a descriptor of the mount point).
 fn attach(tree: &OwnedFd, target: BorrowedFd<'_>) -> rustix::io::Result<()> {
     rustix::mount::move_mount(
@@ -178,15 +190,7 @@ impl Tree {
         let dir = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
         let old_root = rustix::fs::open("/oldroot", dir, Mode::empty())
             .map_err(|e| err("open", Path::new("/oldroot"), e))?;
-        let clone = rustix::mount::open_tree(
-            &old_root,
-            "",
-            OpenTreeFlags::OPEN_TREE_CLONE
-                | OpenTreeFlags::OPEN_TREE_CLOEXEC
-                | OpenTreeFlags::AT_EMPTY_PATH
-                | OpenTreeFlags::AT_RECURSIVE,
-        )
-        .map_err(|e| err("clone", root, e))?;
+        let clone = clone_tree(old_root.as_fd()).map_err(|e| err("clone", root, e))?;
         set_attrs(
             clone.as_fd(),
             MountAttrFlags::MOUNT_ATTR_RDONLY
@@ -279,15 +283,7 @@ impl Tree {
         attrs: MountAttrFlags,
         is_dir: bool,
     ) -> Result<(), String> {
-        let clone = rustix::mount::open_tree(
-            src,
-            "",
-            OpenTreeFlags::OPEN_TREE_CLONE
-                | OpenTreeFlags::OPEN_TREE_CLOEXEC
-                | OpenTreeFlags::AT_EMPTY_PATH
-                | OpenTreeFlags::AT_RECURSIVE,
-        )
-        .map_err(|e| err("clone for", dest, e))?;
+        let clone = clone_tree(src).map_err(|e| err("clone for", dest, e))?;
         set_attrs(clone.as_fd(), attrs, true).map_err(|e| err("set flags for", dest, e))?;
         let target = self.ensure(dest, is_dir)?;
         attach(&clone, target.as_fd()).map_err(|e| err("bind on", dest, e))
