@@ -3,8 +3,8 @@
 //! (`posix_spawn_file_actions_addclosefrom_np`), the working directory set by path or
 //! by handle (`addfchdir_np`), and — where glibc and the kernel offer it — the child born
 //! straight into a cgroup (`posix_spawnattr_setcgroup_np`, `clone3` with
-//! `CLONE_INTO_CGROUP`), which spares the caller a cgroup migration: every migration
-//! waits for an RCU grace period, several milliseconds per run.
+//! `CLONE_INTO_CGROUP`), which spares the caller a cgroup migration: moving a whole
+//! process waits for an RCU grace period, several milliseconds per run.
 //!
 //! Why not `std::process::Command`: it can only create a session from a `pre_exec` hook,
 //! which forces `fork()` instead of glibc's `vfork`-style spawn and costs about 0.4 ms per

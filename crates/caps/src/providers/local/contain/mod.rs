@@ -53,8 +53,9 @@ pub enum Mechanism {
         /// Whether process and memory limits are enforced.
         limits: bool,
         /// Whether each run's start waits for a cgroup migration — one RCU grace period,
-        /// several milliseconds — because runs are moved into v1 hierarchies and no
-        /// cgroup hierarchy is mounted with `favordynmods`.
+        /// several milliseconds — because this process moves into a run's v2 cgroup
+        /// (glibc cannot start the child there) and no cgroup hierarchy is mounted with
+        /// `favordynmods`.
         #[serde(rename = "startWaitsForMigration")]
         start_waits_for_migration: bool,
     },
@@ -125,8 +126,9 @@ impl Containment {
     }
 
     /// Prepare the next run's cgroups in the background — a thread made and moved into
-    /// them ahead of time — so that starting the run waits for no cgroup migration
-    /// (each waits for an RCU grace period, several milliseconds). A one-shot command
+    /// them ahead of time — so that starting the run waits for no cgroup `mkdir` or
+    /// migration (on kernels that lock for it, an RCU grace period: several
+    /// milliseconds). A one-shot command
     /// calls this once, early; a server calls [`Containment::keep_ready`]. No effect
     /// without cgroups, or where only whole processes can move (pure cgroup v2).
     pub fn prepare(&self) {

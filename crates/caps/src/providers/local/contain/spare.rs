@@ -1,7 +1,8 @@
 //! A spare spawner: a thread parked inside a fresh run's v1 cgroups, so that starting
-//! the next run's process needs no cgroup migration on the critical path. Every
-//! migration takes the kernel's cgroup threadgroup lock for writing, which waits for an
-//! RCU grace period — 7–15 ms on a busy host, longer than the rest of a run's start.
+//! the next run's process needs neither the cgroups' `mkdir`s nor a migration on the
+//! critical path. A thread moving itself is cheap on current kernels (see
+//! `cgroup::move_into`), but kernels that take their global cgroup lock for it wait for
+//! an RCU grace period — 7–15 ms on a busy host, longer than the rest of a run's start.
 //! Only v1 hierarchies let one thread move alone, so spares exist where runs use v1
 //! (hybrid hosts); the v2 cgroup, if the run has one, is entered by the child itself at
 //! birth (`CLONE_INTO_CGROUP`) or not at all (the v1 `pids` cgroup then holds the run
