@@ -459,32 +459,41 @@ pub fn fleet_gateway(args: &[String]) -> anyhow::Result<()> {
             host: runner::RunHost::Gateway,
         };
         let cancel = CancellationToken::new();
-        let (mut local_t, mut node_t) = (Vec::new(), Vec::new());
         let iterations = 200;
-        for k in 0..iterations + 20 {
-            let t = Instant::now();
-            let r = local.run(request(), &executor, &runner::NoEvents, &cancel).await;
-            let l = t.elapsed();
-            if !matches!(r.outcome, runner::Outcome::Finished { .. }) {
-                bail!("local run failed: {:?}", r.outcome);
-            }
-            let node = hub.select(Some(&format!("n{}", (k * 104_729) % count)), None)?;
-            let params = serde_json::json!({"runId": format!("run-{k}"), "agent": "bench", "session": "bench",
-                "argv": ["/bin/true"], "security": "allowlist", "ask": "off"});
-            let t = Instant::now();
-            let v = node
-                .invoke(bridge::message::SYSTEM_RUN, params, None, &cancel, Duration::from_secs(1))
-                .await?;
-            let n = t.elapsed();
-            let result: bridge::message::RunResult = serde_json::from_value(v)?;
-            if !matches!(result.outcome, bridge::message::WireOutcome::Finished { .. }) {
-                bail!("node run failed: {:?}", result.outcome);
-            }
-            if k >= 20 {
-                local_t.push(l);
-                node_t.push(n);
-            }
-        }
+        // Called from a task on a worker, as a gateway serves a request (see exec-node).
+        let measured = {
+            let (hub, local, executor, cancel) =
+                (Arc::clone(&hub), local.clone(), executor.clone(), cancel.clone());
+            tokio::spawn(async move {
+                let (mut local_t, mut node_t) = (Vec::new(), Vec::new());
+                for k in 0..iterations + 20 {
+                    let t = Instant::now();
+                    let r = local.run(request(), &executor, &runner::NoEvents, &cancel).await;
+                    let l = t.elapsed();
+                    if !matches!(r.outcome, runner::Outcome::Finished { .. }) {
+                        bail!("local run failed: {:?}", r.outcome);
+                    }
+                    let node = hub.select(Some(&format!("n{}", (k * 104_729) % count)), None)?;
+                    let params = serde_json::json!({"runId": format!("run-{k}"), "agent": "bench", "session": "bench",
+                        "argv": ["/bin/true"], "security": "allowlist", "ask": "off"});
+                    let t = Instant::now();
+                    let v = node
+                        .invoke(bridge::message::SYSTEM_RUN, params, None, &cancel, Duration::from_secs(1))
+                        .await?;
+                    let n = t.elapsed();
+                    let result: bridge::message::RunResult = serde_json::from_value(v)?;
+                    if !matches!(result.outcome, bridge::message::WireOutcome::Finished { .. }) {
+                        bail!("node run failed: {:?}", result.outcome);
+                    }
+                    if k >= 20 {
+                        local_t.push(l);
+                        node_t.push(n);
+                    }
+                }
+                Ok::<_, anyhow::Error>((local_t, node_t))
+            })
+        };
+        let (local_t, node_t) = measured.await??;
         // Idle: the fleet only heartbeats.
         let (ticks0, t0) = (cpu_ticks(), Instant::now());
         tokio::time::sleep(idle_window).await;

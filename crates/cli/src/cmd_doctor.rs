@@ -149,7 +149,7 @@ fn containment(facts: &HostFacts, config: Option<&policy::Config>) -> Containmen
                     ..
                 }
             ) {
-                "; each run's start waits for a cgroup migration (one RCU grace period: ~6 ms on a 2-core VM, more on a busy host) — mounting a cgroup hierarchy with `favordynmods` (Linux 6.0 or later; on a hybrid host e.g. `mount -o remount,favordynmods /sys/fs/cgroup/unified`) removes that wait host-wide, at a small cost to every fork and exit"
+                "; each run's start waits for a cgroup migration (one RCU grace period: ~6 ms on a 2-core VM, more on a busy host) — mounting a cgroup hierarchy with `favordynmods` (Linux 6.0 or later, e.g. `mount -o remount,favordynmods /sys/fs/cgroup`) removes that wait host-wide, at a small cost to every fork and exit"
             } else {
                 ""
             };

@@ -480,13 +480,15 @@ impl Hierarchies {
         })
     }
 
-    /// Whether starting a run waits for a cgroup migration: without `CLONE_INTO_CGROUP`,
-    /// the whole process moves into a run's v2 cgroup, and that move waits for an RCU
-    /// grace period unless the host favours dynamic cgroup changes. A one-shot `warden
-    /// exec` cannot hide that wait behind its own start. Moves into v1 hierarchies do not
-    /// wait: a thread moves only itself there (see [`move_into`]).
+    /// Whether starting a run waits for a cgroup migration: on a pure v2 host without
+    /// `CLONE_INTO_CGROUP`, the whole process moves into each run's cgroup for the
+    /// spawn, and that move waits for an RCU grace period unless the host favours
+    /// dynamic cgroup changes. A one-shot `warden exec` cannot hide that wait behind its
+    /// own start. Where v1 hierarchies exist, a prepared spawner thread moves only itself
+    /// (see [`move_into`]), which does not wait, and a v2 cgroup the child cannot be born
+    /// into is left out of the run.
     pub(crate) fn start_waits_for_migration(&self) -> bool {
-        let migrates = self.list.iter().any(|h| h.flavor == Flavor::V2)
+        let migrates = self.list.iter().all(|h| h.flavor == Flavor::V2)
             && !crate::providers::local::spawn::can_spawn_into_cgroup();
         migrates && !self.favordynmods
     }

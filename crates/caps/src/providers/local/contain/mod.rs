@@ -53,9 +53,9 @@ pub enum Mechanism {
         /// Whether process and memory limits are enforced.
         limits: bool,
         /// Whether each run's start waits for a cgroup migration — one RCU grace period,
-        /// several milliseconds — because this process moves into a run's v2 cgroup
-        /// (glibc cannot start the child there) and no cgroup hierarchy is mounted with
-        /// `favordynmods`.
+        /// several milliseconds — because, on a host with cgroup v2 only, this process
+        /// moves into each run's cgroup (glibc cannot start the child there) and no
+        /// cgroup hierarchy is mounted with `favordynmods`.
         #[serde(rename = "startWaitsForMigration")]
         start_waits_for_migration: bool,
     },
