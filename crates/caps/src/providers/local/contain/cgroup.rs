@@ -871,8 +871,8 @@ impl RunGroup {
     /// already in the v1 cgroups — starts it. Otherwise the v2 cgroup is entered by the
     /// child itself at birth where glibc and the kernel can (`CLONE_INTO_CGROUP`), and
     /// the v1 hierarchies (and v2 otherwise) by the spawning thread joining for the
-    /// instant of the spawn — migrations; a process's into v2 waits for an RCU grace
-    /// period.
+    /// instant of the spawn — migrations (a whole process's, into v2, waits for an RCU
+    /// grace period).
     pub(crate) fn spawn_inside(&mut self, request: SpawnRequest) -> io::Result<SpawnedChild> {
         let open_v2 = || {
             self.dirs

@@ -128,9 +128,9 @@ impl Containment {
     /// Prepare the next run's cgroups in the background — a thread made and moved into
     /// them ahead of time — so that starting the run waits for no cgroup `mkdir` or
     /// migration (on kernels that lock for it, an RCU grace period: several
-    /// milliseconds). A one-shot command
-    /// calls this once, early; a server calls [`Containment::keep_ready`]. No effect
-    /// without cgroups, or where only whole processes can move (pure cgroup v2).
+    /// milliseconds). A one-shot command calls this once, early; a server calls
+    /// [`Containment::keep_ready`]. No effect without cgroups, or where only whole
+    /// processes can move (pure cgroup v2).
     pub fn prepare(&self) {
         if let Kind::Cgroups(h) = self.0.as_ref() {
             h.prepare(false);
