@@ -191,6 +191,16 @@ mod tests {
         // Listed twice, or covered by a listed directory: once.
         let loader_dir = loader.parent().unwrap().to_path_buf();
         let resolved = resolve(&[loader_dir.clone(), me.clone(), loader_dir.clone()]);
-        assert_eq!(resolved, vec![loader_dir, me]);
+        assert_eq!(resolved[..2], [loader_dir.clone(), me]);
+        // After them only the host's other dynamic loaders (a listed directory brings
+        // every one: musl's too, where it is installed), none the listed one covers.
+        let loaders = dynamic_loaders();
+        for other in &resolved[2..] {
+            assert!(
+                loaders.contains(other),
+                "{other:?} is not a loader: {resolved:?}"
+            );
+            assert!(!other.starts_with(&loader_dir), "{resolved:?}");
+        }
     }
 }
