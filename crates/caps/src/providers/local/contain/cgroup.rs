@@ -271,7 +271,12 @@ type V1Membership = (Vec<String>, String);
 
 /// `/proc/self/cgroup`: (v2 path, v1 memberships).
 fn own_cgroups() -> io::Result<(Option<String>, Vec<V1Membership>)> {
-    let text = fs::read_to_string("/proc/self/cgroup")?;
+    Ok(parse_memberships(&fs::read_to_string("/proc/self/cgroup")?))
+}
+
+/// A `/proc/<pid>/cgroup` listing: the v2 path, and each v1 hierarchy's controllers and
+/// path.
+fn parse_memberships(text: &str) -> (Option<String>, Vec<V1Membership>) {
     let mut v2 = None;
     let mut v1 = Vec::new();
     for line in text.lines() {
@@ -289,7 +294,7 @@ fn own_cgroups() -> io::Result<(Option<String>, Vec<V1Membership>)> {
             ));
         }
     }
-    Ok((v2, v1))
+    (v2, v1)
 }
 
 /// The directory of cgroup `path` in `mount`, when the mount shows it.
@@ -1151,16 +1156,12 @@ mod tests {
 
     /// The cgroup of thread `tid` of this process in a v1 hierarchy with `controller`.
     fn thread_cgroup(tid: i32, controller: &str) -> String {
-        fs::read_to_string(format!("/proc/self/task/{tid}/cgroup"))
-            .unwrap()
-            .lines()
-            .find_map(|l| {
-                let mut f = l.splitn(3, ':');
-                let (_, list, path) = (f.next()?, f.next()?, f.next()?);
-                list.split(',')
-                    .any(|c| c == controller)
-                    .then(|| path.to_owned())
-            })
+        let text = fs::read_to_string(format!("/proc/self/task/{tid}/cgroup")).unwrap();
+        parse_memberships(&text)
+            .1
+            .into_iter()
+            .find(|(controllers, _)| controllers.iter().any(|c| c == controller))
+            .map(|(_, path)| path)
             .unwrap_or_default()
     }
 
