@@ -41,6 +41,20 @@ pub const SHIPPED: &str = include_str!("../../profiles.toml");
 /// `WARDEN_UPDATE_PROFILES=1 cargo test -p warden-policy --test shipped_profiles`.
 const SHIPPED_JSON: &str = include_str!("../../profiles.json");
 
+/// Every name a shipped profile is known by, sorted, one per line: generated with
+/// `profiles.json` and kept equal to it by the same test. A name not in it has no shipped
+/// profile, which this answers without parsing them.
+const SHIPPED_NAMES: &str = include_str!("../../profiles.names");
+
+/// Whether a shipped profile is known by `name`.
+fn shipped_knows(name: &str) -> bool {
+    static NAMES: OnceLock<Vec<&'static str>> = OnceLock::new();
+    NAMES
+        .get_or_init(|| SHIPPED_NAMES.lines().collect())
+        .binary_search(&name)
+        .is_ok()
+}
+
 /// The file name of the operator's extension in `$WARDEN_HOME`.
 pub const USER_FILE: &str = "profiles.toml";
 
@@ -115,11 +129,38 @@ pub(crate) struct Program {
     rules: Vec<Rule>,
 }
 
-/// All profiles, indexed by program name.
-#[derive(Clone, Debug, Default)]
+/// All profiles, indexed by program name. The shipped ones alone are parsed only when
+/// first consulted: most commands never are — a sandboxed one with no allowlist entry to
+/// match — and every `warden` process would otherwise parse them at its start.
+#[derive(Clone, Debug)]
 pub struct Profiles {
+    /// `None`: exactly the shipped profiles ([`shipped_table`]).
+    table: Option<Table>,
+}
+
+/// Compiled programs, indexed by name.
+#[derive(Clone, Debug, Default)]
+struct Table {
     programs: Vec<Program>,
     by_name: HashMap<String, usize>,
+}
+
+/// The shipped profiles, parsed once per process, when first needed.
+fn shipped_table() -> &'static Table {
+    static SHIPPED_TABLE: OnceLock<Table> = OnceLock::new();
+    SHIPPED_TABLE.get_or_init(|| {
+        // Tests parse and check the shipped file, so this cannot fail in a released
+        // binary; if it somehow did, every profiled program would be left unchecked —
+        // so fail loudly instead.
+        let mut table = Table::default();
+        let parsed = serde_json::from_str(SHIPPED_JSON)
+            .map_err(|e| e.to_string())
+            .and_then(|doc| table.add(doc, Examples::Trusted));
+        match parsed {
+            Ok(()) => table,
+            Err(e) => panic!("the shipped profiles are invalid: {e}"),
+        }
+    })
 }
 
 /// `python3.11` → `python`, `vim.basic` → `vim`: the names a versioned or
@@ -131,29 +172,22 @@ fn name_variants(name: &str) -> [&str; 3] {
 }
 
 impl Profiles {
-    /// The shipped profiles (parsed once per process).
+    /// The shipped profiles (parsed once per process, when first consulted).
     pub fn shipped() -> Arc<Profiles> {
         static SHIPPED_PROFILES: OnceLock<Arc<Profiles>> = OnceLock::new();
-        Arc::clone(SHIPPED_PROFILES.get_or_init(|| {
-            // Tests parse and check the shipped file, so this cannot fail in a released
-            // binary; if it somehow did, every profiled program would be left
-            // unchecked — so fail loudly instead.
-            let mut profiles = Profiles::default();
-            let parsed = serde_json::from_str(SHIPPED_JSON)
-                .map_err(|e| e.to_string())
-                .and_then(|doc| profiles.add(doc, Examples::Trusted));
-            match parsed {
-                Ok(()) => Arc::new(profiles),
-                Err(e) => panic!("the shipped profiles are invalid: {e}"),
-            }
-        }))
+        Arc::clone(SHIPPED_PROFILES.get_or_init(|| Arc::new(Profiles { table: None })))
     }
 
     /// Parse a profiles document on its own.
     pub fn parse(text: &str, source: &str) -> Result<Profiles, PolicyError> {
-        let mut profiles = Profiles::default();
-        profiles.extend_with(text, source)?;
-        Ok(profiles)
+        let mut table = Table::default();
+        table.extend_with(text, source)?;
+        Ok(Profiles { table: Some(table) })
+    }
+
+    /// What is consulted.
+    fn table(&self) -> &Table {
+        self.table.as_ref().unwrap_or_else(|| shipped_table())
     }
 
     /// The shipped profiles extended with the operator's `path`, if it exists. A file that
@@ -169,11 +203,29 @@ impl Profiles {
                 });
             }
         };
-        let mut profiles = (*Profiles::shipped()).clone();
-        profiles.extend_with(&text, &path.display().to_string())?;
-        Ok(Arc::new(profiles))
+        let mut table = shipped_table().clone();
+        table.extend_with(&text, &path.display().to_string())?;
+        Ok(Arc::new(Profiles { table: Some(table) }))
     }
 
+    fn program(&self, name: &str) -> Option<&Program> {
+        // Most commands name no profiled program: for the shipped profiles alone, that
+        // is known without parsing them.
+        if self.table.is_none() && !name_variants(name).iter().any(|n| shipped_knows(n)) {
+            return None;
+        }
+        self.table().program(name)
+    }
+
+    /// Every name a profile is known by (sorted).
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.table().by_name.keys().cloned().collect();
+        names.sort();
+        names
+    }
+}
+
+impl Table {
     /// Add the programs and rules of `text`: a program naming a known one adds to it.
     fn extend_with(&mut self, text: &str, source: &str) -> Result<(), PolicyError> {
         let err = |message: String| PolicyError::Profiles {
@@ -219,7 +271,9 @@ impl Profiles {
             .find_map(|n| self.by_name.get(*n))
             .map(|&i| &self.programs[i])
     }
+}
 
+impl Profiles {
     /// Every profile hit of `argv` (argv[0] is the program as invoked) for the program
     /// known as `name` (a base name: the invoked word's or the resolved file's).
     pub fn hits(&self, name: &str, argv: &[String]) -> Vec<ProfileHit> {

@@ -23,7 +23,7 @@ fn hit_names(words: &[&str]) -> Vec<String> {
 #[test]
 fn the_shipped_profiles_load_and_their_examples_hold() {
     let p = Profiles::parse(SHIPPED, "shipped").unwrap();
-    assert!(p.programs.len() > 20);
+    assert!(p.table().programs.len() > 20);
 }
 
 #[test]
