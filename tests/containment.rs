@@ -217,6 +217,36 @@ fn cgroups_named(name: &str) -> Vec<std::path::PathBuf> {
     found
 }
 
+/// The watchdogs of the Warden whose cgroup parent is `parent` (`warden.<pid>`; empty:
+/// every one): the helper-binary watchdog, or the companion a one-shot `warden exec`
+/// starts, which is its watchdog.
+fn watchdogs_of(parent: &str) -> Vec<i32> {
+    let words = |kind: &'static str| -> Vec<&str> {
+        if parent.is_empty() {
+            vec![kind]
+        } else {
+            vec![kind, parent]
+        }
+    };
+    let mut pids = pids_with_cmdline_words(&words("__warden-cgroup-watchdog"));
+    // The companion names its Warden as a word of its own (`warden.12` is not
+    // `warden.123`); the sandbox pid 1 it keeps ready has its command line, and another
+    // name.
+    pids.extend(
+        pids_with_cmdline_words(&words("__warden-companion"))
+            .into_iter()
+            .filter(|pid| {
+                let line = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                parent.is_empty() || line.split(|b| *b == 0).any(|w| w == parent.as_bytes())
+            })
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .is_ok_and(|comm| comm.trim_end() != "warden-pid1")
+            }),
+    );
+    pids
+}
+
 #[test]
 fn a_killed_warden_leaves_no_run_behind() {
     // SIGKILL (the OOM killer, a supervisor, a crash) gives `warden exec` no chance to
@@ -230,7 +260,7 @@ fn a_killed_warden_leaves_no_run_behind() {
         let parent = format!("warden.{}", child.id());
         let cgroups = mechanism == "cgroup";
         if cgroups {
-            let watchdog = pids_with_cmdline_words(&["__warden-cgroup-watchdog", &parent]);
+            let watchdog = watchdogs_of(&parent);
             assert_eq!(watchdog.len(), 1, "one watchdog for warden {}", child.id());
             assert!(
                 !cgroups_named(&parent).is_empty(),
@@ -242,15 +272,12 @@ fn a_killed_warden_leaves_no_run_behind() {
         child.wait().unwrap();
         assert_none_left(&marker, &format!("{mechanism}, warden killed"));
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while cgroups
-            && (!cgroups_named(&parent).is_empty()
-                || !pids_with_cmdline_words(&["__warden-cgroup-watchdog", &parent]).is_empty())
-        {
+        while cgroups && (!cgroups_named(&parent).is_empty() || !watchdogs_of(&parent).is_empty()) {
             assert!(
                 std::time::Instant::now() < deadline,
                 "left behind: cgroups {:?}, watchdog {:?}",
                 cgroups_named(&parent),
-                pids_with_cmdline_words(&["__warden-cgroup-watchdog", &parent])
+                watchdogs_of(&parent)
             );
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -288,7 +315,7 @@ fn a_killed_warden_leaves_no_run_behind() {
     }
     let out = exec(home.path(), "auto", &["--", "true"]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    for pid in pids_with_cmdline_words(&["__warden-cgroup-watchdog"]) {
+    for pid in watchdogs_of("") {
         let line = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         let line = String::from_utf8_lossy(&line).replace('\0', " ");
         let warden_alive = line

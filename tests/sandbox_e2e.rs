@@ -999,6 +999,15 @@ fn permission_modes_through_warden_exec() {
     if !bwrap_usable() {
         return;
     }
+    // Each way `warden exec` starts the sandbox: through its companion (the sandbox's
+    // pid 1 made ahead of time, in its namespaces) and without one (the helper binary
+    // executed, making them itself).
+    for companion in ["on", "off"] {
+        permission_modes_with_companion(companion);
+    }
+}
+
+fn permission_modes_with_companion(companion: &str) {
     let home = warden_home();
     let ws = tempfile::tempdir().unwrap();
     let ws_path = std::fs::canonicalize(ws.path()).unwrap();
@@ -1009,11 +1018,22 @@ fn permission_modes_through_warden_exec() {
             r#"{"version":1}"#,
         );
         warden_in(home.path())
+            .env("WARDEN_COMPANION", companion)
             .args(["exec", "--shell", script])
             .current_dir(&ws_path)
             .output()
             .unwrap()
     };
+    // Which way it started, where the builder runs the sandbox (the spare's name).
+    if builder_in_use() {
+        let out = exec("readonly", "cat /proc/1/comm");
+        let pid1 = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        assert_eq!(
+            pid1 == "warden-pid1",
+            companion == "on",
+            "pid 1 is {pid1:?}"
+        );
+    }
     // readonly: the workspace is read-only.
     let out = exec("readonly", "echo a > a.txt");
     assert_ne!(out.status.code(), Some(0));
@@ -1364,6 +1384,98 @@ fn commands_start_with_sigpipe_at_its_default_wherever_they_run() {
         let ignored = ignored_signals(&stdout);
         assert_eq!(ignored & sigpipe, 0, "{what}: SigIgn {ignored:#x}");
     }
+}
+
+/// Whether `warden exec` builds the sandbox with Warden's own builder here (as
+/// `sandbox.builder = "auto"` does where its probe succeeds).
+fn builder_in_use() -> bool {
+    sandbox::probe::builder_works(Path::new(env!("CARGO_BIN_EXE_warden-sandbox-helper"))).is_ok()
+}
+
+/// Warden's builder, started as the pid 1 of a new pid namespace, takes it that whoever
+/// started it made the sandbox's namespaces (the companion does: no launcher then) — and
+/// checks: a user namespace of its own, and every other namespace the command line needs
+/// made with it. Started so with any of them missing, it refuses, and the command does
+/// not run. (util-linux's `unshare` makes the partial sets.)
+#[test]
+fn the_warden_builder_born_as_pid_1_refuses_namespaces_it_was_not_given() {
+    if !builder_in_use() {
+        eprintln!("SKIPPED: Warden's own builder cannot run here");
+        return;
+    }
+    let helper = env!("CARGO_BIN_EXE_warden-sandbox-helper");
+    let builder = [
+        helper,
+        "__sandbox-build",
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-net",
+        "--ro-bind",
+        "/",
+        "/",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--",
+        helper,
+        "__sandbox-helper",
+        "--landlock",
+        "off",
+        "--",
+        "/bin/echo",
+        "ran",
+    ];
+    let run = |namespaces: &[&str]| {
+        let out = std::process::Command::new("unshare")
+            .args(namespaces)
+            .arg("--fork")
+            .args(builder)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    for (namespaces, why) in [
+        (&["--pid"][..], "not in a new user namespace"),
+        (
+            &["--user", "--map-current-user", "--pid"][..],
+            "mnt namespace was not made",
+        ),
+        (
+            &[
+                "--user",
+                "--map-current-user",
+                "--pid",
+                "--mount",
+                "--ipc",
+                "--uts",
+            ][..],
+            "net namespace was not made",
+        ),
+    ] {
+        let (code, stdout, stderr) = run(namespaces);
+        assert_eq!(code, Some(125), "{namespaces:?}: {stderr}");
+        assert!(stderr.contains(why), "{namespaces:?}: {stderr}");
+        assert!(!stdout.contains("ran"), "{namespaces:?}: {stdout}");
+    }
+    // Given all of them, it builds the sandbox and runs the command.
+    let (code, stdout, stderr) = run(&[
+        "--user",
+        "--map-current-user",
+        "--pid",
+        "--mount",
+        "--ipc",
+        "--uts",
+        "--net",
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stdout, "ran\n");
 }
 
 /// Warden's own builder binds what Warden opened and checked, or nothing: a directory

@@ -262,6 +262,7 @@ async fn same_plan_without_warden(sb: &sandbox::Bwrap, cwd: &Path) -> anyhow::Re
         None,
         None,
         None,
+        None,
     )?;
     let Some(cut) = launch.args.iter().position(|a| a == "--") else {
         bail!("no `--` before the helper in {:?}", launch.args);

@@ -47,11 +47,15 @@ pub use shell::{
 /// crates (the OS sandbox) that wrap a program such as `bwrap` around the command, and
 /// the containment that holds each run's processes together.
 pub mod process {
+    pub use crate::providers::local::contain::companion::{
+        COMPANION_SUBCOMMAND, Dispatch, prepare_companion, run_companion, start_companion,
+    };
     pub use crate::providers::local::contain::{
         Containment, Mechanism, REAPER_SUBCOMMAND, WATCHDOG_SUBCOMMAND, run_reaper, run_watchdog,
     };
     pub use crate::providers::local::process::{
-        DRAIN_AFTER_EXIT, KILL_GRACE, ProcessSpec, WorkingDir, supervise, supervise_live,
+        DRAIN_AFTER_EXIT, KILL_GRACE, NewNamespaces, ProcessSpec, WorkingDir, supervise,
+        supervise_live,
     };
 }
 

@@ -30,7 +30,10 @@ pub fn or_report(result: anyhow::Result<i32>) -> i32 {
 }
 
 /// Run `future` on a fresh tokio runtime — one thread for a single command, two workers
-/// for servers — and turn its result into an exit code with [`or_report`].
+/// for servers — and turn its result into an exit code with [`or_report`]. A single
+/// command's runtime is then let go without joining its idle threads: its work is done
+/// (the result is in), and the process exits next, which ends them. A server's is shut
+/// down in full: a blocking task may still be writing its last reply.
 pub fn block_on(
     server: bool,
     future: impl std::future::Future<Output = anyhow::Result<i32>>,
@@ -43,7 +46,15 @@ pub fn block_on(
         tokio::runtime::Builder::new_current_thread()
     };
     match builder.enable_all().build() {
-        Ok(runtime) => or_report(runtime.block_on(future)),
+        Ok(runtime) => {
+            let result = runtime.block_on(future);
+            if server {
+                drop(runtime);
+            } else {
+                runtime.shutdown_background();
+            }
+            or_report(result)
+        }
         Err(e) => or_report(Err(anyhow::anyhow!("cannot start the runtime: {e}"))),
     }
 }

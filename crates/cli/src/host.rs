@@ -163,6 +163,15 @@ fn total_memory() -> Option<u64> {
 pub fn helper_binary() -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe()
         .context("cannot locate the warden binary for the sandbox helper")?;
-    let small = exe.with_file_name("warden-sandbox-helper");
+    let small = exe.with_file_name(SMALL_HELPER);
     Ok(if small.is_file() { small } else { exe })
+}
+
+/// The small helper binary's file name.
+const SMALL_HELPER: &str = "warden-sandbox-helper";
+
+/// The small helper binary next to `warden`, if it is installed.
+pub fn small_helper() -> Option<PathBuf> {
+    let small = std::env::current_exe().ok()?.with_file_name(SMALL_HELPER);
+    small.is_file().then_some(small)
 }

@@ -137,58 +137,123 @@ fn stderr_colour() -> bool {
     std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
-fn main() {
-    // The per-run subreaper (hosts without cgroups): `REAPER program argv0 args...`.
-    let raw: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if raw
-        .get(1)
-        .is_some_and(|a| a == caps::process::REAPER_SUBCOMMAND)
-    {
-        caps::process::run_reaper(&raw[2..]);
+/// `warden exec` starts its companion (`caps::process::start_companion`: the helper
+/// binary, running, which starts the sandbox's builder for each run without executing a
+/// binary, and is the cgroup watchdog) from a constructor, before `main`: from the main
+/// thread, which lives as long as the process (the companion's children are that
+/// thread's), and as early as can be, so that its own start-up overlaps Warden's.
+/// Without the small helper binary next to `warden`, or with `WARDEN_COMPANION=off`,
+/// there is none (runs then execute the helper, as servers' runs do).
+#[used]
+#[unsafe(link_section = ".init_array")]
+static START_COMPANION: extern "C" fn(
+    std::ffi::c_int,
+    *const *const std::ffi::c_char,
+    *const *const std::ffi::c_char,
+) = start_companion_for_exec;
+
+extern "C" fn start_companion_for_exec(
+    argc: std::ffi::c_int,
+    argv: *const *const std::ffi::c_char,
+    _envp: *const *const std::ffi::c_char,
+) {
+    if argc < 2 || argv.is_null() {
+        return;
     }
-    if raw
-        .get(1)
-        .is_some_and(|a| a == caps::process::WATCHDOG_SUBCOMMAND)
+    // SAFETY: glibc calls constructors with the program's argc and argv, which hold
+    // `argc` valid NUL-terminated strings.
+    let first = unsafe { std::ffi::CStr::from_ptr(*argv.add(1)) };
+    if first.to_bytes() != b"exec"
+        || std::env::var_os("WARDEN_COMPANION").is_some_and(|v| v == "off")
     {
-        caps::process::run_watchdog(&raw[2..]);
+        return;
     }
-    // The in-sandbox helper: the last step inside the sandbox, before anything else runs.
-    // Recognised on the raw arguments: `std::env::args` panics on one that is not UTF-8,
-    // which clap below reports as a usage error instead.
-    if std::env::args_os()
-        .nth(1)
-        .is_some_and(|a| a.as_os_str() == std::ffi::OsStr::new(sandbox::helper::SUBCOMMAND))
-    {
-        let args: Vec<String> = std::env::args().collect();
-        sandbox::helper::main(&args[2..]);
+    if let Some(helper) = host::small_helper() {
+        // Without it, runs start the helper binary; nothing else changes.
+        let _ = caps::process::start_companion(&helper);
+        // A default sandboxed run's namespaces, made while Warden decides.
+        caps::process::prepare_companion(sandbox::bwrap::DEFAULT_BORN_IN);
     }
-    // Warden's own namespace builder (`sandbox.builder = "warden"`), also before anything
-    // else runs: it forks, so this process must still have one thread.
-    if std::env::args_os()
-        .nth(1)
-        .is_some_and(|a| a.as_os_str() == std::ffi::OsStr::new(sandbox::builder::SUBCOMMAND))
-    {
-        let args: Vec<String> = std::env::args().collect();
-        sandbox::builder::main(&args[2..]);
-    }
-    let wanted = std::env::var("WARDEN_LOG").unwrap_or_else(|_| "warn".into());
+}
+
+/// Logs on stderr at `WARDEN_LOG` (an `EnvFilter` directive list; default `warn`).
+fn init_logging() {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let layer = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(stderr_colour());
     // rmcp logs every error response at WARN; a client's invalid call is answered to the
     // client (-32602 naming the field), not worth a line on stderr each time, which
     // agent clients show their users. WARDEN_LOG=rmcp=… brings them back.
-    let quiet_rmcp = if wanted.contains("rmcp") {
-        String::new()
-    } else {
-        ",rmcp::service=error".into()
+    let Ok(wanted) = std::env::var("WARDEN_LOG") else {
+        // The default, without parsing a directive list (every `warden exec` pays for
+        // what happens here).
+        let filter = tracing_subscriber::filter::Targets::new()
+            .with_default(tracing::Level::WARN)
+            .with_target("rmcp::service", tracing::Level::ERROR);
+        tracing_subscriber::registry()
+            .with(layer)
+            .with(filter)
+            .init();
+        return;
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_new(format!("{wanted}{quiet_rmcp}"))
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(stderr_colour())
+    let quiet_rmcp = if wanted.contains("rmcp") {
+        ""
+    } else {
+        ",rmcp::service=error"
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(format!("{wanted}{quiet_rmcp}"))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::registry()
+        .with(layer)
+        .with(filter)
         .init();
-    let cli = Cli::parse();
+}
+
+/// The command line. `warden exec …`, the one-shot hot path, is parsed by its own
+/// subcommand's parser alone (building the whole tree of subcommands costs more than
+/// parsing); whatever that parser does not simply accept — an error, `--help` — goes
+/// through the whole parser, which reports it as it always has.
+fn parse_command_line() -> Cli {
+    if let Some(args) = parse_exec_only(std::env::args_os()) {
+        return Cli {
+            command: Command::Exec(args),
+        };
+    }
+    Cli::parse()
+}
+
+/// `warden exec ARGS` parsed by the exec subcommand's parser alone; `None` for any other
+/// command line, or one it does not accept.
+fn parse_exec_only(
+    args: impl IntoIterator<Item = std::ffi::OsString>,
+) -> Option<cmd_exec::ExecArgs> {
+    use clap::{Args as _, FromArgMatches as _};
+    let mut args = args.into_iter().skip(1).peekable();
+    if args.peek().is_none_or(|first| first != "exec") {
+        return None;
+    }
+    let command = cmd_exec::ExecArgs::augment_args(clap::Command::new("exec"));
+    let matches = command.try_get_matches_from(args).ok()?;
+    cmd_exec::ExecArgs::from_arg_matches(&matches).ok()
+}
+
+fn main() {
+    // The helper's subcommands (this binary is the helper where the small one is not
+    // installed): the in-sandbox helper, the namespace builder (which forks, so this
+    // process must still have one thread), the subreaper and the cgroup watchdog —
+    // before anything else runs. Recognised on the raw arguments: `std::env::args`
+    // panics on one that is not UTF-8, which clap below reports as a usage error.
+    let raw: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if raw
+        .get(1)
+        .is_some_and(|a| sandbox::subcommands::is_subcommand(a))
+    {
+        sandbox::subcommands::run(&raw[1..]);
+    }
+    init_logging();
+    let cli = parse_command_line();
     let code = match cli.command {
         Command::Exec(args) => cmd_exec::run(args),
         Command::Policy(command) => cmd_policy::run(command),
@@ -201,5 +266,17 @@ fn main() {
         Command::Sandbox(command) => cmd_doctor::sandbox(command),
         Command::Completions(args) => completions(args),
     };
-    std::process::exit(code);
+    exit_now(code)
+}
+
+/// Exit with `code` once what was written is out: standard output flushed (stderr is
+/// unbuffered), then `_exit`, skipping the C exit handlers — the allocator's, which
+/// returns memory page by page to a process about to lose all of it, and the libraries'
+/// destructors. Nothing of Warden's waits for them: every subcommand has ended its work
+/// (and dropped its runtime) by the time it returns its code.
+fn exit_now(code: i32) -> ! {
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+    // SAFETY: _exit ends the process at once; it takes a plain integer.
+    unsafe { nix::libc::_exit(code) }
 }

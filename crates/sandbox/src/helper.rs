@@ -194,6 +194,15 @@ pub(crate) fn fail(message: &str) -> ! {
 
 /// The helper's `main`: never returns.
 pub fn main(args: &[String]) -> ! {
+    match decode(args) {
+        Ok(parsed) => run(parsed),
+        Err(e) => fail(&e),
+    }
+}
+
+/// The helper's work on decoded arguments (see [`main`]; the namespace builder calls it
+/// with what it decoded itself): never returns.
+pub fn run(parsed: HelperArgs) -> ! {
     // Rust's runtime ignores SIGPIPE before `main` (in `warden __sandbox-helper`; the
     // small helper binary skips that start-up, but this must not rely on either), and
     // an ignored signal stays ignored across exec: the command (and every shell
@@ -206,10 +215,6 @@ pub fn main(args: &[String]) -> ! {
             nix::sys::signal::Signal::SIGPIPE,
             nix::sys::signal::SigHandler::SigDfl,
         )
-    };
-    let parsed = match decode(args) {
-        Ok(p) => p,
-        Err(e) => fail(&e),
     };
     // Nothing bubblewrap (or anyone) left open may reach the command. The watch report
     // descriptor stays open for the observer (and is close-on-exec for the command).

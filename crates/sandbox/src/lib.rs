@@ -31,6 +31,7 @@ pub mod probe_cache;
 pub mod protect;
 pub mod seatbelt;
 pub mod seccomp;
+pub mod subcommands;
 pub mod trusted;
 pub mod watch;
 

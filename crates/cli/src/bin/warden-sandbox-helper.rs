@@ -41,24 +41,11 @@ pub extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) ->
     let raw: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if raw
         .get(1)
-        .is_some_and(|a| a == caps::process::REAPER_SUBCOMMAND)
+        .is_some_and(|a| sandbox::subcommands::is_subcommand(a))
     {
-        caps::process::run_reaper(&raw[2..]);
+        sandbox::subcommands::run(&raw[1..]);
     }
-    if raw
-        .get(1)
-        .is_some_and(|a| a == caps::process::WATCHDOG_SUBCOMMAND)
-    {
-        caps::process::run_watchdog(&raw[2..]);
-    }
+    // Without a subcommand: the in-sandbox helper's own argument list.
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some(sandbox::builder::SUBCOMMAND) {
-        sandbox::builder::main(&args[1..]);
-    }
-    // Accept the same argument list as the subcommand form.
-    let args = match args.first().map(String::as_str) {
-        Some(sandbox::helper::SUBCOMMAND) => &args[1..],
-        _ => &args[..],
-    };
-    sandbox::helper::main(args);
+    sandbox::helper::main(&args);
 }

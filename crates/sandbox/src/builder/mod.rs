@@ -3,23 +3,32 @@
 //! the helper, or its re-reads of the mount table.
 //!
 //! It takes the same command line Warden writes for bubblewrap (parsed strictly by
-//! `spec.rs`: the subset Warden uses, nothing else) and builds the same sandbox in three
-//! processes, as bubblewrap does:
+//! `spec.rs`: the subset Warden uses, nothing else) and builds the same sandbox:
 //!
-//! 1. **The launcher** (the process Warden starts, in the host's pid namespace): notes what
-//!    each bound descriptor is, makes new user, mount, pid, ipc, uts and (unless the
-//!    network is allowed) network namespaces, maps the caller's uid and gid to themselves,
-//!    forks the sandbox's pid 1, and exits with its status. It dies with Warden.
+//! 1. **The launcher** — only when the builder was started as a program in the host's
+//!    namespaces (by `posix_spawn`, where Warden has no companion): notes what each bound
+//!    descriptor is, makes new user, mount, pid, ipc, uts and (unless the network is
+//!    allowed) network namespaces, maps the caller's uid and gid to themselves, forks the
+//!    sandbox's pid 1, and exits with its status. It dies with Warden. Started by Warden's
+//!    companion (`caps::process::start_companion`), the builder is *born* as pid 1 of
+//!    those namespaces (`caps::process::ProcessSpec::born_in`, asked for by
+//!    `Bwrap::born_in`): there is no launcher, and pid 1 checks that every namespace its
+//!    command line needs was made (`check_born_in`).
 //! 2. **pid 1** builds the filesystem (`fs.rs`), brings the loopback interface up in a new
-//!    network namespace, drops every capability, forks the command's process and reaps
-//!    whatever is left to it; when the command's process ends it exits with its status,
-//!    and the kernel kills everything else in the namespace. It dies with the launcher
-//!    (which also drops its capabilities once pid 1 is started, and only waits).
+//!    network namespace, drops every capability, makes itself non-dumpable (the command,
+//!    the same user, cannot reach its descriptors), forks the command's process and reaps
+//!    whatever is left to it — in a watched run it is also the write watch's observer
+//!    (`crate::watch::observe_as_pid1`). When the command's process ends it reports the
+//!    status (`--json-status-fd`, before the sandbox is torn down: Warden need not wait
+//!    for that) and exits with it, and the kernel kills everything else in the namespace.
+//!    It dies with Warden (or with the launcher, which drops its capabilities once pid 1
+//!    is started, and only waits).
 //! 3. **The command's process**: a new session, no new privileges, every capability
 //!    dropped (bounding set, ambient, effective, permitted, inheritable — also when Warden
-//!    runs as root), the seccomp programs installed, then the helper's own work in the
-//!    same process (`crate::helper::main`: descriptors closed, Landlock, the exec
-//!    allowlist, the write watch) and the command's exec. It dies with pid 1.
+//!    runs as root), the seccomp programs installed as one (`crate::seccomp::merge`; in a
+//!    watched run with the watch's notifications, whose listener goes to pid 1), then the
+//!    helper's own work in the same process (`crate::helper::run`: descriptors closed,
+//!    Landlock, the exec allowlist) and the command's exec. It dies with pid 1.
 //!
 //! Setup failures print `warden sandbox: …` and exit 125, before the command runs.
 
@@ -47,15 +56,17 @@ pub fn main(args: &[String]) -> ! {
         Some(sub) if sub == crate::helper::SUBCOMMAND => spec.command[2..].to_vec(),
         _ => fail("the builder runs the sandbox helper only"),
     };
-    let fd_sources: Vec<fs::FdSource> = spec
-        .ops
-        .iter()
-        .filter_map(|op| match op {
-            Op::BindFd { fd, .. } => Some(*fd),
-            _ => None,
-        })
-        .map(|fd| fs::FdSource::of(fd).unwrap_or_else(|e| fail(&e)))
-        .collect();
+    if nix::unistd::getpid().as_raw() == 1 {
+        // Born as the pid 1 of new namespaces (the companion started it so, asked by
+        // `namespaces`): no launcher — this process is the sandbox's pid 1 already.
+        if spec.die_with_parent {
+            die_with_parent();
+        }
+        let fd_sources = bound_sources(&spec);
+        check_born_in(&spec).unwrap_or_else(|e| fail(&e));
+        pid1(&spec, &fd_sources, &helper_args)
+    }
+    let fd_sources = bound_sources(&spec);
     if spec.die_with_parent {
         die_with_parent();
     }
@@ -88,6 +99,82 @@ pub fn main(args: &[String]) -> ! {
         }
         Err(e) => fail(&format!("fork: {e}")),
     }
+}
+
+/// What each bound descriptor is, read before the mount tree changes.
+fn bound_sources(spec: &Spec) -> Vec<fs::FdSource> {
+    spec.ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::BindFd { fd, .. } => Some(*fd),
+            _ => None,
+        })
+        .map(|fd| fs::FdSource::of(fd).unwrap_or_else(|e| fail(&e)))
+        .collect()
+}
+
+/// Born as pid 1: check that every namespace `spec` needs was made — this process is the
+/// first of a new pid namespace (it is pid 1), its user namespace is a new one (the
+/// caller's ids mapped to themselves, one each), and the other namespaces are owned by
+/// that user namespace, so they were made with it. Whoever started it cannot have left
+/// one out unnoticed.
+fn check_born_in(spec: &Spec) -> Result<(), String> {
+    let (uid, gid) = (
+        nix::unistd::getuid().as_raw(),
+        nix::unistd::getgid().as_raw(),
+    );
+    let one_line = |file: &str, id: u32| {
+        let map = std::fs::read_to_string(file).unwrap_or_default();
+        let fields: Vec<&str> = map.split_whitespace().collect();
+        fields == [id.to_string(), id.to_string(), "1".to_owned()]
+    };
+    if !one_line("/proc/self/uid_map", uid) || !one_line("/proc/self/gid_map", gid) {
+        return Err("started as pid 1 but not in a new user namespace".into());
+    }
+    let user = ns_inode("user")?;
+    let mut needed = vec!["mnt", "pid", "ipc", "uts"];
+    if spec.unshare_net {
+        needed.push("net");
+    }
+    for kind in needed {
+        if owner_inode(kind)? != Some(user) {
+            return Err(format!(
+                "started as pid 1 but its {kind} namespace was not made with its user namespace"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The inode of this process's `kind` namespace.
+fn ns_inode(kind: &str) -> Result<u64, String> {
+    let path = format!("/proc/self/ns/{kind}");
+    std::fs::metadata(&path)
+        .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+        .map_err(|e| format!("{path}: {e}"))
+}
+
+/// The inode of the user namespace that owns this process's `kind` namespace
+/// (`NS_GET_USERNS`); `None` when that is above this process's own (the kernel does not
+/// show it: EPERM).
+fn owner_inode(kind: &str) -> Result<Option<u64>, String> {
+    /// `NS_GET_USERNS` (`_IO(0xb7, 0x1)`, `linux/nsfs.h`).
+    const NS_GET_USERNS: libc::c_ulong = 0xb701;
+    let path = format!("/proc/self/ns/{kind}");
+    let ns = std::fs::File::open(&path).map_err(|e| format!("{path}: {e}"))?;
+    // SAFETY: NS_GET_USERNS takes no argument and returns a new descriptor (or -1).
+    let owner = unsafe { libc::ioctl(ns.as_raw_fd(), NS_GET_USERNS as _) };
+    if owner < 0 {
+        return match nix::errno::Errno::last() {
+            nix::errno::Errno::EPERM => Ok(None),
+            e => Err(format!("owner of {path}: {e}")),
+        };
+    }
+    // SAFETY: the kernel just returned this descriptor to us.
+    let owner = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(owner) };
+    rustix::fs::fstat(&owner)
+        .map(|st| Some(st.st_ino))
+        .map_err(|e| format!("owner of {path}: {e}"))
 }
 
 /// Killed when the parent ends (bubblewrap's `--die-with-parent`).
@@ -145,30 +232,118 @@ fn pid1(spec: &Spec, fd_sources: &[fs::FdSource], helper_args: &[String]) -> ! {
     // Built: like bubblewrap's pid 1, it keeps nothing while the command runs — no
     // capability, no new privileges — and the command's process starts from that.
     drop_privileges().unwrap_or_else(|e| fail(&e));
+    // Nor may the command, the same user, reach into pid 1 through /proc (its
+    // descriptors: the status and watch reports).
+    // SAFETY: plain prctl.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    let mut helper = crate::helper::decode(helper_args).unwrap_or_else(|e| fail(&e));
+    // A watched run (approval mode's first, read-only run) is watched by pid 1 itself:
+    // the command's process then executes the command with no watching process in
+    // between (`crate::watch::observe_as_pid1`).
+    let watch = helper
+        .watch_fd
+        .take()
+        .map(|fd| (fd, std::mem::take(&mut helper.watch_roots)));
+    let watch = watch.and_then(|(fd, roots)| match crate::watch::available() {
+        Ok(()) => Some((fd, roots)),
+        Err(why) => {
+            crate::watch::report_unavailable(fd, why);
+            None
+        }
+    });
+    let pair = watch.as_ref().map(|_| {
+        nix::sys::socket::socketpair(
+            nix::sys::socket::AddressFamily::Unix,
+            nix::sys::socket::SockType::SeqPacket,
+            None,
+            nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+        )
+        .unwrap_or_else(|e| fail(&format!("socketpair for the write watch: {e}")))
+    });
     // SAFETY: one thread; the child only makes system calls and runs the helper.
     match unsafe { nix::unistd::fork() } {
-        Ok(nix::unistd::ForkResult::Child) => command(spec, helper_args),
+        Ok(nix::unistd::ForkResult::Child) => command(
+            spec,
+            helper,
+            pair.map(|(ours, theirs)| {
+                drop(ours);
+                theirs
+            }),
+        ),
         Ok(nix::unistd::ForkResult::Parent { child }) => {
-            close_from(3);
-            reap_until(child)
+            let status = spec.status_fd.unwrap_or(-1);
+            let code = match (watch, pair) {
+                (Some((report, roots)), Some((ours, theirs))) => {
+                    drop(theirs);
+                    close_all_but(&[report, ours.as_raw_fd(), status]);
+                    crate::watch::observe_as_pid1(report, &roots, ours, child)
+                }
+                _ => {
+                    close_all_but(&[status]);
+                    reap_until(child)
+                }
+            };
+            exit_reporting(spec.status_fd, code)
         }
         Err(e) => fail(&format!("fork: {e}")),
     }
 }
 
-/// Reap every process left to pid 1 until `command` ends; exit with its status.
-fn reap_until(command: nix::unistd::Pid) -> ! {
+/// Close every descriptor from 3 on except `keep`.
+fn close_all_but(keep: &[i32]) {
+    let mut keep: Vec<u32> = keep
+        .iter()
+        .filter(|fd| **fd > 2)
+        .map(|fd| *fd as u32)
+        .collect();
+    keep.sort_unstable();
+    let mut from = 3u32;
+    for fd in keep {
+        if fd > from {
+            // SAFETY: close_range on plain integers; only descriptors this process no
+            // longer uses are in the range.
+            unsafe { libc::syscall(libc::SYS_close_range, from, fd - 1, 0u32) };
+        }
+        from = fd + 1;
+    }
+    close_from(from);
+}
+
+/// Reap every process left to pid 1 until `command` ends; its status: the exit code, or
+/// 128 + the signal that killed it.
+fn reap_until(command: nix::unistd::Pid) -> i32 {
     use nix::sys::wait::{WaitStatus, waitpid};
     loop {
         match waitpid(None, None) {
-            Ok(WaitStatus::Exited(pid, code)) if pid == command => std::process::exit(code),
+            Ok(WaitStatus::Exited(pid, code)) if pid == command => return code,
             Ok(WaitStatus::Signaled(pid, signal, _)) if pid == command => {
-                std::process::exit(128 + signal as i32)
+                return 128 + signal as i32;
             }
             Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => fail(&format!("waitpid: {e}")),
         }
     }
+}
+
+/// pid 1's end: the command's status reported on the status descriptor, if asked for
+/// (bubblewrap's `--json-status-fd` line) — before the sandbox is torn down, which this
+/// process's exit does next, so that Warden need not wait for that — then the exit.
+fn exit_reporting(status_fd: Option<i32>, code: i32) -> ! {
+    if let Some(fd) = status_fd {
+        // Every other descriptor first — the output pipes, the watch report — so that
+        // their readers see end of file with the status, not after this exit.
+        // SAFETY: close_range on plain integers; this process writes nothing more but
+        // the status.
+        unsafe {
+            libc::syscall(libc::SYS_close_range, 0u32, fd as u32 - 1, 0u32);
+            libc::syscall(libc::SYS_close_range, fd as u32 + 1, u32::MAX, 0u32);
+        }
+        // SAFETY: the descriptor was handed to this process for this; borrowed here only.
+        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+        let _ = rustix::io::write(fd, format!("{{ \"exit-code\": {code} }}\n").as_bytes());
+    }
+    // SAFETY: _exit ends the process at once: nothing is left to flush.
+    unsafe { libc::_exit(code) }
 }
 
 /// `lo` up in the new network namespace (bubblewrap does the same), so that a command can
@@ -209,7 +384,14 @@ fn loopback_up() -> Result<(), String> {
 }
 
 /// The command's process: session, privileges, capabilities, seccomp, then the helper.
-fn command(spec: &Spec, helper_args: &[String]) -> ! {
+/// The seccomp programs are installed as one (see `crate::seccomp::merge`); in a watched
+/// run that one also holds the write watch's notifications, whose listener goes to pid 1
+/// over `watch`.
+fn command(
+    spec: &Spec,
+    helper: crate::helper::HelperArgs,
+    watch: Option<std::os::fd::OwnedFd>,
+) -> ! {
     if spec.new_session {
         nix::unistd::setsid().unwrap_or_else(|e| fail(&format!("setsid: {e}")));
     }
@@ -217,10 +399,73 @@ fn command(spec: &Spec, helper_args: &[String]) -> ! {
         die_with_parent();
     }
     drop_privileges().unwrap_or_else(|e| fail(&e));
-    for fd in &spec.seccomp_fds {
-        install_seccomp(*fd).unwrap_or_else(|e| fail(&e));
+    let mut programs: Vec<Vec<libc::sock_filter>> = spec
+        .seccomp_fds
+        .iter()
+        .map(|fd| read_program(*fd).unwrap_or_else(|e| fail(&e)))
+        .collect();
+    if let Some(socket) = watch {
+        // Notifications last: every error answer is more severe than one.
+        let listener = match crate::watch::program() {
+            Ok(notify) => {
+                programs.push(crate::seccomp::to_raw(&notify));
+                match install_merged(&programs, true) {
+                    Ok(listener) => listener.ok_or_else(|| "no listener".to_owned()),
+                    // Without notifications here: the denials still, alone.
+                    Err(e) => {
+                        programs.pop();
+                        install_merged(&programs, false).unwrap_or_else(|e| fail(&e));
+                        Err(format!("seccomp user notification is not available: {e}"))
+                    }
+                }
+            }
+            Err(e) => {
+                install_merged(&programs, false).unwrap_or_else(|e| fail(&e));
+                Err(e.to_string())
+            }
+        };
+        crate::watch::send_listener(socket.as_raw_fd(), listener);
+    } else if !programs.is_empty() {
+        install_merged(&programs, false).unwrap_or_else(|e| fail(&e));
     }
-    crate::helper::main(helper_args)
+    crate::helper::run(helper)
+}
+
+/// Install `programs` (in installation order) as one filter; with `listener`, ask for
+/// its notification listener and return it.
+fn install_merged(
+    programs: &[Vec<libc::sock_filter>],
+    listener: bool,
+) -> Result<Option<std::os::fd::OwnedFd>, String> {
+    let merged = crate::seccomp::merge(programs).map_err(|e| e.to_string())?;
+    let program = libc::sock_fprog {
+        len: merged.len() as u16,
+        filter: merged.as_ptr() as *mut libc::sock_filter,
+    };
+    let flags = if listener {
+        libc::SECCOMP_FILTER_FLAG_NEW_LISTENER
+    } else {
+        0
+    };
+    // SAFETY: a valid program that outlives the call; no_new_privs is set.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            flags,
+            &program as *const libc::sock_fprog,
+        )
+    };
+    if r < 0 {
+        return Err(format!(
+            "install the seccomp program: {}",
+            nix::errno::Errno::last()
+        ));
+    }
+    // SAFETY: with NEW_LISTENER the kernel returned a new descriptor we now own.
+    Ok(listener.then(|| unsafe {
+        <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(r as i32)
+    }))
 }
 
 /// No new privileges, and no capability in any set (idempotent: the command's process
@@ -289,9 +534,9 @@ fn drop_privileges() -> Result<(), String> {
     Ok(())
 }
 
-/// Install the classic BPF program in descriptor `fd` (an array of `sock_filter`, as
+/// The classic BPF program in descriptor `fd` (an array of `sock_filter`, as
 /// bubblewrap's `--add-seccomp-fd` reads it).
-fn install_seccomp(fd: i32) -> Result<(), String> {
+fn read_program(fd: i32) -> Result<Vec<libc::sock_filter>, String> {
     // SAFETY: the descriptor was handed to this process for this; borrowed only here.
     let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
     let mut bytes = Vec::new();
@@ -313,7 +558,7 @@ fn install_seccomp(fd: i32) -> Result<(), String> {
             bytes.len()
         ));
     }
-    let filters: Vec<libc::sock_filter> = bytes
+    Ok(bytes
         .chunks_exact(size)
         .map(|c| libc::sock_filter {
             code: u16::from_ne_bytes([c[0], c[1]]),
@@ -321,26 +566,5 @@ fn install_seccomp(fd: i32) -> Result<(), String> {
             jf: c[3],
             k: u32::from_ne_bytes([c[4], c[5], c[6], c[7]]),
         })
-        .collect();
-    let program = libc::sock_fprog {
-        len: filters.len() as u16,
-        filter: filters.as_ptr() as *mut libc::sock_filter,
-    };
-    // SAFETY: a valid program that outlives the call; no_new_privs is set.
-    let r = unsafe {
-        libc::prctl(
-            libc::PR_SET_SECCOMP,
-            libc::SECCOMP_MODE_FILTER,
-            &program as *const libc::sock_fprog,
-            0,
-            0,
-        )
-    };
-    if r != 0 {
-        return Err(format!(
-            "install seccomp program {fd}: {}",
-            nix::errno::Errno::last()
-        ));
-    }
-    Ok(())
+        .collect())
 }

@@ -55,6 +55,9 @@ pub struct Spec {
     pub ops: Vec<Op>,
     /// `--chdir P`.
     pub chdir: Option<PathBuf>,
+    /// `--json-status-fd N`: where the command's exit status is reported, as bubblewrap
+    /// reports it (`{ "exit-code": N }`), before the sandbox is torn down.
+    pub status_fd: Option<i32>,
     /// What follows `--`: the program and its arguments.
     pub command: Vec<String>,
 }
@@ -141,6 +144,10 @@ pub fn parse(args: &[String]) -> Result<Spec, String> {
                 spec.chdir = Some(path(&value(i, 1)?[0])?);
                 1
             }
+            "--json-status-fd" => {
+                spec.status_fd = Some(fd(&value(i, 1)?[0])?);
+                1
+            }
             "--bind" | "--ro-bind" => {
                 let v = value(i, 2)?;
                 let (source, dest) = (path(&v[0])?, path(&v[1])?);
@@ -210,9 +217,11 @@ mod tests {
             "{BASE} --unshare-net --cap-drop ALL --ro-bind / / --dev /dev --proc /proc \
              --add-seccomp-fd 3 --add-seccomp-fd 4 --tmpfs /home --bind-fd 5 /home/u/ws \
              --tmpfs /home/u/ws/.warden --remount-ro /home/u/ws/.warden \
-             --ro-bind /dev/null /etc/shadow --chdir /home/u/ws -- /h __sandbox-helper x"
+             --ro-bind /dev/null /etc/shadow --chdir /home/u/ws --json-status-fd 6 \
+             -- /h __sandbox-helper x"
         )))
         .unwrap();
+        assert_eq!(spec.status_fd, Some(6));
         assert!(spec.die_with_parent && spec.new_session && spec.unshare_net);
         assert_eq!(spec.seccomp_fds, vec![3, 4]);
         assert_eq!(
@@ -248,6 +257,7 @@ mod tests {
             ("--cap-drop CAP_NET_RAW", "only ALL"),
             ("--tmpfs relative", "not absolute"),
             ("--bind-fd 2 /x", "3 or more"),
+            ("--json-status-fd 1", "3 or more"),
             ("--bind / /", "writable root"),
             ("--ro-bind / /", "only be mounted once"),
             // A value is taken as given: `--` after `--tmpfs` is its (relative) path.

@@ -19,5 +19,5 @@
 mod sandbox;
 mod shell;
 
-pub use sandbox::{Builder, Bwrap, Launch, TRUSTED_BWRAP_DIRS, find_bwrap};
+pub use sandbox::{Builder, Bwrap, DEFAULT_BORN_IN, Launch, TRUSTED_BWRAP_DIRS, find_bwrap};
 pub use shell::SandboxShell;

@@ -32,6 +32,18 @@ pub fn find_bwrap(dirs: &[PathBuf]) -> Result<PathBuf, Unavailable> {
     }))
 }
 
+/// The namespaces [`Bwrap::born_in`] asks for with Warden's builder and the network off
+/// (the default): what a one-shot `warden exec` has its companion keep a process ready
+/// in (`caps::process::prepare_companion`).
+pub const DEFAULT_BORN_IN: caps::process::NewNamespaces = caps::process::NewNamespaces {
+    user: true,
+    mount: true,
+    pid: true,
+    ipc: true,
+    uts: true,
+    net: true,
+};
+
 /// Who builds a run's namespaces and mounts from the command line [`Bwrap`] writes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Builder {
@@ -200,6 +212,21 @@ impl Bwrap {
         }
     }
 
+    /// The namespaces a run's process may be born in (`caps::process::ProcessSpec::born_in`):
+    /// with Warden's own builder, all the sandbox's — user, mount, pid, ipc, uts, and the
+    /// network unless it is allowed — so that a starter that can make them at birth (the
+    /// companion) starts the sandbox's pid 1 directly, with no launcher; the builder checks
+    /// it got every one its command line asks for. bubblewrap makes its own.
+    pub fn born_in(&self) -> caps::process::NewNamespaces {
+        match self.builder {
+            Builder::Warden => caps::process::NewNamespaces {
+                net: !self.policy.network,
+                ..DEFAULT_BORN_IN
+            },
+            Builder::Bubblewrap(_) => caps::process::NewNamespaces::default(),
+        }
+    }
+
     /// The helper binary.
     pub fn helper_path(&self) -> &Path {
         &self.helper
@@ -221,8 +248,11 @@ impl Bwrap {
     }
 
     /// How to launch `argv` in this sandbox. `report`, if given, is the write end of the
-    /// pipe the helper's write watch reports to; `exec_allowlist`, if given, the only
-    /// programs the command may execute (refused when this kernel cannot enforce it).
+    /// pipe the helper's write watch reports to; `status`, the write end of the pipe the
+    /// command's exit status is reported on (`--json-status-fd`: Warden's builder reports
+    /// it before the sandbox is torn down); `exec_allowlist`, if given, the only programs
+    /// the command may execute (refused when this kernel cannot enforce it).
+    #[allow(clippy::too_many_arguments)]
     pub fn command_line(
         &self,
         profile: Profile,
@@ -230,6 +260,7 @@ impl Bwrap {
         argv: &[String],
         arg0: Option<&str>,
         report: Option<OwnedFd>,
+        status: Option<OwnedFd>,
         exec_allowlist: Option<&caps::ExecAllowlist>,
     ) -> Result<Launch, CapsError> {
         // Checked before anything is prepared: a run that asked for an allowlist never
@@ -353,6 +384,10 @@ impl Bwrap {
             keep.push(fd);
             (2 + keep.len()) as i32
         });
+        if let Some(fd) = status {
+            keep.push(fd);
+            args.extend(["--json-status-fd".to_owned(), (2 + keep.len()).to_string()]);
+        }
         // The helper must be reachable inside; bind it only where the layout hides it.
         let helper = self.helper.to_string_lossy().into_owned();
         if !plan.visible(&self.helper) {

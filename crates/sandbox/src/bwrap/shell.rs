@@ -57,12 +57,17 @@ impl Bwrap {
         } else {
             (None, None)
         };
+        // The command's status, reported by the sandbox's pid 1 before the sandbox is torn
+        // down (see `caps::process::ProcessSpec::exit_report`).
+        let (status_read, status_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+            .map_err(|e| CapsError::from_io("pipe", "exit status", e.into()))?;
         let launch = self.command_line(
             profile,
             &options.cwd,
             argv,
             arg0,
             report_write,
+            Some(status_write),
             options.exec_allowlist.as_ref(),
         )?;
         let (program, prefix) = self.launcher();
@@ -72,6 +77,8 @@ impl Bwrap {
         let spec = ProcessSpec {
             keep_fds: launch.fds,
             containment: self.containment().clone(),
+            born_in: self.born_in(),
+            exit_report: Some(status_read),
             ..ProcessSpec::for_request(
                 program.to_path_buf(),
                 full.into_iter().map(Into::into).collect(),

@@ -131,6 +131,8 @@ pub(super) fn engine_spec(
         // The command runs in the container; the engine client is held by its session.
         containment: caps::process::Containment::session_only(),
         resources: caps::ResourceLimits::default(),
+        born_in: Default::default(),
+        exit_report: None,
     }
 }
 

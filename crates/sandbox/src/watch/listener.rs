@@ -45,7 +45,7 @@ pub(super) fn install(program: &BpfProgram) -> Result<OwnedFd, String> {
 }
 
 /// Hand the listener (or why there is none) to the observer, in the child.
-pub(super) fn send_listener(socket: RawFd, listener: Result<OwnedFd, String>) {
+pub(crate) fn send_listener(socket: RawFd, listener: Result<OwnedFd, String>) {
     use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
     use std::io::IoSlice;
     match listener {

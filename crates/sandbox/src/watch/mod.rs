@@ -2,6 +2,11 @@
 //! command's output text — that a read-only run was refused a write that the writable
 //! profile would allow.
 //!
+//! Under Warden's own builder the sandbox's pid 1 is the observer and the command's
+//! process installs the filter — merged with the sandbox's other seccomp programs — and
+//! executes the command itself ([`observe_as_pid1`]). Under bubblewrap, which is pid 1
+//! there, the helper forks instead, as follows.
+//!
 //! In the watched read-only profile the helper forks. The child installs a seccomp filter
 //! that turns every write-intent file syscall into a user notification (`open`/`openat`/
 //! `creat` with a write access mode, `O_CREAT` or `O_TRUNC`; `openat2`; `mkdir`, `mknod`,
@@ -43,7 +48,8 @@ pub use calls::program;
 pub use observer::refusable;
 pub use report::{MAX_REPORTED, WatchReport, parse_report, read_report};
 
-use listener::{install, receive_listener, send_listener};
+pub(crate) use listener::send_listener;
+use listener::{install, receive_listener};
 use observer::Observer;
 use report::write_all;
 
@@ -54,14 +60,10 @@ pub trait Exec {
     fn exec(&self) -> !;
 }
 
-/// Run `command` watched, report to `report_fd`, and exit with its status. Never returns.
-pub fn run(report_fd: RawFd, writable: &[PathBuf], command: &dyn Exec) -> ! {
-    use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
-    use nix::sys::wait::{WaitStatus, waitpid};
-    use nix::unistd::{ForkResult, fork};
-
-    // The command must not inherit the report, and writing it must never block: the
-    // reader only reads after the run, and a report always fits the pipe.
+/// The report descriptor as the observer needs it: close-on-exec (the command must not
+/// inherit the report), and never blocking (the reader only reads after the run, and a
+/// report always fits the pipe).
+fn prepare_report(report_fd: RawFd) {
     // SAFETY: fcntl on a descriptor number; failure leaves it as it was.
     unsafe {
         libc::fcntl(report_fd, libc::F_SETFD, libc::FD_CLOEXEC);
@@ -70,6 +72,106 @@ pub fn run(report_fd: RawFd, writable: &[PathBuf], command: &dyn Exec) -> ! {
             libc::fcntl(report_fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
         }
     }
+}
+
+/// Say on `report_fd` that this run is not watched, and why.
+pub(crate) fn report_unavailable(report_fd: RawFd, why: String) {
+    prepare_report(report_fd);
+    write_all(report_fd, &report::unavailable(why));
+}
+
+/// The watch as the namespace builder runs it: the sandbox's pid 1 is the observer. Its
+/// child, the command's process, installs the notifications (merged with the sandbox's
+/// other seccomp programs) and sends their listener over `socket` — or why there is none
+/// — then executes the command itself, with no watching process in between. pid 1
+/// answers every notification, reaps every process left to it (it is the pid
+/// namespace's init), and when `command` ends writes the report and returns its status —
+/// 128 + the signal that killed it, as pid 1 reports any command.
+pub(crate) fn observe_as_pid1(
+    report_fd: RawFd,
+    writable: &[PathBuf],
+    socket: OwnedFd,
+    command: nix::unistd::Pid,
+) -> i32 {
+    use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
+    use nix::sys::signalfd::{SfdFlags, SignalFd};
+    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+    prepare_report(report_fd);
+    // A child's end is a signal read from a descriptor, polled with the listener. Blocked
+    // only now, after the fork: the command must not inherit a blocked SIGCHLD.
+    let mut chld = SigSet::empty();
+    chld.add(Signal::SIGCHLD);
+    let signals = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&chld), None)
+        .map_err(|e| e.to_string())
+        .and_then(|()| {
+            SignalFd::with_flags(&chld, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
+                .map_err(|e| e.to_string())
+        });
+    let Ok(signals) = signals else {
+        // Cannot happen on a kernel with user notifications; reap blindly then.
+        crate::helper::fail("cannot watch for the command's end")
+    };
+    let listener = receive_listener(socket.as_raw_fd());
+    drop(socket);
+    let mut observer = Observer::new(writable);
+    let reap = || -> Option<WaitStatus> {
+        loop {
+            match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) | Err(_) => return None,
+                Ok(status) if status.pid() == Some(command) => return Some(status),
+                Ok(_) => continue,
+            }
+        }
+    };
+    let status = loop {
+        if let Some(status) = reap() {
+            break status;
+        }
+        let mut fds = [
+            libc::pollfd {
+                fd: signals.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: listener.as_ref().map_or(-1, |l| l.as_raw_fd()),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: polling two pollfd structs in a live array.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        if n < 0 {
+            continue;
+        }
+        if fds[0].revents & libc::POLLIN != 0 {
+            while let Ok(Some(_)) = signals.read_signal() {}
+        }
+        if let Ok(l) = &listener
+            && fds[1].revents & libc::POLLIN != 0
+        {
+            answer_one(l.as_raw_fd(), &mut observer);
+        }
+    };
+    let report = match &listener {
+        Ok(_) => observer.report(),
+        Err(why) => report::unavailable(why.clone()),
+    };
+    write_all(report_fd, &report);
+    match status {
+        WaitStatus::Exited(_, code) => code,
+        WaitStatus::Signaled(_, signal, _) => 128 + signal as i32,
+        _ => 125,
+    }
+}
+
+/// Run `command` watched, report to `report_fd`, and exit with its status. Never returns.
+pub fn run(report_fd: RawFd, writable: &[PathBuf], command: &dyn Exec) -> ! {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+    use nix::sys::wait::{WaitStatus, waitpid};
+    use nix::unistd::{ForkResult, fork};
+
+    prepare_report(report_fd);
     let program = program().map_err(|e| e.to_string());
     let pair = socketpair(
         AddressFamily::Unix,

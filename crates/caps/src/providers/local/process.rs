@@ -74,6 +74,60 @@ pub struct ProcessSpec {
     pub containment: Containment,
     /// The run's process and memory limits (enforced where the containment can).
     pub resources: ResourceLimits,
+    /// New namespaces the process may be born in. Only this process's companion
+    /// (`caps::process::start_companion`) can start a process that way; otherwise it
+    /// starts in this process's namespaces. So a program given this must work either
+    /// way, and check what it got: the sandbox's builder does — born as pid 1 of a new
+    /// pid namespace, it verifies every namespace it needs is new; started otherwise, it
+    /// makes them itself.
+    pub born_in: NewNamespaces,
+    /// The read end of a pipe on which the process reports its exit status before it
+    /// exits, as bubblewrap's `--json-status-fd` does (a line `{ "exit-code": N }`). The
+    /// run then ends when the report comes — the sandbox's pid 1 sends it before its
+    /// namespaces are torn down — not when the process is gone (it is reaped later). A
+    /// pipe that closes without one changes nothing: the run ends with the process.
+    pub exit_report: Option<OwnedFd>,
+}
+
+/// New namespaces to be born in (see [`ProcessSpec::born_in`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NewNamespaces {
+    /// A user namespace (the others are owned by it), in which the process's uid and gid
+    /// map to themselves, with `setgroups` denied (bubblewrap's default).
+    pub user: bool,
+    /// A mount namespace.
+    pub mount: bool,
+    /// A pid namespace: the process is its pid 1.
+    pub pid: bool,
+    /// An IPC namespace.
+    pub ipc: bool,
+    /// A UTS namespace.
+    pub uts: bool,
+    /// A network namespace.
+    pub net: bool,
+}
+
+impl NewNamespaces {
+    /// The `CLONE_NEW*` flags.
+    pub fn clone_flags(self) -> u64 {
+        use nix::libc;
+        [
+            (self.user, libc::CLONE_NEWUSER),
+            (self.mount, libc::CLONE_NEWNS),
+            (self.pid, libc::CLONE_NEWPID),
+            (self.ipc, libc::CLONE_NEWIPC),
+            (self.uts, libc::CLONE_NEWUTS),
+            (self.net, libc::CLONE_NEWNET),
+        ]
+        .into_iter()
+        .filter(|(on, _)| *on)
+        .fold(0, |flags, (_, flag)| flags | flag as u64)
+    }
+
+    /// Whether none is asked for.
+    pub fn is_empty(self) -> bool {
+        self.clone_flags() == 0
+    }
 }
 
 impl ProcessSpec {
@@ -101,6 +155,8 @@ impl ProcessSpec {
             display_name: display_name.to_owned(),
             containment: Containment::session_only(),
             resources: options.resources,
+            born_in: NewNamespaces::default(),
+            exit_report: None,
         }
     }
 }
@@ -137,6 +193,8 @@ pub async fn supervise_live(
         display_name,
         containment,
         resources,
+        born_in,
+        exit_report,
     } = spec;
     if argv.is_empty() {
         return Err(CapsError::invalid("argv must not be empty"));
@@ -163,6 +221,7 @@ pub async fn supervise_live(
         },
         stdin: stdin_kind,
         keep: keep_fds,
+        born_in,
     };
     let child = unit
         .spawn(request)
@@ -176,7 +235,7 @@ pub async fn supervise_live(
     let mut reader =
         tokio::task::spawn_blocking(move || read_output(stdout, stderr, wake_r, limits, live));
     let writer = write_stdin(child.stdin, stdin_bytes);
-    let exited = wait_for_exit(child.pid);
+    let exited = wait_for_end(child.pid, exit_report);
     tokio::pin!(writer);
     tokio::pin!(exited);
     let deadline = tokio::time::sleep(timeout);
@@ -185,7 +244,7 @@ pub async fn supervise_live(
     let mut timed_out = false;
     let mut kill_at: Option<tokio::time::Instant> = None;
 
-    loop {
+    let reported = loop {
         let escalate = async {
             match kill_at {
                 Some(at) => tokio::time::sleep_until(at).await,
@@ -195,8 +254,7 @@ pub async fn supervise_live(
         tokio::select! {
             _ = &mut writer, if !writer_done => writer_done = true,
             result = &mut exited => {
-                result.map_err(|e| CapsError::from_io("wait", &display_name, e))?;
-                break;
+                break result.map_err(|e| CapsError::from_io("wait", &display_name, e))?;
             }
             _ = &mut deadline, if !timed_out => {
                 timed_out = true;
@@ -208,18 +266,23 @@ pub async fn supervise_live(
                 kill_at = None;
             }
         }
-    }
+    };
 
-    // The leader has exited but is not reaped: its group id cannot be recycled yet, so
-    // killing the group now reaches only what the run left behind — and the unit reaches
-    // whatever left the group.
     guard.kill_all();
     if timed_out {
         guard.sweep_session();
     }
-    let status = guard
-        .reap()
-        .map_err(|e| CapsError::from_io("wait", &display_name, e))?;
+    let status = match reported {
+        // The leader said how its command ended and is on its way out: it is reaped in
+        // the background, not waited for.
+        Some(code) => {
+            guard.reap_in_background();
+            ExitStatus::Code(code)
+        }
+        None => guard
+            .reap()
+            .map_err(|e| CapsError::from_io("wait", &display_name, e))?,
+    };
     let collector = match tokio::time::timeout(DRAIN_AFTER_EXIT, &mut reader).await {
         Ok(joined) => joined,
         Err(_) => {
@@ -343,6 +406,64 @@ async fn write_stdin(stdin: Option<OwnedFd>, bytes: Option<Vec<u8>>) {
     let _ = sender.write_all(&bytes).await;
 }
 
+/// Resolves when process `pid` has exited — or, with an exit report (see
+/// [`ProcessSpec::exit_report`]), when it reported its status, whichever comes first:
+/// `Some(code)` when the report decided.
+async fn wait_for_end(pid: libc::pid_t, report: Option<OwnedFd>) -> std::io::Result<Option<i32>> {
+    let exited = wait_for_exit(pid);
+    tokio::pin!(exited);
+    if let Some(report) = report {
+        let reported = reported_exit(report);
+        tokio::pin!(reported);
+        tokio::select! {
+            result = &mut exited => return result.map(|()| None),
+            code = &mut reported => {
+                if let Some(code) = code {
+                    return Ok(Some(code));
+                }
+            }
+        }
+    }
+    exited.await.map(|()| None)
+}
+
+/// The exit code reported on `fd` (`{ "exit-code": N }`, after any other lines), or
+/// `None` if the pipe closes without one (or cannot be read).
+async fn reported_exit(fd: OwnedFd) -> Option<i32> {
+    let mut pipe = tokio::net::unix::pipe::Receiver::from_owned_fd(fd).ok()?;
+    let mut text = Vec::new();
+    let mut buf = [0u8; 512];
+    loop {
+        use tokio::io::AsyncReadExt as _;
+        let n = pipe.read(&mut buf).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        text.extend_from_slice(&buf[..n]);
+        if let Some(code) = exit_code_in(&text) {
+            return Some(code);
+        }
+        if text.len() > 64 * 1024 {
+            return None;
+        }
+    }
+}
+
+/// The exit code of the first complete `{ "exit-code": N }` line in `text`.
+fn exit_code_in(text: &[u8]) -> Option<i32> {
+    let text = std::str::from_utf8(text).ok()?;
+    let complete = &text[..text.rfind('\n')? + 1];
+    complete.lines().find_map(|line| {
+        let rest = line.split_once("\"exit-code\"")?.1.trim_start();
+        let value = rest.strip_prefix(':')?.trim_start();
+        let digits: String = value
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '-')
+            .collect();
+        digits.parse().ok()
+    })
+}
+
 /// Resolves when process `pid` has exited, without reaping it.
 async fn wait_for_exit(pid: libc::pid_t) -> std::io::Result<()> {
     let pid =
@@ -386,6 +507,9 @@ struct TreeGuard {
     leader: Pid,
     unit: Option<Unit>,
     reaped: bool,
+    /// The leader reported its end and is still exiting: reaped after the unit is
+    /// finished, on that thread, without the run waiting for it.
+    reap_later: bool,
     reader_wake: Option<OwnedFd>,
 }
 
@@ -395,6 +519,7 @@ impl TreeGuard {
             leader,
             unit: Some(unit),
             reaped: false,
+            reap_later: false,
             reader_wake: None,
         }
     }
@@ -449,14 +574,30 @@ impl TreeGuard {
         }
     }
 
+    /// The leader reported its end and is exiting: reap it on a thread of its own (so
+    /// that no zombie is left) instead of waiting for it here.
+    fn reap_in_background(&mut self) {
+        self.reaped = true;
+        self.reap_later = true;
+    }
+
     /// Wait for the unit to be empty and remove it (off the async threads); what the
-    /// kernel enforced, if anything.
+    /// kernel enforced, if anything. A leader left to reap is reaped after that, on the
+    /// same thread, once the answer has gone back.
     async fn finish_unit(&mut self) -> Option<String> {
-        let mut unit = self.unit.take()?;
-        tokio::task::spawn_blocking(move || unit.finish(Removal::Background))
-            .await
-            .ok()
-            .flatten()
+        let mut unit = self.unit.take();
+        let reap = std::mem::take(&mut self.reap_later).then_some(self.leader);
+        if unit.is_none() && reap.is_none() {
+            return None;
+        }
+        let (answer, note) = tokio::sync::oneshot::channel();
+        tokio::task::spawn_blocking(move || {
+            let _ = answer.send(unit.as_mut().and_then(|u| u.finish(Removal::Background)));
+            if let Some(leader) = reap {
+                while let Err(nix::errno::Errno::EINTR) = waitpid(leader, None) {}
+            }
+        });
+        note.await.ok().flatten()
     }
 
     /// Tell the output reader to stop waiting for end-of-file.
@@ -470,6 +611,13 @@ impl TreeGuard {
 impl Drop for TreeGuard {
     fn drop(&mut self) {
         self.wake_reader();
+        if self.reap_later {
+            // It reported its end, but the run stopped before it was finished.
+            let leader = self.leader;
+            std::thread::spawn(
+                move || while let Err(nix::errno::Errno::EINTR) = waitpid(leader, None) {},
+            );
+        }
         if self.reaped {
             return;
         }
@@ -542,6 +690,20 @@ fn stat_session(stat: &str) -> Option<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_exit_report_is_read_from_complete_lines_only() {
+        assert_eq!(exit_code_in(b"{ \"exit-code\": 3 }\n"), Some(3));
+        // bubblewrap's first line, then the status.
+        let both =
+            b"{ \"child-pid\": 12, \"pid-namespace\": 4026531836 }\n{ \"exit-code\": 141 }\n";
+        assert_eq!(exit_code_in(both), Some(141));
+        assert_eq!(exit_code_in(b"{ \"child-pid\": 12 }\n"), None);
+        // Not yet a whole line: wait for the rest.
+        assert_eq!(exit_code_in(b"{ \"exit-code\": 1"), None);
+        assert_eq!(exit_code_in(b"{ \"exit-code\": x }\n"), None);
+        assert_eq!(exit_code_in(b"\xff\n"), None);
+    }
 
     #[test]
     fn stat_session_handles_hostile_command_names() {

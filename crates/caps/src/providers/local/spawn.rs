@@ -27,6 +27,9 @@ pub(crate) enum StdinKind {
     Null,
     /// A pipe whose write end is returned to the caller.
     Piped,
+    /// One end of a Unix stream socket pair; the other end is returned to the caller
+    /// (the companion's line to this process).
+    SocketPair,
 }
 
 /// Where the child starts.
@@ -53,6 +56,9 @@ pub(crate) struct SpawnRequest {
     pub cwd: OwnedCwd,
     pub stdin: StdinKind,
     pub keep: Vec<OwnedFd>,
+    /// New namespaces the child may be born in (only the companion does that; see
+    /// `ProcessSpec::born_in`).
+    pub born_in: crate::providers::local::process::NewNamespaces,
 }
 
 impl SpawnRequest {
@@ -280,6 +286,17 @@ fn spawn(
     let (err_r, err_w) = pipe()?;
     let stdin_pipe = match stdin {
         StdinKind::Piped => Some(pipe()?),
+        StdinKind::SocketPair => {
+            use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+            let (ours, theirs) = socketpair(
+                AddressFamily::Unix,
+                SockType::Stream,
+                None,
+                SockFlag::SOCK_CLOEXEC,
+            )
+            .map_err(io::Error::from)?;
+            Some((theirs, ours))
+        }
         StdinKind::Null => None,
     };
     // Kept descriptors go to 3.. in the child; move our copies above that range first so

@@ -50,7 +50,7 @@ const EMPTY_WAIT: Duration = Duration::from_secs(2);
 const KILL_WAIT: Duration = Duration::from_millis(500);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Flavor {
+pub(crate) enum Flavor {
     /// cgroup v2: `cgroup.procs` moves whole processes; `cgroup.kill` ends a run.
     V2,
     /// A v1 hierarchy: `tasks` moves one thread.
@@ -91,15 +91,24 @@ enum Watchdog {
     Running {
         _pipe: std::os::fd::OwnedFd,
     },
+    /// This process's companion (`companion/`) watches, told the parents.
+    Companion,
     /// It could not be started (said once, at debug level); runs still start.
     Unavailable,
 }
 
-/// Start this process's watchdog with `helper` unless it runs (or could not start).
-/// Called before a run's cgroups are made, by a thread outside every run's cgroup.
+/// Make sure this process has a watchdog unless it could not get one: its companion,
+/// told the parents, where it has one; else one started with `helper`. Called before a
+/// run's cgroups are made, by a thread outside every run's cgroup.
 fn ensure_watchdog(helper: Option<&Path>, list: &[Hierarchy]) {
     let mut watchdog = lock(&WATCHDOG);
     if !matches!(*watchdog, Watchdog::NotStarted) {
+        return;
+    }
+    let parents: Vec<(Flavor, PathBuf)> =
+        list.iter().map(|h| (h.flavor, h.parent.clone())).collect();
+    if super::companion::get().is_some_and(|c| c.watch(&parents)) {
+        *watchdog = Watchdog::Companion;
         return;
     }
     let Some(helper) = helper else {
@@ -107,8 +116,6 @@ fn ensure_watchdog(helper: Option<&Path>, list: &[Hierarchy]) {
         tracing::debug!("no helper binary: runs are not ended if this process is killed");
         return;
     };
-    let parents: Vec<(Flavor, PathBuf)> =
-        list.iter().map(|h| (h.flavor, h.parent.clone())).collect();
     // Not while this process sits in a run's v2 cgroup for a spawn: the watchdog would
     // be born there, and end with that run.
     let _serial = SPAWN_LOCK.lock().unwrap_or_else(|p| p.into_inner());
@@ -150,6 +157,7 @@ pub(super) fn end_every_run(parents: &[(Flavor, PathBuf)]) {
             oom_limit: None,
             spawner: None,
             keeper: None,
+            helper: None,
         };
         group.kill();
         group.finish(Removal::Wait);
@@ -591,6 +599,7 @@ impl Hierarchies {
             oom_limit: limits.max_memory,
             spawner,
             keeper: None,
+            helper: self.helper.clone(),
         };
         // The limits are written now, before the child exists (a write, not a
         // migration: cheap).
@@ -610,6 +619,12 @@ impl Hierarchies {
     /// Prepare a spare run group in the background (where runs use v1 hierarchies);
     /// with `keep`, prepare a new one each time one is used.
     pub(crate) fn prepare(&self, keep: bool) {
+        if super::companion::get().is_some() {
+            // The companion starts the helper's runs inside their cgroups itself, and is
+            // the watchdog (told the parents with the first run): no thread needs to
+            // wait in a spare, and nothing here waits for the companion's start.
+            return;
+        }
         if !self.list.iter().any(|h| h.flavor != Flavor::V2) {
             // Pure v2: only whole processes move, so no thread can wait inside.
             return;
@@ -748,6 +763,8 @@ pub(crate) struct RunGroup {
     spawner: Option<Parked>,
     /// That thread, kept until the run ends.
     keeper: Option<Keeper>,
+    /// The helper binary, whose subcommands this process's companion starts in-process.
+    helper: Option<Arc<Path>>,
 }
 
 /// Move this thread (v1) or process (v2) into `to` — the run's cgroup or back home.
@@ -879,6 +896,11 @@ impl RunGroup {
     /// instant of the spawn — migrations (a whole process's, into v2, waits for an RCU
     /// grace period).
     pub(crate) fn spawn_inside(&mut self, request: SpawnRequest) -> io::Result<SpawnedChild> {
+        if self.spawner.is_none()
+            && let Some(started) = self.start_through_companion(&request)
+        {
+            return started;
+        }
         let open_v2 = || {
             self.dirs
                 .iter()
@@ -913,6 +935,81 @@ impl RunGroup {
                 self.with_joined(true, || request.spawn(None))
             }
             other => other,
+        }
+    }
+
+    /// Start `request` through this process's companion, if it has one and the request
+    /// runs the helper binary (whose subcommands the companion runs without executing
+    /// it): born in the v2 cgroup, joining the v1 cgroups before anything else. `None`:
+    /// the caller starts it itself — no companion, another program, or a kernel that
+    /// cannot clone into a cgroup (before Linux 5.7).
+    fn start_through_companion(
+        &mut self,
+        request: &SpawnRequest,
+    ) -> Option<io::Result<SpawnedChild>> {
+        let companion = super::companion::get()?;
+        if self.helper.as_deref() != Some(request.program.as_path()) {
+            return None;
+        }
+        let open = |m: &Member, flags: rustix::fs::OFlags| {
+            rustix::fs::open(
+                &m.dir,
+                flags | rustix::fs::OFlags::CLOEXEC,
+                rustix::fs::Mode::empty(),
+            )
+            .inspect_err(|e| tracing::debug!("cannot open {}: {e}", m.dir.display()))
+            .ok()
+        };
+        let v2 = match self.dirs.iter().find(|m| m.flavor == Flavor::V2) {
+            Some(m) => Some(open(
+                m,
+                rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY,
+            )?),
+            None => None,
+        };
+        let v1 = self
+            .dirs
+            .iter()
+            .filter(|m| m.flavor != Flavor::V2)
+            .map(|m| {
+                let tasks = Member {
+                    dir: m.dir.join("tasks"),
+                    ..m.clone()
+                };
+                open(&tasks, rustix::fs::OFlags::WRONLY)
+            })
+            .collect::<Option<Vec<_>>>()?;
+        use std::os::fd::AsFd as _;
+        // A process made before the run (the companion's spare) is outside its v2
+        // cgroup; where a v1 pids cgroup holds the run too, that is allowed.
+        let v2_optional = self.dirs.iter().any(|m| m.flavor == Flavor::V1Pids);
+        let started = companion.spawn(request, v2.as_ref().map(|d| d.as_fd()), v2_optional, &v1)?;
+        let started = started.map(|s| {
+            if s.outside_v2 {
+                // The run is listed and ended through its v1 pids cgroup then; the empty
+                // v2 one goes.
+                self.dirs.retain(|m| {
+                    let keep = m.flavor != Flavor::V2;
+                    if !keep {
+                        let _ = fs::remove_dir(&m.dir);
+                    }
+                    keep
+                });
+            }
+            s.child
+        });
+        match started {
+            // An older kernel refuses CLONE_INTO_CGROUP (or clone3): the old way.
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(nix::libc::EINVAL | nix::libc::ENOSYS | nix::libc::E2BIG)
+                ) =>
+            {
+                tracing::debug!("the companion cannot clone into a cgroup ({e})");
+                None
+            }
+            other => Some(other),
         }
     }
 
@@ -1048,8 +1145,11 @@ impl RunGroup {
         }
         // The watchdog removes whatever is left when this process ends, so removal need
         // not hold up the caller; without one, it must.
-        let background =
-            removal == Removal::Background && matches!(*lock(&WATCHDOG), Watchdog::Running { .. });
+        let background = removal == Removal::Background
+            && matches!(
+                *lock(&WATCHDOG),
+                Watchdog::Running { .. } | Watchdog::Companion
+            );
         if background {
             let spawned = std::thread::Builder::new()
                 .name("warden-cgroup-rm".into())
@@ -1141,6 +1241,7 @@ impl Drop for RunGroup {
             oom_limit: None,
             spawner: None,
             keeper: self.keeper.take(),
+            helper: None,
         };
         self.finished = true;
         // Waiting for the kernel to empty the cgroups must not block an async runtime.

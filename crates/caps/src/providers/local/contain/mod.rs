@@ -25,6 +25,7 @@
 //!   sandbox, whose pid namespace ends every descendant with it.
 
 mod cgroup;
+pub mod companion;
 mod reaper;
 mod spare;
 mod watchdog;

@@ -44,6 +44,7 @@ pub(crate) fn start(
         cwd: OwnedCwd::Path(PathBuf::from("/")),
         stdin: StdinKind::Piped,
         keep: Vec::new(),
+        born_in: Default::default(),
     };
     let child = request.spawn(None)?;
     // Its stdout and stderr pipes are closed here: it has nothing to say (a write would

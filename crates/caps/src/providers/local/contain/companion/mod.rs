@@ -1,0 +1,284 @@
+//! The companion: a small process started with this one — the helper binary, before
+//! this process has a second thread — which starts the helper's subcommands for it,
+//! above all the sandbox's namespace builder, without executing a binary again, and
+//! which is its cgroup watchdog.
+//!
+//! Why: a sandboxed run used to execute the helper binary from scratch (the dynamic
+//! loader, libc's start-up — on a virtual machine that traps every `CPUID`, most of a
+//! millisecond — then the helper's own), and a one-shot `warden exec` started a second
+//! one as its watchdog. The companion is that watchdog, started earlier: its start-up
+//! overlaps Warden's, and each run is then a fork of an already running, single-threaded
+//! process. (Warden cannot fork for each run itself: by then it has threads, and the
+//! child of a multi-threaded process may not run ordinary code before it executes.
+//! A fork of Warden made at its start would do, but would give every process of the
+//! sandbox Warden's far larger address space to copy and tear down.)
+//!
+//! How a run starts through it (`RunGroup::spawn_inside` decides which runs: those whose
+//! program is the helper binary, whose subcommands the companion runs in-process):
+//!
+//! 1. Warden makes the run's cgroups and the output pipes, and sends the request with
+//!    every descriptor it involves (`wire.rs`) over the socket pair made when the
+//!    companion was started. One request at a time.
+//! 2. The companion clones with `CLONE_PARENT` — the child is **Warden's** child, so
+//!    Warden waits for it, reaps it and kills its group exactly as if it had spawned it —
+//!    and `CLONE_INTO_CGROUP` for the run's v2 cgroup, and replies with the pid. A
+//!    request may also ask for new namespaces at birth (the sandbox's builder does: its
+//!    child is then the sandbox's pid 1, with nothing in between).
+//! 3. The child, before anything else, moves into the run's v1 cgroups (writing `0`:
+//!    itself, through `tasks` files Warden opened), so it and everything it starts are
+//!    members before any code of the run runs; then it sets up what `posix_spawn` would
+//!    (new session, default signals, empty mask, standard descriptors, the kept
+//!    descriptors at 3.., nothing else open, working directory, exactly the request's
+//!    environment) and runs the subcommand. A failure there exits 125 with `warden: …` on
+//!    the run's stderr.
+//!
+//! The watchdog part is the helper-binary watchdog's (`watchdog.rs`): once told the
+//! `warden.<pid>` parents, it ends every run left under them and removes them when its
+//! socket reaches end of file — when this process has gone, however it went. It lives in
+//! a session of its own, with `/dev/null` for output, outside every run's cgroup. Its
+//! children's parent is the thread that started it (`CLONE_PARENT`), and a child's
+//! parent-death signal follows that thread: it must live as long as the process — the
+//! composition root starts the companion from the main thread, before `main`.
+
+mod child;
+mod serve;
+mod wire;
+
+pub use serve::run_companion;
+
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+
+use nix::libc;
+
+use super::cgroup::Flavor;
+use crate::providers::local::spawn::{OwnedCwd, SpawnRequest, SpawnedChild, StdinKind};
+
+/// Runs one of the helper binary's subcommands (`args[0]` names it) in the calling
+/// process; never returns. The composition root passes the dispatcher both of its
+/// helper binaries use.
+pub type Dispatch = fn(&[OsString]) -> !;
+
+/// This process's companion, if it started one.
+static COMPANION: OnceLock<Companion> = OnceLock::new();
+
+/// Warden's side of its companion.
+#[derive(Debug)]
+pub(crate) struct Companion {
+    /// The socket, held by one request at a time (and `None` once the companion has
+    /// failed: runs then start the way they would without one).
+    socket: Mutex<Option<OwnedFd>>,
+    pid: i32,
+}
+
+/// The helper binary's subcommand that runs [`run_companion`].
+pub const COMPANION_SUBCOMMAND: &str = "__warden-companion";
+
+/// Start this process's companion: `helper` (a binary that dispatches
+/// [`COMPANION_SUBCOMMAND`] to [`run_companion`]) in a session of its own. Call it from
+/// the thread that lives as long as the process — the companion's children are that
+/// thread's, and their parent-death signals follow it (see the module header) — and
+/// early, before any run: its start-up then overlaps the caller's. A second call does
+/// nothing. Without a companion, runs start the helper binary.
+pub fn start_companion(helper: &std::path::Path) -> io::Result<()> {
+    if COMPANION.get().is_some() {
+        return Ok(());
+    }
+    let request = SpawnRequest {
+        program: helper.to_path_buf(),
+        // Named after its Warden (`warden.<pid>`, as that Warden's cgroups are), so that
+        // `ps` says whose it is.
+        argv: vec![
+            helper.as_os_str().to_owned(),
+            COMPANION_SUBCOMMAND.into(),
+            format!("warden.{}", std::process::id()).into(),
+        ],
+        env: Vec::new(),
+        cwd: OwnedCwd::Path(PathBuf::from("/")),
+        stdin: StdinKind::SocketPair,
+        keep: Vec::new(),
+        born_in: Default::default(),
+    };
+    let child = request.spawn(None)?;
+    // Its stdout and stderr pipes are closed here: it has nothing to say.
+    let socket = child
+        .stdin
+        .ok_or_else(|| io::Error::other("the companion was started without its socket"))?;
+    let _ = COMPANION.set(Companion {
+        socket: Mutex::new(Some(socket)),
+        pid: child.pid,
+    });
+    Ok(())
+}
+
+/// This process's companion, if it has one.
+pub(crate) fn get() -> Option<&'static Companion> {
+    COMPANION.get()
+}
+
+impl Companion {
+    /// Tell the companion which `warden.<pid>` parents to clear once this process is
+    /// gone. Whether it could be told.
+    pub(crate) fn watch(&self, parents: &[(Flavor, PathBuf)]) -> bool {
+        let message = wire::Message::Watch(
+            parents
+                .iter()
+                .map(|(f, p)| (f.name().to_owned(), p.clone()))
+                .collect(),
+        );
+        self.with_socket(|socket| wire::send(socket, &message, &[]))
+            .is_some_and(|r| r.is_ok())
+    }
+
+    /// Start `request` (a helper subcommand) in the run's cgroups: born in the v2 cgroup
+    /// `v2`, joining the v1 cgroups first thing through their `tasks` files `v1` (opened
+    /// here: the kernel checks a v1 move against the credentials of whoever opened the
+    /// file, which stay this process's even in a child born in a new user namespace). `None`: the companion
+    /// cannot serve it (gone, or the request carries too many descriptors) and the
+    /// caller starts it itself.
+    pub(crate) fn spawn(
+        &self,
+        request: &SpawnRequest,
+        v2: Option<BorrowedFd<'_>>,
+        v2_optional: bool,
+        v1: &[OwnedFd],
+    ) -> Option<io::Result<Started>> {
+        let nul = |s: &std::ffi::OsStr| s.as_bytes().contains(&0);
+        if request.argv.iter().any(|a| nul(a))
+            || request
+                .env
+                .iter()
+                .any(|(k, v)| nul(k) || nul(v) || k.as_bytes().contains(&b'='))
+        {
+            return Some(Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "an argument or environment entry contains a NUL byte",
+            )));
+        }
+        let (out_r, out_w) = pipe().ok()?;
+        let (err_r, err_w) = pipe().ok()?;
+        let stdin = match request.stdin {
+            StdinKind::Piped => Some(pipe().ok()?),
+            StdinKind::Null => None,
+            StdinKind::SocketPair => return None,
+        };
+        let mut fds: Vec<RawFd> = vec![out_w.as_raw_fd(), err_w.as_raw_fd()];
+        if let Some((r, _)) = &stdin {
+            fds.push(r.as_raw_fd());
+        }
+        let cwd = match &request.cwd {
+            OwnedCwd::Path(p) => wire::Cwd::Path(p.clone()),
+            OwnedCwd::Fd(fd) => {
+                fds.push(fd.as_raw_fd());
+                wire::Cwd::Fd
+            }
+        };
+        if let Some(v2) = v2 {
+            fds.push(v2.as_raw_fd());
+        }
+        fds.extend(v1.iter().map(AsRawFd::as_raw_fd));
+        fds.extend(request.keep.iter().map(AsRawFd::as_raw_fd));
+        if fds.len() > wire::MAX_FDS {
+            return None;
+        }
+        let message = wire::Message::Spawn(wire::Spawn {
+            argv: request.argv.clone(),
+            env: request.env.clone(),
+            cwd,
+            stdin_piped: stdin.is_some(),
+            v2: v2.is_some(),
+            v1: v1.len() as u32,
+            keep: request.keep.len() as u32,
+            namespaces: request.born_in.clone_flags(),
+            v2_optional,
+        });
+        let reply = self.with_socket(|socket| {
+            wire::send(socket, &message, &fds)?;
+            wire::receive_reply(socket)
+        })?;
+        let (pid, flags) = match reply {
+            Ok(started) => started,
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return None,
+            Err(e) => return Some(Err(e)),
+        };
+        // The child has its own copies; ours of its ends go now, as posix_spawn's would.
+        drop((out_w, err_w));
+        Some(Ok(Started {
+            child: SpawnedChild {
+                pid,
+                stdin: stdin.map(|(_, w)| w),
+                stdout: out_r,
+                stderr: err_r,
+            },
+            outside_v2: flags & wire::REPLY_OUTSIDE_V2 != 0,
+        }))
+    }
+
+    /// Keep a process ready in `namespaces` for the next request that asks for exactly
+    /// them (see `serve.rs`). Whether the companion could be asked.
+    pub fn prepare(&self, namespaces: crate::providers::local::process::NewNamespaces) -> bool {
+        let message = wire::Message::Prepare {
+            namespaces: namespaces.clone_flags(),
+        };
+        self.with_socket(|socket| wire::send(socket, &message, &[]))
+            .is_some_and(|r| r.is_ok())
+    }
+
+    /// Run `f` on the socket; `None` if the companion is gone (it is then forgotten, and
+    /// an error that says it went is logged once).
+    fn with_socket<T>(
+        &self,
+        f: impl FnOnce(BorrowedFd<'_>) -> io::Result<T>,
+    ) -> Option<io::Result<T>> {
+        let mut guard = self.socket.lock().unwrap_or_else(|p| p.into_inner());
+        let socket = guard.as_ref()?;
+        let result = f(socket.as_fd());
+        if let Err(e) = &result
+            && is_gone(e)
+        {
+            tracing::warn!(
+                "the companion process ({}) is gone ({e}); runs start without it",
+                self.pid
+            );
+            *guard = None;
+            return None;
+        }
+        Some(result)
+    }
+}
+
+/// A process the companion started.
+#[derive(Debug)]
+pub(crate) struct Started {
+    pub child: SpawnedChild,
+    /// It is not in the request's v2 cgroup (a spare made before the run served it).
+    pub outside_v2: bool,
+}
+
+/// Ask this process's companion, if it has one, to keep a process ready in
+/// `namespaces` for the next run that asks for exactly them (a sandboxed run with
+/// Warden's builder: `sandbox`'s `Bwrap::born_in`). A one-shot caller asks right after
+/// starting the companion, so that the namespaces are made while it decides.
+pub fn prepare_companion(namespaces: crate::providers::local::process::NewNamespaces) {
+    if let Some(companion) = get() {
+        companion.prepare(namespaces);
+    }
+}
+
+/// Whether `e` says the other end of the socket has gone.
+fn is_gone(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::BrokenPipe
+        || matches!(
+            e.raw_os_error(),
+            Some(libc::EPIPE | libc::ECONNRESET | libc::ENOTCONN)
+        )
+}
+
+/// A close-on-exec pipe: (read end, write end).
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)
+}

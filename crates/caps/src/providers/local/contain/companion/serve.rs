@@ -1,0 +1,204 @@
+//! The companion's side: its loop, the clone that starts each process — or the pid 1
+//! kept ready for the next sandboxed run — and its watchdog duty at the end.
+//!
+//! The spare: a sandboxed run's first process is born in new namespaces, and making them
+//! (the network namespace above all) is most of a millisecond of the kernel's time. Asked
+//! to (`Prepare`), the companion makes that process ahead of time — while Warden is
+//! still deciding — and keeps it waiting on a socket of its own. A request that asks for
+//! exactly those namespaces is handed to it, with its descriptors; the spare then joins
+//! the run's v1 cgroups and carries on as any child of the companion would. It was born
+//! before the run's cgroups existed, so it is outside the v2 one: it is used only when
+//! the request allows that (the run is also held by a v1 `pids` cgroup, which then ends
+//! it), and the reply says so. One spare at a time, never refilled unasked; it dies
+//! with Warden, and with the companion.
+
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+
+use nix::libc;
+
+use super::child::Child;
+use super::{Dispatch, wire};
+use crate::providers::local::contain::cgroup::{self, Flavor};
+
+/// The companion's `main` (see the module header): `dispatch` runs a helper subcommand.
+/// Its socket to Warden is standard input. Never returns.
+pub fn run_companion(dispatch: Dispatch) -> ! {
+    // SAFETY: descriptor 0 is the socket the companion was started with (see
+    // `start_companion`); nothing else owns it.
+    let socket = unsafe { OwnedFd::from_raw_fd(0) };
+    quiet_output();
+    let mut parents: Vec<(Flavor, PathBuf)> = Vec::new();
+    let mut spare: Option<Spare> = None;
+    loop {
+        match wire::receive(socket.as_fd()) {
+            Ok(Some((wire::Message::Watch(list), _))) => {
+                parents = list
+                    .into_iter()
+                    .filter_map(|(f, p)| Some((Flavor::from_name(&f)?, p)))
+                    .collect();
+            }
+            Ok(Some((wire::Message::Prepare { namespaces }, _))) => {
+                if spare.is_none() {
+                    spare = Spare::start(namespaces, dispatch);
+                }
+            }
+            Ok(Some((wire::Message::Spawn(spawn), fds))) => {
+                let handed = spare
+                    .take_if(|s| s.fits(&spawn))
+                    .and_then(|s| s.hand(&spawn, &fds));
+                let started = match handed {
+                    Some(started) => Ok(started),
+                    None => start(&spawn, fds, dispatch).map(|pid| (pid, 0)),
+                };
+                if wire::send_reply(socket.as_fd(), started).is_err() {
+                    break;
+                }
+            }
+            // A message that does not parse cannot be answered in step: stop serving.
+            Ok(None) | Err(_) => break,
+        }
+    }
+    // An unused spare sees its socket close, and ends.
+    drop(spare);
+    cgroup::end_every_run(&parents);
+    std::process::exit(0)
+}
+
+/// Standard output and error on `/dev/null` (they were pipes nobody reads: a stray write
+/// would kill the companion), and SIGPIPE ignored in the companion itself (its children
+/// get every signal back at its default).
+fn quiet_output() {
+    // SAFETY: open of a constant path, dup2 onto 1 and 2, and ignoring one signal; the
+    // descriptors replaced are the companion's own, unused.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if null >= 0 {
+            libc::dup2(null, 1);
+            libc::dup2(null, 2);
+            libc::close(null);
+        }
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+}
+
+/// `struct clone_args` (`linux/sched.h`), as far as `cgroup` (the size `clone3` is told).
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+/// `CLONE_INTO_CGROUP` (Linux 5.7; not in every `libc` version).
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+/// Clone this process as Warden's child (`CLONE_PARENT`) in new `namespaces`, born in
+/// the v2 cgroup `cgroup` if given: `Ok(0)` in the child, its pid in the companion.
+fn clone_for_warden(namespaces: u64, cgroup: Option<RawFd>) -> Result<i32, i32> {
+    let mut args = CloneArgs {
+        flags: libc::CLONE_PARENT as u64 | (namespaces & wire::NAMESPACE_FLAGS),
+        ..CloneArgs::default()
+    };
+    if let Some(fd) = cgroup {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = fd as u64;
+    }
+    // SAFETY: clone3 with a correctly sized, initialised clone_args and no shared memory
+    // (no CLONE_VM): the child is a copy of this single-threaded process, like a fork's.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            &args as *const CloneArgs,
+            std::mem::size_of::<CloneArgs>(),
+        )
+    };
+    if pid < 0 {
+        Err(nix::errno::Errno::last_raw())
+    } else {
+        Ok(pid as i32)
+    }
+}
+
+/// The caller's ids, read in the companion: a child born in a new user namespace sees
+/// itself as nobody until they are mapped.
+fn ids() -> (u32, u32) {
+    (
+        nix::unistd::getuid().as_raw(),
+        nix::unistd::getgid().as_raw(),
+    )
+}
+
+/// Start `spawn` with `fds` (see [`wire::Spawn`] for their order): the child's pid, or
+/// the error number of the clone.
+fn start(spawn: &wire::Spawn, fds: Vec<OwnedFd>, dispatch: Dispatch) -> Result<i32, i32> {
+    let (child, v2) = Child::take(spawn, fds, ids())?;
+    let pid = clone_for_warden(spawn.namespaces, v2.as_ref().map(AsRawFd::as_raw_fd))?;
+    if pid == 0 {
+        child.run(spawn, dispatch, false);
+    }
+    Ok(pid)
+}
+
+/// The pid 1 kept ready (see the module header).
+struct Spare {
+    pid: i32,
+    /// The companion's end of the spare's socket.
+    socket: OwnedFd,
+    namespaces: u64,
+}
+
+impl Spare {
+    /// Make one in `namespaces`; `None` if it cannot be made (runs then clone as usual).
+    fn start(namespaces: u64, dispatch: Dispatch) -> Option<Spare> {
+        use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+        let (ours, theirs) = socketpair(
+            AddressFamily::Unix,
+            SockType::Stream,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .ok()?;
+        let ids = ids();
+        let pid = clone_for_warden(namespaces, None).ok()?;
+        if pid == 0 {
+            drop(ours);
+            Child::wait_as_spare(theirs, ids, namespaces, dispatch);
+        }
+        Some(Spare {
+            pid,
+            socket: ours,
+            namespaces,
+        })
+    }
+
+    /// Whether it can serve `spawn`: the same namespaces, and outside the run's v2
+    /// cgroup allowed.
+    fn fits(&self, spawn: &wire::Spawn) -> bool {
+        spawn.namespaces == self.namespaces && (!spawn.v2 || spawn.v2_optional)
+    }
+
+    /// Hand it `spawn` (without the v2 cgroup, which it is not in); its pid and the
+    /// reply's flags, or `None` if it has gone (the caller then clones as usual).
+    fn hand(self, spawn: &wire::Spawn, fds: &[OwnedFd]) -> Option<(i32, u32)> {
+        let mut forwarded = spawn.clone();
+        let mut raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
+        let mut flags = 0;
+        if spawn.v2 {
+            raw.remove(spawn.v2_index());
+            forwarded.v2 = false;
+            flags |= wire::REPLY_OUTSIDE_V2;
+        }
+        wire::send(self.socket.as_fd(), &wire::Message::Spawn(forwarded), &raw).ok()?;
+        Some((self.pid, flags))
+    }
+}
