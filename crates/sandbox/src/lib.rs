@@ -18,6 +18,7 @@
 // The sandbox is provider code: it starts real processes and inspects real files.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
+mod bpf;
 pub mod builder;
 pub mod bwrap;
 pub mod container;

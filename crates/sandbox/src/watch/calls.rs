@@ -3,9 +3,10 @@
 //! program built from it.
 
 use nix::libc;
-use seccompiler::{BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompRule};
+use seccompiler::BpfProgram;
 
-use crate::seccomp::{SeccompError, compile, cond, rule};
+use crate::bpf::Check;
+use crate::seccomp::SeccompError;
 
 /// Where a syscall's path argument is.
 #[derive(Clone, Copy, Debug)]
@@ -104,74 +105,31 @@ pub(super) fn open_writes(flags: u64) -> bool {
         || flags & libc::O_TRUNC != 0
 }
 
-/// seccompiler has no user-notification action. The program is compiled with this
-/// `SECCOMP_RET_TRACE` value as the match action, and exactly those return instructions
-/// are then rewritten to `SECCOMP_RET_USER_NOTIF`.
-const SENTINEL: u32 = 0x5741;
-const SECCOMP_RET_TRACE: u32 = 0x7ff0_0000;
-const BPF_RET_K: u16 = 0x06;
+/// The watch's rules: each watched call notifies — an open only when its flags ask for a
+/// write.
+pub(crate) fn rules() -> Vec<(i64, Check)> {
+    watched()
+        .into_iter()
+        .map(|call| {
+            let check = match call.intent {
+                Intent::OpenFlags(arg) => Check::OpenWrites { arg: arg as u8 },
+                // openat2's flags live in memory; every call notifies and the observer
+                // reads them.
+                Intent::OpenHow(_) | Intent::Always => Check::Always,
+            };
+            (call.nr, check)
+        })
+        .collect()
+}
 
 /// The notification filter: write-intent syscalls notify, everything else is allowed.
 pub fn program() -> Result<BpfProgram, SeccompError> {
-    let mut rules = std::collections::BTreeMap::new();
-    for call in watched() {
-        let conditions: Vec<SeccompRule> = match call.intent {
-            Intent::OpenFlags(arg) => {
-                let arg = arg as u8;
-                let masked = |mask: i32, value: i32| {
-                    rule(vec![cond(
-                        arg,
-                        SeccompCmpArgLen::Dword,
-                        SeccompCmpOp::MaskedEq(mask as u64),
-                        value as u64,
-                    )?])
-                };
-                vec![
-                    masked(libc::O_ACCMODE, libc::O_WRONLY)?,
-                    masked(libc::O_ACCMODE, libc::O_RDWR)?,
-                    masked(libc::O_CREAT, libc::O_CREAT)?,
-                    masked(libc::O_TRUNC, libc::O_TRUNC)?,
-                ]
-            }
-            // openat2's flags live in memory; every call notifies and the observer reads them.
-            Intent::OpenHow(_) | Intent::Always => Vec::new(),
-        };
-        rules.insert(call.nr, conditions);
-    }
-    let mut program = compile(rules, SeccompAction::Trace(SENTINEL))?;
-    let sentinel = SECCOMP_RET_TRACE | SENTINEL;
-    let mut patched = 0;
-    for insn in &mut program {
-        if insn.code == BPF_RET_K && insn.k == sentinel {
-            insn.k = libc::SECCOMP_RET_USER_NOTIF;
-            patched += 1;
-        }
-    }
-    if patched == 0 {
-        return Err(SeccompError(
-            "the write-watch filter has no notify instruction".into(),
-        ));
-    }
-    Ok(program)
+    crate::bpf::compile(&rules(), libc::SECCOMP_RET_USER_NOTIF)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_filter_notifies_and_nothing_else_changed() {
-        let p = program().unwrap();
-        let notify = p
-            .iter()
-            .filter(|i| i.code == BPF_RET_K && i.k == libc::SECCOMP_RET_USER_NOTIF)
-            .count();
-        assert!(notify >= 1);
-        assert!(
-            !p.iter()
-                .any(|i| i.code == BPF_RET_K && i.k == (SECCOMP_RET_TRACE | SENTINEL))
-        );
-    }
 
     #[test]
     fn open_flags_that_write() {

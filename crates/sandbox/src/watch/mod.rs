@@ -34,7 +34,7 @@
 //! `report.rs` (the report written after the run and read by the sandbox shell). This file
 //! is the process around them: fork, observe, exit as the command did.
 
-mod calls;
+pub(crate) mod calls;
 mod listener;
 mod observer;
 mod report;
