@@ -585,19 +585,22 @@ impl TreeGuard {
     /// kernel enforced, if anything. A leader left to reap is reaped after that, on the
     /// same thread, once the answer has gone back.
     async fn finish_unit(&mut self) -> Option<String> {
-        let mut unit = self.unit.take();
-        let reap = std::mem::take(&mut self.reap_later).then_some(self.leader);
-        if unit.is_none() && reap.is_none() {
-            return None;
-        }
-        let (answer, note) = tokio::sync::oneshot::channel();
-        tokio::task::spawn_blocking(move || {
-            let _ = answer.send(unit.as_mut().and_then(|u| u.finish(Removal::Background)));
-            if let Some(leader) = reap {
+        if std::mem::take(&mut self.reap_later) {
+            let leader = self.leader;
+            // Not waited for: the answer does not depend on it.
+            tokio::task::spawn_blocking(move || {
                 while let Err(nix::errno::Errno::EINTR) = waitpid(leader, None) {}
-            }
-        });
-        note.await.ok().flatten()
+            });
+        }
+        let mut unit = self.unit.take()?;
+        // Usually nothing is left to wait for: then no hand-over to another thread.
+        if let Some(note) = unit.finish_without_waiting(Removal::Background) {
+            return note;
+        }
+        tokio::task::spawn_blocking(move || unit.finish(Removal::Background))
+            .await
+            .ok()
+            .flatten()
     }
 
     /// Tell the output reader to stop waiting for end-of-file.

@@ -702,6 +702,10 @@ fn remove_dirs(dirs: &[Member]) {
 
 impl Drop for Hierarchies {
     fn drop(&mut self) {
+        // The companion, told the parents, clears them once this process has ended.
+        if matches!(*lock(&WATCHDOG), Watchdog::Companion) {
+            return;
+        }
         // Fails (harmlessly) while another `Hierarchies` of this process has runs there.
         for h in self.list.iter() {
             let _ = fs::remove_dir(&h.parent);
@@ -1103,6 +1107,17 @@ impl RunGroup {
         }
     }
 
+    /// [`RunGroup::finish`] when nothing in the run's cgroups can act any more (so it
+    /// waits for nothing); `None` otherwise.
+    pub(crate) fn finish_without_waiting(&mut self, removal: Removal) -> Option<Option<String>> {
+        let me = std::process::id() as i32;
+        let quiet = self.finished
+            || self
+                .listing()
+                .is_none_or(|listed| live_members(&listed.dir, me).is_empty());
+        quiet.then(|| self.finish(removal))
+    }
+
     /// Wait until nothing in the run's cgroups can act any more, say whether the kernel
     /// enforced the memory limit, and remove the cgroups — at once where the kernel
     /// allows, otherwise as `removal` says.
@@ -1132,6 +1147,22 @@ impl RunGroup {
                     limit / (1024 * 1024)
                 ));
             }
+        }
+        // A one-shot `warden exec`'s companion removes them (as it would clear them once
+        // this process ends): no rmdir, slow on some kernels, on the way to the answer.
+        if removal == Removal::Background
+            && let Some(companion) = super::companion::get()
+            && companion.remove(
+                &self
+                    .dirs
+                    .iter()
+                    .rev()
+                    .map(|m| m.dir.clone())
+                    .collect::<Vec<_>>(),
+            )
+        {
+            self.dirs.clear();
+            return note;
         }
         // Children first. A cgroup still listing a process on its way out (or the spawner
         // thread leaving) cannot be removed yet.
@@ -1179,15 +1210,22 @@ pub(crate) enum Removal {
 /// Remove `dirs` (children first), retrying while the kernel still lists a process on
 /// its way out — for as long as a run's end waited for its cgroups to empty before.
 fn remove_when_empty(dirs: &[Member]) {
+    let paths: Vec<PathBuf> = dirs.iter().map(|m| m.dir.clone()).collect();
+    remove_paths_when_empty(&paths);
+}
+
+/// [`remove_when_empty`] of cgroup directories given by path (the companion's, handed
+/// them by Warden).
+pub(crate) fn remove_paths_when_empty(dirs: &[PathBuf]) {
     let deadline = Instant::now() + EMPTY_WAIT;
-    for m in dirs {
+    for dir in dirs {
         let mut pause = Pause::new();
-        while let Err(e) = fs::remove_dir(&m.dir) {
+        while let Err(e) = fs::remove_dir(dir) {
             if e.kind() == io::ErrorKind::NotFound {
                 break;
             }
             if Instant::now() >= deadline {
-                tracing::warn!("could not remove the run's cgroup {}: {e}", m.dir.display());
+                tracing::warn!("could not remove the run's cgroup {}: {e}", dir.display());
                 break;
             }
             pause.sleep();

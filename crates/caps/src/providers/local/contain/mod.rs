@@ -243,4 +243,13 @@ impl Unit {
             _ => None,
         }
     }
+
+    /// [`Unit::finish`] if it has nothing to wait for — nothing in the unit can act —
+    /// so that the caller may do it where it must not block; `None`: it would wait.
+    pub(crate) fn finish_without_waiting(&mut self, removal: Removal) -> Option<Option<String>> {
+        match self {
+            Unit::Cgroup(group) => group.finish_without_waiting(removal),
+            _ => Some(None),
+        }
+    }
 }

@@ -73,6 +73,24 @@ pub(crate) struct Companion {
     /// failed: runs then start the way they would without one).
     socket: Mutex<Option<OwnedFd>>,
     pid: i32,
+    /// The spare (see `serve.rs`): asked for, ready, or used (or never made).
+    spare: Mutex<SpareState>,
+}
+
+/// Where this process's spare is.
+#[derive(Debug, Default)]
+enum SpareState {
+    /// None asked for, or used, or it could not be made.
+    #[default]
+    None,
+    /// Asked for in these namespaces: the companion's answer is the next thing it says.
+    Asked(u64),
+    /// Ready: its pid, this side of its socket, its namespaces.
+    Ready {
+        pid: i32,
+        socket: OwnedFd,
+        namespaces: u64,
+    },
 }
 
 /// The helper binary's subcommand that runs [`run_companion`].
@@ -111,6 +129,7 @@ pub fn start_companion(helper: &std::path::Path) -> io::Result<()> {
     let _ = COMPANION.set(Companion {
         socket: Mutex::new(Some(socket)),
         pid: child.pid,
+        spare: Mutex::new(SpareState::None),
     });
     Ok(())
 }
@@ -185,7 +204,7 @@ impl Companion {
         if fds.len() > wire::MAX_FDS {
             return None;
         }
-        let message = wire::Message::Spawn(wire::Spawn {
+        let mut spawn = wire::Spawn {
             argv: request.argv.clone(),
             env: request.env.clone(),
             cwd,
@@ -195,7 +214,39 @@ impl Companion {
             keep: request.keep.len() as u32,
             namespaces: request.born_in.clone_flags(),
             v2_optional,
-        });
+        };
+        // The spare, if it fits: the request goes straight to it, without the v2 cgroup
+        // (it was born before the run).
+        if let Some(spare) = self.take_spare(&spawn) {
+            let v2_index = spawn.v2_index();
+            let mut spare_fds = fds.clone();
+            if spawn.v2 {
+                spare_fds.remove(v2_index);
+                spawn.v2 = false;
+            }
+            let (pid, socket) = spare;
+            if wire::send(
+                socket.as_fd(),
+                &wire::Message::Spawn(spawn.clone()),
+                &spare_fds,
+            )
+            .is_ok()
+            {
+                drop((out_w, err_w));
+                return Some(Ok(Started {
+                    child: SpawnedChild {
+                        pid,
+                        stdin: stdin.map(|(_, w)| w),
+                        stdout: out_r,
+                        stderr: err_r,
+                    },
+                    outside_v2: v2.is_some(),
+                }));
+            }
+            // It is gone: the companion starts the run instead.
+            spawn.v2 = v2.is_some();
+        }
+        let message = wire::Message::Spawn(spawn);
         let reply = self.with_socket(|socket| {
             wire::send(socket, &message, &fds)?;
             wire::receive_reply(socket)
@@ -218,12 +269,67 @@ impl Companion {
         }))
     }
 
-    /// Keep a process ready in `namespaces` for the next request that asks for exactly
-    /// them (see `serve.rs`). Whether the companion could be asked.
+    /// Have a process made ready in `namespaces` for the next request that asks for
+    /// exactly them (see `serve.rs`). Whether the companion could be asked.
     pub fn prepare(&self, namespaces: crate::providers::local::process::NewNamespaces) -> bool {
-        let message = wire::Message::Prepare {
-            namespaces: namespaces.clone_flags(),
+        let namespaces = namespaces.clone_flags();
+        let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
+        if !matches!(*spare, SpareState::None) {
+            return true;
+        }
+        let message = wire::Message::Prepare { namespaces };
+        let asked = self
+            .with_socket(|socket| wire::send(socket, &message, &[]))
+            .is_some_and(|r| r.is_ok());
+        if asked {
+            *spare = SpareState::Asked(namespaces);
+        }
+        asked
+    }
+
+    /// The spare for `spawn`, if there is one that fits — its namespaces, and outside the
+    /// v2 cgroup allowed — taken (used once). Reads the companion's answer first if it is
+    /// still due: before anything else the companion says.
+    fn take_spare(&self, spawn: &wire::Spawn) -> Option<(i32, OwnedFd)> {
+        let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
+        self.settle(&mut spare);
+        let fits = matches!(&*spare, SpareState::Ready { namespaces, .. }
+            if *namespaces == spawn.namespaces && (!spawn.v2 || spawn.v2_optional));
+        if !fits {
+            return None;
+        }
+        match std::mem::take(&mut *spare) {
+            SpareState::Ready { pid, socket, .. } => Some((pid, socket)),
+            _ => None,
+        }
+    }
+
+    /// Read the answer to `Prepare` if it is due (the caller holds the spare's lock).
+    fn settle(&self, spare: &mut SpareState) {
+        let SpareState::Asked(namespaces) = *spare else {
+            return;
         };
+        *spare = match self.with_socket(wire::receive_spare) {
+            Some(Ok((pid, socket))) => SpareState::Ready {
+                pid,
+                socket,
+                namespaces,
+            },
+            Some(Err(e)) => {
+                tracing::debug!("the companion made no spare: {e}");
+                SpareState::None
+            }
+            None => SpareState::None,
+        };
+    }
+
+    /// Hand the companion cgroup directories to remove once the kernel lets them go
+    /// (children first). Whether it took them.
+    pub(crate) fn remove(&self, dirs: &[PathBuf]) -> bool {
+        let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
+        self.settle(&mut spare);
+        drop(spare);
+        let message = wire::Message::Remove(dirs.to_vec());
         self.with_socket(|socket| wire::send(socket, &message, &[]))
             .is_some_and(|r| r.is_ok())
     }

@@ -4,13 +4,17 @@
 //! The spare: a sandboxed run's first process is born in new namespaces, and making them
 //! (the network namespace above all) is most of a millisecond of the kernel's time. Asked
 //! to (`Prepare`), the companion makes that process ahead of time — while Warden is
-//! still deciding — and keeps it waiting on a socket of its own. A request that asks for
-//! exactly those namespaces is handed to it, with its descriptors; the spare then joins
-//! the run's v1 cgroups and carries on as any child of the companion would. It was born
-//! before the run's cgroups existed, so it is outside the v2 one: it is used only when
-//! the request allows that (the run is also held by a v1 `pids` cgroup, which then ends
-//! it), and the reply says so. One spare at a time, never refilled unasked; it dies
-//! with Warden, and with the companion.
+//! still deciding — waiting on a socket of its own, whose other end it hands to Warden
+//! with the spare's pid. Warden sends a request that asks for exactly those namespaces
+//! straight to the spare (no hop through the companion), which then joins the run's v1
+//! cgroups and carries on as any child of the companion would. It was born before the
+//! run's cgroups existed, so it is outside the v2 one: Warden uses it only where the run
+//! is also held by a v1 `pids` cgroup, which then ends it. It dies with Warden, and when
+//! its socket closes unused.
+//!
+//! Leftovers: a finished run's cgroups may still list its sandbox's pid 1 on its way out;
+//! Warden hands them over (`Remove`) and the companion removes them once the kernel lets
+//! it, instead of a thread of Warden's waiting for that.
 
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
@@ -29,7 +33,6 @@ pub fn run_companion(dispatch: Dispatch) -> ! {
     let socket = unsafe { OwnedFd::from_raw_fd(0) };
     quiet_output();
     let mut parents: Vec<(Flavor, PathBuf)> = Vec::new();
-    let mut spare: Option<Spare> = None;
     loop {
         match wire::receive(socket.as_fd()) {
             Ok(Some((wire::Message::Watch(list), _))) => {
@@ -39,18 +42,19 @@ pub fn run_companion(dispatch: Dispatch) -> ! {
                     .collect();
             }
             Ok(Some((wire::Message::Prepare { namespaces }, _))) => {
-                if spare.is_none() {
-                    spare = Spare::start(namespaces, dispatch);
+                let answered = match spare(namespaces, dispatch) {
+                    Ok((pid, theirs)) => {
+                        wire::send_spare(socket.as_fd(), Ok((pid, theirs.as_fd())))
+                    }
+                    Err(errno) => wire::send_spare(socket.as_fd(), Err(errno)),
+                };
+                if answered.is_err() {
+                    break;
                 }
             }
+            Ok(Some((wire::Message::Remove(dirs), _))) => cgroup::remove_paths_when_empty(&dirs),
             Ok(Some((wire::Message::Spawn(spawn), fds))) => {
-                let handed = spare
-                    .take_if(|s| s.fits(&spawn))
-                    .and_then(|s| s.hand(&spawn, &fds));
-                let started = match handed {
-                    Some(started) => Ok(started),
-                    None => start(&spawn, fds, dispatch).map(|pid| (pid, 0)),
-                };
+                let started = start(&spawn, fds, dispatch).map(|pid| (pid, 0));
                 if wire::send_reply(socket.as_fd(), started).is_err() {
                     break;
                 }
@@ -59,8 +63,6 @@ pub fn run_companion(dispatch: Dispatch) -> ! {
             Ok(None) | Err(_) => break,
         }
     }
-    // An unused spare sees its socket close, and ends.
-    drop(spare);
     cgroup::end_every_run(&parents);
     std::process::exit(0)
 }
@@ -149,56 +151,22 @@ fn start(spawn: &wire::Spawn, fds: Vec<OwnedFd>, dispatch: Dispatch) -> Result<i
     Ok(pid)
 }
 
-/// The pid 1 kept ready (see the module header).
-struct Spare {
-    pid: i32,
-    /// The companion's end of the spare's socket.
-    socket: OwnedFd,
-    namespaces: u64,
-}
-
-impl Spare {
-    /// Make one in `namespaces`; `None` if it cannot be made (runs then clone as usual).
-    fn start(namespaces: u64, dispatch: Dispatch) -> Option<Spare> {
-        use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
-        let (ours, theirs) = socketpair(
-            AddressFamily::Unix,
-            SockType::Stream,
-            None,
-            SockFlag::SOCK_CLOEXEC,
-        )
-        .ok()?;
-        let ids = ids();
-        let pid = clone_for_warden(namespaces, None).ok()?;
-        if pid == 0 {
-            drop(ours);
-            Child::wait_as_spare(theirs, ids, namespaces, dispatch);
-        }
-        Some(Spare {
-            pid,
-            socket: ours,
-            namespaces,
-        })
+/// Make the spare (see the module header) in `namespaces`: its pid and Warden's end of
+/// its socket, or the error number of the clone.
+fn spare(namespaces: u64, dispatch: Dispatch) -> Result<(i32, OwnedFd), i32> {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+    let (warden_end, spare_end) = socketpair(
+        AddressFamily::Unix,
+        SockType::Stream,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(|e| e as i32)?;
+    let ids = ids();
+    let pid = clone_for_warden(namespaces, None)?;
+    if pid == 0 {
+        drop(warden_end);
+        Child::wait_as_spare(spare_end, ids, namespaces, dispatch);
     }
-
-    /// Whether it can serve `spawn`: the same namespaces, and outside the run's v2
-    /// cgroup allowed.
-    fn fits(&self, spawn: &wire::Spawn) -> bool {
-        spawn.namespaces == self.namespaces && (!spawn.v2 || spawn.v2_optional)
-    }
-
-    /// Hand it `spawn` (without the v2 cgroup, which it is not in); its pid and the
-    /// reply's flags, or `None` if it has gone (the caller then clones as usual).
-    fn hand(self, spawn: &wire::Spawn, fds: &[OwnedFd]) -> Option<(i32, u32)> {
-        let mut forwarded = spawn.clone();
-        let mut raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
-        let mut flags = 0;
-        if spawn.v2 {
-            raw.remove(spawn.v2_index());
-            forwarded.v2 = false;
-            flags |= wire::REPLY_OUTSIDE_V2;
-        }
-        wire::send(self.socket.as_fd(), &wire::Message::Spawn(forwarded), &raw).ok()?;
-        Some((self.pid, flags))
-    }
+    Ok((pid, warden_end))
 }

@@ -85,14 +85,18 @@ pub(crate) enum Message {
     Watch(Vec<(String, PathBuf)>),
     /// Start a process.
     Spawn(Spawn),
-    /// Keep a process ready in these `CLONE_NEW*` namespaces for the next request that
-    /// asks for exactly them.
+    /// Make a process ready in these `CLONE_NEW*` namespaces and hand it over (see
+    /// [`send_spare`]).
     Prepare { namespaces: u64 },
+    /// Remove these cgroup directories (children first) once the kernel lets them go:
+    /// what a finished run left, still listing a process on its way out.
+    Remove(Vec<PathBuf>),
 }
 
 const KIND_WATCH: u32 = 1;
 const KIND_SPAWN: u32 = 2;
 const KIND_PREPARE: u32 = 3;
+const KIND_REMOVE: u32 = 4;
 
 fn put_u32(out: &mut Vec<u8>, v: u32) {
     out.extend_from_slice(&v.to_le_bytes());
@@ -152,6 +156,13 @@ pub(crate) fn encode(message: &Message) -> io::Result<Vec<u8>> {
         Message::Prepare { namespaces } => {
             put_u32(&mut out, KIND_PREPARE);
             out.extend_from_slice(&namespaces.to_le_bytes());
+        }
+        Message::Remove(dirs) => {
+            put_u32(&mut out, KIND_REMOVE);
+            put_u32(&mut out, count(dirs.len())?);
+            for d in dirs {
+                put_bytes(&mut out, d.as_os_str().as_bytes())?;
+            }
         }
     }
     if out.len() > MAX_BODY {
@@ -278,6 +289,13 @@ pub(crate) fn decode(body: &[u8]) -> io::Result<Message> {
             }
             Message::Prepare { namespaces }
         }
+        KIND_REMOVE => {
+            let n = r.count(4)?;
+            let dirs = (0..n)
+                .map(|_| r.bytes().map(|b| PathBuf::from(OsString::from_vec(b))))
+                .collect::<io::Result<Vec<_>>>()?;
+            Message::Remove(dirs)
+        }
         _ => return Err(invalid("unknown kind")),
     };
     if !r.0.is_empty() {
@@ -381,7 +399,7 @@ pub(crate) fn receive(socket: BorrowedFd<'_>) -> io::Result<Option<(Message, Vec
     let message = decode(&body)?;
     let expected = match &message {
         Message::Spawn(s) => s.fd_count(),
-        Message::Watch(_) | Message::Prepare { .. } => 0,
+        Message::Watch(_) | Message::Prepare { .. } | Message::Remove(_) => 0,
     };
     if fds.len() != expected {
         return Err(invalid("the descriptors do not match the request"));
@@ -407,6 +425,71 @@ pub(crate) fn send_reply(
         buf = &buf[n..];
     }
     Ok(())
+}
+
+/// The answer to `Prepare`: the ready process's pid and this side of its socket (over
+/// which it takes one `Spawn` request), or why there is none.
+pub(crate) fn send_spare(
+    socket: BorrowedFd<'_>,
+    spare: Result<(i32, BorrowedFd<'_>), i32>,
+) -> io::Result<()> {
+    let (value, fds) = match &spare {
+        Ok((pid, fd)) => (*pid, vec![fd.as_raw_fd()]),
+        Err(errno) => (-(*errno).max(1), Vec::new()),
+    };
+    let cmsgs = [ControlMessage::ScmRights(&fds)];
+    let body = value.to_le_bytes();
+    let sent = sendmsg::<()>(
+        socket.as_raw_fd(),
+        &[IoSlice::new(&body)],
+        if fds.is_empty() { &[] } else { &cmsgs },
+        MsgFlags::MSG_NOSIGNAL,
+        None,
+    )
+    .map_err(io::Error::from)?;
+    if sent != body.len() {
+        return Err(invalid("short write"));
+    }
+    Ok(())
+}
+
+/// Read the answer to `Prepare` (see [`send_spare`]).
+pub(crate) fn receive_spare(socket: BorrowedFd<'_>) -> io::Result<(i32, OwnedFd)> {
+    let mut body = [0u8; 4];
+    let mut space = nix::cmsg_space!([RawFd; 1]);
+    let mut iov = [IoSliceMut::new(&mut body)];
+    let msg = recvmsg::<()>(
+        socket.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC | MsgFlags::MSG_WAITALL,
+    )
+    .map_err(io::Error::from)?;
+    let mut fd = None;
+    for cmsg in msg.cmsgs().map_err(io::Error::from)? {
+        if let ControlMessageOwned::ScmRights(raw) = cmsg {
+            for r in raw {
+                // SAFETY: SCM_RIGHTS just installed this descriptor in our table.
+                let owned = unsafe { OwnedFd::from_raw_fd(r) };
+                fd.get_or_insert(owned);
+            }
+        }
+    }
+    if msg.bytes == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::BrokenPipe,
+            "the companion is gone",
+        ));
+    }
+    if msg.bytes != body.len() {
+        return Err(invalid("truncated answer"));
+    }
+    let value = i32::from_le_bytes(body);
+    match fd {
+        Some(fd) if value > 0 => Ok((value, fd)),
+        _ if value < 0 => Err(io::Error::from_raw_os_error(-value)),
+        _ => Err(invalid("an answer without its socket")),
+    }
 }
 
 /// Read a spawn's reply: the pid and flags (end of file: the companion is gone).
@@ -467,6 +550,8 @@ mod tests {
             namespaces: nix::libc::CLONE_NEWNET as u64,
         };
         assert_eq!(decode(&encode(&p).unwrap()).unwrap(), p);
+        let r = Message::Remove(vec!["/sys/fs/cgroup/pids/warden.1/run.0".into()]);
+        assert_eq!(decode(&encode(&r).unwrap()).unwrap(), r);
         assert_eq!(spawn().fd_count(), 2 + 1 + 1 + 3 + 4);
         // stdout, stderr, stdin; the working directory is a path.
         assert_eq!(spawn().v2_index(), 3);
@@ -543,6 +628,22 @@ mod tests {
         assert_eq!(
             receive_reply(a.as_fd()).unwrap_err().raw_os_error(),
             Some(nix::libc::EAGAIN)
+        );
+        // A spare's socket crosses too, and its absence says why.
+        let (x, _y) = socketpair(
+            AddressFamily::Unix,
+            SockType::Stream,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .unwrap();
+        send_spare(b.as_fd(), Ok((77, x.as_fd()))).unwrap();
+        let (pid, _fd) = receive_spare(a.as_fd()).unwrap();
+        assert_eq!(pid, 77);
+        send_spare(b.as_fd(), Err(nix::libc::EPERM)).unwrap();
+        assert_eq!(
+            receive_spare(a.as_fd()).unwrap_err().raw_os_error(),
+            Some(nix::libc::EPERM)
         );
         drop(a);
         assert!(receive(b.as_fd()).unwrap().is_none());
