@@ -161,17 +161,23 @@ fn total_memory() -> Option<u64> {
 /// The binary that runs inside the sandbox and as the subreaper: the dedicated
 /// `warden-sandbox-helper` when installed next to `warden`, else `warden` itself.
 pub fn helper_binary() -> anyhow::Result<PathBuf> {
-    let exe = std::env::current_exe()
-        .context("cannot locate the warden binary for the sandbox helper")?;
-    let small = exe.with_file_name(SMALL_HELPER);
-    Ok(if small.is_file() { small } else { exe })
+    if let Some(small) = small_helper() {
+        return Ok(small);
+    }
+    std::env::current_exe().context("cannot locate the warden binary for the sandbox helper")
 }
 
 /// The small helper binary's file name.
 const SMALL_HELPER: &str = "warden-sandbox-helper";
 
-/// The small helper binary next to `warden`, if it is installed.
+/// The small helper binary next to `warden`, if it is installed (looked up once: the
+/// constructor that starts `warden exec`'s companion asks first).
 pub fn small_helper() -> Option<PathBuf> {
-    let small = std::env::current_exe().ok()?.with_file_name(SMALL_HELPER);
-    small.is_file().then_some(small)
+    static SMALL: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    SMALL
+        .get_or_init(|| {
+            let small = std::env::current_exe().ok()?.with_file_name(SMALL_HELPER);
+            small.is_file().then_some(small)
+        })
+        .clone()
 }

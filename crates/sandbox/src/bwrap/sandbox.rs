@@ -317,6 +317,7 @@ impl Bwrap {
             &["--add-seccomp-fd", "3", "--add-seccomp-fd", "4"],
         );
         let plan = MountPlan::new(&self.policy, profile == Profile::Writable, as_root);
+        self.check_cwd_visible(&plan, cwd)?;
         // Nothing to hide is fine — unless the command could create the path, and so plant
         // what Warden would read there.
         for mount in plan.mounts() {
@@ -428,18 +429,17 @@ impl Bwrap {
         })
     }
 
-    /// A working directory the sandbox hides cannot be entered inside: say so plainly
+    /// A working directory the sandbox hides (under the run's `plan`: which paths are
+    /// visible does not depend on the profile) cannot be entered inside: say so plainly
     /// instead of letting bubblewrap fail with "Can't chdir".
-    pub(super) fn check_cwd_visible(&self, cwd: &Path) -> Result<(), CapsError> {
+    fn check_cwd_visible(&self, plan: &MountPlan, cwd: &Path) -> Result<(), CapsError> {
         let bound: Vec<&PathBuf> = self
             .policy
             .writable_paths
             .iter()
             .chain(&self.policy.readable_extra_paths)
             .collect();
-        let as_root = nix::unistd::geteuid().is_root();
-        let visible = MountPlan::new(&self.policy, false, as_root).visible(cwd);
-        if visible {
+        if plan.visible(cwd) {
             return Ok(());
         }
         let authorized: Vec<String> = bound.iter().map(|p| p.display().to_string()).collect();

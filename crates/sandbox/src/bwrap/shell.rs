@@ -49,7 +49,6 @@ impl Bwrap {
                 options.cwd.display()
             )));
         }
-        self.check_cwd_visible(&options.cwd)?;
         let (report_read, report_write) = if watch_writes {
             let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
                 .map_err(|e| CapsError::from_io("pipe", "write watch", e.into()))?;
