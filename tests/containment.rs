@@ -173,6 +173,19 @@ fn start_with_setsid_children(
 
 #[test]
 fn signals_to_warden_exec_end_the_whole_tree() {
+    // A harness started under `nohup` (or by a shell's background job) passes SIGHUP (or
+    // SIGINT) ignored to every child, and Warden rightly keeps a signal it was started
+    // with ignored: this test is about the signals Warden watches, so it starts Warden
+    // with them at their defaults.
+    for signal in [
+        nix::sys::signal::Signal::SIGINT,
+        nix::sys::signal::Signal::SIGTERM,
+        nix::sys::signal::Signal::SIGHUP,
+    ] {
+        // SAFETY: setting a disposition to the default installs no handler; no other
+        // test of this binary relies on these signals being ignored.
+        unsafe { nix::sys::signal::signal(signal, nix::sys::signal::SigHandler::SigDfl) }.unwrap();
+    }
     let home = open_gateway_home();
     for (setting, mechanism) in mechanisms(home.path()) {
         for (signal, code) in [
