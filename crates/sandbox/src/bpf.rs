@@ -6,11 +6,15 @@
 //! open-flag test alone is ~30 instructions per syscall), where one load and a mask or two
 //! do. The rule tables stay the source of truth; the tests check, on every syscall number
 //! and generated arguments, that these programs answer exactly as seccompiler's compilation
-//! of the same rules does (`seccomp::tests`, `watch::calls::tests`).
+//! of the same rules does (`seccomp::tests`).
 //!
 //! Layout: the architecture check (any other architecture is killed, as seccompiler
-//! does), one `JEQ` per listed syscall to its check, `ALLOW`, the checks, and one return
-//! of the rule's action. Arguments are compared on their low 32 bits, as the rules ask.
+//! does); on x86-64 the x32 ABI's calls killed too — they carry the same architecture
+//! value and their own numbers (`__X32_SYSCALL_BIT` set), so a rule for `unshare` would
+//! not see x32's `unshare` where the kernel has that ABI (seccompiler's programs let
+//! them through); one `JEQ` per listed syscall to its check, `ALLOW`, the checks, and one
+//! return of the rule's action. Arguments are compared on their low 32 bits, as the rules
+//! ask.
 
 use seccompiler::{BpfProgram, sock_filter};
 
@@ -32,12 +36,22 @@ pub(crate) enum Check {
     OpenWrites { arg: u8 },
 }
 
+/// Classic BPF opcodes (`linux/filter.h`): `BPF_LD|BPF_W|BPF_ABS`, `BPF_ALU|BPF_AND|BPF_K`,
+/// `BPF_JMP|BPF_JEQ|BPF_K`, `BPF_JMP|BPF_JSET|BPF_K`, `BPF_JMP|BPF_JA`, `BPF_RET|BPF_K`,
+/// `BPF_RET|BPF_A` (shared with `seccomp::merge`).
 const LD_ABS: u16 = 0x20;
 const AND_K: u16 = 0x54;
 const JEQ_K: u16 = 0x15;
 const JSET_K: u16 = 0x45;
-const JA: u16 = 0x05;
-const RET_K: u16 = 0x06;
+const JGE_K: u16 = 0x35;
+pub(crate) const JA: u16 = 0x05;
+pub(crate) const RET_K: u16 = 0x06;
+pub(crate) const RET_A: u16 = 0x16;
+/// The kernel's limit on one program's length (`BPF_MAXINSNS`).
+pub(crate) const MAX_INSNS: usize = 4096;
+
+/// The x32 ABI's mark on its syscall numbers (`__X32_SYSCALL_BIT`).
+pub(crate) const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 
 /// `seccomp_data` offsets: the syscall number, the architecture, an argument's low word
 /// (little-endian: first).
@@ -53,7 +67,7 @@ fn insn(code: u16, jt: u8, jf: u8, k: u32) -> sock_filter {
 }
 
 /// This architecture's `AUDIT_ARCH_*` value.
-fn audit_arch() -> Result<u32, SeccompError> {
+pub(crate) fn audit_arch() -> Result<u32, SeccompError> {
     match std::env::consts::ARCH {
         "x86_64" => Ok(0xc000_003e),
         "aarch64" => Ok(0xc000_00b7),
@@ -88,6 +102,10 @@ pub(crate) fn compile(rules: &[(i64, Check)], action: u32) -> Result<BpfProgram,
         insn(RET_K, 0, 0, nix::libc::SECCOMP_RET_KILL_PROCESS),
         insn(LD_ABS, 0, 0, NR),
     ];
+    if std::env::consts::ARCH == "x86_64" {
+        out.push(insn(JGE_K, 0, 1, X32_SYSCALL_BIT));
+        out.push(insn(RET_K, 0, 0, nix::libc::SECCOMP_RET_KILL_PROCESS));
+    }
     // (instruction, true branch?, target) for every jump, fixed up at the end.
     let mut jumps: Vec<(usize, bool, Target)> = Vec::new();
     let mut checks: Vec<Body> = Vec::new();
@@ -135,7 +153,7 @@ pub(crate) fn compile(rules: &[(i64, Check)], action: u32) -> Result<BpfProgram,
             out[i].jf = offset;
         }
     }
-    if out.len() > 4096 {
+    if out.len() > MAX_INSNS {
         return Err(SeccompError("the program is too long".into()));
     }
     Ok(out)

@@ -19,7 +19,7 @@ use seccompiler::{
     TargetArch,
 };
 
-use crate::bpf::{self, Check};
+use crate::bpf::{self, Check, JA as JMP_JA, MAX_INSNS, RET_A, RET_K};
 
 /// `ioctl` requests that push input into a terminal or reconfigure the console.
 const TIOCSTI: u64 = 0x5412;
@@ -187,13 +187,6 @@ pub fn enosys_program() -> Result<BpfProgram, SeccompError> {
     )
 }
 
-/// `BPF_RET | BPF_K`, `BPF_RET | BPF_A`, `BPF_JMP | BPF_JA` (`linux/filter.h`).
-const RET_K: u16 = 0x06;
-const RET_A: u16 = 0x16;
-const JMP_JA: u16 = 0x05;
-/// The kernel's limit on one program's length (`BPF_MAXINSNS`).
-const MAX_INSNS: usize = 4096;
-
 /// One program that decides as `programs` installed one after another would, in a single
 /// install — installing a filter costs tens of microseconds before its first
 /// instruction runs, each time. `programs` are in the order they would be installed; the
@@ -311,11 +304,7 @@ mod tests {
     }
 
     fn audit_arch() -> u32 {
-        match std::env::consts::ARCH {
-            "x86_64" => 0xc000_003e,
-            "aarch64" => 0xc000_00b7,
-            other => panic!("no audit arch for {other}"),
-        }
+        crate::bpf::audit_arch().unwrap()
     }
 
     /// What the kernel answers with `programs` installed in that order: every filter
@@ -468,6 +457,47 @@ mod tests {
         let total: usize = both_forms().iter().map(|(_, c, _)| c.len()).sum();
         let before: usize = both_forms().iter().map(|(_, _, r)| r.len()).sum();
         assert!(total * 2 < before, "{total} instructions against {before}");
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn x32_calls_are_killed_by_every_program_and_the_merged_one() {
+        // The x32 ABI shares x86-64's architecture value and numbers its calls with
+        // `__X32_SYSCALL_BIT` set: where the kernel has it, x32's `unshare` or `open` must
+        // not slip past the rules for x86-64's (seccompiler's programs let them through).
+        let mut programs: Vec<(&str, Vec<sock_filter>)> = both_forms()
+            .into_iter()
+            .map(|(what, compact, _)| (what, compact))
+            .collect();
+        let installed = vec![
+            to_raw(&eperm_program(false).unwrap()),
+            to_raw(&enosys_program().unwrap()),
+            to_raw(&crate::watch::program().unwrap()),
+        ];
+        programs.push(("merged", merge(&installed).unwrap()));
+        let listed: Vec<i64> = eperm_rules(false)
+            .unwrap()
+            .into_iter()
+            .chain(enosys_rules().unwrap())
+            .chain(crate::watch::calls::rules())
+            .map(|(nr, _)| nr)
+            .collect();
+        for (what, program) in &programs {
+            for nr in listed
+                .iter()
+                .copied()
+                .chain([nix::libc::SYS_getpid, 0, 511])
+            {
+                for args in [[0u64; 6], [CLONE_NEWUSER, 1, 1, 0, 0, 0], [u64::MAX; 6]] {
+                    let x32 = nr | i64::from(crate::bpf::X32_SYSCALL_BIT);
+                    assert_eq!(
+                        run(program, x32, args),
+                        nix::libc::SECCOMP_RET_KILL_PROCESS,
+                        "{what}: x32 call {x32:#x} {args:?}"
+                    );
+                }
+            }
+        }
     }
 
     /// The values [`interesting`] draws from, without the random one.
