@@ -1110,12 +1110,15 @@ impl RunGroup {
     /// [`RunGroup::finish`] when nothing in the run's cgroups can act any more (so it
     /// waits for nothing); `None` otherwise.
     pub(crate) fn finish_without_waiting(&mut self, removal: Removal) -> Option<Option<String>> {
+        if self.finished {
+            return Some(None);
+        }
         let me = std::process::id() as i32;
-        let quiet = self.finished
-            || self
-                .listing()
-                .is_none_or(|listed| live_members(&listed.dir, me).is_empty());
-        quiet.then(|| self.finish(removal))
+        let quiet = self
+            .listing()
+            .is_none_or(|listed| live_members(&listed.dir, me).is_empty());
+        // Listed once: `finish` would list again before it found nothing to wait for.
+        quiet.then(|| self.finish_quiet(removal))
     }
 
     /// Wait until nothing in the run's cgroups can act any more, say whether the kernel
@@ -1125,7 +1128,6 @@ impl RunGroup {
         if self.finished {
             return None;
         }
-        self.finished = true;
         // The spawner thread may go now; it leaves the cgroups as it ends.
         drop(self.keeper.take());
         let me = std::process::id() as i32;
@@ -1137,6 +1139,13 @@ impl RunGroup {
                 pause.sleep();
             }
         }
+        self.finish_quiet(removal)
+    }
+
+    /// The rest of [`RunGroup::finish`], once nothing in the cgroups can act.
+    fn finish_quiet(&mut self, removal: Removal) -> Option<String> {
+        self.finished = true;
+        drop(self.keeper.take());
         let mut note = None;
         for m in &self.dirs {
             if let Some(limit) = self.oom_limit

@@ -204,7 +204,7 @@ impl Companion {
         if fds.len() > wire::MAX_FDS {
             return None;
         }
-        let mut spawn = wire::Spawn {
+        let spawn = wire::Spawn {
             argv: request.argv.clone(),
             env: request.env.clone(),
             cwd,
@@ -215,46 +215,20 @@ impl Companion {
             namespaces: request.born_in.clone_flags(),
             v2_optional,
         };
-        // The spare, if it fits: the request goes straight to it, without the v2 cgroup
-        // (it was born before the run).
-        if let Some(spare) = self.take_spare(&spawn) {
-            let v2_index = spawn.v2_index();
-            let mut spare_fds = fds.clone();
-            if spawn.v2 {
-                spare_fds.remove(v2_index);
-                spawn.v2 = false;
+        let (pid, outside_v2) = match self.hand_to_spare(&spawn, &fds) {
+            Some(pid) => (pid, v2.is_some()),
+            None => {
+                let message = wire::Message::Spawn(spawn);
+                let reply = self.with_socket(|socket| {
+                    wire::send(socket, &message, &fds)?;
+                    wire::receive_reply(socket)
+                })?;
+                match reply {
+                    Ok(pid) => (pid, false),
+                    Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return None,
+                    Err(e) => return Some(Err(e)),
+                }
             }
-            let (pid, socket) = spare;
-            if wire::send(
-                socket.as_fd(),
-                &wire::Message::Spawn(spawn.clone()),
-                &spare_fds,
-            )
-            .is_ok()
-            {
-                drop((out_w, err_w));
-                return Some(Ok(Started {
-                    child: SpawnedChild {
-                        pid,
-                        stdin: stdin.map(|(_, w)| w),
-                        stdout: out_r,
-                        stderr: err_r,
-                    },
-                    outside_v2: v2.is_some(),
-                }));
-            }
-            // It is gone: the companion starts the run instead.
-            spawn.v2 = v2.is_some();
-        }
-        let message = wire::Message::Spawn(spawn);
-        let reply = self.with_socket(|socket| {
-            wire::send(socket, &message, &fds)?;
-            wire::receive_reply(socket)
-        })?;
-        let (pid, flags) = match reply {
-            Ok(started) => started,
-            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return None,
-            Err(e) => return Some(Err(e)),
         };
         // The child has its own copies; ours of its ends go now, as posix_spawn's would.
         drop((out_w, err_w));
@@ -265,8 +239,24 @@ impl Companion {
                 stdout: out_r,
                 stderr: err_r,
             },
-            outside_v2: flags & wire::REPLY_OUTSIDE_V2 != 0,
+            outside_v2,
         }))
+    }
+
+    /// Send `spawn` straight to the spare if one fits — without the v2 cgroup, which it
+    /// was born before — and say its pid; `None`: the companion
+    /// starts the run instead.
+    fn hand_to_spare(&self, spawn: &wire::Spawn, fds: &[RawFd]) -> Option<i32> {
+        let (pid, socket) = self.take_spare(spawn)?;
+        let mut spare_fds = fds.to_vec();
+        let mut forwarded = spawn.clone();
+        if forwarded.v2 {
+            spare_fds.remove(forwarded.v2_index());
+            forwarded.v2 = false;
+        }
+        wire::send(socket.as_fd(), &wire::Message::Spawn(forwarded), &spare_fds)
+            .ok()
+            .map(|()| pid)
     }
 
     /// Have a process made ready in `namespaces` for the next request that asks for

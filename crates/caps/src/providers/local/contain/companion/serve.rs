@@ -54,8 +54,7 @@ pub fn run_companion(dispatch: Dispatch) -> ! {
             }
             Ok(Some((wire::Message::Remove(dirs), _))) => cgroup::remove_paths_when_empty(&dirs),
             Ok(Some((wire::Message::Spawn(spawn), fds))) => {
-                let started = start(&spawn, fds, dispatch).map(|pid| (pid, 0));
-                if wire::send_reply(socket.as_fd(), started).is_err() {
+                if wire::send_reply(socket.as_fd(), start(&spawn, fds, dispatch)).is_err() {
                     break;
                 }
             }

@@ -1,7 +1,8 @@
 //! What Warden and its companion say to each other over their socket pair: a request is
 //! a header (magic, body length) and a body of length-prefixed fields, with the
 //! descriptors it hands over attached to its first byte (`SCM_RIGHTS`); a spawn's reply
-//! is the child's pid or the error number. Only this process and its own companion hold
+//! is the child's pid or the error number, and the answer to `Prepare` the spare's pid with
+//! its socket attached. Only this process and its own companion hold
 //! the socket, but the decoder still trusts nothing: every count and length is checked
 //! against what is left of the body and against the descriptors that came with it.
 
@@ -50,9 +51,6 @@ pub(crate) struct Spawn {
     /// `pids` cgroup): a spare made before the run may serve it.
     pub v2_optional: bool,
 }
-
-/// A reply flag: the process is not in the request's v2 cgroup (a spare served it).
-pub(crate) const REPLY_OUTSIDE_V2: u32 = 1;
 
 /// The clone flags a request may ask for: new namespaces, nothing else.
 pub(crate) const NAMESPACE_FLAGS: u64 = (nix::libc::CLONE_NEWUSER
@@ -347,6 +345,26 @@ fn read_exact(socket: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<bool> {
     Ok(true)
 }
 
+/// The descriptors a message brought (SCM_RIGHTS, installed close-on-exec), owned; an
+/// error if the kernel had to cut some off (they would be lost unseen).
+fn received_fds(msg: &nix::sys::socket::RecvMsg<'_, '_, ()>) -> io::Result<Vec<OwnedFd>> {
+    let mut fds = Vec::new();
+    for cmsg in msg.cmsgs().map_err(io::Error::from)? {
+        if let ControlMessageOwned::ScmRights(raw) = cmsg {
+            // SAFETY: SCM_RIGHTS just installed these descriptors in our table; nothing
+            // else owns them.
+            fds.extend(
+                raw.into_iter()
+                    .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
+            );
+        }
+    }
+    if msg.flags.contains(MsgFlags::MSG_CTRUNC) {
+        return Err(invalid("descriptors were cut off"));
+    }
+    Ok(fds)
+}
+
 /// Receive the next message and the descriptors that came with it (close-on-exec);
 /// `None` at end of file — the other side is gone.
 pub(crate) fn receive(socket: BorrowedFd<'_>) -> io::Result<Option<(Message, Vec<OwnedFd>)>> {
@@ -360,23 +378,7 @@ pub(crate) fn receive(socket: BorrowedFd<'_>) -> io::Result<Option<(Message, Vec
             Some(&mut space),
             MsgFlags::MSG_CMSG_CLOEXEC,
         ) {
-            Ok(msg) => {
-                let mut fds = Vec::new();
-                for cmsg in msg.cmsgs().map_err(io::Error::from)? {
-                    if let ControlMessageOwned::ScmRights(raw) = cmsg {
-                        // SAFETY: SCM_RIGHTS just installed these descriptors in our
-                        // table; nothing else owns them.
-                        fds.extend(
-                            raw.into_iter()
-                                .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
-                        );
-                    }
-                }
-                if msg.flags.contains(MsgFlags::MSG_CTRUNC) {
-                    return Err(invalid("descriptors were cut off"));
-                }
-                break (msg.bytes, fds);
-            }
+            Ok(msg) => break (msg.bytes, received_fds(&msg)?),
             Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => return Err(e.into()),
         }
@@ -407,17 +409,9 @@ pub(crate) fn receive(socket: BorrowedFd<'_>) -> io::Result<Option<(Message, Vec
     Ok(Some((message, fds)))
 }
 
-/// A spawn's reply: the pid and flags (`REPLY_*`), or an error number.
-pub(crate) fn send_reply(
-    socket: BorrowedFd<'_>,
-    result: Result<(i32, u32), i32>,
-) -> io::Result<()> {
-    let (value, flags): (i32, u32) = match result {
-        Ok((pid, flags)) => (pid, flags),
-        Err(errno) => (-errno.max(1), 0),
-    };
-    let mut bytes = value.to_le_bytes().to_vec();
-    bytes.extend_from_slice(&flags.to_le_bytes());
+/// A spawn's reply: the pid, or an error number.
+pub(crate) fn send_reply(socket: BorrowedFd<'_>, result: Result<i32, i32>) -> io::Result<()> {
+    let bytes = answer(result).to_le_bytes();
     let mut buf = &bytes[..];
     while !buf.is_empty() {
         let n = nix::sys::socket::send(socket.as_raw_fd(), buf, MsgFlags::MSG_NOSIGNAL)
@@ -427,6 +421,23 @@ pub(crate) fn send_reply(
     Ok(())
 }
 
+/// A pid, or an error number as its negation (never 0), as both answers carry it.
+fn answer(result: Result<i32, i32>) -> i32 {
+    match result {
+        Ok(pid) => pid,
+        Err(errno) => -errno.max(1),
+    }
+}
+
+/// The other side of [`answer`].
+fn from_answer(value: i32) -> io::Result<i32> {
+    if value > 0 {
+        Ok(value)
+    } else {
+        Err(io::Error::from_raw_os_error(-value))
+    }
+}
+
 /// The answer to `Prepare`: the ready process's pid and this side of its socket (over
 /// which it takes one `Spawn` request), or why there is none.
 pub(crate) fn send_spare(
@@ -434,8 +445,8 @@ pub(crate) fn send_spare(
     spare: Result<(i32, BorrowedFd<'_>), i32>,
 ) -> io::Result<()> {
     let (value, fds) = match &spare {
-        Ok((pid, fd)) => (*pid, vec![fd.as_raw_fd()]),
-        Err(errno) => (-(*errno).max(1), Vec::new()),
+        Ok((pid, fd)) => (answer(Ok(*pid)), vec![fd.as_raw_fd()]),
+        Err(errno) => (answer(Err(*errno)), Vec::new()),
     };
     let cmsgs = [ControlMessage::ScmRights(&fds)];
     let body = value.to_le_bytes();
@@ -457,57 +468,45 @@ pub(crate) fn send_spare(
 pub(crate) fn receive_spare(socket: BorrowedFd<'_>) -> io::Result<(i32, OwnedFd)> {
     let mut body = [0u8; 4];
     let mut space = nix::cmsg_space!([RawFd; 1]);
-    let mut iov = [IoSliceMut::new(&mut body)];
-    let msg = recvmsg::<()>(
-        socket.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::MSG_CMSG_CLOEXEC | MsgFlags::MSG_WAITALL,
-    )
-    .map_err(io::Error::from)?;
-    let mut fd = None;
-    for cmsg in msg.cmsgs().map_err(io::Error::from)? {
-        if let ControlMessageOwned::ScmRights(raw) = cmsg {
-            for r in raw {
-                // SAFETY: SCM_RIGHTS just installed this descriptor in our table.
-                let owned = unsafe { OwnedFd::from_raw_fd(r) };
-                fd.get_or_insert(owned);
-            }
+    let (got, fds) = loop {
+        let mut iov = [IoSliceMut::new(&mut body)];
+        match recvmsg::<()>(
+            socket.as_raw_fd(),
+            &mut iov,
+            Some(&mut space),
+            MsgFlags::MSG_CMSG_CLOEXEC | MsgFlags::MSG_WAITALL,
+        ) {
+            Ok(msg) => break (msg.bytes, received_fds(&msg)?),
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
         }
-    }
-    if msg.bytes == 0 {
+    };
+    if got == 0 {
         return Err(io::Error::new(
             io::ErrorKind::BrokenPipe,
             "the companion is gone",
         ));
     }
-    if msg.bytes != body.len() {
+    if got != body.len() {
         return Err(invalid("truncated answer"));
     }
-    let value = i32::from_le_bytes(body);
-    match fd {
-        Some(fd) if value > 0 => Ok((value, fd)),
-        _ if value < 0 => Err(io::Error::from_raw_os_error(-value)),
-        _ => Err(invalid("an answer without its socket")),
+    let pid = from_answer(i32::from_le_bytes(body))?;
+    match <[OwnedFd; 1]>::try_from(fds) {
+        Ok([socket]) => Ok((pid, socket)),
+        Err(_) => Err(invalid("an answer without exactly its socket")),
     }
 }
 
-/// Read a spawn's reply: the pid and flags (end of file: the companion is gone).
-pub(crate) fn receive_reply(socket: BorrowedFd<'_>) -> io::Result<(i32, u32)> {
-    let mut buf = [0u8; 8];
+/// Read a spawn's reply: the pid (end of file: the companion is gone).
+pub(crate) fn receive_reply(socket: BorrowedFd<'_>) -> io::Result<i32> {
+    let mut buf = [0u8; 4];
     if !read_exact(socket, &mut buf)? {
         return Err(io::Error::new(
             io::ErrorKind::BrokenPipe,
             "the companion is gone",
         ));
     }
-    let value = i32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
-    let flags = u32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]);
-    if value > 0 {
-        Ok((value, flags))
-    } else {
-        Err(io::Error::from_raw_os_error(-value))
-    }
+    from_answer(i32::from_le_bytes(buf))
 }
 
 #[cfg(test)]
@@ -622,8 +621,8 @@ mod tests {
         assert_eq!(got, message);
         assert_eq!(got_fds.len(), 2);
         // Replies both ways, and end of file.
-        send_reply(b.as_fd(), Ok((1234, REPLY_OUTSIDE_V2))).unwrap();
-        assert_eq!(receive_reply(a.as_fd()).unwrap(), (1234, REPLY_OUTSIDE_V2));
+        send_reply(b.as_fd(), Ok(1234)).unwrap();
+        assert_eq!(receive_reply(a.as_fd()).unwrap(), 1234);
         send_reply(b.as_fd(), Err(nix::libc::EAGAIN)).unwrap();
         assert_eq!(
             receive_reply(a.as_fd()).unwrap_err().raw_os_error(),
