@@ -179,7 +179,8 @@ async fn a_daemon_whose_main_thread_exited_still_dies_with_its_run() {
                   time.sleep(0.05)\n\
                   ctypes.CDLL(None).syscall(60, 0)\n";
     let script = format!(
-        "setsid /usr/bin/python3 -c \"$(printf '{daemon}')\" {} & pid=$!; sleep 0.4; \
+        "setsid /usr/bin/python3 -c \"$(printf '{daemon}')\" {} & pid=$!; \
+         for i in $(seq 200); do grep -q '^State:.Z' /proc/$pid/status && break; sleep 0.05; done; \
          grep -E '^(State|Threads)' /proc/$pid/status",
         survived.display()
     );
