@@ -1,9 +1,11 @@
-//! End-to-end: the sandbox's exec allowlist (`sandbox.exec_allowlist`) for real —
-//! bubblewrap, the helper and the kernel's Landlock `EXECUTE` right. A program copied into
-//! the writable workspace or `/tmp` cannot run, a listed one runs with its libraries, an
-//! interpreter that is not listed cannot run a script; per-agent lists and modes reach
-//! each run through `warden exec`; `explain` and `doctor` say whether it is in force; and
-//! where it cannot be enforced, `required` runs nothing.
+//! End-to-end: the sandbox's exec allowlist (`sandbox.exec_allowlist`) for real — both
+//! namespace builders (Warden's and bubblewrap, every run made with each and their
+//! answers compared), the `noexec` mounts, the helper and the kernel's Landlock
+//! `EXECUTE` right. A program copied into the writable workspace or `/tmp` cannot run,
+//! not even through the dynamic loader or as a preloaded library; a listed one runs with
+//! its libraries; an interpreter that is not listed cannot run a script; per-agent lists
+//! and modes reach each run through `warden exec`; `explain` and `doctor` say whether it
+//! is in force; and where it cannot be enforced, `required` runs nothing.
 
 // Tests set up and inspect real files and processes.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
@@ -51,24 +53,41 @@ impl Lab {
         std::fs::canonicalize(self.workspace.path()).unwrap()
     }
 
-    fn sandbox(&self, abi: i64) -> Arc<Bwrap> {
-        let policy = SandboxPolicy {
+    fn policy(&self) -> SandboxPolicy {
+        SandboxPolicy {
             writable_paths: vec![self.ws()],
             landlock: LandlockMode::Auto,
             ..Default::default()
-        };
+        }
+    }
+
+    fn helper() -> caps::process::OpenedProgram {
+        caps::process::OpenedProgram::open(Path::new(env!("CARGO_BIN_EXE_warden"))).unwrap()
+    }
+
+    /// bubblewrap's sandbox on a kernel offering Landlock ABI `abi`.
+    fn sandbox(&self, abi: i64) -> Arc<Bwrap> {
         Arc::new(
-            Bwrap::for_landlock_abi(
-                policy,
-                PathBuf::from(env!("CARGO_BIN_EXE_warden")),
-                &trusted_dirs(),
-                abi,
-            )
-            .unwrap(),
+            Bwrap::for_landlock_abi(self.policy(), Self::helper(), &trusted_dirs(), abi).unwrap(),
         )
     }
 
-    /// Run `argv` writable, allowed to execute only `allowed` (`None`: anything).
+    /// The sandbox built by each builder this machine can run: bubblewrap, and Warden's
+    /// own where its probe succeeds.
+    fn sandboxes(&self) -> Vec<(&'static str, Arc<Bwrap>)> {
+        let mut out = vec![("bubblewrap", self.sandbox(sandbox::landlock::abi()))];
+        let own = Bwrap::built_by_warden(self.policy(), Self::helper()).unwrap();
+        match sandbox::probe::builder_works(own.helper().exec_path()) {
+            Ok(()) => out.push(("warden", Arc::new(own))),
+            Err(e) => {
+                eprintln!("note: Warden's own builder cannot run here ({e}); bubblewrap only")
+            }
+        }
+        out
+    }
+
+    /// Run `argv` writable, allowed to execute only `allowed` (`None`: anything), with
+    /// every builder: they must agree on the exit code and the output.
     async fn run(&self, allowed: Option<&[&str]>, argv: &[&str]) -> ExecOutput {
         let mut options = ExecOptions::new(self.ws(), Duration::from_secs(60))
             .with_env("PATH", "/usr/local/bin:/usr/bin:/bin");
@@ -76,11 +95,26 @@ impl Lab {
             paths: paths.iter().map(PathBuf::from).collect(),
         });
         let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
-        self.sandbox(sandbox::landlock::abi())
-            .shell(Profile::Writable)
-            .exec(&argv, &options)
-            .await
-            .unwrap()
+        let mut first: Option<(&str, ExecOutput)> = None;
+        for (builder, sandbox) in self.sandboxes() {
+            let out = sandbox
+                .shell(Profile::Writable)
+                .exec(&argv, &options)
+                .await
+                .unwrap();
+            if let Some((other, seen)) = &first {
+                assert_eq!(
+                    (seen.exit_code(), &seen.stdout),
+                    (out.exit_code(), &out.stdout),
+                    "{other} and {builder} disagree on {argv:?}: {} / {}",
+                    text(seen),
+                    text(&out)
+                );
+            } else {
+                first = Some((builder, out));
+            }
+        }
+        first.unwrap().1
     }
 
     /// Put an executable file at `name` in the workspace.
@@ -273,11 +307,35 @@ exec("/proc/self/fd/$fd"); print "exec failed: $!\n";
     );
 }
 
-/// A documented limit, pinned so that the documentation is revisited if it changes: the
-/// dynamic loader, which every dynamically linked program needs, maps and runs an
-/// unlisted file when handed one (Landlock governs `execve`, not `mmap`).
+/// A shared library whose constructor prints `INJECTED` (and, for `LD_AUDIT`, an audit
+/// interface), built with the host's C compiler into `dir`; `None` (skipped loudly by the
+/// caller) without one.
+fn injected_library(dir: &Path) -> Option<PathBuf> {
+    let src = dir.join("inject.c");
+    std::fs::write(
+        &src,
+        "#include <unistd.h>\n\
+         __attribute__((constructor)) static void run(void) { write(2, \"INJECTED\\n\", 9); }\n\
+         unsigned int la_version(unsigned int v) { return v; }\n",
+    )
+    .unwrap();
+    let lib = dir.join("inject.so");
+    let built = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(&src)
+        .status()
+        .is_ok_and(|s| s.success());
+    built.then_some(lib)
+}
+
+/// The loader trick and its relatives, closed by the `noexec` layer: the dynamic loader
+/// must be executable (every dynamically linked program needs it), but run as a program
+/// it maps nothing that is not listed — a copy of a program in the workspace or `/tmp`,
+/// an unlisted program, an unlisted interpreter — and a library the command wrote loads
+/// nothing through `LD_PRELOAD` or `LD_AUDIT`; every listed program still runs.
 #[tokio::test]
-async fn known_limit_the_dynamic_loader_runs_a_file_it_is_handed() {
+async fn the_dynamic_loader_maps_nothing_that_is_not_listed() {
     if !usable() {
         return;
     }
@@ -288,17 +346,104 @@ async fn known_limit_the_dynamic_loader_runs_a_file_it_is_handed() {
         eprintln!("SKIPPED: /bin/sh is statically linked");
         return;
     };
+    let loader = loader.display().to_string();
+    let listed: &[&str] = &["/bin/sh", "/usr/bin/cp", "/usr/bin/cat"];
+    let moves = [
+        (
+            "copy in the workspace",
+            format!("cp /bin/true ./t && {loader} ./t"),
+        ),
+        (
+            "copy in /tmp",
+            format!("cp /bin/true /tmp/t && {loader} /tmp/t"),
+        ),
+        ("unlisted program", format!("{loader} /usr/bin/id")),
+        (
+            "unlisted interpreter",
+            format!("{loader} /usr/bin/perl -e 1"),
+        ),
+    ];
+    for (what, script) in &moves {
+        let script = format!("{script} && echo RAN");
+        // The move itself works without an allowlist: it is the allowlist that stops it.
+        let free = lab.run(None, &["/bin/sh", "-c", &script]).await;
+        if what.contains("perl") && !Path::new("/usr/bin/perl").exists() {
+            eprintln!("SKIPPED (part): no /usr/bin/perl for {what}");
+            continue;
+        }
+        assert!(free.stdout.contains("RAN"), "{what}: {}", text(&free));
+        let out = lab.run(Some(listed), &["/bin/sh", "-c", &script]).await;
+        assert!(!out.stdout.contains("RAN"), "{what}: {}", text(&out));
+        assert!(
+            out.stderr.contains("failed to map segment"),
+            "{what}: {}",
+            text(&out)
+        );
+    }
+    // A library the command wrote, preloaded or audited, into a listed program.
+    match injected_library(&lab.ws()) {
+        None => eprintln!("SKIPPED (part): no C compiler to build a library to inject"),
+        Some(lib) => {
+            for variable in ["LD_PRELOAD", "LD_AUDIT"] {
+                let script = format!(
+                    "{variable}={} /usr/bin/cat /dev/null; echo done",
+                    lib.display()
+                );
+                let free = lab.run(None, &["/bin/sh", "-c", &script]).await;
+                assert!(
+                    free.stderr.contains("INJECTED"),
+                    "{variable}: {}",
+                    text(&free)
+                );
+                let out = lab.run(Some(listed), &["/bin/sh", "-c", &script]).await;
+                assert!(
+                    !out.stderr.contains("INJECTED"),
+                    "{variable}: {}",
+                    text(&out)
+                );
+                assert!(out.stdout.contains("done"), "{variable}: {}", text(&out));
+            }
+        }
+    }
+    // Every listed program runs, with its loader and libraries.
+    let out = lab
+        .run(
+            Some(listed),
+            &[
+                "/bin/sh",
+                "-c",
+                "cp /dev/null ./n && /usr/bin/cat ./n && echo listed-ok",
+            ],
+        )
+        .await;
+    assert_eq!(out.stdout, "listed-ok\n", "{}", text(&out));
+}
+
+/// A listed program inside the writable workspace is seen read-only for the run: the
+/// command cannot turn it into another program and then run that.
+#[tokio::test]
+async fn a_listed_program_in_the_workspace_cannot_be_changed_during_the_run() {
+    if !usable() {
+        return;
+    }
+    let lab = Lab::new();
+    let tool = lab.executable("tool", &std::fs::read(true_binary()).unwrap());
+    let tool_s = tool.to_string_lossy().into_owned();
     let script = format!(
-        "cp /bin/true /tmp/t && {} /tmp/t && echo loader ran it",
-        loader.display()
+        "cp /usr/bin/id {tool_s}; echo cp=$?; mv /dev/null {tool_s} 2>/dev/null; {tool_s} && echo still-true"
     );
     let out = lab
         .run(
-            Some(&["/bin/sh", "/usr/bin/cp"]),
+            Some(&["/bin/sh", "/usr/bin/cp", &tool_s]),
             &["/bin/sh", "-c", &script],
         )
         .await;
-    assert!(out.stdout.contains("loader ran it"), "{}", text(&out));
+    assert!(out.stdout.contains("cp=1"), "{}", text(&out));
+    assert!(out.stdout.contains("still-true"), "{}", text(&out));
+    assert_eq!(
+        std::fs::read(&tool).unwrap(),
+        std::fs::read(true_binary()).unwrap()
+    );
 }
 
 #[tokio::test]

@@ -600,7 +600,12 @@ async fn a_missing_protected_directory_in_a_writable_path_fails_closed() {
         .map(PathBuf::from)
         .collect();
     let bwrap = std::sync::Arc::new(
-        sandbox::Bwrap::new(policy, PathBuf::from(env!("CARGO_BIN_EXE_warden")), &dirs).unwrap(),
+        sandbox::Bwrap::new(
+            policy,
+            caps::process::OpenedProgram::open(Path::new(env!("CARGO_BIN_EXE_warden"))).unwrap(),
+            &dirs,
+        )
+        .unwrap(),
     );
     let opts = caps::ExecOptions::new(&ws, std::time::Duration::from_secs(30));
     let argv = vec![

@@ -18,6 +18,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use caps::process::OpenedProgram;
 use caps::{ExecOptions, ExecOutput, RefusedWrites, Shell};
 use sandbox::{Bwrap, LandlockMode, Profile, SandboxPolicy};
 use support::{bwrap_usable, configure, trusted_dirs, wait_gone, warden_home, warden_in};
@@ -57,10 +58,11 @@ impl Lab {
             writable_paths: vec![self.ws()],
             readable_extra_paths: Vec::new(),
             hidden_paths: vec![std::fs::canonicalize(self.state.path()).unwrap()],
+            read_only_paths: Vec::new(),
             network,
             landlock: LandlockMode::Auto,
         };
-        let helper = PathBuf::from(env!("CARGO_BIN_EXE_warden"));
+        let helper = OpenedProgram::open(Path::new(env!("CARGO_BIN_EXE_warden"))).unwrap();
         // Warden's own builder, as `sandbox.builder = "auto"` picks it here; `cargo xtask
         // ci` runs this file again with WARDEN_TEST_BUILDER=bubblewrap, so that both
         // builders pass the same checks.
@@ -593,13 +595,14 @@ async fn nested_paths_cannot_reexpose_what_is_hidden() {
         writable_paths: vec![proj.clone()],
         readable_extra_paths: vec![top.clone(), reference.clone(), PathBuf::from("/etc")],
         hidden_paths: vec![home.clone()],
+        read_only_paths: Vec::new(),
         network: false,
         landlock: LandlockMode::Auto,
     };
     let sb = Arc::new(
         Bwrap::new(
             policy,
-            PathBuf::from(env!("CARGO_BIN_EXE_warden")),
+            OpenedProgram::open(Path::new(env!("CARGO_BIN_EXE_warden"))).unwrap(),
             &trusted_dirs(),
         )
         .unwrap(),
@@ -850,7 +853,7 @@ fn fails_closed_when_bubblewrap_is_missing_or_cannot_build_namespaces() {
     let policy = SandboxPolicy::default();
     let err = Bwrap::new(
         policy.clone(),
-        PathBuf::from("/bin/true"),
+        OpenedProgram::open(Path::new("/bin/true")).unwrap(),
         &[empty.path().to_path_buf()],
     )
     .unwrap_err();
@@ -889,8 +892,13 @@ fn fails_closed_when_bubblewrap_is_missing_or_cannot_build_namespaces() {
         landlock: LandlockMode::Required,
         ..SandboxPolicy::default()
     };
-    let err = Bwrap::for_landlock_abi(required, PathBuf::from("/bin/true"), &trusted_dirs(), 0)
-        .unwrap_err();
+    let err = Bwrap::for_landlock_abi(
+        required,
+        OpenedProgram::open(Path::new("/bin/true")).unwrap(),
+        &trusted_dirs(),
+        0,
+    )
+    .unwrap_err();
     assert!(err.0.contains("Landlock is required"), "{err}");
 }
 

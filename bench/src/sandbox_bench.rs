@@ -103,12 +103,14 @@ pub async fn run(
             helper.display()
         );
     }
+    let helper = caps::process::OpenedProgram::open(&helper)?;
     let (warmup, iterations) = if quick { (2, 5) } else { (20, 200) };
     let dirs = Dirs::new()?;
     let policy = sandbox::SandboxPolicy {
         writable_paths: vec![dirs.workspace.clone()],
         readable_extra_paths: Vec::new(),
         hidden_paths: vec![dirs.home.clone()],
+        read_only_paths: Vec::new(),
         network: false,
         landlock: sandbox::LandlockMode::Auto,
     };
@@ -118,7 +120,7 @@ pub async fn run(
         sandbox::Bwrap::new(policy.clone(), helper.clone(), &dirs_list)
             .map_err(|e| anyhow::anyhow!(e.0))?,
     );
-    let sb = match sandbox::probe::builder_works(&helper) {
+    let sb = match sandbox::probe::builder_works(helper.exec_path()) {
         Ok(()) => Arc::new(
             sandbox::Bwrap::built_by_warden(policy, helper).map_err(|e| anyhow::anyhow!(e.0))?,
         ),

@@ -47,6 +47,7 @@ pub use shell::{
 /// crates (the OS sandbox) that wrap a program such as `bwrap` around the command, and
 /// the containment that holds each run's processes together.
 pub mod process {
+    pub use crate::providers::local::OpenedProgram;
     pub use crate::providers::local::contain::companion::{
         COMPANION_SUBCOMMAND, Dispatch, prepare_companion, run_companion, start_companion,
     };
@@ -56,6 +57,15 @@ pub mod process {
     pub use crate::providers::local::process::{
         DRAIN_AFTER_EXIT, KILL_GRACE, NewNamespaces, ProcessSpec, WorkingDir, supervise,
         supervise_live,
+    };
+}
+
+/// The kernel's mount table (`/proc/self/mountinfo`), parsed once for every reader:
+/// cgroup discovery, and the sandbox's search for every place a protected directory
+/// shows through.
+pub mod mounts {
+    pub use crate::providers::local::mount_table::{
+        MountEntry, parse_mount_table, read_mount_table,
     };
 }
 

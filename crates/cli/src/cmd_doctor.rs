@@ -217,7 +217,7 @@ pub fn run(args: DoctorArgs) -> i32 {
             Approver::Unsafe("the approvals file is unusable (see gateway)".into())
         });
     let direct = facts.direct_switch().active_until();
-    let protection = facts.protection(None).map_err(|e| format!("{e:#}"));
+    let protection = facts.protection(None).map_err(|e| layout_problems(&e));
     let containment = containment(&facts, config.as_ref().ok());
     let layout = facts.sandbox_layout(None).ok();
     let exec = config.as_ref().ok().map(|c| {
@@ -251,10 +251,13 @@ pub fn run(args: DoctorArgs) -> i32 {
                 Ok(list) => json!({"ok": true, "paths": list.iter().map(|r| json!({
                     "role": r.protection.role,
                     "path": r.protection.real,
+                    "guard": r.protection.guard,
+                    "aliases": r.protection.aliases,
                     "insideWritable": r.protection.inside_writable,
                     "pinned": r.pinned,
+                    "locked": r.locked,
                 })).collect::<Vec<_>>()}),
-                Err(why) => json!({"ok": false, "detail": why}),
+                Err(problems) => json!({"ok": false, "detail": problems.join("; "), "problems": problems}),
             },
         });
         outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
@@ -307,26 +310,18 @@ pub fn run(args: DoctorArgs) -> i32 {
         match &protection {
             Ok(list) => {
                 for r in list {
-                    let detail = match &r.protection.inside_writable {
-                        None => format!(
-                            "{} (outside the writable paths)",
-                            r.protection.real.display()
-                        ),
-                        Some(w) => format!(
-                            "{} (inside the writable {}; pinned so nothing can rename it: {})",
-                            r.protection.real.display(),
-                            w.display(),
-                            r.pinned
-                                .iter()
-                                .map(|p| p.display().to_string())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    };
-                    out.push_str(&line(true, r.protection.role, &detail));
+                    out.push_str(&line(true, r.protection.role, &protection_detail(r)));
                 }
             }
-            Err(why) => out.push_str(&line(false, "layout", &format!("refused: {why}"))),
+            Err(problems) => {
+                for problem in problems {
+                    out.push_str(&line(
+                        false,
+                        "layout",
+                        &format!("refused (sandboxed and gateway runs): {problem}"),
+                    ));
+                }
+            }
         }
         out!("{out}");
     }
@@ -338,10 +333,60 @@ pub fn run(args: DoctorArgs) -> i32 {
     }
 }
 
+/// Each problem that makes Warden refuse this layout, or the one error that stopped the
+/// check.
+fn layout_problems(e: &anyhow::Error) -> Vec<String> {
+    match e.downcast_ref::<sandbox::protect::LayoutProblems>() {
+        Some(problems) => problems.0.clone(),
+        None => vec![format!("{e:#}")],
+    }
+}
+
+/// Where a protected path is, how it is kept out of reach, and what a writable run does
+/// for it.
+fn protection_detail(r: &crate::compose::ProtectionReport) -> String {
+    let p = &r.protection;
+    let list = |paths: &[std::path::PathBuf]| {
+        paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let how = match p.guard {
+        sandbox::protect::Guard::Hidden => "hidden",
+        sandbox::protect::Guard::ReadOnly => "read-only",
+    };
+    let mut detail = format!("{} ({how}", p.real.display());
+    match &p.inside_writable {
+        None => detail.push_str(", outside the writable paths"),
+        Some(w) => {
+            detail.push_str(&format!(", inside the writable {}", w.display()));
+            if !r.locked.is_empty() {
+                detail.push_str(&format!("; bound read-only: {}", list(&r.locked)));
+            }
+            if !r.pinned.is_empty() {
+                detail.push_str(&format!(
+                    "; pinned so nothing can rename it: {}",
+                    list(&r.pinned)
+                ));
+            }
+        }
+    }
+    if !p.aliases.is_empty() {
+        detail.push_str(&format!(
+            "; also shown at {}, kept the same way",
+            list(&p.aliases)
+        ));
+    }
+    detail.push(')');
+    detail
+}
+
 /// Whether Warden's own namespace builder works here (`Err`: why not).
 fn own_builder_works() -> Result<(), String> {
     let helper = crate::host::helper_binary().map_err(|e| format!("{e:#}"))?;
-    sandbox::probe::builder_works(&helper)
+    sandbox::probe::builder_works(helper.exec_path())
 }
 
 /// Check name of Warden's own builder's probe in [`backend_checks`].

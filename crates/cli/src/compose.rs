@@ -10,14 +10,14 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use approvals::{Clock, Store, SystemClock};
-use caps::process::Containment;
+use caps::process::{Containment, OpenedProgram};
 use caps::{LocalShell, Shell};
 use gateway::{
     DirectMode, DirectSwitch, FileTools, Gateway, PathAuthorization, Routes, SandboxRoute,
 };
 use policy::{Config, SandboxBackend};
 use runner::{Executor, Host, RunHost, Runner, SandboxShells, SocketApprovals};
-use sandbox::protect::{Protection, WardenLayout, warden_paths};
+use sandbox::protect::{Authorized, Guard, Protection, WardenLayout, plan_paths, warden_paths};
 use sandbox::{Bwrap, LandlockMode, Profile, SandboxPolicy};
 
 use crate::host::HostFacts;
@@ -55,22 +55,42 @@ fn same_shell(shell: Arc<dyn Shell>, unconfined: Option<&str>) -> SandboxShells 
     }
 }
 
-/// What commands and file tools must never reach, checked (and Warden's directories
-/// created) before anything runs.
+/// What commands and file tools must never reach or change (the protected set: Warden's
+/// state, the approver socket, the home, the directories of Warden's programs), checked
+/// against the authorized paths — and Warden's directories created — before anything
+/// runs.
 fn protected(
     facts: &HostFacts,
     store: &Store,
-    writable: &[PathBuf],
+    auth: &PathAuthorization,
 ) -> anyhow::Result<Vec<Protection>> {
     let socket = store.load().ok().map(|s| store.socket_path(&s.file));
     let node_state = facts.warden_home.join(bridge::state::NODE_FILE);
+    let programs = crate::host::own_programs();
     let layout = WardenLayout {
         state_dir: &facts.warden_home,
         socket: socket.as_deref(),
         node_state: Some(&node_state),
         home: &facts.home,
+        programs: &programs,
     };
-    warden_paths(&layout, writable).map_err(|e| anyhow::anyhow!("{}", e.0))
+    let authorized = Authorized {
+        writable: &auth.writable_paths,
+        readable: &auth.readable_extra_paths,
+    };
+    warden_paths(&layout, authorized).map_err(anyhow::Error::from)
+}
+
+/// The sandbox policy's paths for `auth` and `protection`.
+fn layout_policy(auth: &PathAuthorization, protection: &[Protection]) -> SandboxPolicy {
+    let (hidden_paths, read_only_paths) = plan_paths(protection);
+    SandboxPolicy {
+        writable_paths: auth.writable_paths.clone(),
+        readable_extra_paths: auth.readable_extra_paths.clone(),
+        hidden_paths,
+        read_only_paths,
+        ..Default::default()
+    }
 }
 
 /// Why host=sandbox commands are refused when the operator switched the backend off.
@@ -79,15 +99,11 @@ pub const SANDBOX_OFF: &str = "sandbox.backend = \"off\": the sandbox host is sw
 /// The sandbox route for the configured backend, or its diagnosis.
 fn sandbox_route(
     config: &Config,
-    auth: &PathAuthorization,
-    hidden: Vec<PathBuf>,
+    layout: SandboxPolicy,
     containment: Containment,
     probe_cache: &Path,
 ) -> SandboxRoute {
     let policy = SandboxPolicy {
-        writable_paths: auth.writable_paths.clone(),
-        readable_extra_paths: auth.readable_extra_paths.clone(),
-        hidden_paths: hidden,
         network: config.sandbox.network,
         // config.toml accepts only auto|required|off; anything else would have been
         // refused when it was loaded, and an unknown value must never weaken the sandbox.
@@ -96,6 +112,7 @@ fn sandbox_route(
             .landlock
             .parse()
             .unwrap_or(LandlockMode::Required),
+        ..layout
     };
     let shells: Result<SandboxShells, String> = match config.sandbox.backend {
         SandboxBackend::Bwrap => {
@@ -169,7 +186,7 @@ fn sandbox_bwrap(
     probe_cache: &Path,
 ) -> Result<SandboxShells, String> {
     let helper = crate::host::helper_binary().map_err(|e| format!("{e:#}"))?;
-    let bubblewrap = |policy: SandboxPolicy, helper: PathBuf| -> Result<Bwrap, String> {
+    let bubblewrap = |policy: SandboxPolicy, helper: OpenedProgram| -> Result<Bwrap, String> {
         let dirs: Vec<PathBuf> = sandbox::bwrap::TRUSTED_BWRAP_DIRS
             .iter()
             .map(PathBuf::from)
@@ -184,9 +201,9 @@ fn sandbox_bwrap(
         Ok(bwrap)
     };
     // The same question of Warden's own builder, remembered the same way.
-    let warden = |policy: SandboxPolicy, helper: PathBuf| -> Result<Bwrap, String> {
+    let warden = |policy: SandboxPolicy, helper: OpenedProgram| -> Result<Bwrap, String> {
         let bwrap = Bwrap::built_by_warden(policy, helper).map_err(|e| e.0)?;
-        sandbox::probe_cache::builder_works_cached(bwrap.helper_path(), probe_cache)?;
+        sandbox::probe_cache::builder_works_cached(bwrap.helper(), probe_cache)?;
         Ok(bwrap)
     };
     let bwrap = match builder {
@@ -213,10 +230,12 @@ fn sandbox_bwrap(
 /// One protected path as `warden doctor` reports it: where it really is, and the
 /// ancestors a writable sandbox run pins so that nothing can rename them.
 pub struct ProtectionReport {
-    /// The path and where it lies.
+    /// The path, where it lies and shows.
     pub protection: Protection,
     /// Its pinned ancestors (empty outside the writable paths).
     pub pinned: Vec<PathBuf>,
+    /// Where a writable run binds it read-only (Warden's programs inside a writable path).
+    pub locked: Vec<PathBuf>,
 }
 
 impl HostFacts {
@@ -236,20 +255,20 @@ impl HostFacts {
         let config = self.config()?;
         let workspace = std::fs::canonicalize(self.absolute(workspace.unwrap_or(&self.cwd)))?;
         let auth = authorization(&config, &workspace)?;
-        let protection = protected(self, &self.store(), &auth.writable_paths)?;
-        let policy = SandboxPolicy {
-            writable_paths: auth.writable_paths,
-            readable_extra_paths: auth.readable_extra_paths,
-            hidden_paths: protection.iter().map(|p| p.real.clone()).collect(),
-            ..Default::default()
-        };
+        let protection = protected(self, &self.store(), &auth)?;
+        let policy = layout_policy(&auth, &protection);
         let plan = sandbox::mounts::MountPlan::new(&policy, true, false);
         Ok(protection
             .into_iter()
             .map(|protection| ProtectionReport {
                 pinned: plan
                     .pinned()
-                    .filter(|pin| protection.real.starts_with(pin))
+                    .filter(|pin| protection.places().any(|p| p.starts_with(pin)))
+                    .map(Path::to_path_buf)
+                    .collect(),
+                locked: plan
+                    .locked()
+                    .filter(|lock| protection.places().any(|p| p == *lock))
                     .map(Path::to_path_buf)
                     .collect(),
                 protection,
@@ -263,13 +282,10 @@ impl HostFacts {
         let config = self.config()?;
         let workspace = std::fs::canonicalize(&self.cwd)?;
         let auth = authorization(&config, &workspace)?;
-        let protection = protected(self, &self.store(), &auth.writable_paths)?;
+        let protection = protected(self, &self.store(), &auth)?;
         let policy = SandboxPolicy {
-            writable_paths: auth.writable_paths,
-            readable_extra_paths: auth.readable_extra_paths,
-            hidden_paths: protection.into_iter().map(|p| p.real).collect(),
             network: config.sandbox.network,
-            ..Default::default()
+            ..layout_policy(&auth, &protection)
         };
         Ok(sandbox::container::diagnose(
             &container_config(&config),
@@ -283,13 +299,8 @@ impl HostFacts {
         let config = self.config()?;
         let workspace = std::fs::canonicalize(self.absolute(workspace.unwrap_or(&self.cwd)))?;
         let auth = authorization(&config, &workspace)?;
-        let protection = protected(self, &self.store(), &auth.writable_paths)?;
-        Ok(SandboxPolicy {
-            writable_paths: auth.writable_paths,
-            readable_extra_paths: auth.readable_extra_paths,
-            hidden_paths: protection.into_iter().map(|p| p.real).collect(),
-            ..Default::default()
-        })
+        let protection = protected(self, &self.store(), &auth)?;
+        Ok(layout_policy(&auth, &protection))
     }
 
     /// `workspace` (default: the current directory), absolute and resolved.
@@ -333,18 +344,18 @@ impl HostFacts {
         let store = self.store();
         let workspace = self.workspace(workspace)?;
         let auth = authorization(&config, &workspace)?;
-        let protection = protected(self, &store, &auth.writable_paths)?;
+        let protection = protected(self, &store, &auth)?;
         let host = self.runner_host(&store, config.clone(), &workspace);
         let containment = self.containment()?;
         let local: Arc<dyn Shell> = Arc::new(LocalShell::contained(containment.clone()));
         // Probing the sandbox backend starts processes: only when a command needs it.
         let sandbox = {
-            let (config, auth) = (config.clone(), auth.clone());
-            let hidden: Vec<PathBuf> = protection.iter().map(|p| p.real.clone()).collect();
+            let config = config.clone();
+            let layout = layout_policy(&auth, &protection);
             // In Warden's protected state directory: no command can plant an answer.
             let probe_cache = self.warden_home.join("cache").join("sandbox-probe");
             SandboxRoute::deferred(move || {
-                sandbox_route(&config, &auth, hidden, containment, &probe_cache)
+                sandbox_route(&config, layout, containment, &probe_cache)
             })
         };
         let routes = Routes {
@@ -363,14 +374,19 @@ impl HostFacts {
             node: nodes,
         };
         // The file tools work inside the home (a workspace often is there): they are kept
-        // from Warden's own directories only.
-        let files = FileTools::open(
-            &auth,
+        // from Warden's own directories (wherever they show), and write nothing into the
+        // directories of Warden's programs.
+        let places = |keep: fn(&Protection) -> bool| -> Vec<PathBuf> {
             protection
                 .iter()
-                .filter(|p| p.warden_owned)
-                .map(|p| p.real.clone())
-                .collect(),
+                .filter(|p| keep(p))
+                .flat_map(|p| p.places().map(Path::to_path_buf))
+                .collect()
+        };
+        let files = FileTools::open(
+            &auth,
+            places(|p| p.warden_owned),
+            places(|p| p.guard == Guard::ReadOnly),
         )?;
         Ok(Gateway::new(Runner::new(host), routes, Some(files)))
     }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use approvals::{Store, StoreConfig};
 use caps::LocalFs;
-use caps::process::Containment;
+use caps::process::{Containment, OpenedProgram};
 use policy::{CaseMode, Config, RunLimits, TrustedPath};
 
 /// Fallback search path when Warden's own PATH is unset.
@@ -129,7 +129,7 @@ impl HostFacts {
         if let Some(c) = self.containment.get() {
             return Ok(c.clone());
         }
-        let helper = helper_binary()?;
+        let helper = helper_binary()?.exec_path().to_path_buf();
         let chosen = match self.env.get("WARDEN_CONTAINMENT").map(String::as_str) {
             None | Some("") | Some("auto") => Containment::detect(Some(helper)),
             Some("subreaper") => Containment::subreaper(helper),
@@ -158,26 +158,50 @@ fn total_memory() -> Option<u64> {
     kib.checked_mul(1024)
 }
 
-/// The binary that runs inside the sandbox and as the subreaper: the dedicated
-/// `warden-sandbox-helper` when installed next to `warden`, else `warden` itself.
-pub fn helper_binary() -> anyhow::Result<PathBuf> {
+/// The binary that runs inside the sandbox and as the subreaper, watchdog, companion and
+/// namespace builder: the dedicated `warden-sandbox-helper` when installed next to
+/// `warden`, else `warden` itself — opened once, and executed through that descriptor
+/// ever after (`caps::process::OpenedProgram`): a file put in its place later is never
+/// run.
+pub fn helper_binary() -> anyhow::Result<OpenedProgram> {
     if let Some(small) = small_helper() {
         return Ok(small);
     }
-    std::env::current_exe().context("cannot locate the warden binary for the sandbox helper")
+    this_program()
+}
+
+/// This binary, opened once (`/proc/self/exe`).
+pub fn this_program() -> anyhow::Result<OpenedProgram> {
+    static THIS: std::sync::OnceLock<Result<OpenedProgram, String>> = std::sync::OnceLock::new();
+    THIS.get_or_init(|| OpenedProgram::this_program().map_err(|e| e.to_string()))
+        .clone()
+        .map_err(|e| anyhow::anyhow!("cannot open the warden binary for the sandbox helper: {e}"))
+}
+
+/// The programs Warden executes outside any sandbox: this binary and the helper. Their
+/// directories are part of the protected set (`sandbox::protect`).
+pub fn own_programs() -> Vec<PathBuf> {
+    let mut programs: Vec<PathBuf> = this_program()
+        .map(|p| p.real_path().to_path_buf())
+        .into_iter()
+        .collect();
+    if let Some(small) = small_helper() {
+        programs.push(small.real_path().to_path_buf());
+    }
+    programs
 }
 
 /// The small helper binary's file name.
 const SMALL_HELPER: &str = "warden-sandbox-helper";
 
-/// The small helper binary next to `warden`, if it is installed (looked up once: the
-/// constructor that starts `warden exec`'s companion asks first).
-pub fn small_helper() -> Option<PathBuf> {
-    static SMALL: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+/// The small helper binary next to `warden`, if it is installed, opened (looked up once:
+/// the constructor that starts `warden exec`'s companion asks first).
+pub fn small_helper() -> Option<OpenedProgram> {
+    static SMALL: std::sync::OnceLock<Option<OpenedProgram>> = std::sync::OnceLock::new();
     SMALL
         .get_or_init(|| {
             let small = std::env::current_exe().ok()?.with_file_name(SMALL_HELPER);
-            small.is_file().then_some(small)
+            OpenedProgram::open(&small).ok()
         })
         .clone()
 }

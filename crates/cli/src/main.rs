@@ -169,8 +169,9 @@ extern "C" fn start_companion_for_exec(
         return;
     }
     if let Some(helper) = host::small_helper() {
-        // Without it, runs start the helper binary; nothing else changes.
-        let _ = caps::process::start_companion(&helper);
+        // Without it, runs start the helper binary; nothing else changes. Started from
+        // the opened file, like every run's helper.
+        let _ = caps::process::start_companion(helper.exec_path());
         // A default sandboxed run's namespaces, made while Warden decides.
         caps::process::prepare_companion(sandbox::bwrap::DEFAULT_BORN_IN);
     }

@@ -123,11 +123,20 @@ fn is_git_internal(path: &Path) -> bool {
 
 /// The guard every root gets: nothing inside a protected directory, for any access; no
 /// write inside a repository's `.git`. It judges real paths of opened handles.
-fn guard(protected: Vec<PathBuf>) -> Guard {
+fn guard(protected: Vec<PathBuf>, read_only: Vec<PathBuf>) -> Guard {
     Arc::new(move |real: &Path, access: Access| {
         if let Some(dir) = protected.iter().find(|p| real.starts_with(p)) {
             return Err(format!(
                 "{} is inside {}, which Warden protects (its state or the approver's socket)",
+                real.display(),
+                dir.display()
+            ));
+        }
+        if access == Access::Write
+            && let Some(dir) = read_only.iter().find(|p| real.starts_with(p))
+        {
+            return Err(format!(
+                "{} is inside {}, which holds the programs Warden runs: the file tools do not change it",
                 real.display(),
                 dir.display()
             ));
@@ -145,9 +154,15 @@ const GIT_REFUSAL: &str = "inside a repository's .git: the file tools do not cha
 impl FileTools {
     /// Open every authorized root (canonical absolute directories) and remember the
     /// protected directories (canonical: Warden's state, the approver socket's
-    /// directory), which no operation may reach.
-    pub fn open(auth: &PathAuthorization, protected: Vec<PathBuf>) -> Result<FileTools, FileError> {
+    /// directory, wherever they show), which no operation may reach, and the read-only
+    /// ones (the directories of Warden's programs), which no write may reach.
+    pub fn open(
+        auth: &PathAuthorization,
+        protected: Vec<PathBuf>,
+        read_only: Vec<PathBuf>,
+    ) -> Result<FileTools, FileError> {
         let protected: Vec<PathBuf> = protected.iter().map(|d| lexical(d)).collect();
+        let read_only: Vec<PathBuf> = read_only.iter().map(|d| lexical(d)).collect();
         let mut roots = Vec::new();
         for (paths, writable) in [
             (&auth.writable_paths, true),
@@ -162,7 +177,7 @@ impl FileTools {
                 }
                 let fs = BoundedFs::open(p)
                     .map_err(|e| FileError::Io(format!("cannot open {}: {e}", p.display())))?
-                    .with_guard(guard(protected.clone()));
+                    .with_guard(guard(protected.clone(), read_only.clone()));
                 roots.push(Root {
                     path: lexical(p),
                     fs,

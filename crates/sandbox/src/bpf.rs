@@ -31,6 +31,9 @@ pub(crate) enum Check {
     Not { arg: u8, value: u32 },
     /// The argument has any of these bits set (in its low 32 bits).
     AnyBit { arg: u8, mask: u32 },
+    /// Both arguments have any of their bits set: `first.0` any of `first.1`, and
+    /// `second.0` any of `second.1` (an `open` that creates, with a set-id mode).
+    AnyBitBoth { first: (u8, u32), second: (u8, u32) },
     /// The argument holds `open(2)` flags that ask for a write: access mode `O_WRONLY`
     /// or `O_RDWR`, or `O_CREAT`, or `O_TRUNC`.
     OpenWrites { arg: u8 },
@@ -187,6 +190,23 @@ fn check_body(check: &Check) -> Body {
             plain(LD_ABS, arg_low(*arg)),
             (
                 insn(JSET_K, 0, 0, *mask),
+                Some((true, Target::Action)),
+                Some((false, Target::Allow)),
+            ),
+        ],
+        Check::AnyBitBoth {
+            first: (first, first_mask),
+            second: (second, second_mask),
+        } => vec![
+            plain(LD_ABS, arg_low(*first)),
+            (
+                insn(JSET_K, 0, 0, *first_mask),
+                None,
+                Some((false, Target::Allow)),
+            ),
+            plain(LD_ABS, arg_low(*second)),
+            (
+                insn(JSET_K, 0, 0, *second_mask),
                 Some((true, Target::Action)),
                 Some((false, Target::Allow)),
             ),

@@ -28,8 +28,9 @@ pub const SUBCOMMAND: &str = "__sandbox-helper";
 const SETUP_FAILED: i32 = 125;
 
 /// The helper's arguments:
-/// `[--landlock MODE] [--rw PATH]... [--exec-allowlist enforce [--exec-allow PATH]...]
-/// [--watch-writes FD [--watch-root PATH]...] [--arg0 NAME] -- PROGRAM ARGS...`.
+/// `[--landlock MODE] [--rw PATH]... [--exec-allowlist enforce [--exec-allow PATH]...
+/// [--exec-map DIR]...] [--seccomp-fd FD]... [--watch-writes FD [--watch-root PATH]...]
+/// [--arg0 NAME] -- PROGRAM ARGS...`.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct HelperArgs {
     /// Landlock mode.
@@ -40,6 +41,17 @@ pub struct HelperArgs {
     /// Only these files, and files beneath these directories, may be executed (real
     /// paths); `Some(empty)` lets nothing execute, `None` anything.
     pub exec_allowlist: Option<Vec<PathBuf>>,
+    /// With an exec allowlist: directories whose files may be mapped as code (the
+    /// libraries the listed programs need); every other mount is `noexec`.
+    pub exec_libraries: Vec<PathBuf>,
+    /// Seccomp programs the helper installs itself, after finishing the mount tree and
+    /// dropping the capability it needed for that (bubblewrap with an exec allowlist);
+    /// empty: whoever started the helper installed them.
+    pub seccomp_fds: Vec<i32>,
+    /// With `seccomp_fds`, when bubblewrap made the helper root of the sandbox's user
+    /// namespace (for an unprivileged user): the user's own (uid, gid), which the command
+    /// runs as, in a user namespace of its own.
+    pub run_as: Option<(u32, u32)>,
     /// Watch for refused writes and report them to this descriptor.
     pub watch_fd: Option<i32>,
     /// Refused writes beneath these paths are reported (the writable paths).
@@ -68,6 +80,18 @@ pub fn encode(args: &HelperArgs) -> Vec<String> {
             out.push("--exec-allow".into());
             out.push(p.to_string_lossy().into_owned());
         }
+        for p in &args.exec_libraries {
+            out.push("--exec-map".into());
+            out.push(p.to_string_lossy().into_owned());
+        }
+    }
+    for fd in &args.seccomp_fds {
+        out.push("--seccomp-fd".into());
+        out.push(fd.to_string());
+    }
+    if let Some((uid, gid)) = args.run_as {
+        out.push("--run-as".into());
+        out.push(format!("{uid}:{gid}"));
     }
     if let Some(fd) = args.watch_fd {
         out.push("--watch-writes".into());
@@ -112,6 +136,31 @@ pub fn decode(args: &[String]) -> Result<HelperArgs, String> {
                     Some(_) => return Err(format!("--exec-allow {path:?} is not absolute")),
                     None => return Err("--exec-allow before --exec-allowlist".into()),
                 }
+            }
+            "--exec-map" => {
+                let path = PathBuf::from(value("a path")?);
+                match &parsed.exec_allowlist {
+                    Some(_) if path.is_absolute() => parsed.exec_libraries.push(path),
+                    Some(_) => return Err(format!("--exec-map {path:?} is not absolute")),
+                    None => return Err("--exec-map before --exec-allowlist".into()),
+                }
+            }
+            "--seccomp-fd" => {
+                let fd = value("a descriptor")?;
+                let fd: i32 = fd
+                    .parse()
+                    .ok()
+                    .filter(|n| *n > 2)
+                    .ok_or_else(|| format!("invalid --seccomp-fd descriptor {fd:?}"))?;
+                parsed.seccomp_fds.push(fd);
+            }
+            "--run-as" => {
+                let ids = value("uid:gid")?;
+                let parsed_ids = ids
+                    .split_once(':')
+                    .and_then(|(u, g)| Some((u.parse().ok()?, g.parse().ok()?)));
+                parsed.run_as =
+                    Some(parsed_ids.ok_or_else(|| format!("invalid --run-as ids {ids:?}"))?);
             }
             "--watch-root" => parsed.watch_roots.push(value("a path")?.into()),
             "--arg0" => parsed.arg0 = Some(value("a name")?),
@@ -216,6 +265,9 @@ pub fn run(parsed: HelperArgs) -> ! {
             nix::sys::signal::SigHandler::SigDfl,
         )
     };
+    if !parsed.seccomp_fds.is_empty() {
+        finish_confinement(&parsed);
+    }
     // Nothing bubblewrap (or anyone) left open may reach the command. The watch report
     // descriptor stays open for the observer (and is close-on-exec for the command).
     match parsed.watch_fd {
@@ -267,6 +319,42 @@ pub fn run(parsed: HelperArgs) -> ! {
         Some(fd) => crate::watch::run(fd, &parsed.watch_roots, &target),
         None => exec_command(&target),
     }
+}
+
+/// Under bubblewrap with an exec allowlist (see `Bwrap::command_line`): the `noexec`
+/// layer on the finished mount tree, with the capability bubblewrap left for it; then
+/// every privilege dropped and the seccomp programs installed, as Warden's builder does
+/// in the command's process. Any failure ends the run before the command starts.
+fn finish_confinement(parsed: &HelperArgs) {
+    if let Some(executable) = &parsed.exec_allowlist {
+        let allowed: Vec<PathBuf> = executable
+            .iter()
+            .chain(&parsed.exec_libraries)
+            .cloned()
+            .collect();
+        let root = rustix::fs::open(
+            "/",
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .unwrap_or_else(|e| fail(&format!("open /: {e}")));
+        crate::builder::keep_executable_only(std::os::fd::AsFd::as_fd(&root), &allowed)
+            .unwrap_or_else(|e| {
+                fail(&format!(
+                    "the exec allowlist (sandbox.exec_allowlist) could not be enforced: {e}"
+                ))
+            });
+    }
+    if let Some(ids) = parsed.run_as {
+        crate::confine::run_as_user(ids).unwrap_or_else(|e| fail(&e));
+    }
+    crate::confine::drop_privileges().unwrap_or_else(|e| fail(&e));
+    let programs: Vec<_> = parsed
+        .seccomp_fds
+        .iter()
+        .map(|fd| crate::confine::read_program(*fd).unwrap_or_else(|e| fail(&e)))
+        .collect();
+    crate::confine::install_merged(&programs, false).unwrap_or_else(|e| fail(&e));
 }
 
 /// Close descriptors `first..=last` (`last < first` closes nothing).
@@ -340,6 +428,9 @@ mod tests {
             landlock: LandlockMode::Required,
             writable: vec![PathBuf::from("/w s")],
             exec_allowlist: Some(vec![PathBuf::from("/usr/bin/git"), PathBuf::from("/o pt")]),
+            exec_libraries: vec![PathBuf::from("/usr/lib/x86_64-linux-gnu")],
+            seccomp_fds: vec![3, 4],
+            run_as: Some((1000, 100)),
             watch_fd: Some(7),
             watch_roots: vec![PathBuf::from("/w s"), PathBuf::from("/other")],
             arg0: Some("unxz".into()),
@@ -365,6 +456,15 @@ mod tests {
         for bad in [
             &["--exec-allow", "/bin", "--", "x"][..],
             &["--exec-allowlist", "maybe", "--", "x"],
+            &["--exec-map", "/lib", "--", "x"],
+            &[
+                "--exec-allowlist",
+                "enforce",
+                "--exec-map",
+                "lib",
+                "--",
+                "x",
+            ],
             &[
                 "--exec-allowlist",
                 "enforce",

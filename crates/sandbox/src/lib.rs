@@ -21,6 +21,7 @@
 mod bpf;
 pub mod builder;
 pub mod bwrap;
+pub(crate) mod confine;
 pub mod container;
 pub mod exec_allowlist;
 pub mod git;
@@ -76,6 +77,10 @@ pub struct SandboxPolicy {
     pub readable_extra_paths: Vec<PathBuf>,
     /// Never visible inside (Warden's state directory, approvals file, token, socket).
     pub hidden_paths: Vec<PathBuf>,
+    /// Visible, never changed: bound read-only onto themselves where they would be
+    /// writable (the directories of the programs Warden executes; see
+    /// [`protect`](crate::protect)).
+    pub read_only_paths: Vec<PathBuf>,
     /// Network access (off by default: a new, empty network namespace and no sockets
     /// beyond `AF_UNIX`).
     pub network: bool,

@@ -58,13 +58,21 @@ pub enum Mount {
     /// so it cannot be renamed, removed or replaced (see the module header). Its contents
     /// stay writable.
     Pin(PathBuf),
+    /// A directory of Warden's own programs that would otherwise be writable, bound
+    /// read-only onto itself: commands see it and cannot change, add or remove a file in
+    /// it (its writable ancestors are pinned like a hidden path's).
+    Lock(PathBuf),
 }
 
 impl Mount {
     /// The path this operation mounts on.
     pub fn path(&self) -> &Path {
         match self {
-            Mount::Empty(p) | Mount::Hide(p) | Mount::Pin(p) | Mount::Bind { path: p, .. } => p,
+            Mount::Empty(p)
+            | Mount::Hide(p)
+            | Mount::Pin(p)
+            | Mount::Lock(p)
+            | Mount::Bind { path: p, .. } => p,
         }
     }
 
@@ -72,8 +80,8 @@ impl Mount {
         let rank = match self {
             Mount::Empty(_) => 0,
             Mount::Bind { .. } | Mount::Pin(_) => 1,
-            // At the same path, hiding wins: fail closed.
-            Mount::Hide(_) => 2,
+            // At the same path, hiding and locking win: fail closed.
+            Mount::Hide(_) | Mount::Lock(_) => 2,
         };
         (self.path().components().count(), rank)
     }
@@ -157,7 +165,24 @@ impl MountPlan {
         // Stable: equal keys keep the order above (readable extras before writable paths).
         mounts.sort_by_key(Mount::order);
         let mut plan = MountPlan { mounts };
-        let pins = plan.pins(&policy.hidden_paths);
+        // Warden's programs are locked only where the plan so far would let a command
+        // write them; elsewhere (the read-only root, a read-only bind, out of sight) they
+        // cost nothing.
+        let locks: Vec<PathBuf> = policy
+            .read_only_paths
+            .iter()
+            .filter(|p| plan.writable_dir(p))
+            .cloned()
+            .collect();
+        plan.mounts.extend(locks.into_iter().map(Mount::Lock));
+        plan.mounts.sort_by_key(Mount::order);
+        let guarded: Vec<PathBuf> = policy
+            .hidden_paths
+            .iter()
+            .chain(&policy.read_only_paths)
+            .cloned()
+            .collect();
+        let pins = plan.pins(&guarded);
         plan.mounts.extend(pins.into_iter().map(Mount::Pin));
         plan.mounts.sort_by_key(Mount::order);
         // The same path can be named twice (the state directory is also the home, a
@@ -174,13 +199,13 @@ impl MountPlan {
         plan
     }
 
-    /// The ancestors of `hidden` paths that a command could rename or remove: those whose
-    /// deepest enclosing operation is a writable bind (inside an emptied tmpfs or a
-    /// read-only bind nothing reaches the host). Bound paths themselves are mount points
-    /// already.
-    fn pins(&self, hidden: &[PathBuf]) -> Vec<PathBuf> {
+    /// The ancestors of `guarded` (hidden or locked) paths that a command could rename
+    /// or remove: those whose deepest enclosing operation is a writable bind (inside an
+    /// emptied tmpfs or a read-only bind nothing reaches the host). Bound paths
+    /// themselves are mount points already.
+    fn pins(&self, guarded: &[PathBuf]) -> Vec<PathBuf> {
         let mut pins: Vec<PathBuf> = Vec::new();
-        for path in hidden {
+        for path in guarded {
             if !self.mounts.iter().any(|m| m.path() == path) {
                 continue; // not hidden by this plan (already out of sight, or absent)
             }
@@ -235,6 +260,31 @@ impl MountPlan {
         )
     }
 
+    /// Whether the directory `path` is writable inside: the deepest operation at or
+    /// above it is a writable bind, or a pin inside one.
+    fn writable_dir(&self, path: &Path) -> bool {
+        matches!(
+            self.deepest(path),
+            Some(Mount::Bind { writable: true, .. } | Mount::Pin(_))
+        )
+    }
+
+    /// The deepest operation at or above `path`: what decides what is seen there.
+    fn deepest(&self, path: &Path) -> Option<&Mount> {
+        self.mounts
+            .iter()
+            .filter(|m| path.starts_with(m.path()))
+            .max_by_key(|m| m.order())
+    }
+
+    /// The locked directories of Warden's programs (for `warden doctor`).
+    pub fn locked(&self) -> impl Iterator<Item = &Path> {
+        self.mounts.iter().filter_map(|m| match m {
+            Mount::Lock(p) => Some(p.as_path()),
+            _ => None,
+        })
+    }
+
     /// Whether `path` can be reached inside: the deepest operation at or above it decides
     /// (a bind shows it, an emptied or hidden directory does not); below none, the
     /// read-only root shows it.
@@ -243,7 +293,7 @@ impl MountPlan {
             .iter()
             .filter(|m| path.starts_with(m.path()))
             .max_by_key(|m| m.order())
-            .is_none_or(|m| matches!(m, Mount::Bind { .. } | Mount::Pin(_)))
+            .is_none_or(|m| matches!(m, Mount::Bind { .. } | Mount::Pin(_) | Mount::Lock(_)))
     }
 }
 
@@ -274,6 +324,7 @@ mod tests {
             writable_paths: paths(writable),
             readable_extra_paths: paths(readable),
             hidden_paths: paths(hidden),
+            read_only_paths: Vec::new(),
             network: false,
             landlock: LandlockMode::Off,
         }

@@ -76,13 +76,19 @@ pub fn namespaces_work_cached(bwrap: &Path, cache: &Path) -> Result<(), String> 
 /// never less confinement — and without it every `warden exec` on such a host would pay
 /// for a failing probe. The key (kernel, boot, namespace settings, the binary) decides
 /// when it is asked again.
-pub fn builder_works_cached(helper: &Path, cache: &Path) -> Result<(), String> {
+pub fn builder_works_cached(
+    helper: &caps::process::OpenedProgram,
+    cache: &Path,
+) -> Result<(), String> {
+    // Keyed by the file where it was found (its exec path names this process's
+    // descriptor, different in every process), run through the opened file.
+    let (found, helper) = (helper.real_path(), helper.exec_path());
     let name = cache
         .file_name()
         .map(|n| format!("{}-builder", n.to_string_lossy()))
         .unwrap_or_else(|| "probe-builder".into());
     let cache = cache.with_file_name(name);
-    let Ok(key) = key(helper) else {
+    let Ok(key) = key(found) else {
         return crate::probe::builder_works(helper);
     };
     let failed = format!("failed {key}\n");
@@ -131,7 +137,7 @@ fn cached(
 }
 
 /// Write `key` to `cache` atomically (0600, in a 0700 directory created if missing).
-fn remember(cache: &Path, key: &str) -> std::io::Result<()> {
+pub(crate) fn remember(cache: &Path, key: &str) -> std::io::Result<()> {
     let dir = cache
         .parent()
         .ok_or_else(|| std::io::Error::other("the cache path has no directory"))?;
@@ -222,7 +228,8 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let cache = tmp.path().join("state/cache/probe");
         // A stand-in helper: records each run, fails as a host without user namespaces.
-        let helper = fake_bwrap(tmp.path(), false);
+        let open = |path: &Path| caps::process::OpenedProgram::open(path).unwrap();
+        let helper = open(&fake_bwrap(tmp.path(), false));
         for _ in 0..2 {
             let err = builder_works_cached(&helper, &cache).unwrap_err();
             assert!(err.contains("No permissions"), "{err}");
@@ -234,8 +241,8 @@ mod tests {
         );
         assert!(!cache.exists(), "bubblewrap's entry is a file of its own");
         // A changed binary is asked again, and its success remembered in place.
-        std::fs::remove_file(&helper).unwrap();
-        let helper = fake_bwrap(tmp.path(), true);
+        std::fs::remove_file(helper.real_path()).unwrap();
+        let helper = open(&fake_bwrap(tmp.path(), true));
         builder_works_cached(&helper, &cache).unwrap();
         builder_works_cached(&helper, &cache).unwrap();
         assert_eq!(runs(tmp.path()), 2);

@@ -85,6 +85,13 @@ pub fn profile(policy: &SandboxPolicy, profile: Profile) -> SeatbeltProfile {
                     "(deny file-write* (literal (param \"{name}\")))\n"
                 ));
             }
+            Mount::Lock(path) => {
+                // Warden's programs: readable, nothing in them written, added or removed.
+                let name = param(&mut params, "LOCKED", path);
+                text.push_str(&format!(
+                    "(deny file-write* (subpath (param \"{name}\")))\n"
+                ));
+            }
             Mount::Bind { path, writable } => {
                 let name = param(&mut params, "BOUND", path);
                 let write = if *writable { "allow" } else { "deny" };
@@ -175,6 +182,7 @@ mod tests {
             )],
             readable_extra_paths: vec![PathBuf::from("/opt/data")],
             hidden_paths: vec![PathBuf::from("/Users/u/.warden")],
+            read_only_paths: Vec::new(),
             network: false,
             landlock: crate::LandlockMode::Off,
         }
@@ -237,6 +245,7 @@ mod tests {
                 PathBuf::from("/Users/u"),
                 PathBuf::from("/Users/u/work/.warden"),
             ],
+            read_only_paths: vec![PathBuf::from("/Users/u/work/bin")],
             network: false,
             landlock: crate::LandlockMode::Off,
         };
@@ -251,8 +260,14 @@ mod tests {
         let work = at("/Users/u/work", "allow file-write*");
         let reference = at("/Users/u/work/ref", "deny file-write*");
         let state = at("/Users/u/work/.warden", "deny file-read* file-write*");
+        // Warden's programs in the workspace: read, never written.
+        let programs = at("/Users/u/work/bin", "deny file-write*");
+        assert!(!p.text.contains(&format!(
+            "(deny file-read* file-write* (subpath (param \"{}\")))",
+            name_of(&p, Path::new("/Users/u/work/bin"))
+        )));
         assert!(
-            home < work && work < reference && work < state,
+            home < work && work < reference && work < state && work < programs,
             "{}",
             p.text
         );

@@ -25,6 +25,13 @@ use crate::bpf::{self, Check, JA as JMP_JA, MAX_INSNS, RET_A, RET_K};
 const TIOCSTI: u64 = 0x5412;
 const TIOCLINUX: u64 = 0x541C;
 const CLONE_NEWUSER: u64 = 0x1000_0000;
+/// The set-user-id and set-group-id bits of a file mode (`S_ISUID | S_ISGID`).
+const SET_ID_BITS: u32 = 0o6000;
+/// `open(2)` flags that create a file: `O_CREAT`, and `__O_TMPFILE` (an unnamed file
+/// that `linkat` can give a name later).
+const CREATES: u32 = (nix::libc::O_CREAT | 0o20_000_000) as u32;
+/// `fchmodat2(2)` (Linux 6.6; the same number on every architecture Warden builds for).
+const SYS_FCHMODAT2: i64 = 452;
 
 /// Syscalls denied outright (EPERM).
 pub const DENIED_SYSCALLS: &[&str] = &[
@@ -106,6 +113,20 @@ fn syscall_number(name: &str) -> Option<i64> {
         "finit_module" => libc::SYS_finit_module,
         "delete_module" => libc::SYS_delete_module,
         "setns" => libc::SYS_setns,
+        "fchmod" => libc::SYS_fchmod,
+        "fchmodat" => libc::SYS_fchmodat,
+        "fchmodat2" => SYS_FCHMODAT2,
+        "openat" => libc::SYS_openat,
+        "openat2" => libc::SYS_openat2,
+        "mknodat" => libc::SYS_mknodat,
+        #[cfg(target_arch = "x86_64")]
+        "chmod" => libc::SYS_chmod,
+        #[cfg(target_arch = "x86_64")]
+        "open" => libc::SYS_open,
+        #[cfg(target_arch = "x86_64")]
+        "creat" => libc::SYS_creat,
+        #[cfg(target_arch = "x86_64")]
+        "mknod" => libc::SYS_mknod,
         _ => return None,
     };
     Some(n)
@@ -133,9 +154,35 @@ pub(crate) fn compile(
     BpfProgram::try_from(filter).map_err(|e| SeccompError(e.to_string()))
 }
 
+/// Where each call that can give a file a mode takes it, and how: `(name, mode argument,
+/// the flags argument that must ask to create the file)`. A set-user-id or set-group-id
+/// bit given through any of them is refused: Warden running as root maps the sandbox's
+/// user to root, so a file a command marked so would run as root on the host for anyone.
+/// (`openat2` carries its mode in memory a filter cannot read: it answers ENOSYS, see
+/// [`enosys_rules`], and programs fall back to `openat`.)
+fn mode_setting_calls() -> Vec<(&'static str, u8, Option<u8>)> {
+    let mut calls = vec![
+        ("fchmod", 1, None),
+        ("fchmodat", 2, None),
+        ("fchmodat2", 2, None),
+        ("openat", 3, Some(2)),
+        ("mknodat", 2, None),
+    ];
+    if cfg!(target_arch = "x86_64") {
+        calls.extend([
+            ("chmod", 1, None),
+            ("open", 2, Some(1)),
+            ("creat", 1, None),
+            ("mknod", 1, None),
+        ]);
+    }
+    calls
+}
+
 /// The EPERM program's rules: denied syscalls, terminal-injection ioctls (compared on the
 /// low 32 bits, which is all the kernel looks at), user-namespace creation through
-/// `clone` and `unshare`, and non-`AF_UNIX` sockets when `network` is off.
+/// `clone` and `unshare`, set-id bits in a file mode ([`mode_setting_calls`]), and
+/// non-`AF_UNIX` sockets when `network` is off.
 pub(crate) fn eperm_rules(network: bool) -> Result<Vec<(i64, Check)>, SeccompError> {
     let mut rules = Vec::new();
     for name in DENIED_SYSCALLS {
@@ -154,6 +201,19 @@ pub(crate) fn eperm_rules(network: bool) -> Result<Vec<(i64, Check)>, SeccompErr
     };
     rules.push((nr("clone")?, newuser.clone()));
     rules.push((nr("unshare")?, newuser));
+    for (name, mode, creating) in mode_setting_calls() {
+        let check = match creating {
+            None => Check::AnyBit {
+                arg: mode,
+                mask: SET_ID_BITS,
+            },
+            Some(flags) => Check::AnyBitBoth {
+                first: (flags, CREATES),
+                second: (mode, SET_ID_BITS),
+            },
+        };
+        rules.push((nr(name)?, check));
+    }
     if !network {
         rules.push((
             nr("socket")?,
@@ -174,9 +234,13 @@ pub fn eperm_program(network: bool) -> Result<BpfProgram, SeccompError> {
     )
 }
 
-/// The ENOSYS program's rule: `clone3`, whose flags live in memory a filter cannot read.
+/// The ENOSYS program's rules: `clone3` and `openat2`, whose flags (and mode) live in
+/// memory a filter cannot read; libc and programs fall back to `clone` and `openat`.
 pub(crate) fn enosys_rules() -> Result<Vec<(i64, Check)>, SeccompError> {
-    Ok(vec![(nr("clone3")?, Check::Always)])
+    Ok(vec![
+        (nr("clone3")?, Check::Always),
+        (nr("openat2")?, Check::Always),
+    ])
 }
 
 /// The ENOSYS program (see [`enosys_rules`]).
@@ -194,8 +258,9 @@ pub fn enosys_program() -> Result<BpfProgram, SeccompError> {
 /// answer, the latest filter's among equally severe ones. Concatenated latest first,
 /// with each `RET ALLOW` but the last turned into a jump to the next program, the first
 /// answer other than "allow" is taken — the same answer, as long as no later program
-/// could give a more severe one for the same call: the caller orders them so (errors
-/// before notifications). A program that returns its accumulator is refused (its answer
+/// could give a more severe one for the same call: the caller orders them so (a
+/// notification program installed before the error programs, which then run first).
+/// A program that returns its accumulator is refused (its answer
 /// is not known here).
 pub fn merge(
     programs: &[Vec<nix::libc::sock_filter>],
@@ -321,14 +386,15 @@ mod tests {
         answer
     }
 
+    /// The programs in the order Warden's builder installs them: the watch's
+    /// notifications first (see `builder::command`), then the error programs.
     fn sandbox_programs(network: bool, watched: bool) -> Vec<Vec<sock_filter>> {
-        let mut programs = vec![
-            to_raw(&eperm_program(network).unwrap()),
-            to_raw(&enosys_program().unwrap()),
-        ];
+        let mut programs = Vec::new();
         if watched {
             programs.push(to_raw(&crate::watch::program().unwrap()));
         }
+        programs.push(to_raw(&eperm_program(network).unwrap()));
+        programs.push(to_raw(&enosys_program().unwrap()));
         programs
     }
 
@@ -345,8 +411,19 @@ mod tests {
             Just(nix::libc::O_RDWR as u64),
             Just((nix::libc::O_CREAT | nix::libc::O_CLOEXEC) as u64),
             Just(nix::libc::O_TRUNC as u64),
+            Just(0o4755),
+            Just(0o2755),
+            Just(0o0755),
+            Just(0o20_200_000),
             any::<u64>(),
         ]
+    }
+
+    /// Each bit set in `mask`, as a mask of its own.
+    fn bits(mask: u32) -> impl Iterator<Item = u64> {
+        (0..32)
+            .map(|i| 1u64 << i)
+            .filter(move |b| u64::from(mask) & b != 0)
     }
 
     /// seccompiler's compilation of `rules` with `action` — how these programs were built
@@ -370,16 +447,24 @@ mod tests {
                 Check::Not { arg, value } => {
                     vec![one(*arg, dword(), SeccompCmpOp::Ne, u64::from(*value))]
                 }
-                Check::AnyBit { arg, mask } => {
-                    assert_eq!(mask.count_ones(), 1, "the reference takes single bits");
-                    let m = u64::from(*mask);
-                    vec![one(
-                        *arg,
-                        SeccompCmpArgLen::Qword,
-                        SeccompCmpOp::MaskedEq(m),
-                        m,
-                    )]
-                }
+                // Any of several bits: one rule per bit (seccompiler's rules are ORed,
+                // the conditions of one rule ANDed).
+                Check::AnyBit { arg, mask } => bits(*mask)
+                    .map(|m| one(*arg, dword(), SeccompCmpOp::MaskedEq(m), m))
+                    .collect(),
+                Check::AnyBitBoth {
+                    first: (first, first_mask),
+                    second: (second, second_mask),
+                } => bits(*first_mask)
+                    .flat_map(|a| bits(*second_mask).map(move |b| (a, b)))
+                    .map(|(a, b)| {
+                        rule(vec![
+                            cond(*first, dword(), SeccompCmpOp::MaskedEq(a), a).unwrap(),
+                            cond(*second, dword(), SeccompCmpOp::MaskedEq(b), b).unwrap(),
+                        ])
+                        .unwrap()
+                    })
+                    .collect(),
                 Check::OpenWrites { arg } => {
                     let masked = |mask: i32, value: i32| {
                         one(
@@ -512,6 +597,10 @@ mod tests {
         nix::libc::O_RDWR as u64,
         (nix::libc::O_CREAT | nix::libc::O_CLOEXEC) as u64,
         nix::libc::O_TRUNC as u64,
+        0o4755,
+        0o2755,
+        0o0755,
+        0o20_200_002,
         3,
         0xffff_ffff_0000_0000,
         u64::MAX,
@@ -580,6 +669,31 @@ mod tests {
             run(&merged, libc::SYS_getpid, [0; 6]),
             libc::SECCOMP_RET_ALLOW
         );
+        // Set-id bits, through a create or a mode change; the same calls without them go
+        // on (to the watch, which notifies for a write).
+        let creat = libc::O_CREAT as u64 | libc::O_WRONLY as u64;
+        for (nr, args) in [
+            (libc::SYS_openat, [0, 0, creat, 0o4755, 0, 0]),
+            (libc::SYS_openat, [0, 0, 0o20_200_002, 0o2700, 0, 0]),
+            (libc::SYS_fchmodat, [0, 0, 0o4755, 0, 0, 0]),
+            (libc::SYS_fchmod, [3, 0o2755, 0, 0, 0, 0]),
+            (SYS_FCHMODAT2, [0, 0, 0o6755, 0, 0, 0]),
+            (libc::SYS_mknodat, [0, 0, 0o104_755, 0, 0, 0]),
+        ] {
+            assert_eq!(run(&merged, nr, args), eperm, "{nr} {args:?}");
+            let mut plain = args;
+            for a in plain.iter_mut().skip(1) {
+                *a &= !0o6000;
+            }
+            assert_ne!(run(&merged, nr, plain), eperm, "{nr} {plain:?}");
+        }
+        // A read-only open whose mode argument happens to hold the bits creates nothing.
+        let read = [0, 0, libc::O_RDONLY as u64, 0o4755, 0, 0];
+        assert_eq!(
+            run(&merged, libc::SYS_openat, read),
+            libc::SECCOMP_RET_ALLOW
+        );
+        assert_eq!(run(&merged, libc::SYS_openat2, [0; 6]), enosys);
         // A program that answers with its accumulator cannot be merged.
         let odd = vec![sock_filter {
             code: RET_A,

@@ -149,6 +149,62 @@ fn attach(tree: &OwnedFd, target: BorrowedFd<'_>) -> rustix::io::Result<()> {
     )
 }
 
+/// `path` opened (`O_PATH`) beneath `root`, as if `root` were `/`: symlinks resolve
+/// inside it.
+fn open_in(root: BorrowedFd<'_>, path: &Path) -> Result<OwnedFd, String> {
+    rustix::fs::openat2(
+        root,
+        relative(path),
+        OFlags::PATH | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS,
+    )
+    .map_err(|e| err("open", path, e))
+}
+
+/// With an exec allowlist, every mount of the tree at `root` becomes `noexec` except
+/// `allowed` — the listed programs, their loaders and the directories of the libraries
+/// they need (real paths; one the tree hides or lacks is skipped: it allows nothing).
+/// Each is cloned as it is now, before the tree is marked, and attached again on top of
+/// itself: a clone keeps the flags it was made with. A file clone is made read-only too,
+/// so a listed program inside a writable path cannot be changed into another during the
+/// run (and, a mount point, not renamed or removed). Warden's builder does this before
+/// the new root is entered; under bubblewrap, the helper does it to its own root with
+/// the capability bubblewrap left it for this, before dropping it.
+pub(crate) fn keep_executable_only(
+    root: BorrowedFd<'_>,
+    allowed: &[PathBuf],
+) -> Result<(), String> {
+    let mut ordered: Vec<&PathBuf> = allowed.iter().collect();
+    ordered.sort_by_key(|p| p.components().count());
+    let mut clones: Vec<(&PathBuf, OwnedFd)> = Vec::new();
+    for path in ordered {
+        // Beneath a directory already kept: it comes with it.
+        if clones.iter().any(|(kept, _)| path.starts_with(kept)) {
+            continue;
+        }
+        let Ok(at) = open_in(root, path) else {
+            continue; // hidden or missing inside: nothing to allow
+        };
+        let is_dir = rustix::fs::fstat(&at)
+            .map(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_dir())
+            .map_err(|e| err("stat", path, e))?;
+        let clone = clone_tree(at.as_fd()).map_err(|e| err("clone", path, e))?;
+        if !is_dir {
+            set_attrs(clone.as_fd(), MountAttrFlags::MOUNT_ATTR_RDONLY, false)
+                .map_err(|e| err("make read-only", path, e))?;
+        }
+        clones.push((path, clone));
+    }
+    set_attrs(root, MountAttrFlags::MOUNT_ATTR_NOEXEC, true)
+        .map_err(|e| err("make noexec", Path::new("/"), e))?;
+    for (path, clone) in clones {
+        let target = open_in(root, path)?;
+        attach(&clone, target.as_fd()).map_err(|e| err("keep executable", path, e))?;
+    }
+    Ok(())
+}
+
 /// The tree being built: the host's under `/oldroot`, the sandbox's under `/newroot`.
 pub struct Tree {
     old_root: OwnedFd,
@@ -291,14 +347,7 @@ impl Tree {
 
     /// `path` opened (`O_PATH`) inside the new root; symlinks resolve inside it.
     fn inside(&self, path: &Path) -> Result<OwnedFd, String> {
-        rustix::fs::openat2(
-            &self.new_root,
-            relative(path),
-            OFlags::PATH | OFlags::CLOEXEC,
-            Mode::empty(),
-            ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS,
-        )
-        .map_err(|e| err("open", path, e))
+        open_in(self.new_root.as_fd(), path)
     }
 
     /// `path` inside the new root, created if missing (a directory with its parents, or
@@ -457,6 +506,11 @@ impl Tree {
             .map_err(|e| err("bind", &dest.join(name), e))?;
         }
         Ok(())
+    }
+
+    /// Step 2b, with an exec allowlist: see [`keep_executable_only`].
+    pub fn exec_only(&self, allowed: &[PathBuf]) -> Result<(), String> {
+        keep_executable_only(self.new_root.as_fd(), allowed)
     }
 
     /// Step 3: the new root becomes `/`, the host's tree and the base are gone.

@@ -35,12 +35,14 @@
 mod fs;
 mod spec;
 
+pub(crate) use fs::keep_executable_only;
 pub use spec::{Op, Spec, parse};
 
 use std::os::fd::{AsRawFd, BorrowedFd};
 
 use nix::libc;
 
+use crate::confine::{drop_privileges, install_merged, read_program};
 use crate::helper::fail;
 
 /// The helper's argument that selects the builder: `HELPER __sandbox-build <bubblewrap's
@@ -86,7 +88,8 @@ pub fn main(args: &[String]) -> ! {
             "cannot create the sandbox's namespaces ({e}); user namespaces may be disabled"
         ))
     });
-    map_ids(uid.as_raw(), gid.as_raw()).unwrap_or_else(|e| fail(&e));
+    crate::confine::map_ids((uid.as_raw(), gid.as_raw()), (uid.as_raw(), gid.as_raw()))
+        .unwrap_or_else(|e| fail(&e));
     // SAFETY: one thread; the child only makes system calls and runs the helper.
     match unsafe { nix::unistd::fork() } {
         Ok(nix::unistd::ForkResult::Child) => pid1(&spec, &fd_sources, &helper_args),
@@ -183,17 +186,6 @@ fn die_with_parent() {
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
 }
 
-/// The caller's ids mapped to themselves in the new user namespace, as bubblewrap maps
-/// them (`setgroups` denied, which an unprivileged gid map requires).
-fn map_ids(uid: u32, gid: u32) -> Result<(), String> {
-    let write = |file: &str, text: String| {
-        std::fs::write(file, text).map_err(|e| format!("cannot write {file}: {e}"))
-    };
-    write("/proc/self/setgroups", "deny".into())?;
-    write("/proc/self/uid_map", format!("{uid} {uid} 1\n"))?;
-    write("/proc/self/gid_map", format!("{gid} {gid} 1\n"))
-}
-
 /// Wait for `child`; its exit status, or 128 + the signal that killed it (bubblewrap's
 /// convention).
 fn wait_for(child: nix::unistd::Pid) -> i32 {
@@ -220,9 +212,21 @@ fn pid1(spec: &Spec, fd_sources: &[fs::FdSource], helper_args: &[String]) -> ! {
     if spec.die_with_parent {
         die_with_parent();
     }
+    let mut helper = crate::helper::decode(helper_args).unwrap_or_else(|e| fail(&e));
     let tree = fs::Tree::start().unwrap_or_else(|e| fail(&e));
     for op in &spec.ops {
         tree.apply(op, fd_sources).unwrap_or_else(|e| fail(&e));
+    }
+    // An exec allowlist's first layer: nothing but the listed programs, their loaders
+    // and their libraries' directories on a mount that allows code (the helper adds
+    // Landlock's execve rule as the second).
+    if let Some(executable) = &helper.exec_allowlist {
+        let allowed: Vec<std::path::PathBuf> = executable
+            .iter()
+            .chain(&helper.exec_libraries)
+            .cloned()
+            .collect();
+        tree.exec_only(&allowed).unwrap_or_else(|e| fail(&e));
     }
     tree.finish(spec.chdir.as_deref())
         .unwrap_or_else(|e| fail(&e));
@@ -236,7 +240,6 @@ fn pid1(spec: &Spec, fd_sources: &[fs::FdSource], helper_args: &[String]) -> ! {
     // descriptors: the status and watch reports).
     // SAFETY: plain prctl.
     unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
-    let mut helper = crate::helper::decode(helper_args).unwrap_or_else(|e| fail(&e));
     // A watched run (approval mode's first, read-only run) is watched by pid 1 itself:
     // the command's process then executes the command with no watching process in
     // between (`crate::watch::observe_as_pid1`).
@@ -405,15 +408,17 @@ fn command(
         .map(|fd| read_program(*fd).unwrap_or_else(|e| fail(&e)))
         .collect();
     if let Some(socket) = watch {
-        // Notifications last: every error answer is more severe than one.
+        // Notifications installed first: the merged program runs the latest installed
+        // first and takes its first answer, and every error answer is more severe than a
+        // notification for the same call (a set-id `openat` is refused, not watched).
         let listener = match crate::watch::program() {
             Ok(notify) => {
-                programs.push(crate::seccomp::to_raw(&notify));
+                programs.insert(0, crate::seccomp::to_raw(&notify));
                 match install_merged(&programs, true) {
                     Ok(listener) => listener.ok_or_else(|| "no listener".to_owned()),
                     // Without notifications here: the denials still, alone.
                     Err(e) => {
-                        programs.pop();
+                        programs.remove(0);
                         install_merged(&programs, false).unwrap_or_else(|e| fail(&e));
                         Err(format!("seccomp user notification is not available: {e}"))
                     }
@@ -429,142 +434,4 @@ fn command(
         install_merged(&programs, false).unwrap_or_else(|e| fail(&e));
     }
     crate::helper::run(helper)
-}
-
-/// Install `programs` (in installation order) as one filter; with `listener`, ask for
-/// its notification listener and return it.
-fn install_merged(
-    programs: &[Vec<libc::sock_filter>],
-    listener: bool,
-) -> Result<Option<std::os::fd::OwnedFd>, String> {
-    let merged = crate::seccomp::merge(programs).map_err(|e| e.to_string())?;
-    let program = libc::sock_fprog {
-        len: merged.len() as u16,
-        filter: merged.as_ptr() as *mut libc::sock_filter,
-    };
-    let flags = if listener {
-        libc::SECCOMP_FILTER_FLAG_NEW_LISTENER
-    } else {
-        0
-    };
-    // SAFETY: a valid program that outlives the call; no_new_privs is set.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_SET_MODE_FILTER,
-            flags,
-            &program as *const libc::sock_fprog,
-        )
-    };
-    if r < 0 {
-        return Err(format!(
-            "install the seccomp program: {}",
-            nix::errno::Errno::last()
-        ));
-    }
-    // SAFETY: with NEW_LISTENER the kernel returned a new descriptor we now own.
-    Ok(listener.then(|| unsafe {
-        <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(r as i32)
-    }))
-}
-
-/// No new privileges, and no capability in any set (idempotent: the command's process
-/// checks again what pid 1 already dropped).
-fn drop_privileges() -> Result<(), String> {
-    // SAFETY: plain prctl calls with integer arguments.
-    unsafe {
-        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-            return Err(format!("no_new_privs: {}", nix::errno::Errno::last()));
-        }
-        if libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL,
-            0,
-            0,
-            0,
-        ) != 0
-        {
-            return Err(format!(
-                "ambient capabilities: {}",
-                nix::errno::Errno::last()
-            ));
-        }
-        // Every capability the kernel knows (until it says there are no more) still in
-        // the bounding set: dropping needs CAP_SETPCAP, which a process that already
-        // dropped everything (the command's, after pid 1) no longer has.
-        for cap in 0..64 {
-            match libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) {
-                0 => continue,
-                1 => {}
-                _ if nix::errno::Errno::last() == nix::errno::Errno::EINVAL && cap > 0 => break,
-                _ => return Err(format!("bounding set: {}", nix::errno::Errno::last())),
-            }
-            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
-                return Err(format!("bounding set: {}", nix::errno::Errno::last()));
-            }
-        }
-    }
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: i32,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    const VERSION_3: u32 = 0x2008_0522;
-    let header = Header {
-        version: VERSION_3,
-        pid: 0,
-    };
-    let data = [Data {
-        effective: 0,
-        permitted: 0,
-        inheritable: 0,
-    }; 2];
-    // SAFETY: capset with a v3 header and the two data words it reads.
-    let r = unsafe { libc::syscall(libc::SYS_capset, &header as *const Header, data.as_ptr()) };
-    if r != 0 {
-        return Err(format!("capset: {}", nix::errno::Errno::last()));
-    }
-    Ok(())
-}
-
-/// The classic BPF program in descriptor `fd` (an array of `sock_filter`, as
-/// bubblewrap's `--add-seccomp-fd` reads it).
-fn read_program(fd: i32) -> Result<Vec<libc::sock_filter>, String> {
-    // SAFETY: the descriptor was handed to this process for this; borrowed only here.
-    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
-    let mut bytes = Vec::new();
-    let mut buf = [0u8; 4096];
-    let mut offset = 0u64;
-    loop {
-        let n = rustix::io::pread(borrowed, &mut buf, offset)
-            .map_err(|e| format!("read seccomp program {fd}: {e}"))?;
-        if n == 0 {
-            break;
-        }
-        bytes.extend_from_slice(&buf[..n]);
-        offset += n as u64;
-    }
-    let size = std::mem::size_of::<libc::sock_filter>();
-    if bytes.is_empty() || bytes.len() % size != 0 || bytes.len() / size > u16::MAX as usize {
-        return Err(format!(
-            "seccomp program {fd} is malformed ({} bytes)",
-            bytes.len()
-        ));
-    }
-    Ok(bytes
-        .chunks_exact(size)
-        .map(|c| libc::sock_filter {
-            code: u16::from_ne_bytes([c[0], c[1]]),
-            jt: c[2],
-            jf: c[3],
-            k: u32::from_ne_bytes([c[4], c[5], c[6], c[7]]),
-        })
-        .collect())
 }

@@ -8,6 +8,7 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use caps::CapsError;
+use caps::process::OpenedProgram;
 
 use crate::mounts::{Mount, MountPlan};
 use crate::{LandlockMode, Profile, SandboxPolicy, Unavailable, git, helper, seccomp};
@@ -58,7 +59,8 @@ pub enum Builder {
 #[derive(Debug)]
 pub struct Bwrap {
     builder: Builder,
-    helper: PathBuf,
+    /// The helper binary, opened once and executed through its descriptor.
+    helper: OpenedProgram,
     policy: SandboxPolicy,
     landlock_abi: i64,
     seccomp_eperm: Vec<u8>,
@@ -112,12 +114,12 @@ fn open_dir(path: &Path) -> Result<OwnedFd, CapsError> {
 }
 
 impl Bwrap {
-    /// A sandbox with `policy`, using `helper` (the `warden` binary) inside. Fails closed
-    /// with a diagnosis if bubblewrap is missing or untrusted, or Landlock is required
-    /// and unsupported.
+    /// A sandbox with `policy`, using `helper` (the `warden` binary, opened) inside. Fails
+    /// closed with a diagnosis if bubblewrap is missing or untrusted, or Landlock is
+    /// required and unsupported.
     pub fn new(
         policy: SandboxPolicy,
-        helper: PathBuf,
+        helper: OpenedProgram,
         bwrap_dirs: &[PathBuf],
     ) -> Result<Bwrap, Unavailable> {
         Bwrap::for_landlock_abi(policy, helper, bwrap_dirs, crate::landlock::abi())
@@ -129,7 +131,7 @@ impl Bwrap {
     /// (required Landlock, exec allowlists) or leave out its `auto` layer.
     pub fn for_landlock_abi(
         policy: SandboxPolicy,
-        helper: PathBuf,
+        helper: OpenedProgram,
         bwrap_dirs: &[PathBuf],
         abi: i64,
     ) -> Result<Bwrap, Unavailable> {
@@ -141,13 +143,16 @@ impl Bwrap {
     /// A sandbox with `policy` whose namespaces Warden's own builder makes, in the
     /// `helper` binary (see [`crate::builder`]); bubblewrap is not needed. The same
     /// fail-closed checks as [`Bwrap::new`].
-    pub fn built_by_warden(policy: SandboxPolicy, helper: PathBuf) -> Result<Bwrap, Unavailable> {
+    pub fn built_by_warden(
+        policy: SandboxPolicy,
+        helper: OpenedProgram,
+    ) -> Result<Bwrap, Unavailable> {
         Bwrap::with_builder(policy, helper, Builder::Warden, crate::landlock::abi())
     }
 
     fn with_builder(
         policy: SandboxPolicy,
-        helper: PathBuf,
+        helper: OpenedProgram,
         builder: Builder,
         abi: i64,
     ) -> Result<Bwrap, Unavailable> {
@@ -208,7 +213,10 @@ impl Bwrap {
     pub fn launcher(&self) -> (&Path, Vec<String>) {
         match &self.builder {
             Builder::Bubblewrap(path) => (path, Vec::new()),
-            Builder::Warden => (&self.helper, vec![crate::builder::SUBCOMMAND.to_owned()]),
+            Builder::Warden => (
+                self.helper.exec_path(),
+                vec![crate::builder::SUBCOMMAND.to_owned()],
+            ),
         }
     }
 
@@ -227,8 +235,8 @@ impl Bwrap {
         }
     }
 
-    /// The helper binary.
-    pub fn helper_path(&self) -> &Path {
+    /// The helper binary (opened: [`OpenedProgram::exec_path`] runs it).
+    pub fn helper(&self) -> &OpenedProgram {
         &self.helper
     }
 
@@ -305,6 +313,40 @@ impl Bwrap {
         if as_root {
             push(&mut args, &["--cap-drop", "ALL"]);
         }
+        // An exec allowlist's `noexec` layer needs the finished mount tree, which
+        // bubblewrap cannot mark: it leaves the helper the capability to do so (in the
+        // sandbox's user namespace only), and the helper drops it and installs the
+        // seccomp programs itself before anything else runs (`confine.rs`).
+        let finish_in_helper =
+            exec_allowlist.is_some() && matches!(self.builder, Builder::Bubblewrap(_));
+        // An unprivileged bubblewrap would put the command in a second user namespace of
+        // its own, where no capability reaches the mount tree: root of the first instead,
+        // and the helper moves to the user's ids itself (`--run-as`).
+        let run_as = (finish_in_helper && !as_root).then(|| {
+            (
+                nix::unistd::getuid().as_raw(),
+                nix::unistd::getgid().as_raw(),
+            )
+        });
+        if finish_in_helper {
+            // CAP_SYS_ADMIN for the mounts, CAP_SETPCAP to empty the bounding set, and
+            // CAP_SETFCAP, without which the kernel refuses the next user namespace a map
+            // of its parent's root (`--run-as`). All dropped before the command.
+            push(
+                &mut args,
+                &[
+                    "--cap-add",
+                    "CAP_SYS_ADMIN",
+                    "--cap-add",
+                    "CAP_SETPCAP",
+                    "--cap-add",
+                    "CAP_SETFCAP",
+                ],
+            );
+        }
+        if run_as.is_some() {
+            push(&mut args, &["--uid", "0", "--gid", "0"]);
+        }
         push(
             &mut args,
             &["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"],
@@ -312,10 +354,15 @@ impl Bwrap {
         // seccomp programs first: descriptors 3 and 4 in bubblewrap.
         keep.push(memfd_with("warden-seccomp-eperm", &self.seccomp_eperm)?);
         keep.push(memfd_with("warden-seccomp-enosys", &self.seccomp_enosys)?);
-        push(
-            &mut args,
-            &["--add-seccomp-fd", "3", "--add-seccomp-fd", "4"],
-        );
+        let seccomp_fds = if finish_in_helper {
+            vec![3, 4]
+        } else {
+            push(
+                &mut args,
+                &["--add-seccomp-fd", "3", "--add-seccomp-fd", "4"],
+            );
+            Vec::new()
+        };
         let plan = MountPlan::new(&self.policy, profile == Profile::Writable, as_root);
         self.check_cwd_visible(&plan, cwd)?;
         // Nothing to hide is fine — unless the command could create the path, and so plant
@@ -351,6 +398,14 @@ impl Bwrap {
                     };
                     args.extend([flag.to_owned(), n.to_string(), path]);
                 }
+                Mount::Lock(dir) => {
+                    // Warden's programs, bound read-only onto themselves from a checked
+                    // descriptor: nothing in them can be changed, added or removed.
+                    let fd = open_dir(dir)?;
+                    let n = 3 + keep.len();
+                    keep.push(fd);
+                    args.extend(["--ro-bind-fd".to_owned(), n.to_string(), path]);
+                }
                 Mount::Pin(dir) => {
                     // The same directory bound onto itself, writable as it was: now a
                     // mount point, which the kernel will not let anyone rename or remove.
@@ -371,7 +426,7 @@ impl Bwrap {
                 },
             }
         }
-        // Even in a writable workspace, git must not become a way to plant code that runs
+        // Even in a writable workspace, git must not run_as a way to plant code that runs
         // later outside the sandbox (see `git.rs`).
         let mut git_guards = Vec::new();
         if profile == Profile::Writable {
@@ -389,11 +444,22 @@ impl Bwrap {
             keep.push(fd);
             args.extend(["--json-status-fd".to_owned(), (2 + keep.len()).to_string()]);
         }
-        // The helper must be reachable inside; bind it only where the layout hides it.
-        let helper = self.helper.to_string_lossy().into_owned();
-        if !plan.visible(&self.helper) {
-            args.extend(["--ro-bind".to_owned(), helper.clone(), helper.clone()]);
-        }
+        // The helper is the opened file, wherever its path is and whatever lies there now:
+        // bubblewrap executes it as `/proc/self/fd/N` of its own child (in the sandbox's
+        // pid namespace, where Warden's `/proc/PID/fd` cannot be named); Warden's builder
+        // is the helper and executes nothing before the command.
+        let helper = match &self.builder {
+            Builder::Bubblewrap(_) => {
+                let file = self
+                    .helper
+                    .file()
+                    .try_clone_to_owned()
+                    .map_err(|e| CapsError::from_io("dup", self.helper.real_path(), e))?;
+                keep.push(file);
+                format!("/proc/self/fd/{}", 2 + keep.len())
+            }
+            Builder::Warden => self.helper.exec_path().to_string_lossy().into_owned(),
+        };
         args.extend([
             "--chdir".to_owned(),
             cwd.to_string_lossy().into_owned(),
@@ -409,6 +475,10 @@ impl Bwrap {
         // Landlock allows writes beneath the writable paths only when they are meant to
         // be writable; in the read-only profiles it is a second wall behind the mounts.
         let writable = profile == Profile::Writable;
+        let (exec_allowlist, exec_libraries) = match exec_allowlist {
+            Some(resolved) => (Some(resolved.executable), resolved.libraries),
+            None => (None, Vec::new()),
+        };
         args.extend(helper::encode(&helper::HelperArgs {
             landlock,
             writable: if writable {
@@ -417,6 +487,9 @@ impl Bwrap {
                 Vec::new()
             },
             exec_allowlist,
+            exec_libraries,
+            seccomp_fds,
+            run_as,
             watch_fd,
             watch_roots: self.policy.writable_paths.clone(),
             arg0: arg0.map(str::to_owned),

@@ -218,6 +218,19 @@ impl Inspected {
                     list(writable_paths)
                 ));
             }
+            if mount.writable
+                && let Some(programs) = policy
+                    .read_only_paths
+                    .iter()
+                    .find(|r| r.starts_with(host) || host.starts_with(r))
+            {
+                broken.push(format!(
+                    "it mounts the host's {} writable at {}, which holds {}, where Warden's own programs are: a command could replace what Warden runs outside the sandbox; install Warden elsewhere (cargo install --path crates/cli) or mount only other paths writable",
+                    host.display(),
+                    mount.destination.display(),
+                    programs.display()
+                ));
+            }
             let exposed = plan
                 .mounts()
                 .iter()
@@ -473,6 +486,24 @@ mod tests {
         assert!(
             broken[0].contains(&format!("which shows {state}")),
             "{broken:?}"
+        );
+    }
+
+    #[test]
+    fn warden_s_programs_are_never_mounted_writable() {
+        let mut p = policy(&["/ws"], &[], &[]);
+        p.read_only_paths = vec![PathBuf::from("/ws/target/release")];
+        let c = inspected(&format!("[{}]", bind("/ws", "/ws", true)), "none");
+        let broken = c.broken_promises(&p, false);
+        assert!(
+            broken.iter().any(|b| b.contains("Warden's own programs")),
+            "{broken:?}"
+        );
+        let c = inspected(&format!("[{}]", bind("/ws", "/ws", false)), "none");
+        assert!(
+            !c.broken_promises(&p, false)
+                .iter()
+                .any(|b| b.contains("Warden's own programs"))
         );
     }
 

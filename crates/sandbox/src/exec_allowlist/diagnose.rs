@@ -88,7 +88,7 @@ pub fn diagnose(entries: &[PathBuf], policy: &SandboxPolicy) -> Vec<String> {
             ));
         }
     }
-    let allowed = super::resolve(entries);
+    let allowed = super::resolve(entries).executable;
     let loaders: Vec<String> = dynamic_loaders()
         .into_iter()
         .filter(|l| super::covers(&allowed, l))

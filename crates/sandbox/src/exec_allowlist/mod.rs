@@ -3,28 +3,40 @@
 //! by the helper right before it executes the command, so it holds in every descendant
 //! and no program can lift it.
 //!
-//! What it covers: `execve`/`execveat` of a file — and whatever the kernel opens for
-//! execution on the way: a script's `#!` interpreter and an ELF program's dynamic loader
-//! (`PT_INTERP`). So the loader of every listed program is allowed with it ([`resolve`],
-//! [`interpreter`]), or no dynamically linked program could start; shared libraries are
-//! mapped, not executed, and need nothing. Files in memory (`memfd_create`) lie beneath
-//! no path and the kernel lets them execute whatever Landlock says, so under an allowlist
-//! a seccomp filter refuses to create a memfd that could be made executable
-//! ([`memfd_program`]: only `MFD_NOEXEC_SEAL` ones, Linux 6.3+, may be created).
+//! Two layers, both by construction:
 //!
-//! What it cannot cover: a program that runs code without `execve`. An allowed
-//! interpreter runs any script it is handed (`sh FILE`), and the dynamic loader, once
-//! allowed, runs any readable ELF file on an exec-mountable filesystem (`ld.so FILE` maps
-//! it; Landlock does not govern `mmap`) — [`diagnose`] and the threat model say so.
+//! 1. **Mounts**: inside the sandbox every mount is `noexec` except the listed files and
+//!    directories, their dynamic loaders and the directories of the libraries they need
+//!    ([`Resolved`]; applied by whoever builds the mount tree, see
+//!    `builder::fs::Tree::exec_only`). The kernel then refuses both `execve` of any
+//!    other file and mapping it as code — so the dynamic loader run as a program
+//!    (`ld.so FILE`), `LD_PRELOAD`/`LD_AUDIT` of a library the command wrote, and a copy
+//!    of a program in a writable path or `/tmp` all fail. A listed file is seen
+//!    read-only for the run, so it cannot be changed into something else either.
+//! 2. **Landlock** (`EXECUTE`, applied by the helper right before the command starts):
+//!    `execve`/`execveat` of a file — and whatever the kernel opens for execution on the
+//!    way: a script's `#!` interpreter and an ELF program's loader (`PT_INTERP`) — only
+//!    for the listed files and their loaders ([`interpreter`]). Files in memory
+//!    (`memfd_create`) lie beneath no path and no mount, so under an allowlist a seccomp
+//!    filter refuses to create a memfd that could be made executable ([`memfd_program`]:
+//!    only `MFD_NOEXEC_SEAL` ones, Linux 6.3+, may be created).
+//!
+//! What it cannot cover: code an allowed program runs without loading a file as code. An
+//! allowed interpreter runs any script it is handed (`sh FILE`, `python3 FILE`); an
+//! allowed program's own plugins load from the library directories it needs; and a
+//! program that lies inside one of those library directories can be mapped by the
+//! loader — [`diagnose`] and the threat model say so.
 //!
 //! Entries are resolved to their real paths on the host before each run ([`resolve`]);
 //! one that does not exist, or that the sandbox hides, allows nothing.
 
 mod diagnose;
 mod elf;
+mod libraries;
 
 pub use diagnose::{diagnose, dynamic_loaders};
 pub use elf::interpreter;
+pub use libraries::{library_dirs, system_dirs};
 
 use std::path::{Path, PathBuf};
 
@@ -43,12 +55,49 @@ pub fn kernel_support(abi: i64) -> Result<(), String> {
     }
 }
 
-/// What the kernel is told to allow for `entries`: their real paths on this host, in
-/// order and without duplicates, then the dynamic loaders they need — a listed ELF file's
-/// own `PT_INTERP`, and for a listed directory every loader of this host (its programs may
-/// use any). An entry that does not resolve is left out: a file that is not there cannot
-/// be allowed, and leaving it out only ever allows less.
-pub fn resolve(entries: &[PathBuf]) -> Vec<PathBuf> {
+/// What the kernel is told to allow for one run's allowlist.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Resolved {
+    /// May be executed, and sit on mounts that allow execution: the entries' real paths
+    /// and the loaders they need.
+    pub executable: Vec<PathBuf>,
+    /// May be mapped as code, never executed: the directories of the libraries the
+    /// executable files need.
+    pub libraries: Vec<PathBuf>,
+}
+
+impl Resolved {
+    /// Everything that stays on mounts that allow code: executable files first, then the
+    /// library directories, each once.
+    pub fn exec_mounts(&self) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = Vec::new();
+        for p in self.executable.iter().chain(&self.libraries) {
+            if !out.contains(p) {
+                out.push(p.clone());
+            }
+        }
+        out
+    }
+}
+
+/// What the kernel is told to allow for `entries` ([`Resolved`]): their real paths on
+/// this host, in order and without duplicates, then the dynamic loaders they need — a
+/// listed ELF file's own `PT_INTERP`, and for a listed directory every loader of this
+/// host (its programs may use any) — and the directories of the libraries they need. An
+/// entry that does not resolve is left out: a file that is not there cannot be allowed,
+/// and leaving it out only ever allows less.
+pub fn resolve(entries: &[PathBuf]) -> Resolved {
+    let executable = executable(entries);
+    let files: Vec<PathBuf> = executable.iter().filter(|p| p.is_file()).cloned().collect();
+    let any_program = executable.iter().any(|p| p.is_dir());
+    Resolved {
+        libraries: library_dirs(&files, any_program),
+        executable,
+    }
+}
+
+/// The executable part of [`resolve`]: entries and their loaders.
+fn executable(entries: &[PathBuf]) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
     let mut loaders: Vec<PathBuf> = Vec::new();
     let mut directories = false;
@@ -159,7 +208,7 @@ mod tests {
         std::fs::write(&tool, "").unwrap();
         let link = real_dir.join("link");
         std::os::unix::fs::symlink(&tool, &link).unwrap();
-        let resolved = resolve(&[link.clone(), tool.clone(), real_dir.join("missing")]);
+        let resolved = resolve(&[link.clone(), tool.clone(), real_dir.join("missing")]).executable;
         assert_eq!(
             resolved,
             vec![tool.clone()],
@@ -182,15 +231,15 @@ mod tests {
             return;
         };
         let loader = std::fs::canonicalize(loader).unwrap();
-        let resolved = resolve(std::slice::from_ref(&me));
+        let resolved = resolve(std::slice::from_ref(&me)).executable;
         assert_eq!(resolved, vec![me.clone(), loader.clone()]);
         let dir = me.parent().unwrap().to_path_buf();
-        let resolved = resolve(std::slice::from_ref(&dir));
+        let resolved = resolve(std::slice::from_ref(&dir)).executable;
         assert_eq!(resolved[0], dir);
         assert!(resolved.contains(&loader), "{resolved:?}");
         // Listed twice, or covered by a listed directory: once.
         let loader_dir = loader.parent().unwrap().to_path_buf();
-        let resolved = resolve(&[loader_dir.clone(), me.clone(), loader_dir.clone()]);
+        let resolved = resolve(&[loader_dir.clone(), me.clone(), loader_dir.clone()]).executable;
         // Then exactly the host's other dynamic loaders (a listed directory brings every
         // one: musl's too, where it is installed), each once, none the listed entries
         // cover.

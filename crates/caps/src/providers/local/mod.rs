@@ -4,12 +4,15 @@
 
 pub mod contain;
 mod fs;
+pub mod mount_table;
 pub mod process;
+mod program;
 mod shell;
 pub(crate) mod shell_support;
 pub(crate) mod spawn;
 
 pub use fs::LocalFs;
+pub use program::OpenedProgram;
 pub use shell::LocalShell;
 
 use std::fs::Metadata as StdMetadata;

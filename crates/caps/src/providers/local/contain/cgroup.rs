@@ -218,60 +218,22 @@ struct Mount {
 }
 
 fn mounts() -> io::Result<Vec<Mount>> {
-    Ok(parse_mounts(&fs::read_to_string("/proc/self/mountinfo")?))
+    Ok(cgroup_mounts(crate::mounts::read_mount_table()?))
 }
 
-/// The cgroup mounts of a `/proc/self/mountinfo` text.
-fn parse_mounts(text: &str) -> Vec<Mount> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        // ID PARENT MAJ:MIN ROOT POINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPER_OPTS
-        let Some((left, right)) = line.split_once(" - ") else {
-            continue;
-        };
-        let left: Vec<&str> = left.split(' ').collect();
-        let right: Vec<&str> = right.split(' ').collect();
-        let (Some(root), Some(point), Some(fstype)) = (left.get(3), left.get(4), right.first())
-        else {
-            continue;
-        };
-        let v2 = *fstype == "cgroup2";
-        if !v2 && *fstype != "cgroup" {
-            continue;
-        }
-        let controllers: Vec<String> = right
-            .get(2)
-            .map(|o| o.split(',').map(str::to_owned).collect())
-            .unwrap_or_default();
-        out.push(Mount {
-            point: PathBuf::from(unescape(point)),
-            root: unescape(root),
-            v2,
-            favordynmods: controllers.iter().any(|o| o == "favordynmods"),
-            controllers,
-        });
-    }
-    out
-}
-
-/// mountinfo escapes spaces and the like as `\ooo`.
-fn unescape(field: &str) -> String {
-    let mut out = Vec::new();
-    let bytes = field.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\'
-            && i + 3 < bytes.len()
-            && let Ok(v) = u8::from_str_radix(&field[i + 1..i + 4], 8)
-        {
-            out.push(v);
-            i += 4;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+/// The cgroup mounts of a mount table.
+fn cgroup_mounts(table: Vec<crate::mounts::MountEntry>) -> Vec<Mount> {
+    table
+        .into_iter()
+        .filter(|m| m.fstype == "cgroup2" || m.fstype == "cgroup")
+        .map(|m| Mount {
+            v2: m.fstype == "cgroup2",
+            favordynmods: m.super_options.iter().any(|o| o == "favordynmods"),
+            point: m.point,
+            root: m.root.to_string_lossy().into_owned(),
+            controllers: m.super_options,
+        })
+        .collect()
 }
 
 /// One v1 membership line of `/proc/self/cgroup`: the hierarchy's controllers, the path.
@@ -1389,11 +1351,7 @@ mod tests {
     }
 
     #[test]
-    fn mountinfo_fields_are_unescaped_and_paths_mapped_through_the_mount_root() {
-        assert_eq!(
-            unescape("/sys/fs/cgroup/my\\040dir"),
-            "/sys/fs/cgroup/my dir"
-        );
+    fn paths_are_mapped_through_the_mount_root() {
         let m = Mount {
             point: PathBuf::from("/sys/fs/cgroup/memory"),
             root: "/docker/abc".into(),
@@ -1419,13 +1377,13 @@ mod tests {
 41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw,favordynmods
 50 31 0:40 / /mnt/favordynmods rw,relatime - tmpfs favordynmods rw
 ";
-        let mounts = parse_mounts(text);
+        let parse = |text: &str| cgroup_mounts(crate::mounts::parse_mount_table(text.as_bytes()));
+        let mounts = parse(text);
         assert_eq!(mounts.len(), 2, "only cgroup mounts are kept");
         assert!(!mounts[0].favordynmods);
         assert!(mounts[1].favordynmods && mounts[1].v2);
-        let v1 = parse_mounts(
-            "39 31 0:36 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids,favordynmods\n",
-        );
+        let v1 =
+            parse("39 31 0:36 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids,favordynmods\n");
         assert!(v1[0].favordynmods);
         assert_eq!(v1[0].controllers, ["rw", "pids", "favordynmods"]);
     }
