@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use caps::{ExecAllowlist, ExecOptions, ExecOutput, Shell};
 use sandbox::{Bwrap, LandlockMode, Profile, SandboxPolicy};
+use serde_json::json;
 use support::{configure, trusted_dirs, warden_home, warden_in};
 
 /// Skip (loudly) when this machine cannot run bubblewrap, or the kernel has no Landlock
@@ -631,6 +632,39 @@ fn explain_and_doctor_say_whether_it_is_in_force() {
     assert_eq!(lists[0]["state"], "refused");
     assert_eq!(lists[1]["level"], "agent lax");
     assert_eq!(lists[1]["state"], "off");
+    // Where it is in force, both say what a run may execute and map as code.
+    if usable() {
+        configure(
+            home.path(),
+            "[sandbox]\nexec_allowlist = [\"/bin/sh\"]\n",
+            r#"{"version":1}"#,
+        );
+        let text = explain(&["--", "true"]);
+        let sh = std::fs::canonicalize("/bin/sh").unwrap();
+        assert!(
+            text.contains(&format!("may execute: {}", sh.display()))
+                && text.contains("may map libraries from: /")
+                && text.contains("every other mount is noexec"),
+            "{text}"
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&explain(&["--json", "--", "true"])).unwrap();
+        assert_eq!(json["execAllowlistStatus"]["executable"][0], json!(sh));
+        assert!(
+            !json["execAllowlistStatus"]["libraries"]
+                .as_array()
+                .unwrap()
+                .is_empty(),
+            "{json}"
+        );
+        let out = warden_in(home.path())
+            .args(["doctor", "--json"])
+            .current_dir(ws.path())
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["execAllowlist"]["lists"][0]["executable"][0], json!(sh));
+    }
     // Nothing configured: explain prints no exec allowlist and JSON has null.
     configure(home.path(), "", r#"{"version":1}"#);
     let text = explain(&["--", "true"]);
@@ -651,7 +685,7 @@ fn explain_and_doctor_say_whether_it_is_in_force() {
     let text = explain(&["--", "git", "status"]);
     assert!(
         text.contains(&format!(
-            "exec allowlist: active (Landlock ABI {}",
+            "exec allowlist: active (noexec mounts and Landlock ABI {}",
             sandbox::landlock::abi()
         )),
         "{text}"

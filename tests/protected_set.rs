@@ -360,6 +360,26 @@ fn a_running_server_never_executes_a_helper_put_in_place_of_the_one_it_opened() 
         );
         assert_eq!(r["stdout"], "tried\n", "{builder}: {r:#}");
         assert_eq!(snapshot(&s.bin), before, "{builder}");
+        // Nor can its file tools, which read there but write nothing.
+        let v = mcp.request(
+            "tools/call",
+            json!({"name": "write", "arguments": {
+                "path": s.bin.join("warden-sandbox-helper"), "content": "evil"}}),
+        );
+        assert_eq!(v["result"]["isError"], true, "{builder}: {v:#}");
+        assert!(
+            v.to_string().contains("holds the programs Warden runs"),
+            "{builder}: {v:#}"
+        );
+        let v = mcp.request(
+            "tools/call",
+            json!({"name": "read", "arguments": {"path": s.bin.join("deps")}}),
+        );
+        assert!(
+            !v.to_string().contains("Warden protects"),
+            "{builder}: {v:#}"
+        );
+        assert_eq!(snapshot(&s.bin), before, "{builder}");
         // Replaced on disk by someone who can (a new file renamed over it): the server
         // keeps running the helper it opened, and the planted one never runs.
         let marker = s.ws.join("PLANTED-HELPER-RAN");

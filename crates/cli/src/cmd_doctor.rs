@@ -287,6 +287,9 @@ pub fn run(args: DoctorArgs) -> i32 {
         }
         if let Some(exec) = &exec {
             out.push_str(&line(exec.ok, "  exec allowlist", &exec.detail));
+            for line in &exec.allows {
+                out.push_str(&format!("    {line}\n"));
+            }
             for note in &exec.notes {
                 out.push_str(&format!("    warning: {note}\n"));
             }

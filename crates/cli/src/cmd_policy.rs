@@ -104,6 +104,11 @@ fn explain_command(args: &ExplainArgs) -> anyhow::Result<i32> {
         out!("{}", explanation.to_text());
         if let Some(status) = &exec_status {
             outln!("exec allowlist: {}", status.detail);
+            if status.state == crate::exec_allowlist::State::Active {
+                for line in status.allows.lines() {
+                    outln!("  {line}");
+                }
+            }
         }
         if let Some(note) = node_note {
             outln!("note: {note}");

@@ -30,6 +30,55 @@ pub struct Status {
     pub state: State,
     /// Why, in one sentence.
     pub detail: String,
+    /// What a run may execute and map as code on this host, as the next run would get it.
+    #[serde(flatten)]
+    pub allows: Allows,
+}
+
+/// What an exec allowlist lets a run execute, resolved on this host as a run resolves it
+/// (`sandbox::exec_allowlist::resolve`): everything else is on `noexec` mounts.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Allows {
+    /// Files (and directories of files) that may be executed: the entries' real paths and
+    /// the dynamic loaders they need.
+    pub executable: Vec<std::path::PathBuf>,
+    /// Directories whose files may be mapped as code, never executed: where the listed
+    /// programs' libraries are.
+    pub libraries: Vec<std::path::PathBuf>,
+}
+
+impl Allows {
+    /// What `paths` allow on this host.
+    pub fn of(paths: &[std::path::PathBuf]) -> Allows {
+        let resolved = sandbox::exec_allowlist::resolve(paths);
+        Allows {
+            executable: resolved.executable,
+            libraries: resolved.libraries,
+        }
+    }
+
+    /// Two lines for a person: what may run, and where code may be loaded from.
+    pub fn lines(&self) -> Vec<String> {
+        let list = |paths: &[std::path::PathBuf]| {
+            if paths.is_empty() {
+                "nothing".to_owned()
+            } else {
+                paths
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        };
+        vec![
+            format!("may execute: {}", list(&self.executable)),
+            format!(
+                "may map libraries from: {} (every other mount is noexec)",
+                list(&self.libraries)
+            ),
+        ]
+    }
 }
 
 /// Whether this host's configured backend and kernel can enforce an exec allowlist.
@@ -38,7 +87,7 @@ pub fn host_support(config: &Config) -> Result<String, String> {
         policy::SandboxBackend::Bwrap => {
             let abi = sandbox::landlock::abi();
             sandbox::exec_allowlist::kernel_support(abi)
-                .map(|()| format!("Landlock ABI {abi} enforces it in the sandbox"))
+                .map(|()| format!("noexec mounts and Landlock ABI {abi} enforce it in the sandbox"))
         }
         other => Err(format!(
             "the {} backend cannot enforce it",
@@ -53,18 +102,21 @@ pub fn status(list: &ResolvedExecAllowlist, support: &Result<String, String>) ->
         (Ok(how), _) => Status {
             state: State::Active,
             detail: format!("active ({how})"),
+            allows: Allows::of(&list.paths.value),
         },
         (Err(why), ExecAllowlistMode::Required) => Status {
             state: State::Refused,
             detail: format!(
                 "REFUSED: required but cannot be enforced here ({why}): host=sandbox commands are refused"
             ),
+            allows: Allows::default(),
         },
         (Err(why), ExecAllowlistMode::BestEffort) => Status {
             state: State::Off,
             detail: format!(
                 "OFF: best-effort and cannot be enforced here ({why}): commands run without it"
             ),
+            allows: Allows::default(),
         },
     }
 }
@@ -79,12 +131,14 @@ pub fn for_exec(config: &Config, policy: &ResolvedPolicy, direct_mode: bool) -> 
                 "not applied: host={} does not run in the OS sandbox",
                 policy.host.value
             ),
+            allows: Allows::default(),
         }
     } else if direct_mode {
         Status {
             state: State::NotApplied,
             detail: "not applied: direct mode runs host=sandbox commands without an OS sandbox"
                 .into(),
+            allows: Allows::default(),
         }
     } else {
         status(list, &host_support(config))
@@ -100,6 +154,8 @@ pub struct DoctorReport {
     pub detail: String,
     /// Warnings about entries, each naming its list.
     pub notes: Vec<String>,
+    /// What each list lets runs execute here, each line naming its list.
+    pub allows: Vec<String>,
     /// The same as JSON.
     pub json: serde_json::Value,
 }
@@ -126,12 +182,14 @@ pub fn doctor(
             ok: true,
             detail: "not configured (sandbox.exec_allowlist): commands may execute any program they can see".into(),
             notes: Vec::new(),
+            allows: Vec::new(),
             json: json!({ "configured": false }),
         };
     }
     let mut ok = true;
     let mut parts = Vec::new();
     let mut all_notes = Vec::new();
+    let mut all_allows = Vec::new();
     let mut levels = Vec::new();
     for (level, list) in &lists {
         let status = status(list, &support);
@@ -149,6 +207,8 @@ pub fn doctor(
         ));
         let list_notes = notes(&list.paths.value);
         all_notes.extend(list_notes.iter().map(|n| format!("{level}: {n}")));
+        let allows = Allows::of(&list.paths.value);
+        all_allows.extend(allows.lines().iter().map(|l| format!("{level}: {l}")));
         levels.push(json!({
             "level": level,
             "paths": list.paths.value,
@@ -156,6 +216,8 @@ pub fn doctor(
             "state": status.state,
             "detail": status.detail,
             "notes": list_notes,
+            "executable": allows.executable,
+            "libraries": allows.libraries,
         }));
     }
     let how = match &support {
@@ -166,6 +228,7 @@ pub fn doctor(
         ok,
         detail: format!("{how}; {}", parts.join("; ")),
         notes: all_notes,
+        allows: all_allows,
         json: json!({
             "configured": true,
             "ok": ok,
@@ -209,6 +272,8 @@ mod tests {
         assert!(!report.ok);
         assert!(report.detail.contains("REFUSED"), "{}", report.detail);
         assert_eq!(report.notes, vec!["global: a note".to_owned()]);
+        assert!(report.allows[0].starts_with("global: may execute: "));
+        assert!(report.allows[1].starts_with("global: may map libraries from: "));
         assert_eq!(report.json["lists"][0]["state"], "refused");
     }
 

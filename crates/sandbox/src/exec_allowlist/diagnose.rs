@@ -1,7 +1,8 @@
 //! What an operator should know about an exec allowlist's entries (`warden doctor`):
 //! entries that allow nothing — missing on this host, hidden inside the sandbox — and
 //! what weakens it — a writable path, where a command can put any program, and the
-//! dynamic loader that dynamically linked programs need, which runs any file it is handed.
+//! dynamic loader that dynamically linked programs need, which can map the programs that
+//! lie inside the library directories kept executable.
 
 use std::path::PathBuf;
 
@@ -88,16 +89,22 @@ pub fn diagnose(entries: &[PathBuf], policy: &SandboxPolicy) -> Vec<String> {
             ));
         }
     }
-    let allowed = super::resolve(entries).executable;
+    let resolved = super::resolve(entries);
     let loaders: Vec<String> = dynamic_loaders()
         .into_iter()
-        .filter(|l| super::covers(&allowed, l))
+        .filter(|l| super::covers(&resolved.executable, l))
         .map(|l| l.display().to_string())
         .collect();
     if let Some(first) = loaders.first() {
+        let libraries: Vec<String> = resolved
+            .libraries
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect();
         notes.push(format!(
-            "the dynamic loader {} may be executed (dynamically linked programs need it): `{first} FILE` runs any readable ELF file kept where exec is not mounted off, such as /tmp",
-            loaders.join(", ")
+            "the dynamic loader {} may be executed (dynamically linked programs need it): `{first} FILE` maps only files on mounts that allow code — the listed programs and whatever lies in the library directories {} — so a program kept inside one of those directories can run through it",
+            loaders.join(", "),
+            libraries.join(", ")
         ));
     }
     notes
