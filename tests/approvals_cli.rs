@@ -343,6 +343,7 @@ fn prompt(id: &str, argv: &[&str], agent: &str, allow_always: &[&str]) -> Reques
             allow_always: policy::AlwaysOption::programs(allow_always),
             allow_always_default: 0,
             not_stored: Vec::new(),
+            why: None,
         },
     ))
 }
@@ -450,7 +451,7 @@ fn allow_always_through_warden_exec_stores_the_program_and_never_a_shell() {
         cmd.spawn().unwrap()
     };
     // A miss: the human is shown the exact pattern allow-always stores, and says yes.
-    let child = exec(&["--", "ls", "/"]);
+    let child = exec(&["--", "ls", "/usr"]);
     ui.answer(&format!("would store {}", ls.display()), "a\n");
     let out = child.wait_with_output().unwrap();
     support::assert_success(&out);
@@ -459,7 +460,7 @@ fn allow_always_through_warden_exec_stores_the_program_and_never_a_shell() {
         ls.to_string_lossy().as_ref()
     );
     // The next time the allowlist matches: nobody is asked.
-    let out = w(&h).args(["exec", "--", "ls", "/"]).output().unwrap();
+    let out = w(&h).args(["exec", "--", "ls", "/usr"]).output().unwrap();
     support::assert_success(&out);
     // A shell is never stored: allow-always becomes allow-once, and says so.
     let child = exec(&["--", "sh", "-n", "/dev/null"]);

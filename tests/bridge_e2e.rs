@@ -259,7 +259,7 @@ fn pair_ws(gw: &Path, home: &Path, url: &str, id: &str, fingerprint: Option<&str
             .unwrap()
             .iter()
             .find(|n| n["id"] == id)
-            && let Some(code) = n["request"]["code"].as_str()
+            && let Some(code) = n["requests"][0]["code"].as_str()
         {
             assert_eq!(n["state"], "pending", "{n:#}");
             break code.to_owned();
@@ -269,8 +269,16 @@ fn pair_ws(gw: &Path, home: &Path, url: &str, id: &str, fingerprint: Option<&str
     };
     // Until the operator approves, the node has nothing.
     assert!(!home.join("node.json").exists());
+    // The operator must give the code they compared with the node's.
     let out = warden_in(gw)
         .args(["nodes", "approve", id])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--code"));
+    let out = warden_in(gw)
+        .args(["nodes", "approve", id, "--code", &code.to_lowercase()])
         .output()
         .unwrap();
     support::assert_success(&out);
@@ -627,6 +635,147 @@ async fn remote_approvals_edits_go_through_the_gateway_compare_and_swap_and_only
     ]);
     assert!(!ok);
     assert!(r["error"].as_str().unwrap().contains("conflict"), "{r:#}");
+}
+
+/// A remote edit that keeps an entry's pattern but widens it in any field is refused,
+/// and the node still refuses what its own file refused: a git alias carrying a shell.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_edit_widening_any_field_of_an_entry_is_refused() {
+    let Some(git) = ["/usr/bin/git", "/bin/git"]
+        .into_iter()
+        .find(|g| Path::new(g).exists())
+    else {
+        eprintln!("SKIPPED: no git here for the node's entry");
+        return;
+    };
+    let file = format!(
+        r#"{{"version":1,"defaults":{{"security":"allowlist","ask":"on-miss","askFallback":"deny"}},
+            "agents":{{"main":{{"allowlist":[{{"pattern":"{git}","args":["status"],"argsMatch":"exact"}},
+            {{"pattern":"/usr/bin/echo"}},{{"pattern":"/usr/bin/cat"}}]}}}}}}"#
+    );
+    let (gw, node) = (gateway_home(), home_with("", &file));
+    let (_ws, ws) = workspace();
+    let cmd = local_stdio_command(node.path());
+    let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
+    add_stdio_node(gw.path(), node.path(), "wide1", "Wide Box", &cmd);
+    let g = Gateway::start(gw.path(), &ws, &[]);
+    wait_node(gw.path(), "wide1", true, Duration::from_secs(20));
+    let approvals = |args: &[&str]| {
+        let out = warden_in(gw.path())
+            .arg("approvals")
+            .args(args)
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+        (out.status.success(), v)
+    };
+    let (ok, got) = approvals(&["get", "--node", "wide1", "--json"]);
+    assert!(ok, "{got:#}");
+    let hash = got["hash"].as_str().unwrap().to_owned();
+    let before = std::fs::read_to_string(node.path().join("exec-approvals.json")).unwrap();
+    type Widen = Box<dyn Fn(&mut Value)>;
+    let widenings: Vec<(&str, Widen)> = vec![
+        (
+            "allowFlags",
+            Box::new(|e: &mut Value| e["allowFlags"] = json!(["-c alias.*"])),
+        ),
+        (
+            "any arguments",
+            Box::new(|e: &mut Value| {
+                e.as_object_mut().unwrap().remove("args");
+            }),
+        ),
+        (
+            "prefix",
+            Box::new(|e: &mut Value| {
+                e.as_object_mut().unwrap().remove("argsMatch");
+            }),
+        ),
+        (
+            "matches more",
+            Box::new(|e: &mut Value| e["args"] = json!(["*"])),
+        ),
+        (
+            "does not know",
+            Box::new(|e: &mut Value| e["runAsRoot"] = json!(true)),
+        ),
+    ];
+    for (expect, widen) in &widenings {
+        let mut doc = got["file"].clone();
+        widen(&mut doc["agents"]["main"]["allowlist"][0]);
+        let f = ws.join("edit.json");
+        std::fs::write(&f, doc.to_string()).unwrap();
+        let (ok, r) = approvals(&[
+            "set",
+            "--node",
+            "wide1",
+            "--file",
+            &f.display().to_string(),
+            "--base-hash",
+            &hash,
+            "--json",
+        ]);
+        assert!(!ok, "{expect}: {r:#}");
+        let e = r["error"].as_str().unwrap();
+        assert!(
+            e.contains("not-tighter") && e.contains(expect),
+            "{expect}: {e}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(node.path().join("exec-approvals.json")).unwrap(),
+            before,
+            "{expect}"
+        );
+    }
+    // The token may not be set remotely either.
+    let mut doc = got["file"].clone();
+    doc["socket"]["token"] = "chosen-by-the-editor".into();
+    let f = ws.join("edit.json");
+    std::fs::write(&f, doc.to_string()).unwrap();
+    let (ok, r) = approvals(&[
+        "set",
+        "--node",
+        "wide1",
+        "--file",
+        &f.display().to_string(),
+        "--base-hash",
+        &hash,
+        "--json",
+    ]);
+    assert!(
+        !ok && r["error"].as_str().unwrap().contains("socket.token"),
+        "{r:#}"
+    );
+    // And the node still refuses a shell through the flag its file refused.
+    let marker = ws.join("ALIAS-RAN");
+    let c = client(&g.http, &gateway_token(gw.path(), "main")).await;
+    let r = exec(
+        &c,
+        json!({"argv": [git, "-c", format!("alias.x=!touch {}", marker.display()), "x"]}),
+    )
+    .await;
+    assert_eq!(r["decision"]["decision"], "deny", "{r:#}");
+    assert!(!marker.exists());
+    let r = exec(
+        &c,
+        json!({"argv": [git, "status"], "cwd": ws.display().to_string()}),
+    )
+    .await;
+    assert_ne!(r["decision"]["decision"], "deny", "{r:#}");
+    // An allowlisted reader on the node cannot read the node's own state: its token,
+    // its approver's token.
+    for file in ["node.json", "exec-approvals.json"] {
+        let path = node.path().join(file);
+        let r = exec(&c, json!({"argv": ["/usr/bin/cat", path]})).await;
+        // A miss, where `cat` of anything else is allowed: the node asks, and with
+        // nobody there its fallback denies.
+        assert_eq!(r["decision"]["decision"], "deny", "{file}: {r:#}");
+        assert_eq!(r["reason"], "no-approver", "{file}: {r:#}");
+        assert!(!r.to_string().contains("wnd_"), "{r:#}");
+    }
+    let r = exec(&c, json!({"argv": ["/usr/bin/cat", "/etc/hostname"]})).await;
+    assert_eq!(r["exitCode"], 0, "{r:#}");
 }
 
 #[test]

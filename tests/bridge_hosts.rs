@@ -115,20 +115,23 @@ async fn two_hosts_pair_over_pinned_tls_run_under_the_nodes_file_and_survive_a_p
     .spawn()
     .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    let code = loop {
         let all = bridge_support::nodes(gw.path());
         if all["nodes"][0]["state"] == "pending" {
             assert_eq!(
-                all["nodes"][0]["request"]["remote"],
+                all["nodes"][0]["requests"][0]["remote"],
                 format!("{}.2", hosts.prefix)
             );
-            break;
+            break all["nodes"][0]["requests"][0]["code"]
+                .as_str()
+                .unwrap()
+                .to_owned();
         }
         assert!(Instant::now() < deadline, "no request: {all:#}");
         std::thread::sleep(Duration::from_millis(100));
-    }
+    };
     let out = warden_in(gw.path())
-        .args(["nodes", "approve", "hostb"])
+        .args(["nodes", "approve", "hostb", "--code", &code])
         .output()
         .unwrap();
     support::assert_success(&out);

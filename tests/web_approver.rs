@@ -233,7 +233,7 @@ fn prompts_are_answered_in_the_browser_and_the_console_edits_the_allowlist() {
     driver.wait_text("#recent li", "allow-once");
 
     // A requester that gives up takes its prompt off the page.
-    let mut child = exec(h, &["--", "ls", "/"]);
+    let mut child = exec(h, &["--", "ls", "/usr"]);
     driver.wait_text(".request", "ls");
     child.kill().unwrap();
     child.wait().unwrap();
@@ -243,21 +243,21 @@ fn prompts_are_answered_in_the_browser_and_the_console_edits_the_allowlist() {
     // Allow always shows the exact rule it stores, stores it, and the next run asks
     // nobody.
     let ls = real("/usr/bin/ls");
-    let child = exec(h, &["--", "ls", "/"]);
+    let child = exec(h, &["--", "ls", "/usr"]);
     let label = driver.wait_text(".request button.allow-always", "stores");
     assert_eq!(label, format!("Allow always — stores {ls} (a)"));
     driver.click(".request button.allow-always", &ls);
     let out = finish(child, Duration::from_secs(30));
     assert!(out.status.success());
     assert_eq!(patterns(h, "main"), vec![ls.clone()]);
-    let out = finish(exec(h, &["--", "ls", "/"]), Duration::from_secs(20));
+    let out = finish(exec(h, &["--", "ls", "/usr"]), Duration::from_secs(20));
     assert!(out.status.success(), "the stored rule did not match");
     assert!(driver.find_all(".request").is_empty());
 
     // The console shows the stored entry with its last use (the file changed, the
     // editor was clean: it reloaded by itself).
     driver.wait_text(".agent[data-agent='main'] tr td.pattern", &ls);
-    driver.wait_text(".agent[data-agent='main'] td.last-command", "ls /");
+    driver.wait_text(".agent[data-agent='main'] td.last-command", "ls /usr");
 
     // An invalid pattern is refused inline, and nothing is written.
     let before = std::fs::read(h.join("exec-approvals.json")).unwrap();
@@ -281,13 +281,21 @@ fn prompts_are_answered_in_the_browser_and_the_console_edits_the_allowlist() {
     driver.click(&format!("{MAIN} button.add-pattern"), "");
     driver.wait_text(".agent[data-agent='main'] td.pattern", &cat);
     assert_eq!(patterns(h, "main"), vec![ls.clone(), cat.clone()]);
-    let config = h.join("config.toml").to_string_lossy().into_owned();
-    let out = finish(exec(h, &["--", "cat", &config]), Duration::from_secs(20));
+    let notes = "/etc/hostname".to_owned();
+    let out = finish(exec(h, &["--", "cat", &notes]), Duration::from_secs(20));
     support::assert_success(&out);
     driver.wait_text(
         ".agent[data-agent='main'] td.last-command",
-        &format!("cat {config}"),
+        &format!("cat {notes}"),
     );
+    // Not Warden's own files, though: the entry allows `cat`, not a way to the token.
+    let config = h.join("exec-approvals.json").to_string_lossy().into_owned();
+    let child = exec(h, &["--", "cat", &config]);
+    let prompt = driver.wait_text(".request", "where Warden keeps its own files");
+    assert!(prompt.contains(&config), "{prompt}");
+    driver.click(".request button.deny", "");
+    let out = finish(child, Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(77));
     driver.script("document.querySelector(\".agent[data-agent='main']\").scrollIntoView()");
     screenshot(&driver, "web-approver-console.png");
 
@@ -299,7 +307,7 @@ fn prompts_are_answered_in_the_browser_and_the_console_edits_the_allowlist() {
     wait_until("security = deny in the file", || {
         file(h)["agents"]["main"]["security"] == "deny"
     });
-    let out = finish(exec(h, &["--", "ls", "/"]), Duration::from_secs(20));
+    let out = finish(exec(h, &["--", "ls", "/usr"]), Duration::from_secs(20));
     assert_eq!(out.status.code(), Some(77));
     // The agent's effective policy (a collapsed <details>) names the ceiling's source.
     wait_until("the policy to show the host file's ceiling", || {

@@ -149,6 +149,7 @@ pub fn median_decision(rounds: usize) -> Duration {
         trusted_path: &trusted,
         allowlist: &allowlist,
         cache: Some(&cache),
+        protected: &[],
     };
     let config = Config::parse(
         "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\n[[agents.list]]\nid = \"coder\"\ntools.exec.ask = \"on-miss\"\n",
@@ -210,6 +211,7 @@ pub fn profile() {
         trusted_path: &trusted,
         allowlist: &allowlist,
         cache: Some(&cache),
+        protected: &[],
     };
     for c in &corpus {
         std::hint::black_box(policy::evaluate(CommandInput::Shell(c), &ctx));

@@ -90,6 +90,7 @@ pub async fn median_round_trip(iterations: usize) -> anyhow::Result<Duration> {
             allow_always: policy::AlwaysOption::programs(&["/usr/bin/rg"]),
             allow_always_default: 0,
             not_stored: Vec::new(),
+            why: None,
         },
     ));
     let mut samples = Vec::with_capacity(iterations);

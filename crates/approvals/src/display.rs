@@ -124,12 +124,16 @@ pub fn render_prompt(prompt: &Prompt) -> String {
             allow_always,
             allow_always_default,
             not_stored,
+            why,
         } => {
             let _ = writeln!(
                 out,
                 "host:     {}   security: {security}   ask: {ask}   ({reason})",
                 escape(&prompt.host),
             );
+            if let Some(why) = why {
+                let _ = writeln!(out, "why:      {}", escape(why));
+            }
             let _ = writeln!(out, "command:  {}", escape(command));
             plan_lines(&mut out, plan);
             let rules = |o: &policy::AlwaysOption| -> String {
@@ -260,6 +264,7 @@ mod tests {
                 allow_always,
                 allow_always_default: 0,
                 not_stored: vec!["sh: shells, interpreters and wrappers are never stored".into()],
+                why: None,
             },
         )
     }

@@ -15,6 +15,7 @@ pub mod display;
 pub mod file;
 pub mod ipc;
 pub mod store;
+pub mod tighten;
 
 pub use clock::{Clock, SystemClock};
 pub use file::{

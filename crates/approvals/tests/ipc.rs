@@ -122,6 +122,7 @@ fn prompt_request(id: &str) -> Request {
             allow_always: policy::AlwaysOption::programs(&["/usr/bin/rg"]),
             allow_always_default: 0,
             not_stored: Vec::new(),
+            why: None,
         },
     ))
 }
@@ -931,6 +932,7 @@ fn scoped_request() -> Request {
             ],
             allow_always_default: 1,
             not_stored: Vec::new(),
+            why: None,
         },
     ))
 }

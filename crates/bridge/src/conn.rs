@@ -20,6 +20,15 @@ use crate::wire::Transport;
 const OUTBOX: usize = 256;
 /// Messages received but not yet handled.
 const INBOX: usize = 256;
+/// Frames a peer may send in a second, sustained, and in a burst: far above what a busy
+/// node sends (a result and two events per run, heartbeats), far below what a flooding
+/// one could make the other side authenticate and decode. Past it the connection ends.
+pub const MAX_FRAMES_PER_SEC: f64 = 10_000.0;
+/// See [`MAX_FRAMES_PER_SEC`].
+pub const FRAME_BURST: f64 = 20_000.0;
+/// Bytes a peer may send in a second, sustained (with a burst of twice as many): a
+/// node's results are at most a few hundred kilobytes each.
+pub const MAX_BYTES_PER_SEC: f64 = 256.0 * 1024.0 * 1024.0;
 
 /// Heartbeat timing.
 #[derive(Clone, Copy, Debug)]
@@ -120,6 +129,14 @@ impl ReasonHandle {
     pub fn get(&self) -> String {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
+
+    /// Say why it is being ended (kept only if no reason was recorded before).
+    pub fn note(&self, why: impl Into<String>) {
+        let mut r = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if r.is_empty() {
+            *r = why.into();
+        }
+    }
 }
 
 fn end(reason: &Mutex<String>, closed: &CancellationToken, why: String) {
@@ -209,6 +226,7 @@ fn start_with(
     let (r_closed, r_reason) = (closed.clone(), Arc::clone(&reason));
     let answer_tx = out_tx.downgrade();
     tokio::spawn(async move {
+        let mut flow = Flow::new(tokio::time::Instant::now());
         loop {
             let frame = tokio::select! {
                 biased;
@@ -222,6 +240,12 @@ fn start_with(
                 ),
                 Ok(Ok(None)) => "the peer closed the connection".to_owned(),
                 Ok(Err(e)) => e.to_string(),
+                Ok(Ok(Some(frame)))
+                    if let Err(why) = flow.take(frame.len(), tokio::time::Instant::now()) =>
+                {
+                    tracing::warn!("bridge: dropping the connection: {why}");
+                    why
+                }
                 Ok(Ok(Some(frame))) => {
                     let msg = opener.open(&frame).and_then(message::decode::<Msg>);
                     match msg {
@@ -266,6 +290,84 @@ fn start_with(
     }
 }
 
+/// A token bucket over what a peer sends: frames and bytes, refilled with time.
+struct Flow {
+    frames: f64,
+    bytes: f64,
+    at: tokio::time::Instant,
+}
+
+impl Flow {
+    fn new(now: tokio::time::Instant) -> Flow {
+        Flow {
+            frames: FRAME_BURST,
+            bytes: 2.0 * MAX_BYTES_PER_SEC,
+            at: now,
+        }
+    }
+
+    /// Take one frame of `len` bytes arriving at `now`; `Err` says the peer sends too
+    /// much.
+    fn take(&mut self, len: usize, now: tokio::time::Instant) -> Result<(), String> {
+        let secs = now.duration_since(self.at).as_secs_f64();
+        self.at = now;
+        self.frames = (self.frames + secs * MAX_FRAMES_PER_SEC).min(FRAME_BURST);
+        self.bytes = (self.bytes + secs * MAX_BYTES_PER_SEC).min(2.0 * MAX_BYTES_PER_SEC);
+        self.frames -= 1.0;
+        self.bytes -= len as f64;
+        if self.frames < 0.0 {
+            return Err(format!(
+                "the peer sent more than {MAX_FRAMES_PER_SEC} frames a second (flooding)"
+            ));
+        }
+        if self.bytes < 0.0 {
+            return Err(format!(
+                "the peer sent more than {} MiB a second (flooding)",
+                MAX_BYTES_PER_SEC / 1024.0 / 1024.0
+            ));
+        }
+        Ok(())
+    }
+}
+
 fn humanize(d: Duration) -> String {
     format!("{:.1}s", d.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flood_of_frames_or_bytes_is_refused_and_a_busy_peer_is_not() {
+        let t0 = tokio::time::Instant::now();
+        let mut flow = Flow::new(t0);
+        // A burst's worth goes through at once; one more frame in the same instant does not.
+        let mut refused = None;
+        for i in 0..(FRAME_BURST as usize + 10) {
+            if let Err(why) = flow.take(16, t0) {
+                refused = Some((i, why));
+                break;
+            }
+        }
+        let (at, why) = refused.expect("a flood is refused");
+        assert!(at >= FRAME_BURST as usize - 1, "refused after {at} frames");
+        assert!(why.contains("frames a second"), "{why}");
+        // Big frames exhaust the byte budget first.
+        let mut flow = Flow::new(t0);
+        let frame = crate::wire::MAX_FRAME;
+        let taken = (0..1000)
+            .take_while(|_| flow.take(frame, t0).is_ok())
+            .count();
+        assert!(
+            taken < 1000 && taken as f64 * frame as f64 >= MAX_BYTES_PER_SEC,
+            "{taken}"
+        );
+        // A steady, busy peer: 2,000 frames over a second, refilled as it goes.
+        let mut flow = Flow::new(t0);
+        flow.frames = 1.0;
+        for i in 0..2000u64 {
+            flow.take(200, t0 + Duration::from_micros(500 * i)).unwrap();
+        }
+    }
 }

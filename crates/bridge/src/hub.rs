@@ -66,7 +66,14 @@ struct PendingCall {
     reply: oneshot::Sender<Reply>,
     run_id: Option<String>,
     events: Option<mpsc::Sender<ExecEvent>>,
+    /// Events delivered for the run so far ([`MAX_EVENTS_PER_RUN`]).
+    events_seen: u32,
 }
+
+/// Events one run on a node may deliver: its lifecycle is a handful (started, then one
+/// of finished, denied, cancelled, with a retry or two); past this a node is flooding
+/// and the rest are dropped.
+pub const MAX_EVENTS_PER_RUN: u32 = 16;
 
 /// One connected node.
 pub struct NodeConn {
@@ -147,6 +154,7 @@ impl NodeConn {
                     reply: tx,
                     run_id,
                     events,
+                    events_seen: 0,
                 },
             );
         }
@@ -237,17 +245,28 @@ impl NodeConn {
                 }
             },
         };
-        let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        let sink = pending
-            .values()
-            .find(|c| c.run_id.as_deref() == Some(run_id.as_str()))
-            .and_then(|c| c.events.clone());
-        match sink {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let call = pending
+            .values_mut()
+            .find(|c| c.run_id.as_deref() == Some(run_id.as_str()));
+        match call {
             // Bounded: a node flooding events loses them, it cannot grow the gateway.
-            Some(sink) => {
-                let _ = sink.try_send(event);
+            Some(call) if call.events_seen < MAX_EVENTS_PER_RUN => {
+                call.events_seen += 1;
+                if let Some(sink) = &call.events {
+                    let _ = sink.try_send(event);
+                }
             }
-            None => tracing::warn!(
+            Some(call) => {
+                if call.events_seen == MAX_EVENTS_PER_RUN {
+                    call.events_seen += 1;
+                    tracing::warn!(
+                        "bridge: node {} sent more than {MAX_EVENTS_PER_RUN} events for run {run_id:?}; the rest are dropped",
+                        self.id
+                    );
+                }
+            }
+            None => tracing::debug!(
                 "bridge: node {} sent an event for run {run_id:?}, which it is not running for this gateway; dropped",
                 self.id
             ),
@@ -408,6 +427,15 @@ impl Hub {
                 .await);
             }
         };
+        // A token works only over the transport it was issued for: a stdio node's (given
+        // to whoever runs its command) opens no WebSocket session, and the reverse.
+        if entry.transport != t.kind {
+            let why = format!(
+                "node {:?} is paired for {}, not {}; its token is not accepted here",
+                hello.node_id, entry.transport, t.kind
+            );
+            return Err(refuse(&mut t, "wrong-transport", why).await);
+        }
         let token = entry.token.clone().unwrap_or_default();
         let keys = handshake::gateway_side(&mut t, &hello, &token).await?;
         let remote = t.remote.clone();
@@ -511,8 +539,21 @@ impl Hub {
         binding: Option<&str>,
     ) -> Result<Arc<NodeConn>, BridgeError> {
         let snapshot = Arc::clone(&self.snapshot.read().unwrap_or_else(|p| p.into_inner()));
-        let chosen = policy::select_node(&snapshot, query, binding)
-            .map_err(|e| BridgeError::Invalid(e.to_string()))?;
+        let chosen = policy::select_node(&snapshot, query, binding).map_err(|e| {
+            // A node the operator took away is named so, not as one that is away.
+            let named = binding.or(query);
+            match named.and_then(|n| self.registry.lookup(n).ok()) {
+                Some(Lookup::NotApproved(NodeState::Revoked)) => BridgeError::Invalid(format!(
+                    "node {:?} was revoked by the operator; nothing was run",
+                    named.unwrap_or_default()
+                )),
+                Some(Lookup::NotApproved(state)) => BridgeError::Invalid(format!(
+                    "node {:?} is {state}, not paired; nothing was run",
+                    named.unwrap_or_default()
+                )),
+                _ => BridgeError::Invalid(e.to_string()),
+            }
+        })?;
         self.nodes
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -593,15 +634,22 @@ impl Hub {
             .unwrap_or_else(|p| p.into_inner())
             .values()
         {
-            let still = by_id.get(conn.id.as_str()).is_some_and(|e| {
-                e.state == NodeState::Approved
-                    && e.token_fingerprint().as_deref() == Some(conn.token_fingerprint.as_str())
-            });
-            if !still {
-                tracing::info!(
-                    "bridge: node {} was revoked or re-paired; dropping its connection",
-                    conn.id
-                );
+            let entry = by_id.get(conn.id.as_str());
+            let why = match entry {
+                None => Some("node removed by the operator"),
+                Some(e) if e.state == NodeState::Revoked => Some("node revoked by the operator"),
+                Some(e) if e.state != NodeState::Approved => Some("node no longer paired"),
+                Some(e)
+                    if e.token_fingerprint().as_deref()
+                        != Some(conn.token_fingerprint.as_str()) =>
+                {
+                    Some("node paired again with a new token")
+                }
+                Some(_) => None,
+            };
+            if let Some(why) = why {
+                tracing::info!("bridge: node {}: {why}; dropping its connection", conn.id);
+                conn.reason.note(why);
                 conn.close();
             }
         }

@@ -22,6 +22,8 @@
 //! - [`node`]: the node's serving loop around the same `runner::Runner` as the gateway.
 //! - [`hub`]: the gateway's connected nodes, selection, invocation and cancellation.
 //! - [`registry`]: the gateway's `nodes.json` (pending, approved, revoked, stdio nodes).
+//! - [`requests`]: pairing requests (codes over the key's bytes, several per id) and the
+//!   operator's answers.
 //! - [`state`]: the node's `node.json` (node id + token).
 //! - [`pair`]: pairing by request, operator approval and an X25519 agreement.
 //! - [`tls`]: the gateway's certificate and the node's fingerprint pin.
@@ -36,9 +38,9 @@ pub mod message;
 pub mod node;
 pub mod pair;
 pub mod registry;
+pub mod requests;
 pub mod seal;
 pub mod state;
-mod tighten;
 pub mod tls;
 pub mod wire;
 pub mod ws;

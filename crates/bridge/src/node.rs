@@ -266,7 +266,8 @@ fn approvals_set(store: &Store, p: ApprovalsSetParams) -> Result<serde_json::Val
             ),
         ));
     }
-    let looser = crate::tighten::loosenings(&current.file, &incoming);
+    let profiles = store.profiles().map_err(|e| InvokeError::new("state", e))?;
+    let looser = approvals::tighten::loosenings(&current.file, &incoming, &profiles);
     if !looser.is_empty() {
         return Err(InvokeError::new(
             "not-tighter",

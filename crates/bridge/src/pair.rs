@@ -15,7 +15,8 @@ use sha2::Sha256;
 
 use crate::handshake::{recv_step, refuse};
 use crate::message::{self, GatewayReply, Opening};
-use crate::registry::{PairStatus, Registry};
+use crate::registry::Registry;
+use crate::requests::PairStatus;
 use crate::seal::{from_hex, to_hex};
 use crate::wire::Transport;
 use crate::{BridgeError, PROTOCOL_NAME, PROTOCOL_VERSIONS};
@@ -115,7 +116,7 @@ pub async fn request(
             code,
             expires_at_ms,
         } => {
-            if code != crate::registry::pairing_code(&public) {
+            if Some(&code) != crate::requests::pairing_code(&public).ok().as_ref() {
                 return Err(BridgeError::Protocol(
                     "the gateway answered with another request's code".into(),
                 ));
@@ -173,7 +174,15 @@ pub async fn serve_request(
     else {
         return Err(BridgeError::Invalid("not a pairing request".into()));
     };
-    if from_hex::<32>("the node's public key", &public_key).is_err() || capabilities.len() > 64 {
+    let Ok(public_key) = crate::requests::canonical_key(&public_key) else {
+        return Err(refuse(
+            &mut t,
+            "bad-request",
+            "the pairing request's key is not 32 bytes of hex".into(),
+        )
+        .await);
+    };
+    if capabilities.len() > 64 {
         return Err(refuse(
             &mut t,
             "bad-request",
@@ -197,8 +206,9 @@ pub async fn serve_request(
         Err(e) => return Err(refuse(&mut t, "pairing-refused", e.to_string()).await),
     };
     tracing::info!(
-        "bridge: pairing request from node {node_id:?} ({}), code {}; `warden nodes approve {node_id}` to pair it",
+        "bridge: pairing request from node {node_id:?} ({}), code {}; compare it with the code the node shows, then `warden nodes approve {node_id} --code {}`",
         remote.as_deref().unwrap_or("?"),
+        req.code,
         req.code
     );
     let reply = GatewayReply::PairPending {

@@ -99,9 +99,19 @@ pub struct NodeEntry {
     pub created_at: u64,
     /// When it last changed state.
     pub updated_at: u64,
-    /// The pending (or last) pairing request.
+    /// The request the operator approved last (its `expires_at` is 0), kept so that the
+    /// node waiting on it learns the answer, and for the record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<PairRequest>,
+    /// Pairing requests waiting for the operator, each with its own key and code. More
+    /// than one makes approval refuse as ambiguous until the operator rejects the ones
+    /// that are not this node's (see `requests.rs`).
+    #[serde(
+        default,
+        rename = "pendingRequests",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub pending: Vec<PairRequest>,
     /// The gateway's X25519 public key of the last approval (hex), sent to the node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway_public_key: Option<String>,
@@ -124,6 +134,7 @@ impl NodeEntry {
             created_at: now,
             updated_at: now,
             request: None,
+            pending: Vec::new(),
             gateway_public_key: None,
             extra: Map::new(),
         }
@@ -168,17 +179,6 @@ pub enum Lookup {
     NotApproved(NodeState),
     /// Never heard of.
     Unknown,
-}
-
-/// How a pairing request stands, for the connection waiting on it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PairStatus {
-    /// Still waiting.
-    Waiting,
-    /// Approved: send this public key.
-    Approved(String),
-    /// Rejected, revoked or expired.
-    Refused(String),
 }
 
 /// The file's parsed entries, under the SHA-256 of the bytes they came from.
@@ -236,8 +236,17 @@ impl Registry {
             )));
         }
         let bytes = self.fs.read(&path).map_err(|e| self.err(e))?;
-        let file: StoredFile = serde_json::from_slice(&bytes)
+        let mut file: StoredFile = serde_json::from_slice(&bytes)
             .map_err(|e| self.err(format!("not a valid node registry: {e}")))?;
+        // Written by a Warden that kept one request per node: an unanswered one (not
+        // marked answered, `expires_at` 0) is waiting.
+        for n in &mut file.nodes {
+            if n.request.as_ref().is_some_and(|r| r.expires_at != 0)
+                && let Some(r) = n.request.take()
+            {
+                n.pending.push(r);
+            }
+        }
         if file.version != 1 {
             return Err(self.err(format!(
                 "unsupported version {} (this Warden reads 1)",
@@ -312,172 +321,6 @@ impl Registry {
         })
     }
 
-    /// Record a pairing request from `id` (a re-pair of a known node, too: its old token
-    /// keeps working until the new request is approved). Returns the request.
-    #[allow(clippy::too_many_arguments)]
-    pub fn request_pairing(
-        &self,
-        id: &str,
-        display_name: Option<&str>,
-        public_key: &str,
-        remote: Option<&str>,
-        capabilities: &[String],
-        now: u64,
-    ) -> Result<PairRequest, BridgeError> {
-        check_id("node id", id)?;
-        if let Some(name) = display_name {
-            check_name(name)?;
-        }
-        self.update(|nodes| {
-            // Expired requests make room.
-            for n in nodes.iter_mut() {
-                if n.state == NodeState::Pending && n.request.as_ref().is_some_and(|r| r.expires_at <= now) {
-                    n.state = NodeState::Rejected;
-                    n.updated_at = now;
-                }
-            }
-            let pending = nodes.iter().filter(|n| n.state == NodeState::Pending).count();
-            let code = pairing_code(public_key);
-            let fresh = |attempts| PairRequest {
-                requested_at: now,
-                expires_at: now + PAIR_TTL_MS,
-                attempts,
-                remote: remote.map(str::to_owned),
-                public_key: public_key.to_owned(),
-                code: code.clone(),
-                capabilities: capabilities.to_vec(),
-            };
-            match nodes.iter_mut().find(|n| n.id == id) {
-                Some(n) if n.transport == TransportKind::Stdio => Err(BridgeError::Refused {
-                    code: "pairing-refused".into(),
-                    message: format!("node {id:?} is configured as a stdio node; its operator's configuration is its pairing"),
-                }),
-                Some(n) => {
-                    let attempts = match (&n.request, n.state) {
-                        (Some(r), NodeState::Pending) => r.attempts + 1,
-                        _ => 1,
-                    };
-                    if attempts > MAX_ATTEMPTS {
-                        return Err(BridgeError::Refused {
-                            code: "pairing-refused".into(),
-                            message: format!(
-                                "node {id:?} asked {MAX_ATTEMPTS} times already; wait for the operator or for the request to expire"
-                            ),
-                        });
-                    }
-                    if n.state != NodeState::Pending && pending >= MAX_PENDING {
-                        return Err(too_many());
-                    }
-                    if n.state != NodeState::Approved {
-                        n.state = NodeState::Pending;
-                    }
-                    n.display_name = display_name.map(str::to_owned).or(n.display_name.take());
-                    n.request = Some(fresh(attempts));
-                    n.updated_at = now;
-                    Ok(fresh(attempts))
-                }
-                None => {
-                    if pending >= MAX_PENDING {
-                        return Err(too_many());
-                    }
-                    nodes.push(NodeEntry {
-                        id: id.to_owned(),
-                        display_name: display_name.map(str::to_owned),
-                        state: NodeState::Pending,
-                        transport: TransportKind::WebSocket,
-                        command: None,
-                        token: None,
-                        created_at: now,
-                        updated_at: now,
-                        request: Some(fresh(1)),
-                        gateway_public_key: None,
-                        extra: Map::new(),
-                    });
-                    Ok(fresh(1))
-                }
-            }
-        })
-    }
-
-    /// How the request with `code` from `id` stands now.
-    pub fn pairing_status(
-        &self,
-        id: &str,
-        code: &str,
-        now: u64,
-    ) -> Result<PairStatus, BridgeError> {
-        let nodes = self.list()?;
-        let Some(n) = nodes.iter().find(|n| n.id == id) else {
-            return Ok(PairStatus::Refused("the request was removed".into()));
-        };
-        let Some(req) = n.request.as_ref().filter(|r| r.code == code) else {
-            return Ok(PairStatus::Refused(
-                "a newer request replaced this one".into(),
-            ));
-        };
-        if let (Some(gw), NodeState::Approved) = (&n.gateway_public_key, n.state)
-            && req.expires_at == 0
-        {
-            return Ok(PairStatus::Approved(gw.clone()));
-        }
-        match n.state {
-            NodeState::Rejected => {
-                return Ok(PairStatus::Refused(
-                    "the operator rejected the request".into(),
-                ));
-            }
-            NodeState::Revoked => return Ok(PairStatus::Refused("the node was revoked".into())),
-            _ => {}
-        }
-        if req.expires_at <= now {
-            return Ok(PairStatus::Refused(
-                "the request expired before the operator approved it".into(),
-            ));
-        }
-        Ok(PairStatus::Waiting)
-    }
-
-    /// Approve `id`'s pending request: agree on its token with the node's key (the
-    /// token never travels) and rotate any previous one.
-    pub fn approve(&self, id: &str, now: u64) -> Result<NodeEntry, BridgeError> {
-        self.update(|nodes| {
-            let n = find(nodes, id)?;
-            let req = match &n.request {
-                Some(r) if r.expires_at > now => r.clone(),
-                Some(_) => return Err(BridgeError::Invalid(format!("node {id:?}'s pairing request expired; have it ask again (`warden node pair`)"))),
-                None => return Err(BridgeError::Invalid(format!("node {id:?} has no pending pairing request"))),
-            };
-            let (gateway_public, token) = crate::pair::gateway_agree(id, &req.public_key)?;
-            n.token = Some(token);
-            n.gateway_public_key = Some(gateway_public);
-            n.state = NodeState::Approved;
-            n.updated_at = now;
-            // Marks the request answered (kept for `pairing_status` and the record).
-            n.request = Some(PairRequest { expires_at: 0, ..req });
-            Ok(n.clone())
-        })
-    }
-
-    /// Reject `id`'s pending request.
-    pub fn reject(&self, id: &str, now: u64) -> Result<(), BridgeError> {
-        self.update(|nodes| {
-            let n = find(nodes, id)?;
-            if n.state != NodeState::Pending
-                && n.request.as_ref().is_none_or(|r| r.expires_at <= now)
-            {
-                return Err(BridgeError::Invalid(format!(
-                    "node {id:?} has no pending pairing request"
-                )));
-            }
-            if n.state == NodeState::Pending {
-                n.state = NodeState::Rejected;
-            }
-            n.request = None;
-            n.updated_at = now;
-            Ok(())
-        })
-    }
-
     /// Revoke `id`: its token is gone, and a connected node is dropped.
     pub fn revoke(&self, id: &str, now: u64) -> Result<(), BridgeError> {
         self.update(|nodes| {
@@ -539,26 +382,14 @@ impl Registry {
     }
 }
 
-fn too_many() -> BridgeError {
-    BridgeError::Refused {
-        code: "pairing-refused".into(),
-        message: format!("{MAX_PENDING} pairing requests are already waiting for the operator"),
-    }
-}
-
-fn find<'a>(nodes: &'a mut [NodeEntry], id: &str) -> Result<&'a mut NodeEntry, BridgeError> {
+pub(crate) fn find<'a>(
+    nodes: &'a mut [NodeEntry],
+    id: &str,
+) -> Result<&'a mut NodeEntry, BridgeError> {
     nodes
         .iter_mut()
         .find(|n| n.id == id)
         .ok_or_else(|| BridgeError::Invalid(format!("no node {id:?} (see `warden nodes list`)")))
-}
-
-/// The short code shown on both sides of a pairing: the operator approves the request
-/// whose code the node printed.
-pub fn pairing_code(public_key: &str) -> String {
-    let d = Sha256::digest(public_key.as_bytes());
-    let h = policy::hex(&d[..4]).to_uppercase();
-    format!("{}-{}", &h[..4], &h[4..])
 }
 
 #[cfg(test)]
@@ -566,114 +397,13 @@ mod tests {
     use super::*;
     use caps::MemoryFs;
 
-    fn registry() -> (Arc<MemoryFs>, Registry) {
-        let fs = Arc::new(MemoryFs::new());
-        (fs.clone(), Registry::new(fs, "/state"))
-    }
-
     fn key(n: u8) -> String {
         crate::seal::to_hex(&[n; 32])
     }
 
-    fn real_key() -> String {
-        use ring::agreement::{EphemeralPrivateKey, X25519};
-        let rng = ring::rand::SystemRandom::new();
-        let k = EphemeralPrivateKey::generate(&X25519, &rng).unwrap();
-        crate::seal::to_hex(k.compute_public_key().unwrap().as_ref())
-    }
-
-    #[test]
-    fn a_request_gets_nothing_until_approved_and_a_re_pair_rotates_the_token() {
-        let (_, r) = registry();
-        let req = r
-            .request_pairing(
-                "n1",
-                Some("Box"),
-                &real_key(),
-                Some("127.0.0.1"),
-                &[],
-                1_000,
-            )
-            .unwrap();
-        assert_eq!(
-            r.lookup("n1").unwrap(),
-            Lookup::NotApproved(NodeState::Pending)
-        );
-        assert_eq!(
-            r.pairing_status("n1", &req.code, 2_000).unwrap(),
-            PairStatus::Waiting
-        );
-        let first = r.approve("n1", 3_000).unwrap().token.unwrap();
-        assert!(matches!(
-            r.pairing_status("n1", &req.code, 4_000).unwrap(),
-            PairStatus::Approved(_)
-        ));
-        assert!(matches!(r.lookup("n1").unwrap(), Lookup::Approved(_)));
-        // Asking again: the old token keeps working until the new request is approved.
-        let again = r
-            .request_pairing("n1", None, &real_key(), None, &[], 5_000)
-            .unwrap();
-        assert!(
-            matches!(r.lookup("n1").unwrap(), Lookup::Approved(e) if e.token.as_deref() == Some(first.as_str()))
-        );
-        let second = r.approve("n1", 6_000).unwrap().token.unwrap();
-        assert_ne!(first, second);
-        assert_eq!(
-            r.pairing_status("n1", &req.code, 7_000).unwrap(),
-            PairStatus::Refused("a newer request replaced this one".into())
-        );
-        let _ = again;
-        r.revoke("n1", 8_000).unwrap();
-        assert_eq!(
-            r.lookup("n1").unwrap(),
-            Lookup::NotApproved(NodeState::Revoked)
-        );
-        assert!(
-            r.list().unwrap()[0].token.is_none(),
-            "a revoked node keeps no token"
-        );
-    }
-
-    #[test]
-    fn requests_expire_are_capped_and_rejections_stick() {
-        let (_, r) = registry();
-        let req = r
-            .request_pairing("late", None, &key(1), None, &[], 0)
-            .unwrap();
-        assert!(matches!(
-            r.pairing_status("late", &req.code, PAIR_TTL_MS).unwrap(),
-            PairStatus::Refused(_)
-        ));
-        assert!(
-            r.approve("late", PAIR_TTL_MS + 1).is_err(),
-            "an expired request cannot be approved"
-        );
-        for attempt in 1..=MAX_ATTEMPTS {
-            r.request_pairing("eager", None, &key(2), None, &[], 10)
-                .unwrap_or_else(|e| panic!("attempt {attempt}: {e}"));
-        }
-        let e = r
-            .request_pairing("eager", None, &key(2), None, &[], 11)
-            .unwrap_err();
-        assert!(e.to_string().contains("asked"), "{e}");
-        for i in 0..MAX_PENDING {
-            let _ = r.request_pairing(&format!("flood{i}"), None, &key(3), None, &[], 20);
-        }
-        let e = r
-            .request_pairing("one-more", None, &key(4), None, &[], 21)
-            .unwrap_err();
-        assert!(e.to_string().contains("already waiting"), "{e}");
-        let q = r.request_pairing("flood0", None, &key(5), None, &[], 22);
-        assert!(q.is_ok(), "an id already pending may ask again");
-        r.reject("flood0", 23).unwrap();
-        assert_eq!(
-            r.lookup("flood0").unwrap(),
-            Lookup::NotApproved(NodeState::Rejected)
-        );
-        assert!(
-            r.request_pairing("../x", None, &key(6), None, &[], 1)
-                .is_err()
-        );
+    fn registry() -> (Arc<MemoryFs>, Registry) {
+        let fs = Arc::new(MemoryFs::new());
+        (fs.clone(), Registry::new(fs, "/state"))
     }
 
     #[test]

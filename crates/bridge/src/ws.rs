@@ -104,14 +104,44 @@ pub fn is_loopback(host: &str) -> bool {
     host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
+/// The addresses to dial for `url`: for plain `ws://`, every address the name resolves
+/// to must be loopback (a `localhost` the resolver maps elsewhere would carry the
+/// Bridge in plain text off the machine), and only those are dialled — the name is not
+/// looked up again.
+async fn addresses(url: &GatewayUrl) -> Result<Vec<std::net::SocketAddr>, BridgeError> {
+    let resolved: Vec<std::net::SocketAddr> = tokio::net::lookup_host(url.authority())
+        .await
+        .map_err(|e| BridgeError::Io(format!("cannot resolve the gateway at {url}: {e}")))?
+        .collect();
+    if resolved.is_empty() {
+        return Err(BridgeError::Io(format!("{url} resolves to no address")));
+    }
+    if !url.tls
+        && let Some(far) = resolved.iter().find(|a| !a.ip().is_loopback())
+    {
+        return Err(BridgeError::Invalid(format!(
+            "{url}: {} resolves to {}, which is not a loopback address; plain ws:// is only allowed to loopback (use wss:// with --fingerprint)",
+            url.host,
+            far.ip()
+        )));
+    }
+    Ok(resolved)
+}
+
 /// Dial the gateway at `url`, pinning `fingerprint` for TLS.
 pub async fn connect(
     url: &GatewayUrl,
     fingerprint: Option<&str>,
 ) -> Result<Transport, BridgeError> {
-    let tcp = TcpStream::connect(url.authority())
+    let addrs = addresses(url).await?;
+    let tcp = TcpStream::connect(&addrs[..])
         .await
         .map_err(|e| BridgeError::Io(format!("cannot reach the gateway at {url}: {e}")))?;
+    if !url.tls && !tcp.peer_addr().is_ok_and(|a| a.ip().is_loopback()) {
+        return Err(BridgeError::Invalid(format!(
+            "{url}: the connection did not go to a loopback address; plain ws:// is only allowed to loopback"
+        )));
+    }
     let _ = tcp.set_nodelay(true);
     let remote = tcp.peer_addr().ok().map(|a| a.ip().to_string());
     let request = url.to_string();

@@ -187,6 +187,42 @@ impl PartialEq for LiveOutput {
 
 impl Eq for LiveOutput {}
 
+impl ExecOutput {
+    /// This output held to `limits` again, whoever built it: the result of a run on
+    /// another host (a node), which cannot be trusted to have kept to them. Each text is
+    /// cut at the cap — stdout first, stderr and the combined stream within what is left
+    /// of it — with the usual marker; the tail keeps its last `tail_bytes`; the raw bytes
+    /// of a non-UTF-8 stream go with its text. `truncated` is set when anything was cut,
+    /// and never cleared: a sender may say it lost output, not that it did not.
+    pub fn within(mut self, limits: OutputLimits) -> ExecOutput {
+        let max = limits.max_output_bytes;
+        let mut cut = false;
+        let mut head = |text: &mut String, bytes: &mut Option<Vec<u8>>, room: usize| {
+            if text.len() > room {
+                *text = truncate_utf8_head(&text.as_bytes()[..room], true);
+                cut = true;
+            }
+            if let Some(b) = bytes
+                && b.len() > room
+            {
+                b.truncate(room);
+                cut = true;
+            }
+        };
+        head(&mut self.stdout, &mut self.stdout_bytes, max);
+        let left = max.saturating_sub(self.stdout.len().min(max));
+        head(&mut self.stderr, &mut self.stderr_bytes, left);
+        head(&mut self.combined, &mut None, max);
+        if self.tail.len() > limits.tail_bytes {
+            let bytes = self.tail.as_bytes();
+            self.tail = truncate_utf8_tail(&bytes[bytes.len() - limits.tail_bytes..], true);
+            cut = true;
+        }
+        self.truncated |= cut;
+        self
+    }
+}
+
 /// Text for a byte head that may have been cut: when `cut`, drop a trailing partial
 /// UTF-8 sequence and append [`TRUNCATION_MARKER`] on its own line.
 pub fn truncate_utf8_head(bytes: &[u8], cut: bool) -> String {
@@ -341,6 +377,56 @@ mod tests {
         assert_eq!(out.combined, format!("aé\n{TRUNCATION_MARKER}"));
         // The tail's first byte is a continuation byte of the first "é": dropped.
         assert_eq!(out.tail, format!("{TRUNCATION_MARKER}\né"));
+    }
+
+    #[test]
+    fn output_from_elsewhere_is_held_to_the_limits_and_says_so() {
+        let big = |n: usize| "é".repeat(n);
+        let out = ExecOutput {
+            status: ExitStatus::Code(0),
+            stdout: big(100),
+            stderr: big(100),
+            stdout_bytes: Some(vec![0xff; 500]),
+            stderr_bytes: None,
+            combined: big(200),
+            tail: big(100),
+            truncated: false,
+            timed_out: false,
+            duration: Duration::ZERO,
+            refused_writes: crate::RefusedWrites::NotWatched,
+        }
+        .within(limits(101, 11));
+        assert!(out.truncated);
+        // 101 bytes is 50 characters and half of one: the half is dropped.
+        assert_eq!(
+            out.stdout,
+            format!(
+                "{}
+{TRUNCATION_MARKER}",
+                big(50)
+            )
+        );
+        assert_eq!(out.stderr, TRUNCATION_MARKER, "nothing left after stdout");
+        assert_eq!(out.stdout_bytes.as_deref().map(<[u8]>::len), Some(101));
+        assert!(out.combined.starts_with(&big(50)));
+        assert_eq!(
+            out.tail,
+            format!(
+                "{TRUNCATION_MARKER}
+{}",
+                big(5)
+            )
+        );
+        // Within its limits it is left alone, and a sender's "truncated" stays.
+        let small = ExecOutput {
+            stdout: "ok\n".into(),
+            combined: "ok\n".into(),
+            tail: "ok\n".into(),
+            truncated: true,
+            ..out.clone()
+        };
+        let same = small.clone().within(limits(1000, 1000));
+        assert_eq!(same, small);
     }
 
     #[test]

@@ -23,15 +23,22 @@ pub enum NodesCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Approve a node's pending pairing request (compare its code with the node's).
+    /// Approve a node's pending pairing request: give the code the node shows
+    /// (`--code`), or type it when asked on a terminal.
     Approve {
         /// The node id.
         id: String,
+        /// The code the node printed when it asked (e.g. 7KQ2-M9XD-4RTW-0BHN).
+        #[arg(long)]
+        code: Option<String>,
     },
-    /// Reject a node's pending pairing request.
+    /// Reject a node's pending pairing request (the one with `--code`, or all of them).
     Reject {
         /// The node id.
         id: String,
+        /// Only the request with this code.
+        #[arg(long)]
+        code: Option<String>,
     },
     /// Revoke a node's token: it is disconnected at once and gets nothing until re-paired.
     Revoke {
@@ -69,22 +76,26 @@ fn run_inner(command: NodesCommand) -> anyhow::Result<i32> {
     let now = SystemClock.now_ms();
     match command {
         NodesCommand::List { json } => list(&facts, &registry, json, now),
-        NodesCommand::Approve { id } => {
-            let entry = registry.approve(&id, now)?;
+        NodesCommand::Approve { id, code } => {
+            let code = match code {
+                Some(code) => code,
+                None => ask_for_code(&registry, &id, now)?,
+            };
+            let entry = registry.approve(&id, &code, now)?;
+            let request = entry.request.as_ref();
             outln!(
-                "approved node {id:?} (code {}); its token was agreed without crossing the wire (fingerprint {})",
-                entry
-                    .request
-                    .as_ref()
-                    .map(|r| r.code.as_str())
-                    .unwrap_or("-"),
+                "approved node {id:?} ({}); its token was agreed without crossing the wire (fingerprint {})",
+                request.map(bridge::requests::describe).unwrap_or_default(),
                 entry.token_fingerprint().unwrap_or_default()
             );
             Ok(0)
         }
-        NodesCommand::Reject { id } => {
-            registry.reject(&id, now)?;
-            outln!("rejected node {id:?}'s pairing request");
+        NodesCommand::Reject { id, code } => {
+            let n = registry.reject(&id, code.as_deref(), now)?;
+            outln!(
+                "rejected {n} pairing request{} of node {id:?}",
+                if n == 1 { "" } else { "s" }
+            );
             Ok(0)
         }
         NodesCommand::Revoke { id } => {
@@ -107,6 +118,53 @@ fn run_inner(command: NodesCommand) -> anyhow::Result<i32> {
             Ok(0)
         }
     }
+}
+
+/// The code of `id`'s waiting request, typed by the operator at a terminal after seeing
+/// where the request came from. Without a terminal the code must be given.
+fn ask_for_code(registry: &bridge::Registry, id: &str, now: u64) -> anyhow::Result<String> {
+    use std::io::{BufRead as _, IsTerminal as _, Write as _};
+    let waiting = registry.waiting(id, now)?;
+    if waiting.is_empty() || !std::io::stdin().is_terminal() {
+        // The registry says why (no request, already approved, expired), or this does.
+        anyhow::ensure!(
+            waiting.is_empty(),
+            "give the code node {id:?} shows: `warden nodes approve {id} --code CODE` (waiting: {})",
+            waiting
+                .iter()
+                .map(bridge::requests::describe)
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+        return Ok(String::new());
+    }
+    for r in &waiting {
+        eprintln!(
+            "node {id:?}: pairing request {}",
+            bridge::requests::describe(r)
+        );
+    }
+    eprint!("type the code the node shows to approve it (nothing to cancel): ");
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    let typed = line.trim().to_owned();
+    anyhow::ensure!(!typed.is_empty(), "nothing approved");
+    Ok(typed)
+}
+
+/// One line of text, whatever a library's error carried: line breaks and runs of
+/// blanks made single spaces, links to documentation left out, at most 400 characters.
+fn one_line(text: &str) -> String {
+    let words: Vec<&str> = text
+        .split_whitespace()
+        .filter(|w| !w.contains("://"))
+        .collect();
+    let mut line = words.join(" ");
+    if line.chars().count() > 400 {
+        line = line.chars().take(399).collect::<String>() + "…";
+    }
+    line
 }
 
 fn list(
@@ -141,14 +199,15 @@ fn list(
                 "transport": e.transport,
                 "command": e.command,
                 "tokenFingerprint": e.token_fingerprint(),
-                "request": e.request.as_ref().filter(|r| r.expires_at > now).map(|r| serde_json::json!({
-                    "code": r.code, "remote": r.remote, "expiresAt": r.expires_at, "attempts": r.attempts,
-                })),
+                "requests": e.pending.iter().filter(|r| r.expires_at > now).map(|r| serde_json::json!({
+                    "code": r.code, "remote": r.remote, "requestedAt": r.requested_at,
+                    "expiresAt": r.expires_at, "attempts": r.attempts,
+                })).collect::<Vec<_>>(),
                 "connected": l.as_ref().map(|l| l["connected"].as_bool() == Some(true)),
                 "remote": l.as_ref().and_then(|l| l["remote"].as_str().map(str::to_owned)),
                 "capabilities": l.as_ref().map(|l| l["capabilities"].clone()),
                 "connectedAt": l.as_ref().and_then(|l| l["connectedAt"].as_u64()),
-                "lastError": l.as_ref().and_then(|l| l["lastError"].as_str().map(str::to_owned)),
+                "lastError": l.as_ref().and_then(|l| l["lastError"].as_str().map(one_line)),
             })
         })
         .collect();
@@ -168,17 +227,26 @@ fn list(
         return Ok(0);
     }
     for (e, row) in entries.iter().zip(&rows) {
-        let state = match (e.state, &row["request"]) {
-            (NodeState::Approved, serde_json::Value::Object(r)) => format!(
-                "approved, re-pair pending (code {})",
-                r["code"].as_str().unwrap_or("")
+        let requests: Vec<String> = e
+            .pending
+            .iter()
+            .filter(|r| r.expires_at > now)
+            .map(bridge::requests::describe)
+            .collect();
+        let ambiguous = if requests.len() > 1 {
+            " — AMBIGUOUS: reject the ones the node did not make"
+        } else {
+            ""
+        };
+        let state = match (e.state, requests.is_empty()) {
+            (NodeState::Approved, false) => format!(
+                "approved, re-pair pending ({}){ambiguous}",
+                requests.join("; ")
             ),
-            (NodeState::Pending, serde_json::Value::Object(r)) => format!(
-                "PENDING code {} from {}",
-                r["code"].as_str().unwrap_or(""),
-                r["remote"].as_str().unwrap_or("?")
-            ),
-            (NodeState::Pending, _) => "pending (expired)".to_owned(),
+            (NodeState::Pending, false) => {
+                format!("PENDING {}{ambiguous}", requests.join("; "))
+            }
+            (NodeState::Pending, true) => "pending (expired)".to_owned(),
             (s, _) => s.to_string(),
         };
         let link = match (row["connected"].as_bool(), row["lastError"].as_str()) {

@@ -239,6 +239,35 @@ pub struct ProtectionReport {
 }
 
 impl HostFacts {
+    /// Warden's own directories on this host — the state directory and the approver
+    /// socket's — at every place they show (real paths and mount-table aliases): what an
+    /// allowlisted command run outside the sandbox may not name (`policy::protected`).
+    pub fn own_directories(&self, store: &Store) -> Vec<PathBuf> {
+        let socket = store.load().ok().map(|s| store.socket_path(&s.file));
+        let mut dirs = vec![sandbox::protect::ProtectedPath::warden_dir(
+            self.warden_home.clone(),
+            "state directory",
+        )];
+        if let Some(dir) = socket.as_deref().and_then(Path::parent)
+            && !dir.starts_with(&self.warden_home)
+        {
+            dirs.push(sandbox::protect::ProtectedPath::warden_dir(
+                dir.to_path_buf(),
+                "approver socket dir",
+            ));
+        }
+        let table = caps::mounts::read_mount_table().unwrap_or_default();
+        let none = Authorized {
+            writable: &[],
+            readable: &[],
+        };
+        match sandbox::protect::protect(&dirs, none, &table) {
+            Ok(found) => plan_paths(&found).0,
+            // Where they cannot be resolved, their paths as named still count.
+            Err(_) => dirs.into_iter().map(|d| d.path).collect(),
+        }
+    }
+
     /// The direct-mode switch of this host.
     pub fn direct_switch(&self) -> DirectSwitch {
         DirectSwitch::new(
@@ -313,9 +342,16 @@ impl HostFacts {
     /// The runner's view of this host — its files, `store`, `config`, environment, trusted
     /// PATH and approver socket — starting requests without a cwd in `workspace`. The
     /// gateway and a node are built on the same one.
-    pub fn runner_host(&self, store: &Store, config: Config, workspace: &Path) -> Host {
+    pub fn runner_host(
+        &self,
+        store: &Store,
+        config: Config,
+        workspace: &Path,
+        protected: Vec<PathBuf>,
+    ) -> Host {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         Host::builder(self.fs(), store.clone(), config)
+            .protected(protected)
             .env(self.env.clone())
             .trusted_path(self.trusted_path.clone())
             .default_cwd(workspace)
@@ -345,7 +381,19 @@ impl HostFacts {
         let workspace = self.workspace(workspace)?;
         let auth = authorization(&config, &workspace)?;
         let protection = protected(self, &store, &auth)?;
-        let host = self.runner_host(&store, config.clone(), &workspace);
+        let places = |keep: fn(&Protection) -> bool| -> Vec<PathBuf> {
+            protection
+                .iter()
+                .filter(|p| keep(p))
+                .flat_map(|p| p.places().map(Path::to_path_buf))
+                .collect()
+        };
+        let host = self.runner_host(
+            &store,
+            config.clone(),
+            &workspace,
+            places(|p| p.warden_owned),
+        );
         let containment = self.containment()?;
         let local: Arc<dyn Shell> = Arc::new(LocalShell::contained(containment.clone()));
         // Probing the sandbox backend starts processes: only when a command needs it.
@@ -376,13 +424,6 @@ impl HostFacts {
         // The file tools work inside the home (a workspace often is there): they are kept
         // from Warden's own directories (wherever they show), and write nothing into the
         // directories of Warden's programs.
-        let places = |keep: fn(&Protection) -> bool| -> Vec<PathBuf> {
-            protection
-                .iter()
-                .filter(|p| keep(p))
-                .flat_map(|p| p.places().map(Path::to_path_buf))
-                .collect()
-        };
         let files = FileTools::open(
             &auth,
             places(|p| p.warden_owned),

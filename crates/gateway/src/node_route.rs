@@ -35,6 +35,26 @@ const NO_CEILING: HostCeiling = HostCeiling {
 /// Events one node run may have queued before the gateway reads them.
 const EVENT_QUEUE: usize = 32;
 
+/// What the gateway allows a node beyond a run's own time before it stops waiting: the
+/// node's answer needs a moment to arrive.
+pub const NODE_SLACK: Duration = Duration::from_secs(10);
+
+/// How long the gateway waits for a node to *start* a run: the node may first ask its
+/// own approver, which waits this long at most.
+pub const NODE_START_WAIT: Duration =
+    Duration::from_secs(approvals::ipc::DEFAULT_APPROVAL_TIMEOUT.as_secs() + NODE_SLACK.as_secs());
+
+/// The gateway's own deadlines for a run on a node whose timeout is `timeout`: until it
+/// starts ([`NODE_START_WAIT`]), and from its start (`timeout` and [`NODE_SLACK`]). A
+/// node that has not answered by then is told to cancel the run, and the run is
+/// reported timed out — a stalled node never holds the agent's call longer.
+fn deadline_from(started: Option<tokio::time::Instant>, timeout: Duration) -> tokio::time::Instant {
+    match started {
+        Some(at) => at + timeout.saturating_add(NODE_SLACK),
+        None => tokio::time::Instant::now() + NODE_START_WAIT,
+    }
+}
+
 /// Run `decided` on the node it selects.
 pub async fn run(
     runner: &Runner,
@@ -94,6 +114,11 @@ pub async fn run(
         live.runs_elsewhere(format!("node {}", node.id));
     }
     let (tx, mut rx) = mpsc::channel::<ExecEvent>(EVENT_QUEUE);
+    // Cancelled by the caller, or by the gateway's own deadline: a stalled node does not
+    // hold the agent's call past the run's timeout.
+    let stop = cancel.child_token();
+    let timeout = policy.timeout.value;
+    let begun = tokio::time::Instant::now();
     let call = node.invoke(
         message::SYSTEM_RUN,
         serde_json::to_value(&params).unwrap_or_default(),
@@ -101,14 +126,29 @@ pub async fn run(
             run_id: &decided.run_id,
             events: tx,
         }),
-        cancel,
+        &stop,
         hub.config().cancel_grace,
     );
     tokio::pin!(call);
+    let expiry = tokio::time::sleep_until(deadline_from(None, timeout));
+    tokio::pin!(expiry);
+    let (mut expired, mut started) = (false, false);
     let reply = loop {
         tokio::select! {
             reply = &mut call => break reply,
-            Some(event) = rx.recv() => events.emit(event),
+            Some(event) = rx.recv() => {
+                if !started && matches!(event, ExecEvent::Started { .. }) {
+                    started = true;
+                    expiry
+                        .as_mut()
+                        .reset(deadline_from(Some(tokio::time::Instant::now()), timeout));
+                }
+                events.emit(event);
+            }
+            () = &mut expiry, if !expired => {
+                expired = true;
+                stop.cancel();
+            }
         }
     };
     while let Ok(event) = rx.try_recv() {
@@ -126,6 +166,27 @@ pub async fn run(
         message,
         exit_code: runner::EXIT_WARDEN_ERROR,
     };
+    if expired && !cancel.is_cancelled() {
+        let message = if started {
+            format!(
+                "warden: node {} did not finish the run within its timeout ({}s) and {}s more; the gateway cancelled it there",
+                node.id,
+                timeout.as_secs(),
+                NODE_SLACK.as_secs()
+            )
+        } else {
+            format!(
+                "warden: node {} did not start the run within {}s (the longest its approver may take, and {}s more); the gateway cancelled it there",
+                node.id,
+                NODE_START_WAIT.as_secs(),
+                NODE_SLACK.as_secs()
+            )
+        };
+        report.outcome = Outcome::Finished {
+            output: timed_out(message, begun.elapsed()),
+        };
+        return report;
+    }
     match reply.and_then(|v| {
         serde_json::from_value::<RunResult>(v).map_err(|e| {
             BridgeError::Protocol(format!("node {} sent an invalid result: {e}", node.id))
@@ -167,16 +228,54 @@ pub async fn run(
     report
 }
 
-/// The node's answer into the gateway's report.
+/// The longest rule or message text taken from a node (a sentence, not a document).
+const MAX_NODE_TEXT: usize = 4096;
+
+/// `text` cut to [`MAX_NODE_TEXT`] bytes on a character boundary, marked when cut.
+fn clip(text: String) -> String {
+    if text.len() <= MAX_NODE_TEXT {
+        return text;
+    }
+    caps::truncate_utf8_head(&text.as_bytes()[..MAX_NODE_TEXT], true)
+}
+
+/// The output of a run the gateway gave up waiting for after `waited`.
+fn timed_out(message: String, waited: Duration) -> ExecOutput {
+    ExecOutput {
+        status: ExitStatus::Code(caps::TIMED_OUT_EXIT_CODE),
+        stdout: String::new(),
+        stderr: message.clone(),
+        stdout_bytes: None,
+        stderr_bytes: None,
+        combined: message.clone(),
+        tail: message,
+        truncated: false,
+        timed_out: true,
+        duration: waited,
+        refused_writes: RefusedWrites::NotWatched,
+    }
+}
+
+/// The node's answer into the gateway's report, held to the gateway's own output limits
+/// (a node's `truncated` can only add a truncation).
 fn fill(report: &mut RunReport, result: RunResult) {
     // What the node enforced (its file is the ceiling), with its sources.
     report.policy.security = result.security;
     report.policy.ask = result.ask;
     report.policy.ask_fallback = result.ask_fallback;
     report.decision = match result.decision {
-        WireDecision::Allow { reason, rule } => Decision::Allow { reason, rule },
-        WireDecision::Ask { reason, rule } => Decision::Ask { reason, rule },
-        WireDecision::Deny { reason, rule } => Decision::Deny { reason, rule },
+        WireDecision::Allow { reason, rule } => Decision::Allow {
+            reason,
+            rule: clip(rule),
+        },
+        WireDecision::Ask { reason, rule } => Decision::Ask {
+            reason,
+            rule: clip(rule),
+        },
+        WireDecision::Deny { reason, rule } => Decision::Deny {
+            reason,
+            rule: clip(rule),
+        },
     };
     report.executed = result.executed.map(|e| Executed {
         argv: e.argv,
@@ -215,10 +314,17 @@ fn fill(report: &mut RunReport, result: RunResult) {
                 timed_out,
                 duration: Duration::from_millis(duration_ms),
                 refused_writes: RefusedWrites::NotWatched,
-            },
+            }
+            .within(caps::OutputLimits::default()),
         },
-        WireOutcome::Denied { reason, rule } => Outcome::Denied { reason, rule },
-        WireOutcome::Error { message, exit_code } => Outcome::Error { message, exit_code },
+        WireOutcome::Denied { reason, rule } => Outcome::Denied {
+            reason,
+            rule: clip(rule),
+        },
+        WireOutcome::Error { message, exit_code } => Outcome::Error {
+            message: clip(message),
+            exit_code,
+        },
         WireOutcome::Cancelled { started } => Outcome::Cancelled { started },
     };
 }

@@ -81,6 +81,11 @@ pub struct EvalContext<'a> {
     pub allowlist: &'a Allowlist,
     /// An optional resolution cache (see [`ExeCache`]).
     pub cache: Option<&'a ExeCache>,
+    /// Directories an allowlisted command may not name (real paths: Warden's state on a
+    /// host where commands run outside the sandbox; empty in the sandbox, which hides
+    /// them): an argument that reaches one makes the segment a miss
+    /// ([`crate::protected`]).
+    pub protected: &'a [std::path::PathBuf],
 }
 
 impl EvalContext<'_> {
@@ -233,7 +238,26 @@ pub fn evaluate(input: CommandInput<'_>, ctx: &EvalContext<'_>) -> Evaluation {
                     let subcommand = profiles
                         .subcommand_index(invoked, command)
                         .or_else(|| profiles.subcommand_index(resolved_name, command));
-                    let blocked = m.blocked.as_ref().map(|entry| {
+                    // An entry allows the program, not a way into Warden's own files.
+                    let reaching = m.rule.as_ref().and_then(|_| {
+                        crate::protected::reaches_protected(
+                            ctx.fs,
+                            command.get(1..).unwrap_or_default(),
+                            ctx.cwd,
+                            ctx.protected,
+                        )
+                    });
+                    let mut m = m;
+                    let blocked = if let Some((word, dir)) = &reaching {
+                        m.rule.take().map(|entry| {
+                            format!(
+                                "{word:?} reaches {}, where Warden keeps its own files (entry {} allows the program, not that)",
+                                dir.display(),
+                                entry.describe()
+                            )
+                        })
+                    } else {
+                        m.blocked.as_ref().map(|entry| {
                         let refused: Vec<String> = m
                             .hits
                             .iter()
@@ -245,7 +269,8 @@ pub fn evaluate(input: CommandInput<'_>, ctx: &EvalContext<'_>) -> Evaluation {
                             refused.join("; "),
                             entry.describe()
                         )
-                    });
+                        })
+                    };
                     LeafMatch {
                         argv: segment.argv.clone(),
                         program_index: segment.program,

@@ -18,7 +18,7 @@
 //! let ceiling = HostCeiling { security: Security::Allowlist, ask: Ask::OnMiss, ask_fallback: AskFallback::Deny };
 //! let allowlist = Allowlist::compile(&["/usr/bin/rg".into()], Path::new("/home/u"), CaseMode::Sensitive);
 //! let trusted = TrustedPath::parse("/usr/bin:/bin");
-//! let ctx = EvalContext { fs: &fs, cwd: Path::new("/"), trusted_path: &trusted, allowlist: &allowlist, cache: None };
+//! let ctx = EvalContext { fs: &fs, cwd: Path::new("/"), trusted_path: &trusted, allowlist: &allowlist, cache: None, protected: &[] };
 //! let (session, params, env) = (SessionOverrides::default(), ExecParams::default(), BTreeMap::new());
 //! let who = Requester { agent: "coder", session_id: "s1", session: &session, params: &params, env: &env };
 //! let host_env = BTreeMap::from([("HOME".to_string(), "/home/u".to_string())]);
@@ -49,6 +49,7 @@ mod modes;
 mod nodes;
 mod plan;
 pub mod profiles;
+pub mod protected;
 mod resolve;
 mod rules;
 pub mod shell;

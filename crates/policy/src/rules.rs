@@ -90,6 +90,64 @@ impl RuleSpec {
             && self.allow_flags == other.allow_flags
     }
 
+    /// Whether every invocation this rule allows, `wider` allows too, provably from the
+    /// two rules alone (`Err` names the first way it could allow more): the same program
+    /// pattern; argument patterns that match a subset of `wider`'s — each word pattern
+    /// the same as, or narrower than, the wider rule's (a literal it matches, or any word
+    /// where the wider one takes any), at least as many words when `wider` is a prefix,
+    /// exactly as many and exact when `wider` is exact; and no allowed flag `wider` does
+    /// not allow. Examples only ever disable a rule, so they are not compared: compare
+    /// with rules that are in force. Every field of the entry is here; a field this
+    /// relation does not know must make its caller fail closed.
+    pub fn no_looser_than(&self, wider: &RuleSpec) -> Result<(), String> {
+        if self.pattern != wider.pattern {
+            return Err(format!(
+                "program pattern {:?} is not {:?}",
+                self.pattern, wider.pattern
+            ));
+        }
+        let (narrow, wide) = (
+            ArgPatterns::compile(self).map_err(|e| format!("argument patterns: {e}"))?,
+            ArgPatterns::compile(wider).map_err(|e| format!("argument patterns: {e}"))?,
+        );
+        if let Some(wide_words) = &wide.words {
+            let Some(narrow_words) = &narrow.words else {
+                return Err("it allows any arguments where the entry had argument patterns".into());
+            };
+            if wide.exact && !narrow.exact {
+                return Err("argsMatch prefix where the entry was exact".into());
+            }
+            if narrow_words.len() < wide_words.len()
+                || (wide.exact && narrow_words.len() != wide_words.len())
+            {
+                return Err(format!(
+                    "{} argument patterns where the entry had {}",
+                    narrow_words.len(),
+                    wide_words.len()
+                ));
+            }
+            for (i, (n, w)) in narrow_words.iter().zip(wide_words).enumerate() {
+                if !n.within(w) {
+                    return Err(format!(
+                        "argument pattern {} ({:?}) matches more than {:?}",
+                        i + 1,
+                        self.args.as_ref().map(|a| a[i].as_str()).unwrap_or(""),
+                        wider.args.as_ref().map(|a| a[i].as_str()).unwrap_or("")
+                    ));
+                }
+            }
+        }
+        let wide_all = wider.allow_flags.iter().any(|f| f == "*");
+        if let Some(flag) = self
+            .allow_flags
+            .iter()
+            .find(|f| !wide_all && !wider.allow_flags.contains(f))
+        {
+            return Err(format!("allowFlags adds {flag:?}"));
+        }
+        Ok(())
+    }
+
     /// The rule in one line: `PATTERN` (any arguments), `PATTERN status …` (a prefix),
     /// `PATTERN status -s` with `(exactly)`, plus what it allows of the profiles.
     pub fn describe(&self) -> String {
@@ -240,6 +298,17 @@ impl WordPattern {
             WordPattern::Any => true,
             WordPattern::Literal(l) => l == word,
             WordPattern::Glob(g) => glob_match(g, word),
+        }
+    }
+
+    /// Whether every word this pattern matches, `wider` matches too (decided on the
+    /// patterns: the same pattern, a literal the wider one matches, or anything where
+    /// the wider one is `*`; any other pair is taken as wider, to be safe).
+    fn within(&self, wider: &WordPattern) -> bool {
+        match (self, wider) {
+            (_, WordPattern::Any) => true,
+            (WordPattern::Literal(word), wide) => wide.matches(word),
+            (narrow, wide) => narrow == wide,
         }
     }
 
@@ -395,5 +464,127 @@ mod tests {
         assert!(WordPattern::compile("*.rs").unwrap().matches("src/x.rs"));
         assert!(!WordPattern::compile("*.rs").unwrap().matches("x.rsx"));
         assert!(WordPattern::compile("a*b*c").unwrap().matches("aXbYbZc"));
+    }
+
+    mod no_looser {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn word() -> impl Strategy<Value = String> {
+            prop::sample::select(vec![
+                "status",
+                "log",
+                "*",
+                "-*",
+                "--oneline",
+                "a?c",
+                "abc",
+                "x\\*",
+            ])
+            .prop_map(str::to_owned)
+        }
+
+        fn rule() -> impl Strategy<Value = RuleSpec> {
+            (
+                prop::option::of(prop::collection::vec(word(), 0..3)),
+                any::<bool>(),
+                prop::collection::vec(
+                    prop::sample::select(vec!["-c alias.*", "-exec", "*"]).prop_map(str::to_owned),
+                    0..2,
+                ),
+            )
+                .prop_map(|(args, exact, allow_flags)| RuleSpec {
+                    pattern: "/usr/bin/git".into(),
+                    args_match: if exact && args.is_some() {
+                        ArgsMatch::Exact
+                    } else {
+                        ArgsMatch::Prefix
+                    },
+                    args,
+                    allow_flags,
+                    examples: Examples::default(),
+                })
+        }
+
+        fn command() -> impl Strategy<Value = Vec<String>> {
+            prop::collection::vec(
+                prop::sample::select(vec![
+                    "status",
+                    "log",
+                    "--oneline",
+                    "-s",
+                    "abc",
+                    "x*",
+                    "push",
+                ])
+                .prop_map(str::to_owned),
+                0..4,
+            )
+        }
+
+        /// Whether `rule` allows `args` with the profile hits named by `hits`.
+        fn allows(rule: &RuleSpec, args: &[String], hits: &[&str]) -> bool {
+            ArgPatterns::compile(rule).unwrap().matches(args)
+                && hits
+                    .iter()
+                    .all(|h| rule.allow_flags.iter().any(|f| f == "*" || f == h))
+        }
+
+        proptest! {
+            #[test]
+            fn a_rule_no_looser_than_another_allows_nothing_the_other_does_not(
+                narrow in rule(),
+                wide in rule(),
+                args in command(),
+                hits in prop::collection::vec(prop::sample::select(vec!["-c alias.*", "-exec"]), 0..2),
+            ) {
+                if narrow.no_looser_than(&wide).is_ok() {
+                    prop_assert!(
+                        !allows(&narrow, &args, &hits) || allows(&wide, &args, &hits),
+                        "{} allows {:?} with {:?}, {} does not",
+                        narrow.describe(), args, hits, wide.describe()
+                    );
+                }
+            }
+
+            #[test]
+            fn every_rule_is_no_looser_than_itself(r in rule()) {
+                prop_assert!(r.no_looser_than(&r).is_ok());
+            }
+        }
+
+        #[test]
+        fn each_widening_is_named() {
+            let base = RuleSpec {
+                pattern: "/usr/bin/git".into(),
+                args: Some(vec!["status".into()]),
+                args_match: ArgsMatch::Exact,
+                allow_flags: vec!["-c alias.*".into()],
+                examples: Examples::default(),
+            };
+            let widened = |f: &dyn Fn(&mut RuleSpec)| {
+                let mut r = base.clone();
+                f(&mut r);
+                r.no_looser_than(&base).unwrap_err()
+            };
+            assert!(widened(&|r| r.args = None).contains("any arguments"));
+            assert!(widened(&|r| r.args_match = ArgsMatch::Prefix).contains("prefix"));
+            assert!(widened(&|r| r.args = Some(vec!["*".into()])).contains("matches more"));
+            assert!(widened(&|r| r.allow_flags.push("-exec".into())).contains("allowFlags"));
+            assert!(widened(&|r| r.pattern = "/usr/bin/*".into()).contains("pattern"));
+            // Narrower: more words under a prefix, a literal under a glob, fewer flags.
+            let prefix = RuleSpec {
+                args: Some(vec!["log".into(), "*".into()]),
+                args_match: ArgsMatch::Prefix,
+                ..base.clone()
+            };
+            let narrower = RuleSpec {
+                args: Some(vec!["log".into(), "--oneline".into(), "-5".into()]),
+                args_match: ArgsMatch::Exact,
+                allow_flags: Vec::new(),
+                ..base.clone()
+            };
+            assert_eq!(narrower.no_looser_than(&prefix), Ok(()));
+        }
     }
 }

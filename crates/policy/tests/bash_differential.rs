@@ -165,6 +165,7 @@ fn check(stubs: &Stubs, script: &str) -> bool {
         trusted_path: &trusted,
         allowlist: &allowlist,
         cache: None,
+        protected: &[],
     };
     let evaluation = evaluate(CommandInput::Shell(script), &ctx);
     for status in [0u8, 1] {

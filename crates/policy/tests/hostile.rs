@@ -219,6 +219,7 @@ fn rebuilt_command_names_the_resolved_files() {
         trusted_path: &trusted,
         allowlist: &allowlist,
         cache: None,
+        protected: &[],
     };
     let e = policy::evaluate(
         CommandInput::Shell("ls 'a b' && cat \"it's\" | env ls"),

@@ -526,6 +526,7 @@ fn evaluate_with(argv: &[String], dir: &Path, allow_flags: &[String]) -> policy:
         trusted_path: &trusted,
         allowlist: &allowlist,
         cache: None,
+        protected: &[],
     };
     evaluate(CommandInput::Argv(argv), &ctx)
 }

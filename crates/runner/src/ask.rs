@@ -144,6 +144,7 @@ impl Runner {
                     .iter()
                     .map(|s| format!("{}: {}", s.program, s.reason))
                     .collect(),
+                why: e.evaluation.blocked().map(str::to_owned),
             },
         );
         let request = match in_approver {

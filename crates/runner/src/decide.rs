@@ -65,6 +65,7 @@ impl Runner {
             trusted_path: &host.trusted_path,
             allowlist: view.allowlist.as_ref(),
             cache: Some(&cache),
+            protected: &host.protected,
         };
         let requester = Requester {
             agent: &request.agent,

@@ -23,6 +23,7 @@ pub struct Host {
     pub(crate) default_cwd: PathBuf,
     pub(crate) approvals: Arc<dyn Approvals>,
     pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) protected: Vec<PathBuf>,
 }
 
 impl std::fmt::Debug for Host {
@@ -55,6 +56,7 @@ impl Host {
                 default_cwd: PathBuf::from("/"),
                 approvals: Arc::new(NoApprover),
                 clock: Arc::new(SystemClock),
+                protected: Vec::new(),
             },
         }
     }
@@ -76,6 +78,13 @@ impl HostBuilder {
     /// The working directory of requests that name none (relative ones start here).
     pub fn default_cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
         self.host.default_cwd = cwd.into();
+        self
+    }
+
+    /// Directories of Warden's own files (real paths, every place they show) that an
+    /// allowlisted command run outside the sandbox may not name (`policy::protected`).
+    pub fn protected(mut self, dirs: Vec<PathBuf>) -> Self {
+        self.host.protected = dirs;
         self
     }
 

@@ -299,6 +299,10 @@ pub enum PromptKind {
         /// Programs "allow always" leaves out, and why (`program: reason`).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         not_stored: Vec<String>,
+        /// Why an allowlist entry that names the program does not allow this command (a
+        /// flag it does not allow, an argument that reaches Warden's own files).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        why: Option<String>,
     },
     /// A write: a sandboxed command that was refused writes (then `retry` is the command
     /// that re-runs with the writable profile), or a file tool's change (`detail` says
@@ -388,6 +392,7 @@ impl Prompt {
                 allow_always,
                 allow_always_default,
                 not_stored,
+                why,
             } => {
                 put(&mut h, b"command");
                 put(&mut h, plan.digest().as_bytes());
@@ -407,6 +412,11 @@ impl Prompt {
                 h.update((not_stored.len() as u64).to_be_bytes());
                 for item in not_stored {
                     put(&mut h, item.as_bytes());
+                }
+                // Only when present: prompts without it keep the digests they had.
+                if let Some(why) = why {
+                    put(&mut h, b"why");
+                    put(&mut h, why.as_bytes());
                 }
             }
             PromptKind::Write {

@@ -342,6 +342,7 @@ mod tests {
             created_at: 1,
             updated_at: 1,
             request: None,
+            pending: Vec::new(),
             gateway_public_key: None,
             extra: Default::default(),
         }

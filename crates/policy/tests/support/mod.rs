@@ -34,6 +34,7 @@ pub fn explain_request(
         trusted_path: &trusted,
         allowlist: setup.allowlist,
         cache: None,
+        protected: &[],
     };
     let session = SessionOverrides::default();
     let env = BTreeMap::new();
