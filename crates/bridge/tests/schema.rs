@@ -75,7 +75,7 @@ fn every_message_this_build_sends_matches_the_schema() {
         })
         .unwrap(),
         serde_json::to_value(GatewayReply::PairPending {
-            code: "ABCD-0123".into(),
+            code: bridge::requests::pairing_code(&"ab".repeat(32)).unwrap(),
             expires_at_ms: 1,
         })
         .unwrap(),
