@@ -169,11 +169,10 @@ pub async fn exec_node(report: &mut Report, quick: bool) -> anyhow::Result<()> {
         direct: None,
         node: Some(Arc::clone(&hub)),
     };
-    let gw = Arc::new(gateway::Gateway::new(
-        runner_for(&gw_home, "node")?,
-        routes,
-        None,
-    ));
+    // exec-node-32 runs 32 at once for one agent: above the default run cap (16).
+    let gw = Arc::new(
+        gateway::Gateway::new(runner_for(&gw_home, "node")?, routes, None).with_limits(32, 16),
+    );
     let key = gateway::SessionKey {
         agent: "bench".into(),
         session: "bench".into(),

@@ -13,6 +13,7 @@ mod harness;
 mod ipc_bench;
 mod mcp_bench;
 mod sandbox_bench;
+mod soak_bench;
 mod suites;
 
 use std::path::PathBuf;

@@ -35,6 +35,9 @@ pub async fn run_all(report: &mut Report, quick: bool, filter: &[&String]) -> an
     if wanted("fleet") {
         crate::bridge_bench::fleet(report, quick).await?;
     }
+    if wanted("gateway-soak") {
+        crate::soak_bench::run(report, quick).await?;
+    }
     if wanted("mcp-exec") || wanted("mcp-read") {
         // The `warden` binary holds every run in the containment this host allows (a
         // cgroup per run here); the in-process baseline does the same, so that the ratio

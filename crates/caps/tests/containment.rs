@@ -294,3 +294,43 @@ async fn memory_bomb_is_stopped(shell: &LocalShell, timeout: Duration) {
         .unwrap();
     assert!(out.stderr.contains("memory limit (64 MiB)"), "{out:?}");
 }
+
+/// Runs at once, some started by the spare spawner and some by a group of their own,
+/// must never end one another: every `/bin/true` exits 0, however their starts and ends
+/// interleave. (On a hybrid host a run without a spare once moved this whole process
+/// into its v2 cgroup for its spawn, and a spare's child born in that instant was killed
+/// with that other run: about one run in 500.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_runs_never_end_one_another() {
+    let Some(c) = cgroups() else { return };
+    c.keep_ready();
+    let shell = std::sync::Arc::new(LocalShell::contained(c));
+    let tasks: Vec<_> = (0..3)
+        .map(|_| {
+            let shell = std::sync::Arc::clone(&shell);
+            tokio::spawn(async move {
+                let mut bad = Vec::new();
+                for _ in 0..600 {
+                    let out = shell
+                        .exec(&["/bin/true".into()], &opts(Duration::from_secs(30)))
+                        .await
+                        .unwrap();
+                    if out.exit_code() != 0 {
+                        bad.push(format!("{out:?}"));
+                    }
+                }
+                bad
+            })
+        })
+        .collect();
+    let mut bad = Vec::new();
+    for t in tasks {
+        bad.extend(t.await.unwrap());
+    }
+    assert!(
+        bad.is_empty(),
+        "{} of 1800 runs did not exit 0: {:?}",
+        bad.len(),
+        bad.first()
+    );
+}

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use approvals::{Clock, SystemClock};
-use gateway::{Credentials, SessionLimits};
+use gateway::credentials::LegacyImport;
+use gateway::{Credentials, HttpLimits};
 use rmcp::ServiceExt;
 
 use crate::exit;
@@ -97,20 +98,28 @@ pub fn mcp(args: McpArgs) -> i32 {
     exit::block_on(true, async { mcp_stdio(args).await.map(|()| 0) })
 }
 
-/// This host's gateway credentials, with a single token of an earlier version brought
-/// in as `main`'s (said once, on stderr).
+/// This host's gateway credentials (files that must be this user's own), with a single
+/// token of an earlier version brought in as `main`'s when it is safe to keep (said on
+/// stderr either way).
 fn credentials(facts: &HostFacts) -> anyhow::Result<Credentials> {
-    let credentials = Credentials::new(facts.fs(), facts.warden_home.clone());
-    if credentials.import_legacy(SystemClock.now_ms())? {
-        eprintln!(
-            "warden: the gateway token of an earlier version ({}) is now agent {:?}'s credential in {}; the old file is no longer read",
-            facts
-                .warden_home
-                .join(gateway::credentials::LEGACY_TOKEN_FILE)
-                .display(),
+    let credentials = Credentials::new(facts.fs(), facts.warden_home.clone())
+        .with_owner(nix::unistd::geteuid().as_raw());
+    let legacy = facts
+        .warden_home
+        .join(gateway::credentials::LEGACY_TOKEN_FILE);
+    match credentials.import_legacy(SystemClock.now_ms())? {
+        LegacyImport::Nothing => {}
+        LegacyImport::Imported => eprintln!(
+            "warden: the gateway token of an earlier version ({}) is now agent {:?}'s credential in {}; the old file was removed",
+            legacy.display(),
             gateway::credentials::LEGACY_AGENT,
             credentials.path().display()
-        );
+        ),
+        LegacyImport::Refused(why) => eprintln!(
+            "warden: warning: the gateway token of an earlier version ({}) was not imported: {why}. Clients using it will be refused; give them a new credential (`warden gateway token --agent {}`) and delete the old file",
+            legacy.display(),
+            gateway::credentials::LEGACY_AGENT,
+        ),
     }
     Ok(credentials)
 }
@@ -196,16 +205,7 @@ async fn gateway_run(args: RunArgs) -> anyhow::Result<()> {
     let gateway =
         Arc::new(facts.gateway_with_nodes(args.workspace.as_deref(), Some(Arc::clone(&hub)))?);
     let credentials = credentials(&facts)?;
-    let limits = SessionLimits {
-        per_credential: config
-            .gateway
-            .max_sessions_per_credential
-            .unwrap_or(SessionLimits::default().per_credential),
-        idle_timeout: config
-            .gateway
-            .session_idle_timeout
-            .unwrap_or(SessionLimits::default().idle_timeout),
-    };
+    let limits = http_limits(&config.gateway);
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -233,6 +233,61 @@ async fn gateway_run(args: RunArgs) -> anyhow::Result<()> {
     hub.shutdown();
     eprintln!("warden: gateway stopped");
     Ok(())
+}
+
+/// The HTTP bounds `[gateway]` sets, the rest at their defaults; the connection cap kept
+/// within the descriptors this process may have.
+fn http_limits(settings: &policy::GatewaySettings) -> HttpLimits {
+    let d = HttpLimits::default();
+    let mut limits = HttpLimits {
+        max_connections: settings.max_connections.unwrap_or(d.max_connections),
+        max_connections_per_peer: settings
+            .max_connections_per_peer
+            .unwrap_or(d.max_connections_per_peer),
+        header_read_timeout: settings
+            .header_read_timeout
+            .unwrap_or(d.header_read_timeout),
+        connection_idle_timeout: settings
+            .connection_idle_timeout
+            .unwrap_or(d.connection_idle_timeout),
+        body_read_timeout: settings.body_read_timeout.unwrap_or(d.body_read_timeout),
+        sessions_per_credential: settings
+            .max_sessions_per_credential
+            .unwrap_or(d.sessions_per_credential),
+        session_idle_timeout: settings
+            .session_idle_timeout
+            .unwrap_or(d.session_idle_timeout),
+        streams_per_session: settings
+            .max_streams_per_session
+            .unwrap_or(d.streams_per_session),
+    };
+    let available = raise_descriptor_limit(limits.max_connections as u64 + DESCRIPTOR_RESERVE);
+    let fits = available.saturating_sub(DESCRIPTOR_RESERVE).max(16) as usize;
+    if fits < limits.max_connections {
+        eprintln!(
+            "warden: warning: this process may open {available} descriptors, too few for {} connections ([gateway] max_connections) and its own files; at most {fits} connections will be kept open",
+            limits.max_connections
+        );
+        limits.max_connections = fits;
+    }
+    limits
+}
+
+/// Descriptors kept for everything but connections: runs' pipes, files, the Bridge.
+const DESCRIPTOR_RESERVE: u64 = 256;
+
+/// Raise this process's descriptor limit towards `wanted` (never above the hard limit,
+/// never lowering it); returns the limit now in force.
+fn raise_descriptor_limit(wanted: u64) -> u64 {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return wanted;
+    };
+    let target = wanted.min(hard);
+    if target > soft && setrlimit(Resource::RLIMIT_NOFILE, target, hard).is_ok() {
+        return target;
+    }
+    soft
 }
 
 async fn mcp_stdio(args: McpArgs) -> anyhow::Result<()> {

@@ -429,6 +429,16 @@ impl HostFacts {
             places(|p| p.warden_owned),
             places(|p| p.guard == Guard::ReadOnly),
         )?;
-        Ok(Gateway::new(Runner::new(host), routes, Some(files)))
+        let settings = &config.gateway;
+        Ok(
+            Gateway::new(Runner::new(host), routes, Some(files)).with_limits(
+                settings
+                    .max_runs_per_agent
+                    .unwrap_or(gateway::DEFAULT_RUNS_PER_AGENT),
+                settings
+                    .max_sessions_per_credential
+                    .unwrap_or(gateway::http::DEFAULT_SESSIONS_PER_CREDENTIAL),
+            ),
+        )
     }
 }

@@ -7,6 +7,13 @@
 //! compares in constant time. A rotated token stops working at once, a revoked agent has
 //! none. The file is rewritten atomically under a lock and fields this version does not
 //! know are kept.
+//!
+//! The file's kind, mode and owner are checked on every authentication: a file made
+//! readable by others (or handed to another user, or replaced by a symlink) lets nobody
+//! in from the next request on, whether or not its bytes changed. That check is a
+//! `stat`; the file is read and parsed again only when its identity or metadata (inode,
+//! size, modification time, mode, owner) changed — every rewrite through this module is a
+//! rename, so a new token is always a new inode.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -103,14 +110,78 @@ pub struct Identity {
 pub struct Credentials {
     fs: Arc<dyn Fs>,
     dir: PathBuf,
-    /// Parsed hashes, parsed again when the file's bytes change.
+    /// The user the files must belong to; `None`: the state directory's owner.
+    owner: Option<u32>,
+    /// Parsed hashes, parsed again when the file's identity or metadata change.
     cache: Arc<Mutex<Option<Cached>>>,
 }
 
+/// What identifies one version of the file without reading it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Stamp {
+    id: caps::FileId,
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+    mode: u32,
+    uid: u32,
+}
+
+impl Stamp {
+    fn of(meta: &caps::Metadata) -> Self {
+        Stamp {
+            id: meta.id,
+            len: meta.len,
+            modified: meta.modified,
+            mode: meta.mode,
+            uid: meta.uid,
+        }
+    }
+}
+
 struct Cached {
-    /// SHA-256 of the file's bytes when it was parsed.
-    stamp: [u8; 32],
+    stamp: Stamp,
     by_hash: Vec<([u8; 32], String)>,
+}
+
+/// What became of a legacy single-token file at start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LegacyImport {
+    /// There was none to import (or the credentials file already exists).
+    Nothing,
+    /// Imported as `main`'s credential; the legacy file was removed.
+    Imported,
+    /// Not imported, for this reason (the file was left as it is).
+    Refused(String),
+}
+
+/// Tokens shorter than this are not imported from a legacy file.
+const MIN_LEGACY_TOKEN_CHARS: usize = 32;
+/// Nor are tokens whose estimated strength is below this many bits.
+const MIN_LEGACY_TOKEN_BITS: f64 = 128.0;
+
+/// Why `token` is too weak to keep as a credential, if it is: shorter than 32 characters,
+/// anything but printable ASCII, or below 128 bits by a simple estimate (its length
+/// times log2 of the number of distinct characters it uses — a random base64 token of
+/// 43 characters scores about 210, `passwordpassword…` 96).
+fn legacy_token_weakness(token: &str) -> Option<String> {
+    if token.chars().count() < MIN_LEGACY_TOKEN_CHARS {
+        return Some(format!(
+            "it is shorter than {MIN_LEGACY_TOKEN_CHARS} characters"
+        ));
+    }
+    if !token.chars().all(|c| c.is_ascii_graphic()) {
+        return Some("it holds characters other than printable ASCII".into());
+    }
+    let distinct = token
+        .chars()
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    let bits = token.len() as f64 * (distinct as f64).log2();
+    (bits < MIN_LEGACY_TOKEN_BITS).then(|| {
+        format!(
+            "it looks guessable (about {bits:.0} bits; at least {MIN_LEGACY_TOKEN_BITS:.0} are needed)"
+        )
+    })
 }
 
 impl std::fmt::Debug for Credentials {
@@ -122,11 +193,7 @@ impl std::fmt::Debug for Credentials {
 }
 
 fn digest(token: &str) -> [u8; 32] {
-    digest_bytes(token.as_bytes())
-}
-
-fn digest_bytes(bytes: &[u8]) -> [u8; 32] {
-    Sha256::digest(bytes).into()
+    Sha256::digest(token.as_bytes()).into()
 }
 
 fn fingerprint(token: &str) -> String {
@@ -165,8 +232,48 @@ impl Credentials {
         Credentials {
             fs,
             dir: dir.into(),
+            owner: None,
             cache: Arc::new(Mutex::new(None)),
         }
+    }
+
+    /// The files must belong to `uid` (the gateway's user); by default, to the state
+    /// directory's owner.
+    pub fn with_owner(mut self, uid: u32) -> Self {
+        self.owner = Some(uid);
+        self
+    }
+
+    /// The user the files must belong to.
+    fn expected_owner(&self) -> Result<u32, CredentialError> {
+        match self.owner {
+            Some(uid) => Ok(uid),
+            None => Ok(self.fs.metadata(&self.dir).map_err(|e| self.io(e))?.uid),
+        }
+    }
+
+    /// Why a file holding secrets, as `meta` describes it, must not be trusted: not a
+    /// regular file, readable or writable by others, or someone else's.
+    fn unsafe_secret_file(&self, meta: &caps::Metadata) -> Result<Option<String>, CredentialError> {
+        if !meta.is_file() {
+            return Ok(Some(
+                "it is not a regular file (a symlink or a directory)".into(),
+            ));
+        }
+        if meta.mode & 0o077 != 0 {
+            return Ok(Some(format!(
+                "its mode is {:04o}; it holds secrets and must be 0600",
+                meta.mode
+            )));
+        }
+        let owner = self.expected_owner()?;
+        if meta.uid != owner {
+            return Ok(Some(format!(
+                "it belongs to uid {}, not to uid {owner} (the gateway's user): whoever owns it can change who is let in",
+                meta.uid
+            )));
+        }
+        Ok(None)
     }
 
     /// The credentials file.
@@ -189,14 +296,8 @@ impl Credentials {
             Err(e) => return Err(self.io(e)),
         };
         let meta = self.fs.symlink_metadata(&path).map_err(|e| self.io(e))?;
-        if meta.mode & 0o077 != 0 {
-            return Err(CredentialError::Corrupt {
-                path,
-                message: format!(
-                    "its mode is {:04o}; it holds secrets and must be 0600",
-                    meta.mode
-                ),
-            });
+        if let Some(message) = self.unsafe_secret_file(&meta)? {
+            return Err(CredentialError::Corrupt { path, message });
         }
         let file: StoredFile =
             serde_json::from_str(&text).map_err(|e| CredentialError::Corrupt {
@@ -234,20 +335,34 @@ impl Credentials {
         Ok(out)
     }
 
-    /// Bring a single token of an earlier version in as `main`'s credential, once: the
-    /// clients configured with it keep working. Returns whether it did.
-    pub fn import_legacy(&self, now_ms: u64) -> Result<bool, CredentialError> {
+    /// Bring a single token of an earlier version in as `main`'s credential, once, so the
+    /// clients configured with it keep working — only if its file is 0600, the gateway
+    /// user's own, and the token strong enough (a token others could read, or guess, is
+    /// not worth keeping). An imported file is removed: its token lives on in the
+    /// credentials file only. A refused one is left as it is, and the reason returned.
+    pub fn import_legacy(&self, now_ms: u64) -> Result<LegacyImport, CredentialError> {
         if self.fs.exists(&self.path()).map_err(|e| self.io(e))? {
-            return Ok(false);
+            return Ok(LegacyImport::Nothing);
         }
         let legacy = self.dir.join(LEGACY_TOKEN_FILE);
-        let token = match self.fs.read_to_string(&legacy) {
-            Ok(t) if !t.trim().is_empty() => t.trim().to_owned(),
-            Ok(_) => return Ok(false),
-            Err(e) if e.is_not_found() => return Ok(false),
+        let meta = match self.fs.symlink_metadata(&legacy) {
+            Ok(meta) => meta,
+            Err(e) if e.is_not_found() => return Ok(LegacyImport::Nothing),
             Err(e) => return Err(self.io(e)),
         };
-        self.update(|file| {
+        if let Some(why) = self.unsafe_secret_file(&meta)? {
+            return Ok(LegacyImport::Refused(why));
+        }
+        let token = match self.fs.read_to_string(&legacy) {
+            Ok(t) if !t.trim().is_empty() => t.trim().to_owned(),
+            Ok(_) => return Ok(LegacyImport::Nothing),
+            Err(e) if e.is_not_found() => return Ok(LegacyImport::Nothing),
+            Err(e) => return Err(self.io(e)),
+        };
+        if let Some(why) = legacy_token_weakness(&token) {
+            return Ok(LegacyImport::Refused(why));
+        }
+        let imported = self.update(|file| {
             if file.credentials.is_empty() {
                 file.credentials.push(StoredCredential {
                     agent: LEGACY_AGENT.to_owned(),
@@ -260,7 +375,17 @@ impl Credentials {
             } else {
                 Ok(false)
             }
-        })
+        })?;
+        if !imported {
+            return Ok(LegacyImport::Nothing);
+        }
+        // The token is in the credentials file now (written and renamed into place
+        // above); the old copy, with whatever mode it may be given later, goes.
+        self.fs.remove(&legacy).map_err(|e| CredentialError::Io {
+            path: legacy.clone(),
+            message: format!("imported, but could not be removed: {e}"),
+        })?;
+        Ok(LegacyImport::Imported)
     }
 
     /// `agent`'s token, created now if it has none. Returns the token and whether it
@@ -330,15 +455,15 @@ impl Credentials {
             .collect())
     }
 
-    /// Who presents `token`, if anyone. The file is read on every call (a rotation or
-    /// revocation takes effect on the next request; it is parsed again only when its
-    /// bytes changed). An unreadable file authenticates nobody.
+    /// Who presents `token`, if anyone. The file is looked at on every call (a rotation,
+    /// a revocation or a loosened mode takes effect on the next request; it is read and
+    /// parsed again only when its identity or metadata changed). A missing, unreadable or
+    /// unsafe file authenticates nobody.
     pub fn authenticate(&self, token: &str) -> Option<Identity> {
-        let text = match self.fs.read(&self.path()) {
-            Ok(t) => t,
+        let stamp = match self.fs.symlink_metadata(&self.path()) {
+            Ok(meta) => Stamp::of(&meta),
             Err(_) => return None,
         };
-        let stamp = digest_bytes(&text);
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         if cache.as_ref().is_none_or(|c| c.stamp != stamp) {
             match self.read() {
@@ -439,20 +564,35 @@ mod tests {
         assert!(c.list().unwrap().is_empty());
     }
 
-    #[test]
-    fn a_legacy_token_becomes_mains_credential_once_and_unknown_fields_survive() {
+    /// A legacy token as earlier versions wrote it: 32 random bytes, base64url.
+    const LEGACY: &str = "Vq3xYl0P9cA7rT2mKw8ZbN4eHs1uJd6GfQoEiXyC5Lk";
+
+    fn with_legacy(text: &str, mode: u32) -> (Arc<MemoryFs>, Credentials) {
         let fs = Arc::new(MemoryFs::new());
         fs.create_dir_all(Path::new("/state"), 0o700).unwrap();
         fs.write(
             Path::new("/state/gateway-token"),
-            b"legacy-token\n",
-            WriteOptions::private(),
+            text.as_bytes(),
+            WriteOptions {
+                mode,
+                create_new: false,
+            },
         )
         .unwrap();
         let c = Credentials::new(fs.clone(), "/state");
-        assert!(c.import_legacy(5).unwrap());
-        assert_eq!(c.authenticate("legacy-token").unwrap().agent, "main");
-        assert!(!c.import_legacy(6).unwrap());
+        (fs, c)
+    }
+
+    #[test]
+    fn a_legacy_token_becomes_mains_credential_once_and_unknown_fields_survive() {
+        let (fs, c) = with_legacy(&format!("{LEGACY}\n"), 0o600);
+        assert_eq!(c.import_legacy(5).unwrap(), LegacyImport::Imported);
+        assert_eq!(c.authenticate(LEGACY).unwrap().agent, "main");
+        assert!(
+            !fs.exists(Path::new("/state/gateway-token")).unwrap(),
+            "the old copy is gone"
+        );
+        assert_eq!(c.import_legacy(6).unwrap(), LegacyImport::Nothing);
         // A newer writer's fields are kept across our rewrites.
         let text = fs.read_to_string(&c.path()).unwrap();
         let mut v: Value = serde_json::from_str(&text).unwrap();
@@ -464,6 +604,69 @@ mod tests {
         let v: Value = serde_json::from_str(&fs.read_to_string(&c.path()).unwrap()).unwrap();
         assert_eq!(v["future"], "kept");
         assert_eq!(v["credentials"][0]["scope"], "kept too");
+    }
+
+    #[test]
+    fn a_legacy_token_others_could_read_or_guess_is_not_imported_and_is_left_alone() {
+        let weak = [
+            ("legacy-token", "shorter than 32"),
+            (&"a".repeat(64), "guessable"),
+            ("passwordpasswordpasswordpassword", "guessable"),
+            (
+                "Vq3xYl0P9cA7rT2mKw8Zb N4eHs1uJd6GfQoEiXyC5Lk",
+                "printable ASCII",
+            ),
+        ];
+        for (token, why) in weak {
+            let (fs, c) = with_legacy(token, 0o600);
+            match c.import_legacy(1).unwrap() {
+                LegacyImport::Refused(reason) => assert!(reason.contains(why), "{token}: {reason}"),
+                other => panic!("{token}: {other:?}"),
+            }
+            assert!(!fs.exists(&c.path()).unwrap());
+            assert_eq!(
+                fs.read_to_string(Path::new("/state/gateway-token"))
+                    .unwrap(),
+                token,
+                "left as it was"
+            );
+        }
+        for mode in [0o644, 0o640, 0o604, 0o660] {
+            let (_, c) = with_legacy(LEGACY, mode);
+            match c.import_legacy(1).unwrap() {
+                LegacyImport::Refused(reason) => {
+                    assert!(reason.contains("must be 0600"), "{reason}")
+                }
+                other => panic!("{mode:o}: {other:?}"),
+            }
+            assert_eq!(c.authenticate(LEGACY), None);
+        }
+        let (fs, c) = with_legacy(LEGACY, 0o600);
+        fs.set_owner(Path::new("/state/gateway-token"), 4242)
+            .unwrap();
+        assert!(
+            matches!(c.import_legacy(1).unwrap(), LegacyImport::Refused(r) if r.contains("uid 4242"))
+        );
+    }
+
+    #[test]
+    fn mode_owner_and_kind_are_checked_on_every_authentication() {
+        let fs = Arc::new(MemoryFs::new());
+        let c = Credentials::new(fs.clone(), "/state");
+        let (token, _) = c.get_or_create("coder", 1).unwrap();
+        assert!(c.authenticate(&token).is_some());
+        // Same bytes, looser mode: nobody is let in from now on.
+        fs.set_permissions(&c.path(), 0o644).unwrap();
+        assert_eq!(c.authenticate(&token), None);
+        fs.set_permissions(&c.path(), 0o600).unwrap();
+        assert!(c.authenticate(&token).is_some());
+        fs.set_owner(&c.path(), 4242).unwrap();
+        assert_eq!(c.authenticate(&token), None);
+        fs.set_owner(&c.path(), 1000).unwrap();
+        assert!(c.authenticate(&token).is_some());
+        // Owned by the state directory's owner, but not the user the gateway runs as.
+        let strict = Credentials::new(fs.clone(), "/state").with_owner(0);
+        assert_eq!(strict.authenticate(&token), None);
     }
 
     #[test]

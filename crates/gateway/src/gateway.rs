@@ -5,12 +5,13 @@
 
 use std::time::Duration;
 
-use policy::{DenyReason, Host, PolicyError};
+use policy::{DenyReason, Host};
 use runner::{Decided, ExecRequest, RunHost, RunReport, Runner};
 use tokio_util::sync::CancellationToken;
 
 use crate::files::FileTools;
 use crate::route::Routes;
+use crate::runs::RunSlots;
 use crate::sessions::{SessionEvents, SessionKey, Sessions};
 
 /// Everything behind the agent-facing tools.
@@ -18,6 +19,7 @@ pub struct Gateway {
     runner: Runner,
     routes: Routes,
     sessions: Sessions,
+    runs: RunSlots,
     files: Option<FileTools>,
     shutdown: CancellationToken,
 }
@@ -38,9 +40,22 @@ impl Gateway {
             runner,
             routes,
             sessions: Sessions::default(),
+            runs: RunSlots::default(),
             files,
             shutdown: CancellationToken::new(),
         }
+    }
+
+    /// At most `per_agent` runs of one agent in progress at once (default
+    /// [`crate::DEFAULT_RUNS_PER_AGENT`]); a run past that is refused, saying so. Session
+    /// state is kept for at least twice `sessions_per_agent` sessions of each agent, so an
+    /// agent's live sessions never lose theirs to its own churn.
+    pub fn with_limits(mut self, per_agent: usize, sessions_per_agent: usize) -> Self {
+        self.runs = RunSlots::new(per_agent);
+        self.sessions = Sessions::with_quota(
+            crate::sessions::MAX_SESSIONS_PER_AGENT.max(sessions_per_agent.saturating_mul(2) + 1),
+        );
+        self
     }
 
     /// `Ok` if `host=sandbox` can run commands now, else the diagnosis.
@@ -58,6 +73,11 @@ impl Gateway {
         &self.sessions
     }
 
+    /// The per-agent run slots.
+    pub fn runs(&self) -> &RunSlots {
+        &self.runs
+    }
+
     /// The file tools, if a workspace is configured.
     pub fn files(&self) -> Option<&FileTools> {
         self.files.as_ref()
@@ -68,11 +88,17 @@ impl Gateway {
         self.shutdown.clone()
     }
 
-    /// Apply a slash command (`/exec ...`, `/elevated ...`) to the session.
-    pub fn slash_command(&self, key: &SessionKey, text: &str) -> Result<String, PolicyError> {
+    /// Apply a slash command (`/exec ...`, `/elevated ...`) to the session. Refused, with
+    /// the reason, when the command is invalid or the session has ended.
+    pub fn slash_command(&self, key: &SessionKey, text: &str) -> Result<String, String> {
         let current = self.sessions.overrides(key);
-        let outcome = policy::apply_slash_command(&current, text)?;
-        self.sessions.set_overrides(key, outcome.overrides);
+        let outcome = policy::apply_slash_command(&current, text).map_err(|e| e.to_string())?;
+        if !self.sessions.set_overrides(key, outcome.overrides) {
+            return Err(format!(
+                "session {:?} has ended; nothing was changed (start a new one)",
+                key.session
+            ));
+        }
         Ok(outcome.message)
     }
 
@@ -124,6 +150,10 @@ impl Gateway {
     }
 
     /// Run one exec for `key`'s session: decide, route by the resolved host, execute.
+    /// The session's `/exec` settings and events are kept only while it is open
+    /// ([`Sessions::open`](crate::Sessions::open), which a transport calls when the session
+    /// starts); a session never opened, or already ended, runs under the configured
+    /// policy and its events are dropped.
     ///
     /// When `stop` resolves — the client cancelled the request, went away, or ended its
     /// session — or the gateway shuts down, the run ends: a pending question is withdrawn
@@ -145,11 +175,39 @@ impl Gateway {
         request: ExecRequest,
         cancel: &CancellationToken,
     ) -> RunReport {
+        // Held until this future ends, however it ends (dropped with its client too).
+        let slot = self.runs.take(&key.agent);
         let decided = self.decide(key, request);
         let events = SessionEvents {
             sessions: &self.sessions,
             key: key.clone(),
         };
+        if slot.is_none() {
+            let host = match decided.host() {
+                Host::Gateway => RunHost::Gateway,
+                Host::Sandbox => RunHost::Sandbox,
+                Host::Node => RunHost::Node(
+                    decided
+                        .explanation
+                        .policy
+                        .node
+                        .as_ref()
+                        .map_or_else(|| "node".into(), |n| n.value.clone()),
+                ),
+            };
+            return self.runner.refuse(
+                decided,
+                host,
+                DenyReason::RunLimit,
+                format!(
+                    "agent {:?} already has {} runs in progress, the most one agent may have ([gateway] max_runs_per_agent = {}); nothing was run: wait for one to finish",
+                    key.agent,
+                    self.runs.in_progress(&key.agent),
+                    self.runs.limit()
+                ),
+                &events,
+            );
+        }
         match decided.host() {
             Host::Gateway => {
                 self.runner

@@ -13,6 +13,7 @@ pub mod http;
 pub mod mcp;
 mod node_route;
 mod route;
+mod runs;
 mod sessions;
 pub mod stdio;
 
@@ -20,7 +21,8 @@ pub use credentials::{Credentials, Identity};
 pub use direct::{DirectModeError, DirectSwitch, MAX_DIRECT_TTL};
 pub use files::{FileError, FileTools, PathAuthorization};
 pub use gateway::{Gateway, seconds};
-pub use http::SessionLimits;
+pub use http::HttpLimits;
 pub use mcp::{WardenMcp, report_json, report_text, tools};
 pub use route::{DeferredRoute, DirectMode, Routes, SandboxRoute};
+pub use runs::{DEFAULT_RUNS_PER_AGENT, RunSlot, RunSlots};
 pub use sessions::{MAX_EVENTS_PER_SESSION, SessionEvents, SessionKey, Sessions};

@@ -104,6 +104,8 @@ fn lab() -> Lab {
         node: Some(Arc::clone(&hub)),
     };
     let gateway = Gateway::new(runner(gw_dir.path(), "node", OPEN), routes, None);
+    // The session the tests exec in (a transport opens it when the session starts).
+    gateway.sessions().open(&key());
     let work = node_dir.path().to_path_buf();
     Lab {
         gateway,

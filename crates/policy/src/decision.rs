@@ -90,6 +90,9 @@ reason_enum! {
         /// The runner the command reached cannot run it (a runner without the sandbox the
         /// decision requires).
         HostUnavailable => "host-unavailable",
+        /// The agent already has as many runs in progress as it may (nothing was asked or
+        /// run).
+        RunLimit => "run-limit",
     }
 }
 

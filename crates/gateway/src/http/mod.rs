@@ -5,38 +5,53 @@
 //! credential alone decides the agent. Each MCP session belongs to the credential that
 //! created it; sessions per credential are capped and idle ones are closed
 //! (`sessions.rs`), so no client can reach another's session or grow the gateway without
-//! bound. Nodes do not connect here: the Bridge has a listener of its own
-//! (`warden gateway run --bridge-listen`, TLS), and `/bridge` on this port says so.
+//! bound. The listener itself is bounded too (`listener.rs`, `connections.rs`): a
+//! connection cap that makes room by closing idle connections, header, body and idle
+//! timeouts — every limit is in `limits.rs`. `/healthz` answers anyone; `/status` tells
+//! an authenticated agent its own counts. Nodes do not connect here: the Bridge has a
+//! listener of its own (`warden gateway run --bridge-listen`, TLS), and `/bridge` on this
+//! port says so.
 
 mod auth;
+mod connections;
 mod frames;
+mod limits;
+mod listener;
 mod sessions;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::extract::Request;
+use axum::extract::{Extension, Request};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::{Json, Router};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::json;
 
-use crate::credentials::Credentials;
+use crate::credentials::{Credentials, Identity};
 use crate::gateway::Gateway;
 use crate::mcp::WardenMcp;
 
 pub(crate) use auth::RequestStop;
-pub use sessions::SessionLimits;
+pub use connections::{Caps, Connections};
+pub use limits::*;
+pub use sessions::SessionCounts;
 
 /// Largest MCP request body accepted.
 pub const MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
 
-/// The HTTP application for `gateway`, admitting holders of `credentials`.
-pub fn app(gateway: Arc<Gateway>, credentials: Credentials, limits: SessionLimits) -> Router {
+/// The HTTP application for `gateway`, admitting holders of `credentials`; `connections`
+/// is the listener's connection set, reported by `/status`.
+pub fn app(
+    gateway: Arc<Gateway>,
+    credentials: Credentials,
+    limits: HttpLimits,
+    connections: Arc<Connections>,
+) -> Router {
     let cancel = gateway.shutdown_token();
     // No SSE priming events (rmcp sends one ahead of every response, for a client that
     // reconnects and resumes a stream): a request whose client goes away is cancelled,
@@ -49,7 +64,7 @@ pub fn app(gateway: Arc<Gateway>, credentials: Credentials, limits: SessionLimit
     let mut manager = LocalSessionManager::default();
     // rmcp's own inactivity close is a safety net behind ours (which also forgets the
     // session's Warden state); never shorter than ours.
-    manager.session_config.keep_alive = Some(limits.idle_timeout + Duration::from_secs(60));
+    manager.session_config.keep_alive = Some(limits.session_idle_timeout + Duration::from_secs(60));
     manager.session_config.sse_retry = None;
     let manager = Arc::new(manager);
     let factory_gateway = Arc::clone(&gateway);
@@ -59,10 +74,23 @@ pub fn app(gateway: Arc<Gateway>, credentials: Credentials, limits: SessionLimit
         config,
     );
     let owners = sessions::Owners::new(limits, Arc::clone(&gateway), manager, cancel);
-    let guard = Arc::new(auth::Guard::new(credentials, owners));
+    let guard = Arc::new(auth::Guard::new(
+        credentials,
+        owners,
+        limits.body_read_timeout,
+        MAX_REQUEST_BYTES,
+    ));
+    let status = Status {
+        guard: Arc::clone(&guard),
+        gateway,
+        connections,
+        limits,
+    };
     Router::new()
         .nest_service("/mcp", mcp)
         .route("/bridge", get(bridge_elsewhere).post(bridge_elsewhere))
+        .route("/status", get(status_of_agent))
+        .layer(Extension(Arc::new(status)))
         // Inside the guard: only an authenticated request's frames are looked at.
         .layer(axum::middleware::from_fn(frames::check))
         .layer(axum::middleware::from_fn(
@@ -82,33 +110,60 @@ async fn bridge_elsewhere() -> Response {
         .into_response()
 }
 
-/// Serve `app` on `listener` until `shutdown` resolves; then cancel in-flight runs
+/// What `/status` reads.
+struct Status {
+    guard: Arc<auth::Guard>,
+    gateway: Arc<Gateway>,
+    connections: Arc<Connections>,
+    limits: HttpLimits,
+}
+
+/// `GET /status`: the calling agent's own sessions, requests, streams, runs and
+/// connections, the gateway's connection count, and the limits that apply — what an
+/// operator (or a test) needs to see that everything an agent held was given back.
+async fn status_of_agent(
+    Extension(status): Extension<Arc<Status>>,
+    Extension(identity): Extension<Identity>,
+) -> Json<serde_json::Value> {
+    let agent = identity.agent.as_str();
+    let limits = &status.limits;
+    Json(json!({
+        "agent": agent,
+        "mcp": status.guard.owners().counts(agent),
+        "sessionStates": status.gateway.sessions().of_agent(agent),
+        "runs": status.gateway.runs().in_progress(agent),
+        "connections": {
+            "agent": status.connections.of_agent(agent),
+            "total": status.connections.len(),
+        },
+        "limits": {
+            "maxConnections": limits.max_connections,
+            "maxConnectionsPerPeer": limits.max_connections_per_peer,
+            "headerReadTimeoutMs": limits.header_read_timeout.as_millis() as u64,
+            "connectionIdleTimeoutMs": limits.connection_idle_timeout.as_millis() as u64,
+            "bodyReadTimeoutMs": limits.body_read_timeout.as_millis() as u64,
+            "maxSessionsPerCredential": limits.sessions_per_credential,
+            "sessionIdleTimeoutMs": limits.session_idle_timeout.as_millis() as u64,
+            "maxStreamsPerSession": limits.streams_per_session,
+            "maxRunsPerAgent": status.gateway.runs().limit(),
+        },
+    }))
+}
+
+/// Serve `gateway` on `listener` until `shutdown` resolves; then cancel in-flight runs
 /// (killing their process trees) and finish.
 pub async fn serve(
     gateway: Arc<Gateway>,
     listener: tokio::net::TcpListener,
     credentials: Credentials,
-    limits: SessionLimits,
+    limits: HttpLimits,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let cancel = gateway.shutdown_token();
-    let router = app(gateway, credentials, limits);
-    let on_shutdown = cancel.clone();
-    // A response streamed as SSE goes out in several small writes (head, event, end);
-    // with Nagle's algorithm each waits for the client's ACK of the one before.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!("TCP_NODELAY: {e}");
-        }
+    let runs = gateway.shutdown_token();
+    let connections = Connections::new(Caps {
+        total: limits.max_connections,
+        per_peer: limits.max_connections_per_peer,
     });
-    axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(async move {
-        shutdown.await;
-        // Stop every run first, so graceful shutdown does not wait on them.
-        on_shutdown.cancel();
-    })
-    .await
+    let router = app(gateway, credentials, limits, Arc::clone(&connections));
+    listener::serve(listener, router, connections, limits, shutdown, runs).await
 }

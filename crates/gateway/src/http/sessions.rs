@@ -4,6 +4,12 @@
 //! reason) and a session with no request for the idle timeout is closed — its rmcp worker
 //! and its Warden state (overrides, undelivered events) both — so neither a flood of
 //! `initialize` calls nor clients that never say goodbye grow the gateway without bound.
+//! Event streams per session are capped too, and a stream whose session ends closes its
+//! connection.
+//!
+//! Everything counted here is counted by a guard that gives it back when dropped, so
+//! counts return to zero however a request ends: answered, failed, cancelled, or its
+//! client gone before the answer (which is how a stateless call is cancelled).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -16,34 +22,12 @@ use futures_util::StreamExt as _;
 
 use rmcp::transport::streamable_http_server::session::SessionManager as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
+use super::limits::HttpLimits;
 use crate::credentials::Identity;
 use crate::gateway::Gateway;
 use crate::sessions::SessionKey;
-
-/// Sessions one credential may hold at once, unless configured.
-pub const DEFAULT_SESSIONS_PER_CREDENTIAL: usize = 16;
-/// How long a session may go without a request before it is closed, unless configured.
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
-
-/// The bounds on MCP sessions (`[gateway]` in config.toml).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SessionLimits {
-    /// Sessions one credential may hold at once.
-    pub per_credential: usize,
-    /// A session idle this long is closed.
-    pub idle_timeout: Duration,
-}
-
-impl Default for SessionLimits {
-    fn default() -> Self {
-        SessionLimits {
-            per_credential: DEFAULT_SESSIONS_PER_CREDENTIAL,
-            idle_timeout: DEFAULT_IDLE_TIMEOUT,
-        }
-    }
-}
 
 /// Why a request is not admitted.
 pub struct Refusal {
@@ -51,12 +35,22 @@ pub struct Refusal {
     pub message: String,
 }
 
-/// What a request is, for its session bookkeeping.
+/// What a request is, for its session bookkeeping. Each kind holds what it counts (a
+/// session slot, a request or stream in its session) and gives it back when dropped, on
+/// every path: answered, failed, cancelled, or its client gone mid-request.
 pub enum Admission {
-    /// A request in a session of its own credential, with what stops the work it starts.
-    Existing(String, CancellationToken),
-    /// A request that may create a session (counted against the cap while it runs).
-    New,
+    /// A request in a session of its own credential.
+    Existing {
+        /// The session.
+        session: String,
+        /// What stops the work the request starts (its session ending fires it too).
+        stop: CancellationToken,
+        /// The request (or event stream) counted in its session.
+        in_flight: InFlight,
+    },
+    /// A request that may create a session: one of the agent's session slots is held
+    /// until it is answered.
+    New(Starting),
     /// Anything else (rmcp answers it).
     Other,
 }
@@ -67,22 +61,51 @@ struct Owned {
     /// Requests (and open response streams) in this session right now: it is not idle
     /// while one is running, however long.
     in_flight: usize,
-    /// Cancelled when the session ends (DELETE, idle close): every run it started stops.
+    /// Event streams (`GET`) open in this session now.
+    streams: usize,
+    /// Cancelled when the session ends (DELETE, idle close): every run it started stops
+    /// and its event streams close their connections.
     ended: CancellationToken,
 }
 
 #[derive(Default)]
 struct Table {
     sessions: HashMap<String, Owned>,
-    /// `initialize` requests under way, per agent (they count against the cap).
+    /// Requests that may create a session under way, per agent (they count against the
+    /// cap until answered).
     pending: HashMap<String, usize>,
+}
+
+impl Table {
+    fn release_pending(&mut self, agent: &str) {
+        if let Some(n) = self.pending.get_mut(agent) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.pending.remove(agent);
+            }
+        }
+    }
+}
+
+/// One agent's share of the session table, as `/status` reports it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionCounts {
+    /// MCP sessions it holds.
+    pub sessions: usize,
+    /// Requests that may create a session, under way.
+    pub starting: usize,
+    /// Requests (and streams) in progress in its sessions.
+    pub requests: usize,
+    /// Event streams open in its sessions.
+    pub streams: usize,
 }
 
 /// Session ownership, the cap and the idle sweep.
 #[derive(Clone)]
 pub struct Owners {
     table: Arc<Mutex<Table>>,
-    limits: SessionLimits,
+    limits: HttpLimits,
     gateway: Arc<Gateway>,
     manager: Arc<LocalSessionManager>,
 }
@@ -94,7 +117,7 @@ fn lock(table: &Mutex<Table>) -> std::sync::MutexGuard<'_, Table> {
 impl Owners {
     /// Owners of `manager`'s sessions; idle ones are swept until `stop` is cancelled.
     pub fn new(
-        limits: SessionLimits,
+        limits: HttpLimits,
         gateway: Arc<Gateway>,
         manager: Arc<LocalSessionManager>,
         stop: CancellationToken,
@@ -106,8 +129,8 @@ impl Owners {
             manager,
         };
         let sweeper = owners.clone();
-        let period =
-            (limits.idle_timeout / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
+        let period = (limits.session_idle_timeout / 4)
+            .clamp(Duration::from_millis(100), Duration::from_secs(30));
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(period);
             loop {
@@ -132,12 +155,28 @@ impl Owners {
         match session {
             Some(id) => match table.sessions.get_mut(id) {
                 Some(owned) if owned.agent == agent => {
+                    let stream = method == Method::GET;
+                    if stream && owned.streams >= self.limits.streams_per_session {
+                        return Err(Refusal {
+                            status: StatusCode::TOO_MANY_REQUESTS,
+                            message: format!(
+                                "this MCP session already has {} event streams open, the most one session may have ([gateway] max_streams_per_session = {}); close one first",
+                                owned.streams, self.limits.streams_per_session
+                            ),
+                        });
+                    }
                     owned.in_flight += 1;
+                    owned.streams += usize::from(stream);
                     owned.last_seen = Instant::now();
-                    Ok(Admission::Existing(
-                        id.to_owned(),
-                        owned.ended.child_token(),
-                    ))
+                    Ok(Admission::Existing {
+                        session: id.to_owned(),
+                        stop: owned.ended.child_token(),
+                        in_flight: InFlight {
+                            table: Arc::clone(&self.table),
+                            session: id.to_owned(),
+                            stream: stream.then(|| owned.ended.clone()),
+                        },
+                    })
                 }
                 // Someone else's session is answered exactly like one that does not exist.
                 _ => Err(Refusal {
@@ -149,18 +188,21 @@ impl Owners {
             None if method == Method::POST => {
                 let open = table.sessions.values().filter(|o| o.agent == agent).count()
                     + table.pending.get(agent).copied().unwrap_or(0);
-                if open >= self.limits.per_credential {
+                if open >= self.limits.sessions_per_credential {
                     return Err(Refusal {
                         status: StatusCode::TOO_MANY_REQUESTS,
                         message: format!(
-                            "agent {agent:?} already holds {open} MCP sessions, the most one credential may hold ([gateway] max_sessions_per_credential = {}); end one (HTTP DELETE) or wait for idle ones to close after {}",
-                            self.limits.per_credential,
-                            humantime::format_duration(self.limits.idle_timeout)
+                            "agent {agent:?} already holds {open} MCP sessions (or requests that may open one), the most one credential may hold ([gateway] max_sessions_per_credential = {}); end one (HTTP DELETE) or wait for idle ones to close after {}",
+                            self.limits.sessions_per_credential,
+                            humantime::format_duration(self.limits.session_idle_timeout)
                         ),
                     });
                 }
                 *table.pending.entry(agent.to_owned()).or_default() += 1;
-                Ok(Admission::New)
+                Ok(Admission::New(Starting {
+                    table: Arc::clone(&self.table),
+                    agent: Some(agent.to_owned()),
+                }))
             }
             None => Ok(Admission::Other),
         }
@@ -176,42 +218,66 @@ impl Owners {
         status: StatusCode,
         is_delete: bool,
     ) -> Finish {
-        let mut table = lock(&self.table);
         match admission {
-            Admission::New => {
-                if let Some(n) = table.pending.get_mut(&identity.agent) {
-                    *n = n.saturating_sub(1);
+            Admission::New(mut starting) => {
+                let created = created.filter(|_| status.is_success());
+                {
+                    let mut table = lock(&self.table);
+                    starting.release_in(&mut table);
+                    if let Some(id) = &created {
+                        table.sessions.insert(
+                            id.clone(),
+                            Owned {
+                                agent: identity.agent.clone(),
+                                last_seen: Instant::now(),
+                                in_flight: 0,
+                                streams: 0,
+                                ended: CancellationToken::new(),
+                            },
+                        );
+                    }
                 }
-                if let Some(id) = created.filter(|_| status.is_success()) {
-                    table.sessions.insert(
-                        id,
-                        Owned {
-                            agent: identity.agent.clone(),
-                            last_seen: Instant::now(),
-                            in_flight: 0,
-                            ended: CancellationToken::new(),
-                        },
-                    );
+                if let Some(id) = created {
+                    self.gateway.sessions().open(&SessionKey {
+                        agent: identity.agent.clone(),
+                        session: id,
+                    });
                 }
                 Finish(None)
             }
-            Admission::Existing(id, _) if is_delete && status.is_success() => {
-                if let Some(owned) = table.sessions.remove(&id) {
+            Admission::Existing {
+                session, in_flight, ..
+            } if is_delete && status.is_success() => {
+                let removed = lock(&self.table).sessions.remove(&session);
+                if let Some(owned) = removed {
                     // Whatever the session still runs stops now, not when rmcp's worker
                     // gets round to it.
                     owned.ended.cancel();
                 }
-                drop(table);
-                self.forget(&identity.agent, &id);
+                drop(in_flight);
+                self.forget(&identity.agent, &session);
                 Finish(None)
             }
-            Admission::Existing(id, stop) => Finish(Some(InFlight {
-                table: Arc::clone(&self.table),
-                session: id,
-                stop: StopOnDrop(Some(stop)),
-            })),
+            Admission::Existing {
+                stop, in_flight, ..
+            } => Finish(Some((in_flight, StopOnDrop(Some(stop))))),
             Admission::Other => Finish(None),
         }
+    }
+
+    /// `agent`'s sessions and what runs in them now.
+    pub fn counts(&self, agent: &str) -> SessionCounts {
+        let table = lock(&self.table);
+        let mut counts = SessionCounts {
+            starting: table.pending.get(agent).copied().unwrap_or(0),
+            ..SessionCounts::default()
+        };
+        for owned in table.sessions.values().filter(|o| o.agent == agent) {
+            counts.sessions += 1;
+            counts.requests += owned.in_flight;
+            counts.streams += owned.streams;
+        }
+        counts
     }
 
     /// Close every session idle past the timeout with nothing running.
@@ -223,7 +289,8 @@ impl Owners {
                 .sessions
                 .iter()
                 .filter(|(_, o)| {
-                    o.in_flight == 0 && now.duration_since(o.last_seen) >= self.limits.idle_timeout
+                    o.in_flight == 0
+                        && now.duration_since(o.last_seen) >= self.limits.session_idle_timeout
                 })
                 .map(|(id, _)| id.clone())
                 .collect();
@@ -254,6 +321,52 @@ impl Owners {
     }
 }
 
+/// One of an agent's session slots, held by a request that may create a session until
+/// it is answered; given back when dropped (a client gone before its answer included).
+pub struct Starting {
+    table: Arc<Mutex<Table>>,
+    agent: Option<String>,
+}
+
+impl Starting {
+    /// Give the slot back inside an already locked table.
+    fn release_in(&mut self, table: &mut Table) {
+        if let Some(agent) = self.agent.take() {
+            table.release_pending(&agent);
+        }
+    }
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        if let Some(agent) = self.agent.take() {
+            lock(&self.table).release_pending(&agent);
+        }
+    }
+}
+
+/// A request (or event stream) counted in its session; when dropped — its response body
+/// done or abandoned, or the request itself dropped — the session counts it no more and
+/// is idle from then on if nothing else runs.
+pub struct InFlight {
+    table: Arc<Mutex<Table>>,
+    session: String,
+    /// For an event stream: its session's end, which closes the stream's connection.
+    stream: Option<CancellationToken>,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Some(owned) = lock(&self.table).sessions.get_mut(&self.session) {
+            owned.in_flight = owned.in_flight.saturating_sub(1);
+            if self.stream.is_some() {
+                owned.streams = owned.streams.saturating_sub(1);
+            }
+            owned.last_seen = Instant::now();
+        }
+    }
+}
+
 /// Cancels a request's stop token when dropped while armed: the client went away before
 /// the request's response was complete (the connection closed, or the client was killed),
 /// so what the request started must stop too. A response that reached its end disarms it.
@@ -279,39 +392,29 @@ impl Drop for StopOnDrop {
     }
 }
 
-/// A running request in a session; when its response body is done (or dropped), the
-/// session counts as idle from then on, and a body dropped before its end stops the
-/// request's work.
-pub struct InFlight {
-    table: Arc<Mutex<Table>>,
-    session: String,
-    stop: StopOnDrop,
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        if let Some(owned) = lock(&self.table).sessions.get_mut(&self.session) {
-            owned.in_flight = owned.in_flight.saturating_sub(1);
-            owned.last_seen = Instant::now();
-        }
-    }
-}
-
 /// What to do with a response once its session is accounted for.
-pub struct Finish(Option<InFlight>);
+pub struct Finish(Option<(InFlight, StopOnDrop)>);
 
 impl Finish {
     /// The response, with its body keeping the request counted as running until the body
-    /// is finished or dropped (SSE streams run long), and stopping the request's work if
-    /// the body is dropped before its end.
+    /// is finished or dropped (SSE streams run long), stopping the request's work if the
+    /// body is dropped before its end, and — for an event stream — ending with an error
+    /// when its session ends, so that hyper closes the connection instead of keeping it
+    /// for another request.
     pub fn wrap(self, response: Response) -> Response {
-        let Some(in_flight) = self.0 else {
+        let Some((in_flight, stop)) = self.0 else {
             return response;
         };
+        let session_end = in_flight
+            .stream
+            .clone()
+            .map(|ended| Box::pin(ended.cancelled_owned()));
         response.map(|body| {
             Body::from_stream(Tracked {
                 inner: body.into_data_stream(),
-                in_flight,
+                _in_flight: in_flight,
+                stop,
+                session_end,
             })
         })
     }
@@ -320,20 +423,34 @@ impl Finish {
 /// A response body that knows whether it reached its end.
 struct Tracked<S> {
     inner: S,
-    in_flight: InFlight,
+    _in_flight: InFlight,
+    stop: StopOnDrop,
+    session_end: Option<std::pin::Pin<Box<WaitForCancellationFutureOwned>>>,
 }
 
-impl<S: futures_util::Stream + Unpin> futures_util::Stream for Tracked<S> {
-    type Item = S::Item;
+impl<S> futures_util::Stream for Tracked<S>
+where
+    S: futures_util::Stream<Item = Result<axum::body::Bytes, axum::Error>> + Unpin,
+{
+    type Item = Result<axum::body::Bytes, std::io::Error>;
 
     fn poll_next(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<S::Item>> {
+    ) -> std::task::Poll<Option<Self::Item>> {
+        if let Some(end) = self.session_end.as_mut()
+            && end.as_mut().poll(cx).is_ready()
+        {
+            self.session_end = None;
+            self.stop.disarm();
+            return std::task::Poll::Ready(Some(Err(std::io::Error::other(
+                "the MCP session ended",
+            ))));
+        }
         let next = self.inner.poll_next_unpin(cx);
         if let std::task::Poll::Ready(None) = next {
-            self.in_flight.stop.disarm();
+            self.stop.disarm();
         }
-        next
+        next.map(|item| item.map(|chunk| chunk.map_err(std::io::Error::other)))
     }
 }

@@ -87,12 +87,22 @@ impl WardenMcp {
                 ));
             }
         };
-        let session = parts
+        let named = parts
             .and_then(|p| p.headers.get("mcp-session-id"))
             .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-            .unwrap_or_else(|| self.default_session.clone());
-        Ok(SessionKey { agent, session })
+            .map(str::to_owned);
+        let key = SessionKey {
+            agent,
+            session: named
+                .clone()
+                .unwrap_or_else(|| self.default_session.clone()),
+        };
+        if named.is_none() {
+            // The stdio server's session, or a stateless HTTP call's: it goes on as long
+            // as calls come. (A named MCP session's state began when it was created.)
+            self.gateway.sessions().open(&key);
+        }
+        Ok(key)
     }
 }
 

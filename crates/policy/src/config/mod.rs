@@ -110,14 +110,28 @@ impl RunLimits {
     }
 }
 
-/// `[gateway]`: how many MCP sessions one credential may hold and how long an idle one
-/// lives. `None` means the built-in default.
+/// `[gateway]`: the bounds on the gateway's listener, sessions and runs. `None` means the
+/// built-in default (the gateway crate names each one).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GatewaySettings {
     /// `gateway.max_sessions_per_credential`.
     pub max_sessions_per_credential: Option<usize>,
     /// `gateway.session_idle_timeout`.
     pub session_idle_timeout: Option<Duration>,
+    /// `gateway.max_streams_per_session`.
+    pub max_streams_per_session: Option<usize>,
+    /// `gateway.max_runs_per_agent`.
+    pub max_runs_per_agent: Option<usize>,
+    /// `gateway.max_connections`.
+    pub max_connections: Option<usize>,
+    /// `gateway.max_connections_per_peer`.
+    pub max_connections_per_peer: Option<usize>,
+    /// `gateway.header_read_timeout`.
+    pub header_read_timeout: Option<Duration>,
+    /// `gateway.connection_idle_timeout`.
+    pub connection_idle_timeout: Option<Duration>,
+    /// `gateway.body_read_timeout`.
+    pub body_read_timeout: Option<Duration>,
 }
 
 /// The OS sandbox backend.
@@ -367,14 +381,31 @@ mod tests {
 
     #[test]
     fn gateway_session_bounds_parse_and_are_validated() {
-        let c =
-            parse("[gateway]\nmax_sessions_per_credential = 4\nsession_idle_timeout = \"90s\"\n")
-                .unwrap();
+        let c = parse(
+            "[gateway]\nmax_sessions_per_credential = 4\nsession_idle_timeout = \"90s\"\n\
+             max_streams_per_session = 2\nmax_runs_per_agent = 3\nmax_connections = 100\n\
+             max_connections_per_peer = 50\nheader_read_timeout = \"500ms\"\n\
+             connection_idle_timeout = 20\nbody_read_timeout = \"1m\"\n",
+        )
+        .unwrap();
         assert_eq!(c.gateway.max_sessions_per_credential, Some(4));
         assert_eq!(
             c.gateway.session_idle_timeout,
             Some(Duration::from_secs(90))
         );
+        assert_eq!(c.gateway.max_streams_per_session, Some(2));
+        assert_eq!(c.gateway.max_runs_per_agent, Some(3));
+        assert_eq!(c.gateway.max_connections, Some(100));
+        assert_eq!(c.gateway.max_connections_per_peer, Some(50));
+        assert_eq!(
+            c.gateway.header_read_timeout,
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(
+            c.gateway.connection_idle_timeout,
+            Some(Duration::from_secs(20))
+        );
+        assert_eq!(c.gateway.body_read_timeout, Some(Duration::from_secs(60)));
         for (bad, key) in [
             (
                 "max_sessions_per_credential = 0",
@@ -389,6 +420,11 @@ mod tests {
                 "gateway.session_idle_timeout",
             ),
             ("sessions = 3", "gateway.sessions"),
+            ("max_connections = 0", "gateway.max_connections"),
+            ("max_connections = 1000000", "gateway.max_connections"),
+            ("max_runs_per_agent = -1", "gateway.max_runs_per_agent"),
+            ("header_read_timeout = 0", "gateway.header_read_timeout"),
+            ("body_read_timeout = \"never\"", "gateway.body_read_timeout"),
         ] {
             let err = parse(&format!("[gateway]\n{bad}\n"))
                 .unwrap_err()

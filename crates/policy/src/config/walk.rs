@@ -376,19 +376,30 @@ impl Walker<'_> {
         let mut g = GatewaySettings::default();
         for (key, value) in self.table("gateway", value)? {
             let full = format!("gateway.{key}");
+            let count = |max: i64| {
+                value
+                    .as_integer()
+                    .filter(|n| (1..=max).contains(n))
+                    .map(|n| Some(n as usize))
+                    .ok_or_else(|| {
+                        self.invalid(&full, value, format!("expected a number from 1 to {max}"))
+                    })
+            };
             match key.as_str() {
-                "max_sessions_per_credential" => {
-                    let n = value
-                        .as_integer()
-                        .filter(|n| (1..=100_000).contains(n))
-                        .ok_or_else(|| {
-                            self.invalid(&full, value, "expected a number from 1 to 100000")
-                        })?;
-                    g.max_sessions_per_credential = Some(n as usize);
-                }
+                "max_sessions_per_credential" => g.max_sessions_per_credential = count(100_000)?,
+                "max_streams_per_session" => g.max_streams_per_session = count(1_000)?,
+                "max_runs_per_agent" => g.max_runs_per_agent = count(100_000)?,
+                // Each connection is a descriptor: more than a process can have is a typo.
+                "max_connections" => g.max_connections = count(65_536)?,
+                "max_connections_per_peer" => g.max_connections_per_peer = count(65_536)?,
                 "session_idle_timeout" => {
                     g.session_idle_timeout = Some(self.duration(&full, value)?)
                 }
+                "header_read_timeout" => g.header_read_timeout = Some(self.duration(&full, value)?),
+                "connection_idle_timeout" => {
+                    g.connection_idle_timeout = Some(self.duration(&full, value)?)
+                }
+                "body_read_timeout" => g.body_read_timeout = Some(self.duration(&full, value)?),
                 _ => return Err(self.unknown(full)),
             }
         }

@@ -8,9 +8,12 @@
 //! prepared (`spare.rs`: v1 hierarchies), a thread already inside the run's cgroups
 //! starts it, and the v2 cgroup is entered at birth (`CLONE_INTO_CGROUP`) where glibc
 //! can, or left out (the v1 `pids` cgroup then ends the run). Otherwise, for the instant
-//! of the spawn, the spawning thread (v1 `tasks`) — or, on v2, where only whole
-//! processes move, this process — joins the run's cgroups and goes back right after;
-//! spawns are serialised for that instant. Either way the children are members from
+//! of the spawn, the spawning thread (v1 `tasks`) joins the run's cgroups and goes back
+//! right after; spawns are serialised for that instant. A child that cannot be born in
+//! its v2 cgroup is left out of it where v1 `pids` holds the run; only on a pure v2 host
+//! without `CLONE_INTO_CGROUP` does this whole process join the v2 cgroup for the spawn
+//! (v2 moves every thread at once: on a hybrid host a process another thread started in
+//! that instant was born in the run's cgroup and killed with it). Either way the children are members from
 //! their first instruction, and every descendant after them. The CPU weight of a run is
 //! a quarter of the default, so a spinning run cannot starve Warden or the host. Ending
 //! a run never kills this process: it is checked to be out of the run's cgroup first.
@@ -487,7 +490,7 @@ impl Hierarchies {
         let v2 = self.list.iter().find(|h| h.flavor == Flavor::V2);
         let ending = match (v2.is_some(), has(Flavor::V1Pids)) {
             (true, true) => {
-                "cgroup v2 cgroup.kill, or for runs started from a prepared v1 cgroup the v1 pids cgroup (new processes refused, every member killed), ends a run"
+                "cgroup v2 cgroup.kill, or for runs whose process cannot be born in their v2 cgroup (started from a prepared v1 cgroup, or without CLONE_INTO_CGROUP) the v1 pids cgroup (new processes refused, every member killed), ends a run"
             }
             (true, false) => "cgroup v2 cgroup.kill ends a run",
             (false, _) => {
@@ -885,6 +888,9 @@ impl RunGroup {
         }
         let _serial = SPAWN_LOCK.lock().unwrap_or_else(|p| p.into_inner());
         let v2_dir = open_v2();
+        if v2_dir.is_none() && self.leave_out_v2() {
+            return self.with_joined(false, || request.spawn(None));
+        }
         let started = self.with_joined(v2_dir.is_none(), || {
             request.spawn(v2_dir.as_ref().map(|d| d.as_raw_fd()))
         });
@@ -898,10 +904,31 @@ impl RunGroup {
                     ) =>
             {
                 tracing::debug!("spawning into a cgroup failed ({e}); migrating instead");
-                self.with_joined(true, || request.spawn(None))
+                let v2 = !self.leave_out_v2();
+                self.with_joined(v2, || request.spawn(None))
             }
             other => other,
         }
+    }
+
+    /// Where the run's v1 `pids` cgroup holds it (hybrid hosts), a child that cannot be
+    /// born in the run's v2 cgroup is left out of v2 — its empty v2 cgroup removed, the
+    /// run listed and ended through v1 `pids` — instead of this whole process migrating
+    /// into v2 for the spawn: v2 moves every thread at once, so a process another thread
+    /// started in that instant (a spare spawner's run, a probe) would be born in this
+    /// run's cgroup and killed with it. True when v2 was left out (or there was none).
+    fn leave_out_v2(&mut self) -> bool {
+        if !self.dirs.iter().any(|m| m.flavor == Flavor::V1Pids) {
+            return !self.dirs.iter().any(|m| m.flavor == Flavor::V2);
+        }
+        self.dirs.retain(|m| {
+            let keep = m.flavor != Flavor::V2;
+            if !keep {
+                let _ = fs::remove_dir(&m.dir);
+            }
+            keep
+        });
+        true
     }
 
     /// Start `request` through this process's companion, if it has one and the request
