@@ -290,6 +290,49 @@ fn raise_descriptor_limit(wanted: u64) -> u64 {
     soft
 }
 
+type Input = Box<dyn tokio::io::AsyncRead + Send + Unpin>;
+type Output = Box<dyn tokio::io::AsyncWrite + Send + Unpin>;
+
+/// `warden mcp`'s stdin and stdout as streams the runtime polls. Pipes (how most
+/// clients start stdio servers) are reopened non-blocking by rmcp. A socket (Claude Code
+/// starts stdio servers on a socket pair) is polled too, on a duplicate of the
+/// descriptor: otherwise tokio would read it on a blocking thread, which no signal can
+/// interrupt. A terminal, or anything else, is read the blocking way (the server's end
+/// waits only a bounded time for that thread: `exit::SERVER_SHUTDOWN_WAIT`).
+fn stdio_streams() -> anyhow::Result<(Input, Output)> {
+    let (pipe_in, pipe_out) = rmcp::transport::stdio_pipes();
+    let input: Input = match socket_of(&std::io::stdin())? {
+        Some(socket) => Box::new(socket),
+        None => Box::new(pipe_in),
+    };
+    let output: Output = match socket_of(&std::io::stdout())? {
+        Some(socket) => Box::new(socket),
+        None => Box::new(pipe_out),
+    };
+    Ok((input, output))
+}
+
+/// A non-blocking stream on a duplicate of `stream`'s descriptor, if it is a socket.
+/// (Non-blocking is a property of the socket's open file description, which only this
+/// process and whoever it shares the descriptor with use; the client's end is its own.)
+fn socket_of(stream: &impl std::os::fd::AsFd) -> anyhow::Result<Option<tokio::net::UnixStream>> {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(fd) = stream.as_fd().try_clone_to_owned() else {
+        return Ok(None);
+    };
+    let file = std::fs::File::from(fd);
+    if !file.metadata().is_ok_and(|m| m.file_type().is_socket()) {
+        return Ok(None);
+    }
+    let socket = std::os::unix::net::UnixStream::from(std::os::fd::OwnedFd::from(file));
+    socket
+        .set_nonblocking(true)
+        .context("making the stdio socket non-blocking")?;
+    Ok(Some(
+        tokio::net::UnixStream::from_std(socket).context("polling the stdio socket")?,
+    ))
+}
+
 async fn mcp_stdio(args: McpArgs) -> anyhow::Result<()> {
     let facts = HostFacts::read()?;
     // Each run's cgroups are ready before it starts (prepared after the previous one).
@@ -297,9 +340,8 @@ async fn mcp_stdio(args: McpArgs) -> anyhow::Result<()> {
     let gateway = Arc::new(facts.gateway(args.workspace.as_deref())?);
     let session = args.session.unwrap_or_else(runner::new_run_id);
     let cancel = gateway.shutdown_token();
-    // The client closing stdin (or dying) stops its runs at once. Pipes (how clients
-    // start stdio servers) are read without a thread hop per message.
-    let (input, output) = rmcp::transport::stdio_pipes();
+    // The client closing stdin (or dying) stops its runs at once.
+    let (input, output) = stdio_streams()?;
     let transport = gateway::stdio::StdioTransport::new(input, output, cancel.clone());
     let service = gateway::WardenMcp::new(gateway, args.agent, session)
         .serve(transport)

@@ -29,11 +29,17 @@ pub fn or_report(result: anyhow::Result<i32>) -> i32 {
     })
 }
 
+/// How long a server's end waits for blocking tasks still running.
+pub const SERVER_SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Run `future` on a fresh tokio runtime — one thread for a single command, two workers
 /// for servers — and turn its result into an exit code with [`or_report`]. A single
 /// command's runtime is then let go without joining its idle threads: its work is done
 /// (the result is in), and the process exits next, which ends them. A server's is shut
-/// down in full: a blocking task may still be writing its last reply.
+/// down waiting up to [`SERVER_SHUTDOWN_WAIT`] for its blocking tasks: one may still be
+/// writing its last reply, but one may also be a read of a terminal that never returns
+/// (tokio reads a stdin it cannot poll on a blocking thread), which must not keep the
+/// process from exiting on SIGTERM.
 pub fn block_on(
     server: bool,
     future: impl std::future::Future<Output = anyhow::Result<i32>>,
@@ -49,7 +55,7 @@ pub fn block_on(
         Ok(runtime) => {
             let result = runtime.block_on(future);
             if server {
-                drop(runtime);
+                runtime.shutdown_timeout(SERVER_SHUTDOWN_WAIT);
             } else {
                 runtime.shutdown_background();
             }

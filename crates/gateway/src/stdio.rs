@@ -4,7 +4,9 @@
 //! - Every line is checked first (`mcp::protocol::classify`): a line that is not JSON is
 //!   answered with `-32700`, one that is not a JSON-RPC request with `-32600`, a line
 //!   longer than [`MAX_LINE_BYTES`] with `-32600` — never with silence, so a client
-//!   learns what it did wrong.
+//!   learns what it did wrong. Those answers are written before the end of the input
+//!   is reported, so none is lost when stdin closes right after the line
+//!   (`printf 'not json\n' | warden mcp`).
 //! - The end of the input stops the connection's work at once. An MCP client over stdio
 //!   ends by closing the server's stdin (or by dying, which closes it too); rmcp would
 //!   then give in-flight handlers seconds to finish, so a command of a client that is
@@ -19,11 +21,15 @@ use rmcp::transport::Transport;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::mcp::protocol::{Frame, classify, error_response};
 
 /// The longest line read (one JSON-RPC message); longer ones are refused and skipped.
 pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+
+/// How long the end of the input waits for answers still being written.
+const ANSWER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Write `bytes` and a newline as one message, after whatever was queued before.
 fn queue<W: AsyncWrite + Send + Unpin + 'static>(
@@ -49,6 +55,8 @@ pub struct StdioTransport<R, W> {
     discarding: bool,
     write: Arc<Mutex<W>>,
     on_end: CancellationToken,
+    /// Answers to frames that never reached the service, still being written.
+    answers: TaskTracker,
 }
 
 impl<R, W> StdioTransport<R, W>
@@ -64,6 +72,7 @@ where
             discarding: false,
             write: Arc::new(Mutex::new(write)),
             on_end,
+            answers: TaskTracker::new(),
         }
     }
 
@@ -71,7 +80,7 @@ where
     /// on the writer (it is cancelled whenever rmcp has something else to do).
     fn answer(&self, response: serde_json::Value) {
         let send = queue(&self.write, response.to_string().into_bytes());
-        tokio::spawn(async move {
+        self.answers.spawn(async move {
             if let Err(e) = send.await {
                 tracing::debug!("answering an invalid frame: {e}");
             }
@@ -143,11 +152,13 @@ where
                 Ok(Some(line)) => line,
                 Ok(None) => {
                     self.on_end.cancel();
+                    answered(&self.answers).await;
                     return None;
                 }
                 Err(e) => {
                     tracing::debug!("reading stdin: {e}");
                     self.on_end.cancel();
+                    answered(&self.answers).await;
                     return None;
                 }
             };
@@ -163,8 +174,23 @@ where
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {
+        answered(&self.answers).await;
         self.write.lock().await.flush().await
     }
+}
+
+/// Wait until every answer to a rejected frame has been written (or failed): the input's
+/// end is reported, and the process may exit, only after them.
+async fn answered(answers: &TaskTracker) {
+    answers.close();
+    // Bounded: a client that stopped reading its stdout must not hold the end up.
+    if tokio::time::timeout(ANSWER_WAIT, answers.wait())
+        .await
+        .is_err()
+    {
+        tracing::debug!("answers to rejected frames still unwritten after {ANSWER_WAIT:?}");
+    }
+    answers.reopen();
 }
 
 #[cfg(test)]
