@@ -398,7 +398,8 @@ async fn a_websocket_node_pairs_over_pinned_tls_serves_and_is_revoked() {
     assert_eq!(r["reason"], "no-node", "{r:#}");
     // The agent is told why, in words.
     assert!(
-        r.to_string().contains("node \\\"ws1\\\" was revoked by the operator"),
+        r.to_string()
+            .contains("node \\\"ws1\\\" was revoked by the operator"),
         "{r:#}"
     );
     assert_eq!(nodes(gw.path())["nodes"][0]["state"], "revoked");

@@ -233,7 +233,7 @@ async fn a_hostile_node_cannot_overflow_flood_or_stall_the_gateway() {
         "the whole result is bounded"
     );
     assert!(
-        g.log().contains("more than 16 events for run"),
+        g.log_says("more than 16 events for run", Duration::from_secs(5)),
         "{}",
         g.log()
     );
@@ -276,17 +276,38 @@ async fn a_hostile_node_cannot_overflow_flood_or_stall_the_gateway() {
     );
     assert!(took < Duration::from_secs(30), "the call took {took:?}");
 
-    // A flood of frames: the gateway drops the connection and says why.
+    // A flood of frames: the gateway drops the connection and says why. Sent until the
+    // connection ends (or 30 s): a gateway reading more slowly than its own limit (a
+    // loaded machine, a debug build) is never flooded — then the test says so and skips.
     let beat = Msg::Heartbeat {};
-    for _ in 0..40_000 {
+    let flood_started = Instant::now();
+    let mut sent = 0u64;
+    while !node.closed.is_cancelled() && flood_started.elapsed() < Duration::from_secs(30) {
         if node.outbox.send(beat.clone()).await.is_err() {
             break;
         }
+        sent += 1;
     }
-    tokio::time::timeout(Duration::from_secs(20), node.closed.cancelled())
+    let dropped = tokio::time::timeout(Duration::from_secs(5), node.closed.cancelled())
         .await
-        .expect("the gateway did not drop a flooding node");
-    assert!(g.log().contains("flooding"), "{}", g.log());
+        .is_ok();
+    let rate = sent as f64 / flood_started.elapsed().as_secs_f64();
+    if !dropped && rate < bridge::conn::MAX_FRAMES_PER_SEC {
+        eprintln!(
+            "SKIPPED the frame-flood part: this machine delivered {rate:.0} frames/s, below the {} a second the gateway allows, so no flood was made",
+            bridge::conn::MAX_FRAMES_PER_SEC
+        );
+        return;
+    }
+    assert!(
+        dropped,
+        "the gateway did not drop a node sending {rate:.0} frames/s"
+    );
+    assert!(
+        g.log_says("flooding", Duration::from_secs(5)),
+        "{}",
+        g.log()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -125,6 +125,22 @@ impl Gateway {
     pub fn log(&self) -> String {
         self.stderr.lock().unwrap().join("\n")
     }
+
+    /// Whether stderr says `needle` within `within` (it is read by a thread, so a line
+    /// the gateway wrote just before what the test saw may not be in `log` yet).
+    #[allow(dead_code)] // not every test binary waits for its log
+    pub fn log_says(&self, needle: &str, within: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            if self.log().contains(needle) {
+                return true;
+            }
+            if std::time::Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
 }
 
 impl Drop for Gateway {
