@@ -17,10 +17,11 @@
 // Skips and measured times are reported on stderr.
 #![allow(clippy::print_stderr)]
 
+#[path = "support/raw_http.rs"]
+mod raw_http;
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
@@ -409,78 +410,6 @@ fn cancelling_a_request_withdraws_its_question_from_the_approver() {
 
 // ---- raw HTTP ----------------------------------------------------------------------
 
-/// One raw HTTP/1.1 request on its own connection; the connection is returned after the
-/// response head (and, with `whole`, after the whole response) has been read.
-fn http(
-    addr: &str,
-    token: &str,
-    method: &str,
-    session: Option<&str>,
-    body: Option<&Value>,
-) -> (TcpStream, String) {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    let body = body.map(Value::to_string).unwrap_or_default();
-    let mut request = format!(
-        "{method} /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    if let Some(s) = session {
-        request.push_str(&format!(
-            "Mcp-Session-Id: {s}\r\nMcp-Protocol-Version: 2025-06-18\r\n"
-        ));
-    }
-    request.push_str("\r\n");
-    request.push_str(&body);
-    stream.write_all(request.as_bytes()).unwrap();
-    // Read the head.
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        assert_eq!(
-            stream.read(&mut byte).unwrap(),
-            1,
-            "connection closed early"
-        );
-        head.push(byte[0]);
-    }
-    (stream, String::from_utf8_lossy(&head).into_owned())
-}
-
-/// Open an MCP session over raw HTTP; its id.
-fn http_session(addr: &str, token: &str) -> String {
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "0"}}});
-    let (mut stream, head) = http(addr, token, "POST", None, Some(&init));
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    let session = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .starts_with("mcp-session-id:")
-                .then(|| l.split_once(':').unwrap().1.trim().to_owned())
-        })
-        .expect("no session id");
-    // The initialize response arrives as one SSE event; wait for it.
-    let mut seen = String::new();
-    let mut buf = [0u8; 4096];
-    while !seen.contains("\"id\":1") {
-        let n = stream.read(&mut buf).unwrap();
-        assert!(n > 0, "no initialize response: {seen}");
-        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
-    }
-    drop(stream);
-    let (_, head) = http(
-        addr,
-        token,
-        "POST",
-        Some(&session),
-        Some(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})),
-    );
-    assert!(head.starts_with("HTTP/1.1 202"), "{head}");
-    session
-}
-
 #[test]
 fn an_http_client_that_disconnects_or_deletes_its_session_stops_its_run() {
     let home = open_gateway_home();
@@ -496,9 +425,10 @@ fn an_http_client_that_disconnects_or_deletes_its_session_stops_its_run() {
 
         // The client drops its connection while the call streams.
         let what = format!("HTTP client disconnected on {host}");
-        let session = http_session(&addr, &token);
+        let session = raw_http::new_session(&addr, &token);
         let m = marker(50 + i as u32);
-        let (stream, head) = http(&addr, &token, "POST", Some(&session), Some(&call(2, &m)));
+        let (stream, head) =
+            raw_http::request(&addr, &token, "POST", Some(&session), Some(&call(2, &m)));
         assert!(head.starts_with("HTTP/1.1 200"), "{head}");
         wait_running(&m);
         drop(stream);
@@ -507,14 +437,15 @@ fn an_http_client_that_disconnects_or_deletes_its_session_stops_its_run() {
         // DELETE of the session from another connection while the call streams.
         let what = format!("HTTP DELETE of the session on {host}");
         let m = marker(60 + i as u32);
-        let (_stream, head) = http(&addr, &token, "POST", Some(&session), Some(&call(3, &m)));
+        let (_stream, head) =
+            raw_http::request(&addr, &token, "POST", Some(&session), Some(&call(3, &m)));
         assert!(head.starts_with("HTTP/1.1 200"), "{head}");
         wait_running(&m);
-        let (_, head) = http(&addr, &token, "DELETE", Some(&session), None);
+        let (_, head) = raw_http::request(&addr, &token, "DELETE", Some(&session), None);
         assert!(head.starts_with("HTTP/1.1 204"), "{head}");
         wait_gone(&m, &what);
         // The session is gone for good.
-        let (_, head) = http(
+        let (_, head) = raw_http::request(
             &addr,
             &token,
             "POST",
@@ -531,11 +462,12 @@ fn gateway_shutdown_stops_every_run() {
     let workspace = tempfile::tempdir().unwrap();
     let mut gateway = GatewayProcess::start(home.path(), workspace.path(), &[]);
     let token = gateway_token(home.path(), "main");
-    let session = http_session(&gateway.addr, &token);
+    let session = raw_http::new_session(&gateway.addr, &token);
     let m = marker(70);
     let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
         "name": "exec", "arguments": {"command": command(&m), "host": "gateway", "timeout": 600}}});
-    let (_stream, _) = http(&gateway.addr, &token, "POST", Some(&session), Some(&call));
+    let (_stream, _) =
+        raw_http::request(&gateway.addr, &token, "POST", Some(&session), Some(&call));
     wait_running(&m);
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(gateway.child.id() as i32),
@@ -558,11 +490,12 @@ fn a_killed_gateway_leaves_no_run_behind() {
         let workspace = tempfile::tempdir().unwrap();
         let mut gateway = GatewayProcess::start(home.path(), workspace.path(), &[]);
         let token = gateway_token(home.path(), "main");
-        let session = http_session(&gateway.addr, &token);
+        let session = raw_http::new_session(&gateway.addr, &token);
         let m = marker(80 + n as u32);
         let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
             "name": "exec", "arguments": {"command": command(&m), "host": host, "timeout": 600}}});
-        let (_stream, _) = http(&gateway.addr, &token, "POST", Some(&session), Some(&call));
+        let (_stream, _) =
+            raw_http::request(&gateway.addr, &token, "POST", Some(&session), Some(&call));
         wait_running(&m);
         gateway.child.kill().unwrap(); // SIGKILL
         gateway.child.wait().unwrap();

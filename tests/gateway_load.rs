@@ -15,6 +15,8 @@
 // Measurements are reported on stderr.
 #![allow(clippy::print_stderr)]
 
+#[path = "support/raw_http.rs"]
+mod raw_http;
 mod support;
 
 use std::io::{Read, Write};
@@ -117,79 +119,8 @@ fn round_trip(addr: &str, request: &str) -> String {
     response
 }
 
-/// A raw request in a session (or none), kept open after its head was read.
-fn open_request(
-    addr: &str,
-    token: &str,
-    method: &str,
-    session: Option<&str>,
-    body: Option<&Value>,
-) -> (TcpStream, String) {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    let body = body.map(Value::to_string).unwrap_or_default();
-    let mut request = format!(
-        "{method} /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    if let Some(s) = session {
-        request.push_str(&format!(
-            "Mcp-Session-Id: {s}\r\nMcp-Protocol-Version: 2025-06-18\r\n"
-        ));
-    }
-    request.push_str("\r\n");
-    request.push_str(&body);
-    stream.write_all(request.as_bytes()).unwrap();
-    let head = read_head(&mut stream);
-    (stream, head)
-}
-
-fn read_head(stream: &mut TcpStream) -> String {
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        match stream.read(&mut byte) {
-            Ok(1) => head.push(byte[0]),
-            _ => break,
-        }
-    }
-    String::from_utf8_lossy(&head).into_owned()
-}
-
-/// Open an MCP session over raw HTTP; its id.
-fn new_session(addr: &str, token: &str) -> String {
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "0"}}});
-    let (mut stream, head) = open_request(addr, token, "POST", None, Some(&init));
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    let session = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .starts_with("mcp-session-id:")
-                .then(|| l.split_once(':').unwrap().1.trim().to_owned())
-        })
-        .expect("no session id");
-    let mut seen = String::new();
-    let mut buf = [0u8; 4096];
-    while !seen.contains("\"id\":1") {
-        let n = stream.read(&mut buf).unwrap();
-        assert!(n > 0, "no initialize response: {seen}");
-        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
-    }
-    let (_, head) = open_request(
-        addr,
-        token,
-        "POST",
-        Some(&session),
-        Some(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})),
-    );
-    assert!(head.starts_with("HTTP/1.1 202"), "{head}");
-    session
-}
-
 fn delete_session(addr: &str, token: &str, session: &str) {
-    let (_, head) = open_request(addr, token, "DELETE", Some(session), None);
+    let (_, head) = raw_http::request(addr, token, "DELETE", Some(session), None);
     assert!(head.starts_with("HTTP/1.1 204"), "{head}");
 }
 
@@ -197,7 +128,7 @@ fn delete_session(addr: &str, token: &str, session: &str) {
 fn session_call(addr: &str, token: &str, session: &str, tool: &str, arguments: Value) -> Value {
     let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
         "params": {"name": tool, "arguments": arguments}});
-    let (mut stream, head) = open_request(addr, token, "POST", Some(session), Some(&call));
+    let (mut stream, head) = raw_http::request(addr, token, "POST", Some(session), Some(&call));
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     let mut seen = String::new();
     let mut buf = [0u8; 8192];
@@ -359,7 +290,7 @@ fn idle_connections_and_slow_bodies_are_closed_by_their_timeouts() {
         .as_bytes(),
     )
     .unwrap();
-    assert!(read_head(&mut idle).starts_with("HTTP/1.1 200"));
+    assert!(raw_http::read_head(&mut idle).starts_with("HTTP/1.1 200"));
     idle.set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
     let started = Instant::now();
@@ -410,7 +341,7 @@ fn idle_connections_and_slow_bodies_are_closed_by_their_timeouts() {
             break;
         }
     }
-    let head = read_head(&mut large);
+    let head = raw_http::read_head(&mut large);
     assert!(head.starts_with("HTTP/1.1 413"), "{head}");
     let after = eventually(
         Duration::from_secs(5),
@@ -476,10 +407,10 @@ fn thousands_of_cancelled_calls_give_back_everything_they_held() {
     // Stateful: cancelled by notifications/cancelled, by DELETE of the session, by the
     // client going away mid-call — each session ended afterwards.
     for i in 0..150 {
-        let session = new_session(&addr, &token);
+        let session = raw_http::new_session(&addr, &token);
         let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
             "params": {"name": "exec", "arguments": sleep}});
-        let (stream, head) = open_request(&addr, &token, "POST", Some(&session), Some(&call));
+        let (stream, head) = raw_http::request(&addr, &token, "POST", Some(&session), Some(&call));
         assert!(
             head.starts_with("HTTP/1.1 200"),
             "stateful call {i} was refused: {head}"
@@ -488,7 +419,8 @@ fn thousands_of_cancelled_calls_give_back_everything_they_held() {
             0 => {
                 let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                     "params": {"requestId": 2, "reason": "test"}});
-                let (_, head) = open_request(&addr, &token, "POST", Some(&session), Some(&cancel));
+                let (_, head) =
+                    raw_http::request(&addr, &token, "POST", Some(&session), Some(&cancel));
                 assert!(head.starts_with("HTTP/1.1 202"), "{head}");
                 drop(stream);
                 delete_session(&addr, &token, &session);
@@ -521,7 +453,9 @@ fn thousands_of_cancelled_calls_give_back_everything_they_held() {
     );
     assert_eq!(left, 0, "runs outlived their cancelled calls");
     // And the agent has its whole allowance: four sessions, four runs.
-    let sessions: Vec<String> = (0..4).map(|_| new_session(&addr, &token)).collect();
+    let sessions: Vec<String> = (0..4)
+        .map(|_| raw_http::new_session(&addr, &token))
+        .collect();
     for session in &sessions {
         delete_session(&addr, &token, session);
     }
@@ -545,7 +479,7 @@ fn one_agents_session_churn_cannot_loosen_anothers_session_and_late_events_stay_
     let addr = g.addr.clone();
 
     // ops tightens its own live session.
-    let strict = new_session(&addr, &ops);
+    let strict = raw_http::new_session(&addr, &ops);
     let set = session_call(
         &addr,
         &ops,
@@ -563,11 +497,11 @@ fn one_agents_session_churn_cannot_loosen_anothers_session_and_late_events_stay_
     // main churns through more sessions than the whole table once held.
     let started = Instant::now();
     for _ in 0..1100 {
-        let session = new_session(&addr, &main);
+        let session = raw_http::new_session(&addr, &main);
         delete_session(&addr, &main, &session);
     }
     for i in 0..50 {
-        let session = new_session(&addr, &main);
+        let session = raw_http::new_session(&addr, &main);
         let r = session_call(
             &addr,
             &main,
@@ -590,10 +524,10 @@ fn one_agents_session_churn_cannot_loosen_anothers_session_and_late_events_stay_
     let before = status(&g, &main)["sessionStates"].as_u64().unwrap();
     let marker = "4218.5";
     for _ in 0..20 {
-        let session = new_session(&addr, &main);
+        let session = raw_http::new_session(&addr, &main);
         let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
             "params": {"name": "exec", "arguments": {"argv": ["sleep", marker]}}});
-        let (_stream, head) = open_request(&addr, &main, "POST", Some(&session), Some(&call));
+        let (_stream, head) = raw_http::request(&addr, &main, "POST", Some(&session), Some(&call));
         assert!(head.starts_with("HTTP/1.1 200"), "{head}");
         eventually(Duration::from_secs(10), || running(marker), |n| *n > 0);
         delete_session(&addr, &main, &session);
@@ -625,10 +559,10 @@ fn runs_are_capped_per_agent_on_every_path() {
     let mut held = TcpStream::connect(&addr).unwrap();
     held.write_all(stateless_exec(&addr, &main, json!({"argv": ["sleep", marker]})).as_bytes())
         .unwrap();
-    let session = new_session(&addr, &main);
+    let session = raw_http::new_session(&addr, &main);
     let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "exec", "arguments": {"argv": ["sleep", marker]}}});
-    let (held_in_session, _) = open_request(&addr, &main, "POST", Some(&session), Some(&call));
+    let (held_in_session, _) = raw_http::request(&addr, &main, "POST", Some(&session), Some(&call));
     eventually(Duration::from_secs(10), || running(marker), |n| *n == 2);
 
     // A third is refused, on either path, saying why; nothing was started.
@@ -726,15 +660,15 @@ fn event_streams_are_bounded_per_session_and_close_with_it() {
     let g = GatewayProcess::start(home.path(), ws.path(), &[]);
     let token = gateway_token(home.path(), "main");
     let addr = g.addr.clone();
-    let session = new_session(&addr, &token);
+    let session = raw_http::new_session(&addr, &token);
     let mut streams = Vec::new();
     for _ in 0..2 {
-        let (stream, head) = open_request(&addr, &token, "GET", Some(&session), None);
+        let (stream, head) = raw_http::request(&addr, &token, "GET", Some(&session), None);
         assert!(head.starts_with("HTTP/1.1 200"), "{head}");
         assert!(head.contains("text/event-stream"), "{head}");
         streams.push(stream);
     }
-    let (_, head) = open_request(&addr, &token, "GET", Some(&session), None);
+    let (_, head) = raw_http::request(&addr, &token, "GET", Some(&session), None);
     assert!(head.starts_with("HTTP/1.1 429"), "{head}");
     let over = status(&g, &token);
     assert_eq!(over["mcp"]["streams"], 2, "{over}");
