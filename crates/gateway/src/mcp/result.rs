@@ -103,7 +103,10 @@ fn stream(name: &str, text: &str, raw: Option<&Vec<u8>>) -> String {
         }
         None => String::new(),
     };
-    let mut block = format!("--- {name} ({} bytes{lossy}) ---\n{text}", text.len());
+    // The size of what the command wrote (and was kept), not of the text shown: each
+    // invalid byte is shown as a three-byte replacement character.
+    let size = raw.map_or(text.len(), Vec::len);
+    let mut block = format!("--- {name} ({size} bytes{lossy}) ---\n{text}");
     if !block.ends_with('\n') {
         block.push('\n');
     }
@@ -280,6 +283,11 @@ mod tests {
         assert!(v["stdout"].as_str().unwrap().contains('\u{fffd}'));
         let text = r.content[0].as_text().unwrap().text.clone();
         assert!(text.contains("stdoutBase64"), "{text}");
+        // The size is of the bytes written (11), not of the text shown (14).
+        assert!(
+            text.contains(&format!("stdout ({} bytes;", bytes.len())),
+            "{text}"
+        );
         // A UTF-8 character cut by the cap is not a reason for base64.
         let r = exec_result(&report(finished("aé".as_bytes(), b"", 2), allow()), vec![]);
         assert!(r.structured_content.unwrap().get("stdoutBase64").is_none());
