@@ -11,7 +11,11 @@
 // Measurements are reported on stderr.
 #![allow(clippy::print_stderr)]
 
+#[path = "support/raw_http.rs"]
+mod raw_http;
 mod support;
+
+use raw_http::session_id;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -83,14 +87,6 @@ fn post(g: &GatewayProcess, headers: &str, body: &str) -> String {
         g.addr,
         body.len()
     ))
-}
-
-fn session_id(response: &str) -> Option<String> {
-    response.lines().find_map(|l| {
-        l.to_ascii_lowercase()
-            .starts_with("mcp-session-id:")
-            .then(|| l.split_once(':').unwrap().1.trim().to_owned())
-    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -343,6 +343,53 @@ fn idle_connections_and_slow_bodies_are_closed_by_their_timeouts() {
     }
     let head = raw_http::read_head(&mut large);
     assert!(head.starts_with("HTTP/1.1 413"), "{head}");
+
+    // The same without a length: a chunked body is counted as it arrives.
+    let mut chunked = TcpStream::connect(&g.addr).unwrap();
+    chunked
+        .write_all(
+            format!(
+                "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
+                g.addr
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+    let mut piece = format!("{:x}\r\n", 1 << 20).into_bytes();
+    piece.extend(std::iter::repeat_n(b' ', 1 << 20));
+    piece.extend_from_slice(b"\r\n");
+    for _ in 0..8 {
+        if chunked.write_all(&piece).is_err() {
+            break;
+        }
+    }
+    let head = raw_http::read_head(&mut chunked);
+    assert!(head.starts_with("HTTP/1.1 413"), "{head}");
+
+    // Headers past the read buffer (before any credential is looked at) are refused, not
+    // buffered: no connection holds more than 64 KiB of them.
+    let mut huge = TcpStream::connect(&g.addr).unwrap();
+    let _ = huge.write_all(
+        format!(
+            "GET /healthz HTTP/1.1\r\nHost: {}\r\nX-Big: {}\r\n\r\n",
+            g.addr,
+            "a".repeat(256 * 1024)
+        )
+        .as_bytes(),
+    );
+    huge.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut response = String::new();
+    let ended = huge.read_to_string(&mut response);
+    // Closed (a 431, or reset with the rest unread), not left waiting.
+    assert!(
+        !matches!(&ended, Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)),
+        "a connection with oversized headers was left open: {ended:?}"
+    );
+    assert!(
+        response.is_empty() || response.starts_with("HTTP/1.1 431"),
+        "{response}"
+    );
     let after = eventually(
         Duration::from_secs(5),
         || status(&g, &token),

@@ -17,6 +17,8 @@
 // Skips and timings are reported on stderr.
 #![allow(clippy::print_stderr)]
 
+#[path = "support/raw_http.rs"]
+mod raw_http;
 mod support;
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -301,14 +303,7 @@ fn raw_http_frames_get_the_json_rpc_errors_the_specification_gives() {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "raw", "version": "0"}}});
     let (head, _) = post(addr, &token, None, &init.to_string());
-    let session = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .starts_with("mcp-session-id:")
-                .then(|| l.split_once(':').unwrap().1.trim().to_owned())
-        })
-        .expect("a session");
+    let session = raw_http::session_id(&head).expect("a session");
     let (head, _) = post(
         addr,
         &token,

@@ -51,6 +51,15 @@ pub fn read_head(stream: &mut TcpStream) -> String {
     String::from_utf8_lossy(&head).into_owned()
 }
 
+/// The `Mcp-Session-Id` a response head names (the header's name in any case).
+pub fn session_id(head: &str) -> Option<String> {
+    head.lines().find_map(|l| {
+        let (name, value) = l.split_once(':')?;
+        name.eq_ignore_ascii_case("mcp-session-id")
+            .then(|| value.trim().to_owned())
+    })
+}
+
 /// Open an MCP session (initialize, then initialized); its id.
 pub fn new_session(addr: &str, token: &str) -> String {
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -58,14 +67,7 @@ pub fn new_session(addr: &str, token: &str) -> String {
         "clientInfo": {"name": "raw", "version": "0"}}});
     let (mut stream, head) = request(addr, token, "POST", None, Some(&init));
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    let session = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .starts_with("mcp-session-id:")
-                .then(|| l.split_once(':').unwrap().1.trim().to_owned())
-        })
-        .expect("no session id");
+    let session = session_id(&head).expect("no session id");
     // The initialize response arrives as one SSE event; wait for it.
     let mut seen = String::new();
     let mut buf = [0u8; 4096];
