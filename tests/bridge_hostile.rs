@@ -152,6 +152,9 @@ fn result(run_id: &str, stdout: String) -> Value {
             stdout,
             stdout_base64: None,
             stderr_base64: None,
+            // A node that claims to have kept everything it sent.
+            stdout_size: None,
+            stderr_size: None,
             truncated: false,
             timed_out: false,
             duration_ms: 1,
@@ -223,11 +226,22 @@ async fn a_hostile_node_cannot_overflow_flood_or_stall_the_gateway() {
         stdout.len()
     );
     assert!(
-        stdout.ends_with(caps::TRUNCATION_MARKER),
-        "{}",
+        stdout.contains(caps::DROPPED_MARKER_PREFIX),
+        "the dropped middle is marked: {}",
         &stdout[stdout.len() - 40..]
     );
     assert_eq!(r["truncated"], true, "the node's claim was not believed");
+    assert_eq!(
+        r["stdoutSize"]["written"], 1_000_000,
+        "{:#}",
+        r["stdoutSize"]
+    );
+    assert_eq!(
+        r["stdoutSize"]["keptFirst"].as_u64().unwrap()
+            + r["stdoutSize"]["keptLast"].as_u64().unwrap(),
+        150_000,
+        "stderr (100,000 bytes) keeps its quarter of the cap"
+    );
     assert!(
         r.to_string().len() < 1_000_000,
         "the whole result is bounded"

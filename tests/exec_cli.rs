@@ -177,9 +177,13 @@ fn output_is_capped_at_200000_bytes() {
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["truncated"], true);
-    let combined = v["combined"].as_str().unwrap();
-    assert!(combined.ends_with("… (truncated)"));
-    assert!(combined.len() <= 200_000 + 32);
+    assert_eq!(v["stdoutSize"]["written"], 5_000_000);
+    assert_eq!(v["stdoutSize"]["kept"], 200_000);
+    for text in ["stdout", "combined"] {
+        let text = v[text].as_str().unwrap();
+        assert!(text.contains("… (truncated: 4800000 bytes dropped here"));
+        assert!(text.len() <= 200_000 + 128);
+    }
 }
 
 #[test]

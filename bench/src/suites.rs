@@ -186,7 +186,7 @@ async fn output(report: &mut Report, quick: bool) -> anyhow::Result<()> {
         },
         || async {
             let out = shell.exec(&argv, &options).await?;
-            if !out.truncated || out.combined.len() > caps::DEFAULT_MAX_OUTPUT_BYTES + 64 {
+            if !out.truncated || out.combined.len() > caps::DEFAULT_MAX_OUTPUT_BYTES + 256 {
                 bail!("capture did not apply the cap");
             }
             Ok(())

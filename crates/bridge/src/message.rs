@@ -389,6 +389,9 @@ pub struct WireExecuted {
 }
 
 /// How a run ended.
+// One per run result, built to be serialized at once: boxing the finished variant would
+// only add an allocation (as for `runner::Outcome`).
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "lowercase", deny_unknown_fields)]
 pub enum WireOutcome {
@@ -412,6 +415,13 @@ pub enum WireOutcome {
         /// Standard error's bytes in base64, likewise.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         stderr_base64: Option<String>,
+        /// What the command wrote to stdout and which of it is kept (absent from nodes
+        /// before these fields: then the text is all there is to know).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stdout_size: Option<caps::StreamSize>,
+        /// Likewise for stderr.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stderr_size: Option<caps::StreamSize>,
         /// Both, interleaved.
         combined: String,
         /// The last 20,000 bytes.

@@ -379,6 +379,8 @@ pub fn run_result(report: &RunReport) -> RunResult {
                 stderr: output.stderr.clone(),
                 stdout_base64: output.stdout_bytes.as_deref().map(|b| BASE64.encode(b)),
                 stderr_base64: output.stderr_bytes.as_deref().map(|b| BASE64.encode(b)),
+                stdout_size: Some(output.stdout_size),
+                stderr_size: Some(output.stderr_size),
                 combined: output.combined.clone(),
                 tail: output.tail.clone(),
                 truncated: output.truncated,

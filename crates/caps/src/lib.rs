@@ -32,14 +32,15 @@ pub mod testkit;
 pub use error::CapsError;
 pub use fs::{DirEntry, FileId, FileKind, Fs, FsLock, Metadata, WriteOptions};
 pub use output::{
-    LiveOutput, OutputCollector, Stream, TRUNCATION_MARKER, truncate_utf8_head, truncate_utf8_tail,
+    DROPPED_MARKER_PREFIX, LiveOutput, OutputCollector, Stream, TRUNCATION_MARKER, dropped_marker,
+    truncate_utf8_head, truncate_utf8_tail,
 };
 pub use providers::bounded::{Access, BoundedFs, BoundedShell, Guard};
 pub use providers::local::{LocalFs, LocalShell};
 pub use providers::memory::{MemoryFs, NoProcesses, RecordedCall, ScriptedShell};
 pub use shell::{
     DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TAIL_BYTES, ExecAllowlist, ExecOptions, ExecOutput,
-    ExitStatus, OutputLimits, RefusedWrites, ResourceLimits, Script, Shell, Stdin,
+    ExitStatus, OutputLimits, RefusedWrites, ResourceLimits, Script, Shell, Stdin, StreamSize,
     TIMED_OUT_EXIT_CODE,
 };
 

@@ -18,8 +18,8 @@ pub const DEFAULT_TAIL_BYTES: usize = 20_000;
 /// How much output a run may keep.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OutputLimits {
-    /// Head of the combined stdout+stderr stream that is kept; the rest is drained and
-    /// discarded.
+    /// Bytes of stdout and stderr kept together (each stream's beginning and end when
+    /// they do not fit; see [`crate::OutputCollector`]); the rest is drained and counted.
     pub max_output_bytes: usize,
     /// Trailing bytes of the whole stream kept for events, even past the cap.
     pub tail_bytes: usize,
@@ -225,8 +225,11 @@ impl fmt::Display for ExitStatus {
     }
 }
 
-/// The typed result of a run. Text fields are UTF-8 (invalid bytes replaced); a field cut
-/// by a limit ends with [`crate::TRUNCATION_MARKER`] and never splits a character.
+/// The typed result of a run. Text fields are UTF-8 (invalid bytes replaced) and never
+/// split a character. A stream that did not fit its share of the cap keeps its beginning
+/// and its end, with a line starting [`crate::DROPPED_MARKER_PREFIX`] where the middle
+/// was dropped (see [`crate::OutputCollector`] for the split); a text that lost only one
+/// end is marked with [`crate::TRUNCATION_MARKER`] there.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct ExecOutput {
     /// How the process ended.
@@ -235,18 +238,24 @@ pub struct ExecOutput {
     pub stdout: String,
     /// Standard error (its share of the combined cap).
     pub stderr: String,
-    /// The bytes behind `stdout` when they are not UTF-8 (the text replaced what it could
-    /// not carry); `None` when `stdout` is exact.
+    /// The kept bytes behind `stdout` (its first bytes, then its last ones, as
+    /// `stdout_size` says) when they are not UTF-8 (the text replaced what it could not
+    /// carry); `None` when `stdout` is exact.
     #[serde(skip)]
     pub stdout_bytes: Option<Vec<u8>>,
-    /// The bytes behind `stderr` when they are not UTF-8.
+    /// The kept bytes behind `stderr` when they are not UTF-8.
     #[serde(skip)]
     pub stderr_bytes: Option<Vec<u8>>,
-    /// stdout and stderr interleaved in arrival order, capped at `max_output_bytes`.
+    /// What was written to stdout, and what of it was kept.
+    pub stdout_size: StreamSize,
+    /// What was written to stderr, and what of it was kept.
+    pub stderr_size: StreamSize,
+    /// stdout and stderr interleaved in arrival order, within `max_output_bytes` (its
+    /// beginning and its end when it did not fit).
     pub combined: String,
     /// The last `tail_bytes` of the combined stream, kept even past the cap (for events).
     pub tail: String,
-    /// True if any output was discarded.
+    /// True if any output was discarded (a stream was cut).
     pub truncated: bool,
     /// True if the run hit its timeout and the tree was killed.
     pub timed_out: bool,
@@ -258,6 +267,40 @@ pub struct ExecOutput {
     /// classify this; everything else reports [`RefusedWrites::NotWatched`].
     #[serde(skip_serializing_if = "RefusedWrites::is_not_watched")]
     pub refused_writes: RefusedWrites,
+}
+
+/// What a run kept of one output stream: how much the command wrote, and which bytes of
+/// it the result holds — all of them, or the first `kept_first` and the last `kept_last`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StreamSize {
+    /// Bytes the command wrote to the stream.
+    pub written: u64,
+    /// Kept bytes from the stream's beginning (all of it when nothing was dropped).
+    pub kept_first: u64,
+    /// Kept bytes from the stream's end (0 when nothing was dropped).
+    pub kept_last: u64,
+}
+
+impl StreamSize {
+    /// A stream kept whole.
+    pub fn whole(len: u64) -> Self {
+        StreamSize {
+            written: len,
+            kept_first: len,
+            kept_last: 0,
+        }
+    }
+
+    /// Bytes kept.
+    pub fn kept(&self) -> u64 {
+        self.kept_first + self.kept_last
+    }
+
+    /// True if some of the stream was dropped.
+    pub fn is_cut(&self) -> bool {
+        self.kept() < self.written
+    }
 }
 
 /// What a sandbox provider knows about writes its read-only profile refused.

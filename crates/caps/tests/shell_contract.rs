@@ -199,13 +199,35 @@ async fn no_descriptors_leak_into_the_child(w: World) {
 }
 
 async fn output_is_capped_keeping_the_head_and_a_tail(w: World) {
-    let out = sh(&w, "yes abcdefghi | head -c 1000000; printf END", &opts(&w)).await;
+    let out = sh(
+        &w,
+        "yes abcdefghi | head -c 1000000; printf END; printf 'the error' >&2",
+        &opts(&w),
+    )
+    .await;
     assert!(out.truncated);
-    let body = out.combined.strip_suffix(TRUNCATION_MARKER).unwrap();
-    assert_eq!(body.len(), caps::DEFAULT_MAX_OUTPUT_BYTES);
-    assert!(body.starts_with("abcdefghi\nabcdefghi\n"));
+    let cap = caps::DEFAULT_MAX_OUTPUT_BYTES as u64;
+    // stderr whole, stdout the rest of the cap: its beginning and its end.
+    assert_eq!(out.stderr, "the error");
+    assert_eq!(out.stdout_size.written, 1_000_003);
+    assert_eq!(out.stdout_size.kept(), cap - 9);
+    let marker = caps::dropped_marker(
+        out.stdout_size.kept_first,
+        out.stdout_size.kept_last,
+        1_000_003,
+    );
+    let (head, end) = out.stdout.split_once(&marker).unwrap();
+    assert!(head.starts_with("abcdefghi\nabcdefghi\n"));
+    assert!(end.ends_with("abcdefghi\nEND"), "stdout keeps its end");
+    assert_eq!(
+        head.len() as u64 + end.len() as u64,
+        cap - 9 + 2,
+        "two newlines"
+    );
+    assert!(out.combined.contains(caps::DROPPED_MARKER_PREFIX));
+    assert!(out.combined.ends_with("ENDthe error"));
     assert!(
-        out.tail.ends_with("END"),
+        out.tail.ends_with("ENDthe error"),
         "tail keeps the end of the stream"
     );
     assert!(out.tail.starts_with(TRUNCATION_MARKER));

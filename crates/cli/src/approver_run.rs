@@ -22,8 +22,11 @@ pub fn runner_identity() -> String {
 pub async fn run_here(request: &ExecPrompt, shell: &LocalShell) -> ExecReport {
     let not_run = |message: String| ExecReport {
         exit_code: runner::EXIT_WARDEN_ERROR,
+        signal: None,
         stdout: String::new(),
         stderr: String::new(),
+        stdout_size: None,
+        stderr_size: None,
         truncated: false,
         timed_out: false,
         duration_ms: 0,
@@ -36,8 +39,14 @@ pub async fn run_here(request: &ExecPrompt, shell: &LocalShell) -> ExecReport {
     match runner::launch(shell, plan, timeout, Default::default(), None).await {
         Ok(out) => ExecReport {
             exit_code: out.exit_code(),
+            signal: match out.status {
+                caps::ExitStatus::Signal(s) => Some(s),
+                caps::ExitStatus::Code(_) => None,
+            },
             stdout: out.stdout,
             stderr: out.stderr,
+            stdout_size: Some(out.stdout_size),
+            stderr_size: Some(out.stderr_size),
             truncated: out.truncated,
             timed_out: out.timed_out,
             duration_ms: u64::try_from(out.duration.as_millis()).unwrap_or(u64::MAX),

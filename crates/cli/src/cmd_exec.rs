@@ -162,8 +162,9 @@ async fn run_async(args: ExecArgs) -> anyhow::Result<i32> {
     }
     match &report.outcome {
         Outcome::Finished { output } => {
-            let _ = std::io::stdout().write_all(output.stdout.as_bytes());
-            let _ = std::io::stderr().write_all(output.stderr.as_bytes());
+            // The command's bytes as it wrote them (what was kept of them).
+            let _ = std::io::stdout().write_all(&output.stdout_raw());
+            let _ = std::io::stderr().write_all(&output.stderr_raw());
             if output.timed_out {
                 eprintln!("warden: timed out; the process tree was killed");
             }

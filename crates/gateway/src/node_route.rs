@@ -247,6 +247,8 @@ fn timed_out(message: String, waited: Duration) -> ExecOutput {
         stderr: message.clone(),
         stdout_bytes: None,
         stderr_bytes: None,
+        stdout_size: caps::StreamSize::default(),
+        stderr_size: caps::StreamSize::whole(message.len() as u64),
         combined: message.clone(),
         tail: message,
         truncated: false,
@@ -291,6 +293,8 @@ fn fill(report: &mut RunReport, result: RunResult) {
             stderr,
             stdout_base64,
             stderr_base64,
+            stdout_size,
+            stderr_size,
             combined,
             tail,
             truncated,
@@ -308,6 +312,9 @@ fn fill(report: &mut RunReport, result: RunResult) {
                 // Bytes a node sends that are not base64 are dropped: the text stays.
                 stdout_bytes: stdout_base64.and_then(|b| BASE64.decode(b).ok()),
                 stderr_bytes: stderr_base64.and_then(|b| BASE64.decode(b).ok()),
+                // A node's sizes are its word; `within` makes them agree with what is kept.
+                stdout_size: stdout_size.unwrap_or_default(),
+                stderr_size: stderr_size.unwrap_or_default(),
                 combined,
                 tail,
                 truncated,

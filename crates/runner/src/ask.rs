@@ -94,7 +94,7 @@ impl Runner {
             outcome = self.host.approvals.ask(&request, host_file) => match outcome {
                 AskOutcome::Answered(response) => (
                     Asked::Answered(response.answer, response.allow_always_option),
-                    response.report,
+                    response.report.map(|r| *r),
                 ),
                 AskOutcome::NoApprover(why) => {
                     tracing::info!("no approver: {why}");

@@ -676,15 +676,22 @@ fn ran_in_approver(
     report
 }
 
-/// The approver's report as a run's output. It reports stdout and stderr apart, so the
-/// combined output is stdout then stderr; the tail is the combined output's end.
+/// The approver's report as a run's output, held to the usual limits (the approver is
+/// another process). It reports stdout and stderr apart, so the combined output is stdout
+/// then stderr; the tail is the combined output's end.
 fn output_of(r: ExecReport) -> ExecOutput {
     let mut combined = r.stdout.clone();
     combined.push_str(&r.stderr);
     let cut = combined.len().saturating_sub(caps::DEFAULT_TAIL_BYTES);
     let tail = caps::truncate_utf8_tail(&combined.as_bytes()[cut..], cut > 0);
+    let status = match r.signal {
+        Some(s) if r.exit_code == 128 + s => caps::ExitStatus::Signal(s),
+        _ => caps::ExitStatus::Code(r.exit_code),
+    };
     ExecOutput {
-        status: caps::ExitStatus::Code(r.exit_code),
+        status,
+        stdout_size: r.stdout_size.unwrap_or_default(),
+        stderr_size: r.stderr_size.unwrap_or_default(),
         stdout: r.stdout,
         stderr: r.stderr,
         // The report carries text: whatever the approver's run printed is as it said.
@@ -697,6 +704,7 @@ fn output_of(r: ExecReport) -> ExecOutput {
         duration: Duration::from_millis(r.duration_ms),
         refused_writes: RefusedWrites::NotWatched,
     }
+    .within(caps::OutputLimits::default())
 }
 
 /// A denial, reported and announced.

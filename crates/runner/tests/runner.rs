@@ -72,14 +72,14 @@ impl Approvals for ScriptedApprover {
                 digest: p.digest.clone(),
                 answer,
                 allow_always_option: None,
-                report: approver_run(request, answer),
+                report: approver_run(request, answer).map(Box::new),
             }),
             Human::AlwaysWith(i) => AskOutcome::Answered(Response {
                 id: p.id.clone(),
                 digest: p.digest.clone(),
                 answer: Answer::AllowAlways,
                 allow_always_option: Some(i),
-                report: approver_run(request, Answer::AllowAlways),
+                report: approver_run(request, Answer::AllowAlways).map(Box::new),
             }),
         }
     }
@@ -92,6 +92,9 @@ fn approver_run(request: &Request, answer: Answer) -> Option<ExecReport> {
             exit_code: 3,
             stdout: "ran by the approver\n".into(),
             stderr: "approver stderr\n".into(),
+            signal: None,
+            stdout_size: None,
+            stderr_size: None,
             truncated: false,
             timed_out: false,
             duration_ms: 7,

@@ -54,6 +54,10 @@ pub struct HelperArgs {
     pub run_as: Option<(u32, u32)>,
     /// Watch for refused writes and report them to this descriptor.
     pub watch_fd: Option<i32>,
+    /// Report how the command ended to this descriptor (see [`crate::exit_report`]): the
+    /// helper then waits for the command instead of becoming it. Under bubblewrap only;
+    /// Warden's builder reports from pid 1.
+    pub status_fd: Option<i32>,
     /// Refused writes beneath these paths are reported (the writable paths).
     pub watch_roots: Vec<PathBuf>,
     /// The `argv[0]` the program sees, when it differs from the file executed (a
@@ -92,6 +96,10 @@ pub fn encode(args: &HelperArgs) -> Vec<String> {
     if let Some((uid, gid)) = args.run_as {
         out.push("--run-as".into());
         out.push(format!("{uid}:{gid}"));
+    }
+    if let Some(fd) = args.status_fd {
+        out.push("--status-fd".into());
+        out.push(fd.to_string());
     }
     if let Some(fd) = args.watch_fd {
         out.push("--watch-writes".into());
@@ -165,13 +173,10 @@ pub fn decode(args: &[String]) -> Result<HelperArgs, String> {
             "--watch-root" => parsed.watch_roots.push(value("a path")?.into()),
             "--arg0" => parsed.arg0 = Some(value("a name")?),
             "--watch-writes" => {
-                let fd = value("a descriptor")?;
-                let fd: i32 = fd
-                    .parse()
-                    .ok()
-                    .filter(|n| *n > 2)
-                    .ok_or_else(|| format!("invalid --watch-writes descriptor {fd:?}"))?;
-                parsed.watch_fd = Some(fd);
+                parsed.watch_fd = Some(descriptor(&value("a descriptor")?, "--watch-writes")?)
+            }
+            "--status-fd" => {
+                parsed.status_fd = Some(descriptor(&value("a descriptor")?, "--status-fd")?)
             }
             "--" => {
                 parsed.argv = args[i + 1..].to_vec();
@@ -185,6 +190,14 @@ pub fn decode(args: &[String]) -> Result<HelperArgs, String> {
         i += 2;
     }
     Err("missing -- before the command".into())
+}
+
+/// A descriptor number above the standard three, for `flag`.
+fn descriptor(text: &str, flag: &str) -> Result<i32, String> {
+    text.parse()
+        .ok()
+        .filter(|n| *n > 2)
+        .ok_or_else(|| format!("invalid {flag} descriptor {text:?}"))
 }
 
 /// What to execute: the file, and the argv it sees (its `argv[0]` may differ).
@@ -269,14 +282,21 @@ pub fn run(parsed: HelperArgs) -> ! {
         finish_confinement(&parsed);
     }
     // Nothing bubblewrap (or anyone) left open may reach the command. The watch report
-    // descriptor stays open for the observer (and is close-on-exec for the command).
-    match parsed.watch_fd {
-        Some(fd) => {
-            close_from_to(3, fd as u32 - 1);
-            close_from_to(fd as u32 + 1, u32::MAX);
-        }
-        None => close_from_to(3, u32::MAX),
+    // and status descriptors stay open for the process that waits for the command (and
+    // are close-on-exec for the command).
+    let mut keep: Vec<u32> = [parsed.watch_fd, parsed.status_fd]
+        .into_iter()
+        .flatten()
+        .map(|fd| fd as u32)
+        .collect();
+    keep.sort_unstable();
+    let mut from = 3;
+    for fd in keep {
+        close_from_to(from, fd.saturating_sub(1));
+        set_cloexec(fd as i32);
+        from = fd + 1;
     }
+    close_from_to(from, u32::MAX);
     if parsed.landlock != LandlockMode::Off {
         match apply_landlock(&parsed.writable, parsed.landlock) {
             Ok(RulesetStatus::FullyEnforced) | Ok(RulesetStatus::PartiallyEnforced) => {}
@@ -315,10 +335,17 @@ pub fn run(parsed: HelperArgs) -> ! {
         argv,
         exec_restricted: parsed.exec_allowlist.is_some(),
     };
-    match parsed.watch_fd {
-        Some(fd) => crate::watch::run(fd, &parsed.watch_roots, &target),
-        None => exec_command(&target),
+    match (parsed.watch_fd, parsed.status_fd) {
+        (Some(fd), status) => crate::watch::run(fd, status, &parsed.watch_roots, &target),
+        (None, Some(status)) => crate::exit_report::wait_and_report(status, &target),
+        (None, None) => exec_command(&target),
     }
+}
+
+/// Keep `fd` from the command: close it on exec.
+fn set_cloexec(fd: i32) {
+    // SAFETY: fcntl on a descriptor number; failure leaves it as it was.
+    unsafe { nix::libc::fcntl(fd, nix::libc::F_SETFD, nix::libc::FD_CLOEXEC) };
 }
 
 /// Under bubblewrap with an exec allowlist (see `Bwrap::command_line`): the `noexec`
@@ -432,6 +459,7 @@ mod tests {
             seccomp_fds: vec![3, 4],
             run_as: Some((1000, 100)),
             watch_fd: Some(7),
+            status_fd: Some(9),
             watch_roots: vec![PathBuf::from("/w s"), PathBuf::from("/other")],
             arg0: Some("unxz".into()),
             argv: vec![

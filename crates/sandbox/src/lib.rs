@@ -24,6 +24,7 @@ pub mod bwrap;
 pub(crate) mod confine;
 pub mod container;
 pub mod exec_allowlist;
+pub(crate) mod exit_report;
 pub mod git;
 pub mod helper;
 pub mod landlock;

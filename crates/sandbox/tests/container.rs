@@ -392,12 +392,16 @@ async fn output_is_capped_at_the_default_limit() {
         .unwrap();
     assert!(out.status.success(), "{}", out.stderr);
     assert!(out.truncated);
-    let body = out
-        .combined
-        .strip_suffix(TRUNCATION_MARKER)
-        .expect("combined is cut with the marker");
-    assert_eq!(body.len(), caps::DEFAULT_MAX_OUTPUT_BYTES);
-    assert!(body.starts_with("abcdefghi\nabcdefghi\n"));
+    // stdout keeps its beginning and its end within the cap.
+    assert_eq!(out.stdout_size.written, 1_000_003);
+    assert_eq!(
+        out.stdout_size.kept(),
+        caps::DEFAULT_MAX_OUTPUT_BYTES as u64
+    );
+    assert!(out.stdout.starts_with("abcdefghi\nabcdefghi\n"));
+    assert!(out.stdout.contains(caps::DROPPED_MARKER_PREFIX));
+    assert!(out.stdout.ends_with("abcdefghi\nEND"));
+    assert!(out.combined.ends_with("END"));
     // The tail keeps the end of the stream even past the cap.
     assert!(out.tail.starts_with(TRUNCATION_MARKER));
     assert!(

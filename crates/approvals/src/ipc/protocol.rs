@@ -526,10 +526,19 @@ impl Request {
 pub struct ExecReport {
     /// Exit code (128+N for signal N).
     pub exit_code: i32,
-    /// Captured stdout.
+    /// The signal that killed the command, if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// Captured stdout (its beginning and end when it was cut).
     pub stdout: String,
-    /// Captured stderr.
+    /// Captured stderr (likewise).
     pub stderr: String,
+    /// What the command wrote to stdout and which of it is kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdout_size: Option<caps::StreamSize>,
+    /// Likewise for stderr.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr_size: Option<caps::StreamSize>,
     /// Output was cut at the cap.
     pub truncated: bool,
     /// The run timed out.
@@ -558,7 +567,7 @@ pub struct Response {
     pub allow_always_option: Option<usize>,
     /// For exec requests that were allowed: what happened.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub report: Option<ExecReport>,
+    pub report: Option<Box<ExecReport>>,
 }
 
 /// Parse a JSON payload strictly: duplicate keys anywhere are rejected before the typed

@@ -363,7 +363,7 @@ async fn handle(
         digest: prompt.digest.clone(),
         answer,
         allow_always_option: choice.filter(|_| answer == Answer::AllowAlways),
-        report,
+        report: report.map(Box::new),
     };
     let body = serde_json::to_vec(&response).map_err(|e| e.to_string())?;
     let frame = encode_response(token, &nonce, &request_mac, shared.clock.now_ms(), &body);

@@ -13,13 +13,19 @@ use serde_json::{Value, json};
 
 use crate::files::FileError;
 
-/// The structured form of a run report (also `warden exec --json`'s).
+/// The structured form of a run report (also `warden exec --json`'s). Whatever the
+/// outcome and whichever host ran it, `exitCode`, `signal`, `timedOut`, `cancelled` and
+/// `truncated` are there, each meaning one thing (see `docs/mcp.md`).
 pub fn report_json(report: &RunReport) -> Value {
     let mut v = json!({
         "runId": report.run_id,
         "host": report.host,
         "decision": report.decision,
         "exitCode": report.exit_code(),
+        "signal": Value::Null,
+        "timedOut": false,
+        "cancelled": false,
+        "truncated": false,
     });
     match &report.outcome {
         Outcome::Finished { output } => {
@@ -28,6 +34,8 @@ pub fn report_json(report: &RunReport) -> Value {
                 caps::ExitStatus::Signal(s) => s.into(),
                 caps::ExitStatus::Code(_) => Value::Null,
             };
+            v["stdoutSize"] = size_json(&output.stdout_size);
+            v["stderrSize"] = size_json(&output.stderr_size);
             v["stdout"] = output.stdout.clone().into();
             v["stderr"] = output.stderr.clone().into();
             let b64 = base64::engine::general_purpose::STANDARD;
@@ -52,11 +60,23 @@ pub fn report_json(report: &RunReport) -> Value {
         }
         Outcome::Cancelled { started } => {
             v["status"] = "cancelled".into();
+            v["cancelled"] = true.into();
             v["started"] = (*started).into();
         }
     }
     v["message"] = headline(report).into();
     v
+}
+
+/// A stream's size in the result: written, kept (and which), cut.
+fn size_json(size: &caps::StreamSize) -> Value {
+    json!({
+        "written": size.written,
+        "kept": size.kept(),
+        "keptFirst": size.kept_first,
+        "keptLast": size.kept_last,
+        "cut": size.is_cut(),
+    })
 }
 
 /// The first line of a run's result: how it ended, with the exit code, where, how long.
@@ -72,7 +92,7 @@ fn headline(report: &RunReport) -> String {
                 format!("exit code {code}")
             };
             let cut = if output.truncated {
-                "; output past the 200,000-byte cap was dropped"
+                "; output was cut to fit the cap: the beginning and end of each stream are kept"
             } else {
                 ""
             };
@@ -93,8 +113,8 @@ fn headline(report: &RunReport) -> String {
 }
 
 /// One labelled stream of a finished run.
-fn stream(name: &str, text: &str, raw: Option<&Vec<u8>>) -> String {
-    if text.is_empty() {
+fn stream(name: &str, text: &str, raw: Option<&Vec<u8>>, size: &caps::StreamSize) -> String {
+    if text.is_empty() && size.written == 0 {
         return format!("--- {name}: empty ---");
     }
     let lossy = match raw {
@@ -103,10 +123,18 @@ fn stream(name: &str, text: &str, raw: Option<&Vec<u8>>) -> String {
         }
         None => String::new(),
     };
-    // The size of what the command wrote (and was kept), not of the text shown: each
-    // invalid byte is shown as a three-byte replacement character.
-    let size = raw.map_or(text.len(), Vec::len);
-    let mut block = format!("--- {name} ({size} bytes{lossy}) ---\n{text}");
+    // The size of what the command wrote, not of the text shown: each invalid byte is
+    // shown as a three-byte replacement character, and a cut stream shows a marker.
+    let written = size.written;
+    let kept = if size.is_cut() {
+        format!(
+            ", cut to its first {} and last {}",
+            size.kept_first, size.kept_last
+        )
+    } else {
+        String::new()
+    };
+    let mut block = format!("--- {name} ({written} bytes{kept}{lossy}) ---\n{text}");
     if !block.ends_with('\n') {
         block.push('\n');
     }
@@ -120,8 +148,18 @@ pub fn report_text(report: &RunReport) -> String {
     match &report.outcome {
         Outcome::Finished { output } => format!(
             "{head}\n{}\n{}",
-            stream("stdout", &output.stdout, output.stdout_bytes.as_ref()),
-            stream("stderr", &output.stderr, output.stderr_bytes.as_ref()),
+            stream(
+                "stdout",
+                &output.stdout,
+                output.stdout_bytes.as_ref(),
+                &output.stdout_size
+            ),
+            stream(
+                "stderr",
+                &output.stderr,
+                output.stderr_bytes.as_ref(),
+                &output.stderr_size
+            ),
         ),
         _ => head,
     }

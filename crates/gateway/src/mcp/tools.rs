@@ -104,13 +104,16 @@ fn exec_output() -> Value {
                 },
                 "required": ["decision", "reason", "rule"]
             },
-            "stdout": {"type": "string", "description": "Standard output (lossy where it is not UTF-8: see stdoutBase64)."},
-            "stderr": {"type": "string"},
-            "stdoutBase64": {"type": "string", "contentEncoding": "base64", "description": "The exact bytes of stdout, present only when they are not UTF-8."},
+            "stdout": {"type": "string", "description": "Standard output (lossy where it is not UTF-8: see stdoutBase64). When it was cut: its beginning, a line `… (truncated: N bytes dropped here; …) …`, its end."},
+            "stderr": {"type": "string", "description": "Standard error, likewise. Its end is always here when the command wrote any."},
+            "stdoutBase64": {"type": "string", "contentEncoding": "base64", "description": "The exact kept bytes of stdout (the first keptFirst, then the last keptLast), present only when they are not UTF-8."},
             "stderrBase64": {"type": "string", "contentEncoding": "base64"},
-            "signal": {"type": ["integer", "null"]},
-            "truncated": {"type": "boolean", "description": "Output past the 200,000-byte cap was dropped."},
-            "timedOut": {"type": "boolean"},
+            "stdoutSize": stream_size(),
+            "stderrSize": stream_size(),
+            "signal": {"type": ["integer", "null"], "description": "The signal that killed the command, or null."},
+            "truncated": {"type": "boolean", "description": "Some output was dropped to keep within the 200,000-byte cap (see stdoutSize and stderrSize)."},
+            "timedOut": {"type": "boolean", "description": "The run hit its timeout and its process tree was killed."},
+            "cancelled": {"type": "boolean", "description": "The call was cancelled (the command, if started, was killed)."},
             "durationMs": {"type": "integer", "minimum": 0},
             "reason": {"type": "string", "description": "Machine-readable reason of a denial."},
             "rule": {"type": "string", "description": "The rule that denied it."},
@@ -118,7 +121,22 @@ fn exec_output() -> Value {
             "started": {"type": "boolean", "description": "For a cancelled run: whether the command had started."},
             "events": events_schema()
         },
-        "required": ["message", "status", "exitCode", "runId", "host", "decision", "events"]
+        "required": ["message", "status", "exitCode", "signal", "timedOut", "cancelled", "truncated", "runId", "host", "decision", "events"]
+    })
+}
+
+/// What a command wrote to one stream, and which bytes of it the result keeps.
+fn stream_size() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "written": {"type": "integer", "minimum": 0, "description": "Bytes the command wrote."},
+            "kept": {"type": "integer", "minimum": 0, "description": "Bytes in the result (keptFirst + keptLast)."},
+            "keptFirst": {"type": "integer", "minimum": 0, "description": "Kept bytes from the stream's beginning."},
+            "keptLast": {"type": "integer", "minimum": 0, "description": "Kept bytes from the stream's end (0 unless cut)."},
+            "cut": {"type": "boolean", "description": "Bytes between the two were dropped."}
+        },
+        "required": ["written", "kept", "keptFirst", "keptLast", "cut"]
     })
 }
 

@@ -38,11 +38,12 @@ mod spec;
 pub(crate) use fs::keep_executable_only;
 pub use spec::{Op, Spec, parse};
 
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::AsRawFd;
 
 use nix::libc;
 
 use crate::confine::{drop_privileges, install_merged, read_program};
+use crate::exit_report::End;
 use crate::helper::fail;
 
 /// The helper's argument that selects the builder: `HELPER __sandbox-build <bubblewrap's
@@ -275,7 +276,7 @@ fn pid1(spec: &Spec, fd_sources: &[fs::FdSource], helper_args: &[String]) -> ! {
         ),
         Ok(nix::unistd::ForkResult::Parent { child }) => {
             let status = spec.status_fd.unwrap_or(-1);
-            let code = match (watch, pair) {
+            let end = match (watch, pair) {
                 (Some((report, roots)), Some((ours, theirs))) => {
                     drop(theirs);
                     close_all_but(&[report, ours.as_raw_fd(), status]);
@@ -286,7 +287,7 @@ fn pid1(spec: &Spec, fd_sources: &[fs::FdSource], helper_args: &[String]) -> ! {
                     reap_until(child)
                 }
             };
-            exit_reporting(spec.status_fd, code)
+            exit_reporting(spec.status_fd, end)
         }
         Err(e) => fail(&format!("fork: {e}")),
     }
@@ -312,15 +313,15 @@ fn close_all_but(keep: &[i32]) {
     close_from(from);
 }
 
-/// Reap every process left to pid 1 until `command` ends; its status: the exit code, or
-/// 128 + the signal that killed it.
-fn reap_until(command: nix::unistd::Pid) -> i32 {
+/// Reap every process left to pid 1 until `command` ends; how it ended.
+fn reap_until(command: nix::unistd::Pid) -> End {
     use nix::sys::wait::{WaitStatus, waitpid};
     loop {
         match waitpid(None, None) {
-            Ok(WaitStatus::Exited(pid, code)) if pid == command => return code,
-            Ok(WaitStatus::Signaled(pid, signal, _)) if pid == command => {
-                return 128 + signal as i32;
+            Ok(status @ (WaitStatus::Exited(pid, _) | WaitStatus::Signaled(pid, _, _)))
+                if pid == command =>
+            {
+                return End::from_wait(status);
             }
             Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => fail(&format!("waitpid: {e}")),
@@ -329,9 +330,10 @@ fn reap_until(command: nix::unistd::Pid) -> i32 {
 }
 
 /// pid 1's end: the command's status reported on the status descriptor, if asked for
-/// (bubblewrap's `--json-status-fd` line) — before the sandbox is torn down, which this
-/// process's exit does next, so that Warden need not wait for that — then the exit.
-fn exit_reporting(status_fd: Option<i32>, code: i32) -> ! {
+/// (bubblewrap's `--json-status-fd` line, naming a signal too: see
+/// [`crate::exit_report`]) — before the sandbox is torn down, which this process's exit
+/// does next, so that Warden need not wait for that — then the exit with its code.
+fn exit_reporting(status_fd: Option<i32>, end: End) -> ! {
     if let Some(fd) = status_fd {
         // Every other descriptor first — the output pipes, the watch report — so that
         // their readers see end of file with the status, not after this exit.
@@ -341,12 +343,10 @@ fn exit_reporting(status_fd: Option<i32>, code: i32) -> ! {
             libc::syscall(libc::SYS_close_range, 0u32, fd as u32 - 1, 0u32);
             libc::syscall(libc::SYS_close_range, fd as u32 + 1, u32::MAX, 0u32);
         }
-        // SAFETY: the descriptor was handed to this process for this; borrowed here only.
-        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
-        let _ = rustix::io::write(fd, format!("{{ \"exit-code\": {code} }}\n").as_bytes());
+        crate::exit_report::write(fd, end);
     }
     // SAFETY: _exit ends the process at once: nothing is left to flush.
-    unsafe { libc::_exit(code) }
+    unsafe { libc::_exit(end.code()) }
 }
 
 /// `lo` up in the new network namespace (bubblewrap does the same), so that a command can

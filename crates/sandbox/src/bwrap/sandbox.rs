@@ -440,7 +440,17 @@ impl Bwrap {
             keep.push(fd);
             (2 + keep.len()) as i32
         });
+        let mut status_fd = None;
         if let Some(fd) = status {
+            // bubblewrap's own line says 128 + S for a signal; the helper, waiting for the
+            // command, says which (see `crate::exit_report`) on the same pipe, first.
+            if matches!(self.builder, Builder::Bubblewrap(_)) {
+                let theirs = fd
+                    .try_clone()
+                    .map_err(|e| CapsError::from_io("dup", "the status pipe", e))?;
+                keep.push(theirs);
+                status_fd = Some((2 + keep.len()) as i32);
+            }
             keep.push(fd);
             args.extend(["--json-status-fd".to_owned(), (2 + keep.len()).to_string()]);
         }
@@ -491,6 +501,7 @@ impl Bwrap {
             seccomp_fds,
             run_as,
             watch_fd,
+            status_fd,
             watch_roots: self.policy.writable_paths.clone(),
             arg0: arg0.map(str::to_owned),
             argv: argv.to_vec(),

@@ -85,14 +85,13 @@ pub(crate) fn report_unavailable(report_fd: RawFd, why: String) {
 /// other seccomp programs) and sends their listener over `socket` — or why there is none
 /// — then executes the command itself, with no watching process in between. pid 1
 /// answers every notification, reaps every process left to it (it is the pid
-/// namespace's init), and when `command` ends writes the report and returns its status —
-/// 128 + the signal that killed it, as pid 1 reports any command.
+/// namespace's init), and when `command` ends writes the report and returns how it ended.
 pub(crate) fn observe_as_pid1(
     report_fd: RawFd,
     writable: &[PathBuf],
     socket: OwnedFd,
     command: nix::unistd::Pid,
-) -> i32 {
+) -> crate::exit_report::End {
     use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
     use nix::sys::signalfd::{SfdFlags, SignalFd};
     use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
@@ -158,20 +157,29 @@ pub(crate) fn observe_as_pid1(
         Err(why) => report::unavailable(why.clone()),
     };
     write_all(report_fd, &report);
-    match status {
-        WaitStatus::Exited(_, code) => code,
-        WaitStatus::Signaled(_, signal, _) => 128 + signal as i32,
-        _ => 125,
-    }
+    crate::exit_report::End::from_wait(status)
 }
 
-/// Run `command` watched, report to `report_fd`, and exit with its status. Never returns.
-pub fn run(report_fd: RawFd, writable: &[PathBuf], command: &dyn Exec) -> ! {
+/// Run `command` watched, report to `report_fd` — and how it ended to `status_fd`, if
+/// given (see [`crate::exit_report`]) — and exit with its status. Never returns.
+pub fn run(
+    report_fd: RawFd,
+    status_fd: Option<RawFd>,
+    writable: &[PathBuf],
+    command: &dyn Exec,
+) -> ! {
     use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
     use nix::sys::wait::{WaitStatus, waitpid};
     use nix::unistd::{ForkResult, fork};
 
     prepare_report(report_fd);
+    // Without a watch the command still runs, and its end is still reported.
+    let unwatched = || -> ! {
+        match status_fd {
+            Some(fd) => crate::exit_report::wait_and_report(fd, command),
+            None => command.exec(),
+        }
+    };
     let program = program().map_err(|e| e.to_string());
     let pair = socketpair(
         AddressFamily::Unix,
@@ -181,14 +189,14 @@ pub fn run(report_fd: RawFd, writable: &[PathBuf], command: &dyn Exec) -> ! {
     );
     if let Err(why) = available() {
         write_all(report_fd, &report::unavailable(why));
-        command.exec()
+        unwatched()
     }
     let (Ok(program), Ok((parent_end, child_end))) = (program, pair) else {
         write_all(
             report_fd,
             &report::unavailable("cannot set up the write watch".into()),
         );
-        command.exec()
+        unwatched()
     };
     // SAFETY: the helper is single-threaded here (it has started no threads), so the
     // child may run arbitrary code before it executes the command.
@@ -220,6 +228,9 @@ pub fn run(report_fd: RawFd, writable: &[PathBuf], command: &dyn Exec) -> ! {
                 Err(why) => (waitpid(child, None), report::unavailable(why)),
             };
             write_all(report_fd, &report);
+            if let (Some(fd), Ok(status)) = (status_fd, &status) {
+                crate::exit_report::write(fd, crate::exit_report::End::from_wait(*status));
+            }
             match status {
                 Ok(WaitStatus::Exited(_, code)) => std::process::exit(code),
                 Ok(WaitStatus::Signaled(_, signal, _)) => reraise(signal),

@@ -82,8 +82,9 @@ pub struct ProcessSpec {
     /// makes them itself.
     pub born_in: NewNamespaces,
     /// The read end of a pipe on which the process reports its exit status before it
-    /// exits, as bubblewrap's `--json-status-fd` does (a line `{ "exit-code": N }`). The
-    /// run then ends when the report comes — the sandbox's pid 1 sends it before its
+    /// exits, as bubblewrap's `--json-status-fd` does (a line `{ "exit-code": N }`, with
+    /// `"signal": S` when Warden's sandbox knows a signal ended the command). The run
+    /// then ends when the report comes — the sandbox's pid 1 sends it before its
     /// namespaces are torn down — not when the process is gone (it is reaped later). A
     /// pipe that closes without one changes nothing: the run ends with the process.
     pub exit_report: Option<OwnedFd>,
@@ -275,9 +276,9 @@ pub async fn supervise_live(
     let status = match reported {
         // The leader said how its command ended and is on its way out: it is reaped in
         // the background, not waited for.
-        Some(code) => {
+        Some(status) => {
             guard.reap_in_background();
-            ExitStatus::Code(code)
+            status
         }
         None => guard
             .reap()
@@ -408,8 +409,11 @@ async fn write_stdin(stdin: Option<OwnedFd>, bytes: Option<Vec<u8>>) {
 
 /// Resolves when process `pid` has exited — or, with an exit report (see
 /// [`ProcessSpec::exit_report`]), when it reported its status, whichever comes first:
-/// `Some(code)` when the report decided.
-async fn wait_for_end(pid: libc::pid_t, report: Option<OwnedFd>) -> std::io::Result<Option<i32>> {
+/// `Some(status)` when the report decided.
+async fn wait_for_end(
+    pid: libc::pid_t,
+    report: Option<OwnedFd>,
+) -> std::io::Result<Option<ExitStatus>> {
     let exited = wait_for_exit(pid);
     tokio::pin!(exited);
     if let Some(report) = report {
@@ -427,9 +431,9 @@ async fn wait_for_end(pid: libc::pid_t, report: Option<OwnedFd>) -> std::io::Res
     exited.await.map(|()| None)
 }
 
-/// The exit code reported on `fd` (`{ "exit-code": N }`, after any other lines), or
+/// The exit status reported on `fd` (`{ "exit-code": N }`, after any other lines), or
 /// `None` if the pipe closes without one (or cannot be read).
-async fn reported_exit(fd: OwnedFd) -> Option<i32> {
+async fn reported_exit(fd: OwnedFd) -> Option<ExitStatus> {
     let mut pipe = tokio::net::unix::pipe::Receiver::from_owned_fd(fd).ok()?;
     let mut text = Vec::new();
     let mut buf = [0u8; 512];
@@ -440,8 +444,8 @@ async fn reported_exit(fd: OwnedFd) -> Option<i32> {
             return None;
         }
         text.extend_from_slice(&buf[..n]);
-        if let Some(code) = exit_code_in(&text) {
-            return Some(code);
+        if let Some(status) = exit_status_in(&text) {
+            return Some(status);
         }
         if text.len() > 64 * 1024 {
             return None;
@@ -449,19 +453,30 @@ async fn reported_exit(fd: OwnedFd) -> Option<i32> {
     }
 }
 
-/// The exit code of the first complete `{ "exit-code": N }` line in `text`.
-fn exit_code_in(text: &[u8]) -> Option<i32> {
+/// The status in the first complete `{ "exit-code": N }` line in `text`: a signal when
+/// the line also says `"signal": S` and N is 128 + S (what a shell would report for it),
+/// else the code. bubblewrap's own lines say only the code, 128 + S for a signal too.
+fn exit_status_in(text: &[u8]) -> Option<ExitStatus> {
     let text = std::str::from_utf8(text).ok()?;
     let complete = &text[..text.rfind('\n')? + 1];
     complete.lines().find_map(|line| {
-        let rest = line.split_once("\"exit-code\"")?.1.trim_start();
-        let value = rest.strip_prefix(':')?.trim_start();
-        let digits: String = value
-            .chars()
-            .take_while(|c| c.is_ascii_digit() || *c == '-')
-            .collect();
-        digits.parse().ok()
+        let code = number_after(line, "\"exit-code\"")?;
+        Some(match number_after(line, "\"signal\"") {
+            Some(signal) if signal > 0 && code == 128 + signal => ExitStatus::Signal(signal),
+            _ => ExitStatus::Code(code),
+        })
     })
+}
+
+/// The integer after `key` and a colon in `line`.
+fn number_after(line: &str, key: &str) -> Option<i32> {
+    let rest = line.split_once(key)?.1.trim_start();
+    let value = rest.strip_prefix(':')?.trim_start();
+    let digits: String = value
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '-')
+        .collect();
+    digits.parse().ok()
 }
 
 /// Resolves when process `pid` has exited, without reaping it.
@@ -696,16 +711,25 @@ mod tests {
 
     #[test]
     fn an_exit_report_is_read_from_complete_lines_only() {
-        assert_eq!(exit_code_in(b"{ \"exit-code\": 3 }\n"), Some(3));
+        let code = |t: &[u8]| exit_status_in(t);
+        assert_eq!(code(b"{ \"exit-code\": 3 }\n"), Some(ExitStatus::Code(3)));
         // bubblewrap's first line, then the status.
         let both =
             b"{ \"child-pid\": 12, \"pid-namespace\": 4026531836 }\n{ \"exit-code\": 141 }\n";
-        assert_eq!(exit_code_in(both), Some(141));
-        assert_eq!(exit_code_in(b"{ \"child-pid\": 12 }\n"), None);
+        assert_eq!(code(both), Some(ExitStatus::Code(141)));
+        assert_eq!(code(b"{ \"child-pid\": 12 }\n"), None);
         // Not yet a whole line: wait for the rest.
-        assert_eq!(exit_code_in(b"{ \"exit-code\": 1"), None);
-        assert_eq!(exit_code_in(b"{ \"exit-code\": x }\n"), None);
-        assert_eq!(exit_code_in(b"\xff\n"), None);
+        assert_eq!(code(b"{ \"exit-code\": 1"), None);
+        assert_eq!(code(b"{ \"exit-code\": x }\n"), None);
+        assert_eq!(code(b"\xff\n"), None);
+        // Warden's sandbox says when a signal ended the command; the first report wins.
+        let signalled = b"{ \"exit-code\": 137, \"signal\": 9 }\n{ \"exit-code\": 137 }\n";
+        assert_eq!(code(signalled), Some(ExitStatus::Signal(9)));
+        // A signal that does not match the code is not believed.
+        assert_eq!(
+            code(b"{ \"exit-code\": 0, \"signal\": 9 }\n"),
+            Some(ExitStatus::Code(0))
+        );
     }
 
     #[test]
