@@ -364,11 +364,46 @@ mod tests {
                 exit_code: 127,
             },
         ] {
+            let cancelled = matches!(outcome, Outcome::Cancelled { .. });
             let v = exec_result(&report(outcome, allow()), vec![])
                 .structured_content
                 .unwrap();
             assert!(validator("exec").is_valid(&v), "{v:#}");
+            // The outcome fields are in every result, each meaning one thing.
+            assert_eq!(v["cancelled"], cancelled, "{v:#}");
+            assert_eq!(
+                (&v["signal"], &v["timedOut"], &v["truncated"]),
+                (&Value::Null, &json!(false), &json!(false))
+            );
         }
+    }
+
+    #[test]
+    fn a_cut_stream_says_what_was_written_and_which_ends_are_kept() {
+        let stdout = "line\n".repeat(100);
+        let r = exec_result(
+            &report(finished(stdout.as_bytes(), b"the error\n", 100), allow()),
+            vec![],
+        );
+        let v = r.structured_content.unwrap();
+        assert!(validator("exec").is_valid(&v), "{v:#}");
+        assert_eq!(
+            v["stdoutSize"],
+            json!({"written": 500, "kept": 90, "keptFirst": 45, "keptLast": 45, "cut": true})
+        );
+        assert_eq!(v["stderrSize"]["cut"], false);
+        assert_eq!(v["stderr"], "the error\n");
+        assert_eq!(v["truncated"], true);
+        let text = &r.content[0].as_text().unwrap().text;
+        assert!(
+            text.contains("--- stdout (500 bytes, cut to its first 45 and last 45) ---"),
+            "{text}"
+        );
+        assert!(
+            text.contains("… (truncated: 410 bytes dropped here"),
+            "{text}"
+        );
+        assert!(text.contains("the beginning and end of each stream are kept"));
     }
 
     #[test]

@@ -43,6 +43,11 @@ pub const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
 /// a full pipe.
 const READ_CHUNK: usize = 128 * 1024;
 
+/// How long an exit report already written is read for once the process has exited (see
+/// `wait_for_end`): what is in the pipe is there at once; only a writer that escaped
+/// every containment could make this wait.
+const REPORT_AFTER_EXIT: Duration = Duration::from_millis(100);
+
 /// Where the child starts.
 #[derive(Debug)]
 pub enum WorkingDir {
@@ -420,7 +425,17 @@ async fn wait_for_end(
         let reported = reported_exit(report);
         tokio::pin!(reported);
         tokio::select! {
-            result = &mut exited => return result.map(|()| None),
+            result = &mut exited => {
+                result?;
+                // Both may be ready at once (the process wrote its report and exited):
+                // a report already written still says how the command ended — bubblewrap's
+                // exit code cannot tell a signal from 128 + N. Every writer is gone with
+                // the process, so this is a read of what is there, bounded all the same.
+                return Ok(tokio::time::timeout(REPORT_AFTER_EXIT, reported)
+                    .await
+                    .ok()
+                    .flatten());
+            }
             code = &mut reported => {
                 if let Some(code) = code {
                     return Ok(Some(code));
