@@ -355,6 +355,38 @@ async fn the_gateway_host_and_both_sandbox_builders_report_the_same_outcomes() {
     }
 }
 
+/// The status line is out of the command's reach: inside the sandbox's pid namespace it
+/// writes a forged `{ "exit-code": 0 }` into every descriptor of every process it can
+/// open through `/proc`, then is killed — and the result still names the signal. (The
+/// process that waits for the command, pid 1 or the helper, is not dumpable; its status
+/// descriptor is close-on-exec.)
+#[test]
+fn a_command_cannot_forge_its_own_end_in_the_sandbox() {
+    if !bwrap_usable() {
+        return;
+    }
+    let (_ws, ws) = bridge_support::workspace();
+    let forge = "for f in /proc/[0-9]*/fd/*; do printf '{ \"exit-code\": 0 }\\n' > \"$f\"; done 2>/dev/null; \
+                 kill -KILL $$";
+    for builder in ["warden", "bubblewrap"] {
+        let home = open_home(
+            "sandbox",
+            &format!(
+                "[sandbox]\nbuilder = \"{builder}\"\nwritable_paths = [\"{}\"]\n",
+                ws.display()
+            ),
+        );
+        let r = cli_exec(home.path(), &ws, forge, None);
+        assert_eq!(r["host"], "sandbox", "{}", brief(&r));
+        assert_eq!(
+            (&r["exitCode"], &r["signal"]),
+            (&json!(137), &json!(9)),
+            "{builder}: {}",
+            brief(&r)
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_container_host_reports_the_same_outcomes() {
     let Some(fx) = podman::Fixture::start("results") else {
