@@ -98,10 +98,16 @@ async fn connect(url: &GatewayUrl, id: &str, token: &str) -> Result<Conn, bridge
         token: token.to_owned(),
     };
     let keys = handshake::node_side(&mut t, &me).await?;
+    // A hostile node never gives up on the gateway's silence itself (a gateway busy
+    // reading its flood may say nothing for a while): when this connection ends, the
+    // gateway ended it.
     Ok(conn::start(
         t,
         keys,
-        Heartbeat::every(Duration::from_millis(500)),
+        Heartbeat {
+            interval: Duration::from_millis(500),
+            dead_after: Duration::from_secs(600),
+        },
     ))
 }
 
