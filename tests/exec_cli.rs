@@ -3,6 +3,8 @@
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 // Test helpers panic on failure by design.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// A test that cannot run says so on stderr.
+#![allow(clippy::print_stderr)]
 
 mod support;
 
@@ -327,12 +329,12 @@ fn an_allowlisted_git_does_not_run_code_through_its_flags_unless_the_entry_says_
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("git -c alias.*: runs arbitrary commands"),
+        stderr.contains("git -c alias.x: sets \"alias.x\", a configuration key the git grammar does not know to be safe"),
         "{stderr}"
     );
     assert!(!marker.exists(), "the alias ran");
-    // An entry that allows that flag by name: it runs (the vector is real).
-    with_entry(serde_json::json!({"pattern": git, "allowFlags": ["-c alias.*"]}));
+    // An entry that allows those words by name: it runs (the vector is real).
+    with_entry(serde_json::json!({"pattern": git, "allowFlags": ["-c alias.*", "x"]}));
     let out = exec(&["-c", &alias, "x"]);
     support::assert_success(&out);
     assert!(marker.exists());
@@ -340,4 +342,103 @@ fn an_allowlisted_git_does_not_run_code_through_its_flags_unless_the_entry_says_
     with_entry(serde_json::json!({"pattern": git, "args": ["--version"], "argsMatch": "exact"}));
     assert!(exec(&["--version"]).status.success());
     assert_eq!(exec(&["--help"]).status.code(), Some(77));
+}
+
+#[test]
+fn a_bare_entry_allows_what_the_grammar_accepts_and_names_the_first_word_it_does_not() {
+    let tmp = support::warden_home();
+    let h = tmp.path();
+    let work = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| {
+        let status = std::process::Command::new("git")
+            .args(args)
+            .current_dir(work.path())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", work.path())
+            .output()
+            .unwrap();
+        assert!(status.status.success(), "{status:?}");
+    };
+    git(&["init", "-q", "."]);
+    for message in ["1", "2"] {
+        let identity = ["-c", "user.name=t", "-c", "user.email=t@t"];
+        git(&[
+            &identity[..],
+            &["commit", "-q", "--allow-empty", "-m", message],
+        ]
+        .concat());
+    }
+    let mut entries = Vec::new();
+    for program in ["git", "vim", "sed"] {
+        if let Some(path) = ["/usr/local/bin", "/usr/bin", "/bin"]
+            .iter()
+            .map(|d| std::path::Path::new(d).join(program))
+            .find(|p| p.exists())
+        {
+            entries.push(serde_json::json!({"pattern": std::fs::canonicalize(path).unwrap()}));
+        }
+    }
+    let approvals = serde_json::json!({
+        "version": 1,
+        "defaults": {"security": "allowlist", "ask": "off", "askFallback": "deny"},
+        "agents": {"main": {"allowlist": entries}}
+    });
+    support::configure(
+        h,
+        "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\nask = \"off\"\n",
+        &approvals.to_string(),
+    );
+    let exec = |script: &str| {
+        support::warden_in(h)
+            .args(["exec", "--cwd"])
+            .arg(work.path())
+            .args(["--shell", script])
+            .env("HOME", work.path())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap()
+    };
+    // Everyday use, `~` inside a word included (bash does not expand it there).
+    for plain in [
+        "git log --oneline HEAD~1..HEAD",
+        "git diff HEAD~1",
+        "git log -1 --format=%s",
+        "git log -p --output=log.txt",
+        "git config --get core.bare",
+    ] {
+        let out = exec(plain);
+        support::assert_success(&out);
+    }
+    assert!(work.path().join("log.txt").exists());
+    // A write outside the run's working directory: refused, naming the word and why.
+    let outside = elsewhere.path().join("x");
+    let out = exec(&format!("git log --output={}", outside.display()));
+    assert_eq!(out.status.code(), Some(77), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("git --output: writes to")
+            && stderr.contains("outside the run's writable paths"),
+        "{stderr}"
+    );
+    assert!(!outside.exists());
+    // Git's own files, even inside: refused.
+    let out = exec("git log --output=.git/config");
+    assert_eq!(out.status.code(), Some(77), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("one of Git's own files"));
+    // A write form of git config: refused.
+    let out = exec("git config core.pager cat");
+    assert_eq!(out.status.code(), Some(77), "{out:?}");
+    // An editor reading commands from a pipe the command line controls: refused.
+    if std::path::Path::new("/usr/bin/vim").exists() {
+        let out = exec("sed -n 1p .git/HEAD | vim -es");
+        assert_eq!(out.status.code(), Some(77), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("reads commands from its standard input"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    } else {
+        eprintln!("SKIPPED: vim is not installed; the pipe into an editor was not tried");
+    }
 }

@@ -150,6 +150,7 @@ pub fn median_decision(rounds: usize) -> Duration {
         allowlist: &allowlist,
         cache: Some(&cache),
         protected: &[],
+        writable: &[],
     };
     let config = Config::parse(
         "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\n[[agents.list]]\nid = \"coder\"\ntools.exec.ask = \"on-miss\"\n",
@@ -212,6 +213,7 @@ pub fn profile() {
         allowlist: &allowlist,
         cache: Some(&cache),
         protected: &[],
+        writable: &[],
     };
     for c in &corpus {
         std::hint::black_box(policy::evaluate(CommandInput::Shell(c), &ctx));

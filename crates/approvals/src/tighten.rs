@@ -451,7 +451,14 @@ mod tests {
                 Security::Full => ceiling.ask != Ask::Always,
                 Security::Allowlist => {
                     ceiling.ask != Ask::Always
-                        && list.match_command(&exe(&argv[0]), argv).rule.is_some()
+                        && list
+                            .match_command(
+                                &exe(&argv[0]),
+                                argv,
+                                &policy::profiles::Invocation::example(),
+                            )
+                            .rule
+                            .is_some()
                 }
             }
         }

@@ -340,13 +340,29 @@ impl Allowlist {
     /// Match one segment: `exe` is the resolved program, `argv` its words (argv[0] as
     /// invoked). The first entry whose path and arguments match and which allows every
     /// profile hit wins.
-    pub fn match_command(&self, exe: &ResolvedExe, argv: &[String]) -> RuleMatch {
+    pub fn match_command(
+        &self,
+        exe: &ResolvedExe,
+        argv: &[String],
+        inv: &crate::profiles::Invocation<'_>,
+    ) -> RuleMatch {
+        self.match_with_hits(exe, argv, self.hits(exe, argv, inv))
+    }
+
+    /// [`Allowlist::match_command`] with the profile hits already found
+    /// ([`Profiles::examine`]).
+    pub fn match_with_hits(
+        &self,
+        exe: &ResolvedExe,
+        argv: &[String],
+        hits: Vec<ProfileHit>,
+    ) -> RuleMatch {
         let args = argv.get(1..).unwrap_or_default();
         let candidates = self.candidates(exe, Some(args.first().map(String::as_str)));
         // The hits are wanted even when no entry names the program: "allow always"
         // stores a command that uses one exactly as written.
         let mut result = RuleMatch {
-            hits: self.hits(exe, argv),
+            hits,
             ..RuleMatch::default()
         };
         for index in candidates {
@@ -372,18 +388,15 @@ impl Allowlist {
 
     /// The profile hits of a segment, by both the name it was called by and the name of
     /// the file it resolved to (`awk` → `mawk`, `vi` → `vim.basic`).
-    pub fn hits(&self, exe: &ResolvedExe, argv: &[String]) -> Vec<ProfileHit> {
+    pub fn hits(
+        &self,
+        exe: &ResolvedExe,
+        argv: &[String],
+        inv: &crate::profiles::Invocation<'_>,
+    ) -> Vec<ProfileHit> {
         let invoked = base_name(argv.first().map_or("", String::as_str));
         let resolved = exe.path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        let mut hits = self.profiles.hits(invoked, argv);
-        if resolved != invoked {
-            for h in self.profiles.hits(resolved, argv) {
-                if !hits.iter().any(|x| x.name == h.name) {
-                    hits.push(h);
-                }
-            }
-        }
-        hits
+        self.profiles.examine(&[invoked, resolved], argv, inv).hits
     }
 }
 

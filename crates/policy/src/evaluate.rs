@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::allowlist::Allowlist;
 use crate::exe::{ResolveFailure, ResolvedExe, TrustedPath, resolve_executable};
-use crate::profiles::ProfileHit;
+use crate::profiles::{GrammarTrace, Invocation, ProfileHit};
 use crate::rules::RuleSpec;
 use crate::shell::{Chain, CommandInput, Miss, Segment, analyze, base_name, quote};
 
@@ -86,6 +86,10 @@ pub struct EvalContext<'a> {
     /// them): an argument that reaches one makes the segment a miss
     /// ([`crate::protected`]).
     pub protected: &'a [std::path::PathBuf],
+    /// Where the run may write besides its working directory (`sandbox.writable_paths`):
+    /// a path a program's grammar marks as written must lie inside one of these or the
+    /// working directory.
+    pub writable: &'a [std::path::PathBuf],
 }
 
 impl EvalContext<'_> {
@@ -124,9 +128,13 @@ pub struct LeafMatch {
     /// That entry as stored.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rule: Option<RuleSpec>,
-    /// Flags, subcommands and script commands of its program's profile that it uses.
+    /// Words its program's grammar refused, or flags, subcommands and script commands of
+    /// its program's rules that it uses.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub profile: Vec<ProfileHit>,
+    /// How its program's grammar read it, word by word (programs with a grammar).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grammar: Option<GrammarTrace>,
     /// Why an entry naming this program (and its arguments) does not allow it: the
     /// profile hits it does not allow.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -151,6 +159,7 @@ impl LeafMatch {
             matched: None,
             rule: None,
             profile: Vec::new(),
+            grammar: None,
             blocked: None,
         }
     }
@@ -221,23 +230,36 @@ pub fn evaluate(input: CommandInput<'_>, ctx: &EvalContext<'_>) -> Evaluation {
             impostor: None,
         };
     };
+    let mut writable = Vec::with_capacity(ctx.writable.len() + 1);
+    writable.push(ctx.cwd.to_path_buf());
+    writable.extend(ctx.writable.iter().cloned());
     let leaves: Vec<LeafMatch> = chain
-        .leaves()
+        .leaves_with_stdin()
         .into_iter()
-        .map(|segment| {
+        .map(|(segment, stdin_piped)| {
             let program = segment.program_word().to_owned();
             match ctx.resolve(&program) {
                 Ok(exe) => {
                     let command = &segment.argv[segment.program..];
-                    let m = ctx.allowlist.match_command(&exe, command);
-                    let profiles = ctx.allowlist.profiles();
+                    let inv = Invocation {
+                        fs: Some(ctx.fs),
+                        cwd: ctx.cwd,
+                        writable: &writable,
+                        protected: ctx.protected,
+                        stdin_piped,
+                    };
                     let resolved_name = exe.path.file_name().and_then(|n| n.to_str()).unwrap_or("");
                     let invoked = base_name(&program);
-                    let multi_command = profiles.is_multi_command(invoked)
-                        || profiles.is_multi_command(resolved_name);
-                    let subcommand = profiles
-                        .subcommand_index(invoked, command)
-                        .or_else(|| profiles.subcommand_index(resolved_name, command));
+                    // One reading per program: what its grammar refuses, how it read
+                    // each word, where the subcommand is.
+                    let examined = ctx
+                        .allowlist
+                        .profiles()
+                        .examine(&[invoked, resolved_name], command, &inv);
+                    let m = ctx.allowlist.match_with_hits(&exe, command, examined.hits);
+                    let multi_command = examined.multi_command;
+                    let subcommand = examined.subcommand;
+                    let grammar = examined.trace;
                     // An entry allows the program, not a way into Warden's own files.
                     let reaching = m.rule.as_ref().and_then(|_| {
                         crate::protected::reaches_protected(
@@ -279,6 +301,7 @@ pub fn evaluate(input: CommandInput<'_>, ctx: &EvalContext<'_>) -> Evaluation {
                         matched: m.rule.as_ref().map(RuleSpec::describe),
                         rule: m.rule,
                         profile: m.hits,
+                        grammar,
                         blocked,
                         program,
                         resolved: Some(exe),

@@ -171,6 +171,29 @@ impl Explanation {
                             let _ = writeln!(out, "      matches no allowlist entry");
                         }
                     }
+                    if let Some(trace) = &leaf.grammar {
+                        let refused = trace.words.iter().filter(|w| !w.accepted).count();
+                        let _ = writeln!(
+                            out,
+                            "      {} grammar: {}",
+                            trace.grammar,
+                            match refused {
+                                0 => "accepts every word".to_owned(),
+                                n => format!("refuses {n} word(s)"),
+                            }
+                        );
+                        let command = &leaf.argv[leaf.program_index..];
+                        for w in &trace.words {
+                            let word = command.get(w.index).map_or("", String::as_str);
+                            let _ = writeln!(
+                                out,
+                                "        {} {}: {}",
+                                if w.accepted { "+" } else { "-" },
+                                quote(word),
+                                w.verdict
+                            );
+                        }
+                    }
                     for hit in &leaf.profile {
                         let allowed = leaf
                             .rule

@@ -18,7 +18,7 @@
 //! let ceiling = HostCeiling { security: Security::Allowlist, ask: Ask::OnMiss, ask_fallback: AskFallback::Deny };
 //! let allowlist = Allowlist::compile(&["/usr/bin/rg".into()], Path::new("/home/u"), CaseMode::Sensitive);
 //! let trusted = TrustedPath::parse("/usr/bin:/bin");
-//! let ctx = EvalContext { fs: &fs, cwd: Path::new("/"), trusted_path: &trusted, allowlist: &allowlist, cache: None, protected: &[] };
+//! let ctx = EvalContext { fs: &fs, cwd: Path::new("/"), trusted_path: &trusted, allowlist: &allowlist, cache: None, protected: &[], writable: &[] };
 //! let (session, params, env) = (SessionOverrides::default(), ExecParams::default(), BTreeMap::new());
 //! let who = Requester { agent: "coder", session_id: "s1", session: &session, params: &params, env: &env };
 //! let host_env = BTreeMap::from([("HOME".to_string(), "/home/u".to_string())]);
@@ -77,7 +77,7 @@ pub use explain::{Explanation, Requester, explain};
 pub use modes::{Ask, AskFallback, ExecAllowlistMode, Host, PermissionMode, Security};
 pub use nodes::{MIN_ID_PREFIX, NodeInfo, normalize_name, select_node};
 pub use plan::{Launch, PlanError, PlanRequest, Plans, RunPlan, SHELL, hex};
-pub use profiles::{ProfileHit, Profiles};
+pub use profiles::{Examined, GrammarTrace, ProfileHit, Profiles};
 pub use resolve::{
     ExecParams, HostCeiling, ResolvedPolicy, SessionOverrides, Source, Sourced, resolve,
 };

@@ -57,7 +57,7 @@ pub fn reaches_protected(
 
 /// `path` with its longest existing beginning resolved (every symlink followed) and the
 /// rest appended as written.
-fn resolve_existing(fs: &dyn Fs, path: &Path) -> Option<PathBuf> {
+pub(crate) fn resolve_existing(fs: &dyn Fs, path: &Path) -> Option<PathBuf> {
     let mut rest: Vec<&std::ffi::OsStr> = Vec::new();
     for ancestor in path.ancestors() {
         if let Ok(real) = fs.canonicalize(ancestor) {
@@ -69,7 +69,7 @@ fn resolve_existing(fs: &dyn Fs, path: &Path) -> Option<PathBuf> {
 }
 
 /// The protected directory `path` is, lies inside, or lies above.
-fn related(path: &Path, protected: &[PathBuf]) -> Option<PathBuf> {
+pub(crate) fn related(path: &Path, protected: &[PathBuf]) -> Option<PathBuf> {
     protected
         .iter()
         .find(|p| path.starts_with(p) || p.starts_with(path))
@@ -78,7 +78,7 @@ fn related(path: &Path, protected: &[PathBuf]) -> Option<PathBuf> {
 
 /// `path` with `.` and `..` resolved lexically (the kernel resolves `..` after symlinks;
 /// the symlink-resolved check above covers what that changes).
-fn normalize(path: &Path) -> PathBuf {
+pub(crate) fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in path.components() {
         match c {

@@ -193,7 +193,8 @@ impl RuleSpec {
             let why_not = match args.matches(&argv[1..]) {
                 false => Some("its arguments do not match".to_owned()),
                 true => {
-                    let hits = profiles.hits(base_name(program), argv);
+                    let inv = crate::profiles::Invocation::example();
+                    let hits = profiles.hits(base_name(program), argv, &inv);
                     hits.iter()
                         .find(|h| !h.allowed_by(&self.allow_flags))
                         .map(|h| format!("{} is not allowed", h.label()))

@@ -118,24 +118,61 @@ fn a_profile_hit_is_a_miss_that_names_the_flag_unless_the_entry_allows_it() {
         panic!("{:?}", e.decision)
     };
     assert!(
-        why.contains("git -c alias.*: runs arbitrary commands"),
+        why.contains("git -c alias.x: sets \"alias.x\", a configuration key the git grammar does not know to be safe"),
         "{why}"
     );
     let text = e.to_text();
+    assert!(text.contains("profile: git -c alias.x: sets"), "{text}");
+    assert!(text.contains("no entry allows it"), "{text}");
+    assert!(text.contains("miss: git -c alias.x"), "{text}");
+    // The grammar's reading, word by word: what it accepted and what it refused.
+    assert!(text.contains("git grammar: refuses 2 word(s)"), "{text}");
+    assert!(text.contains("+ -c: option"), "{text}");
     assert!(
-        text.contains("profile: git -c alias.*: runs arbitrary commands"),
+        text.contains("- x: refused: a subcommand the git grammar does not know"),
         "{text}"
     );
-    assert!(text.contains("no entry allows it"), "{text}");
-    assert!(text.contains("miss: git -c alias.*"), "{text}");
     let json = serde_json::to_value(&e).unwrap();
     assert_eq!(
         json["evaluation"]["leaves"][0]["profile"][0]["name"],
-        "-c alias.*"
+        "-c alias.x"
+    );
+    // Word by word: `-c` accepted as an option, its value refused (and not also
+    // accepted), the alias refused as a subcommand.
+    let words = json["evaluation"]["leaves"][0]["grammar"]["words"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let verdicts: Vec<(u64, bool, &str)> = words
+        .iter()
+        .map(|w| {
+            (
+                w["index"].as_u64().unwrap(),
+                w["accepted"].as_bool().unwrap(),
+                w["verdict"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        verdicts,
+        vec![
+            (1, true, "option"),
+            (
+                2,
+                false,
+                "refused: sets \"alias.x\", a configuration key the git grammar does not know to be safe (keys such as alias.*, core.pager and diff.external run programs)"
+            ),
+            (
+                3,
+                false,
+                "refused: a subcommand the git grammar does not know"
+            ),
+        ]
     );
 
-    // Allowed by name: the same command is allowed, and explain says so.
-    let allowing = [rule("/usr/bin/git", None, false, &["-c alias.*"])];
+    // Allowed by name (a glob over names): the same command is allowed, and explain
+    // says so. The alias is a subcommand the grammar does not know: named too.
+    let allowing = [rule("/usr/bin/git", None, false, &["-c alias.*", "x"])];
     let e = explain_with(&fs, &allowing, "git -c 'alias.x=!id > FILE' x");
     assert!(e.decision.is_allow());
     assert!(
@@ -293,7 +330,7 @@ fn entries_that_cannot_hold_are_set_aside_and_say_why() {
         "{reasons:?}"
     );
     assert!(
-        reasons[2].contains("git -c alias.* is not allowed"),
+        reasons[2].contains("git -c alias.x is not allowed"),
         "{reasons:?}"
     );
     assert!(reasons[3].contains("lone"), "{reasons:?}");

@@ -166,6 +166,7 @@ fn check(stubs: &Stubs, script: &str) -> bool {
         allowlist: &allowlist,
         cache: None,
         protected: &[],
+        writable: &[],
     };
     let evaluation = evaluate(CommandInput::Shell(script), &ctx);
     for status in [0u8, 1] {

@@ -220,6 +220,7 @@ fn rebuilt_command_names_the_resolved_files() {
         allowlist: &allowlist,
         cache: None,
         protected: &[],
+        writable: &[],
     };
     let e = policy::evaluate(
         CommandInput::Shell("ls 'a b' && cat \"it's\" | env ls"),

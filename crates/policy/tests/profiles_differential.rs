@@ -1,9 +1,10 @@
-//! Differential test against the real programs: every code-running or path-writing vector
-//! of the shipped profiles is run with the real program (where installed), to show it
-//! really executes (it creates a marker file), and then evaluated by Warden against an
-//! allowlist entry for that very program — which must refuse it, naming the flag. A
-//! benign use of each program is run and allowed, and an entry that allows the flags by
-//! name allows the vector: nothing else got in the way.
+//! Differential test against the real programs, the known attacks: every code-running or
+//! path-writing vector is run with the real program (where installed), to show it
+//! really executes or writes (it creates a marker file outside the working directory),
+//! and then evaluated by Warden against an allowlist entry for that very program — which
+//! must refuse it, naming the word. A benign use of each program is allowed, and an
+//! entry that allows the refused names allows the vector: nothing else got in the way.
+//! (`grammar_differential.rs` runs everyday use and generated invocations.)
 //!
 //! A program that is not installed is skipped, loudly, with the vectors not run.
 
@@ -111,12 +112,12 @@ fn programs() -> Vec<(&'static str, Vector, Vec<Vector>)> {
                 s(
                     GIT_REPO,
                     &["git", "rebase", "--exec", "touch {M}", "HEAD~1"],
-                    "rebase --exec",
+                    "--exec",
                 ),
                 s(
                     GIT_REPO,
                     &["git", "rebase", "--exe=touch {M}", "HEAD~1"],
-                    "rebase --exec",
+                    "--exe",
                 ),
                 s(
                     "mkdir sub && (cd sub && git init -q && git config user.name t && git config user.email t@t && git commit -q --allow-empty -m s) && mkdir main && cd main && git init -q && git config user.name t && git config user.email t@t && git -c protocol.file.allow=always submodule -q add {D}/sub s && git commit -qm m",
@@ -126,7 +127,7 @@ fn programs() -> Vec<(&'static str, Vector, Vec<Vector>)> {
                 s(
                     GIT_REPO,
                     &["git", "difftool", "-y", "-x", "touch {M} #", "HEAD~1"],
-                    "difftool -x",
+                    "difftool",
                 ),
                 s(
                     "mkdir src && cd src && git init -q && git config user.name t && git config user.email t@t && git commit -q --allow-empty -m s",
@@ -143,14 +144,14 @@ fn programs() -> Vec<(&'static str, Vector, Vec<Vector>)> {
                 s(
                     GIT_REPO,
                     &["git", "grep", "-Otouch {M} #", "two"],
-                    "grep -O",
+                    "--open-files-in-pager",
                 ),
                 Vector {
                     after: "git y".into(),
                     ..s(
                         GIT_REPO,
                         &["git", "config", "alias.y", "!touch {M}"],
-                        "config",
+                        "config operand",
                     )
                 },
             ],
@@ -196,7 +197,7 @@ fn programs() -> Vec<(&'static str, Vector, Vec<Vector>)> {
                 ),
                 v(
                     &["find", ".", "-maxdepth", "0", "-fprintf", "{M}", "%p"],
-                    "-fprint",
+                    "-fprintf",
                 ),
             ],
         ),
@@ -206,15 +207,19 @@ fn programs() -> Vec<(&'static str, Vector, Vec<Vector>)> {
             vec![
                 s("echo x > in", &["sed", "-n", "1e touch {M}", "in"], "e"),
                 s("echo x > in", &["sed", "-ne", "1e touch {M}", "in"], "e"),
-                s("echo x > in", &["sed", "--expr=1e touch {M}", "in"], "e"),
-                s("echo x > in", &["sed", "--e=1e touch {M}", "in"], "e"),
+                s(
+                    "echo x > in",
+                    &["sed", "--expr=1e touch {M}", "in"],
+                    "--expr",
+                ),
+                s("echo x > in", &["sed", "--e=1e touch {M}", "in"], "--e"),
                 s("echo x > in", &["sed", "s|.*|touch {M}|e", "in"], "s///e"),
                 s("echo x > in", &["sed", "-n", "w {M}", "in"], "w"),
                 s("echo x > in", &["sed", "s/x/y/w {M}", "in"], "s///w"),
                 s(
                     "echo x > in && echo '1e touch {M}' > s.sed",
                     &["sed", "-f", "s.sed", "in"],
-                    "-f",
+                    "--file",
                 ),
             ],
         ),
@@ -235,7 +240,7 @@ fn programs() -> Vec<(&'static str, Vector, Vec<Vector>)> {
                 list.push(s(
                     "echo 'BEGIN { system(\"touch {M}\") }' > p.awk",
                     &["gawk", "--e", "p.awk"],
-                    "-f",
+                    "--e",
                 ));
                 list
             },
@@ -256,14 +261,18 @@ fn programs() -> Vec<(&'static str, Vector, Vec<Vector>)> {
                 s(
                     "echo x > f && tar -cf a.tar f",
                     &["tar", "xf", "a.tar", "--to-com", "touch {M}"],
-                    "--to-command",
+                    "--to-com",
                 ),
                 s(
                     SCRIPT,
                     &["tar", "-c", "-I", "{D}/tool", "-f", "o.tar", "tool"],
-                    "-I",
+                    "--use-compress-program",
                 ),
-                s(SCRIPT, &["tar", "cIf", "{D}/tool", "o.tar", "tool"], "-I"),
+                s(
+                    SCRIPT,
+                    &["tar", "cIf", "{D}/tool", "o.tar", "tool"],
+                    "--use-compress-program",
+                ),
                 s(
                     "echo x > f",
                     &[
@@ -274,7 +283,7 @@ fn programs() -> Vec<(&'static str, Vector, Vec<Vector>)> {
                         "--checkpoint-action=exec=touch {M}",
                         "f",
                     ],
-                    "--checkpoint-action=exec",
+                    "--checkpoint-action",
                 ),
             ],
         ),
@@ -285,9 +294,13 @@ fn programs() -> Vec<(&'static str, Vector, Vec<Vector>)> {
                 s(
                     SCRIPT,
                     &["rsync", "-avze", "{D}/quit", "f", "host:dst"],
-                    "-e",
+                    "--rsh",
                 ),
-                s(SCRIPT, &["rsync", "--rsh={D}/quit", "f", "host:dst"], "-e"),
+                s(
+                    SCRIPT,
+                    &["rsync", "--rsh={D}/quit", "f", "host:dst"],
+                    "--rsh",
+                ),
             ],
         ),
         (
@@ -303,11 +316,11 @@ fn programs() -> Vec<(&'static str, Vector, Vec<Vector>)> {
                         "ProxyCommand=touch {M}",
                         "host",
                     ],
-                    "-o ProxyCommand",
+                    "-o proxycommand",
                 ),
                 v(
                     &["ssh", "-oBatchMode=yes", "-oproxycommand touch {M}", "host"],
-                    "-o ProxyCommand",
+                    "-o proxycommand",
                 ),
                 v(
                     &[
@@ -318,7 +331,7 @@ fn programs() -> Vec<(&'static str, Vector, Vec<Vector>)> {
                         "BatchMode=yes",
                         "host",
                     ],
-                    "-o ProxyCommand",
+                    "-o proxycommand",
                 ),
             ],
         ),
@@ -346,12 +359,12 @@ fn programs() -> Vec<(&'static str, Vector, Vec<Vector>)> {
                 s(
                     &script_f,
                     &["zip", "-q", "-T", "-TT", "{D}/quit", "a.zip", "f"],
-                    "-TT",
+                    "--unzip-command",
                 ),
                 s(
                     &script_f,
                     &["zip", "-q", "-T", "--unzip-command={D}/quit", "a.zip", "f"],
-                    "-TT",
+                    "--unzip-command",
                 ),
             ],
         ),
@@ -368,7 +381,7 @@ fn programs() -> Vec<(&'static str, Vector, Vec<Vector>)> {
                 s(
                     "printf 'x:\\n\\t@touch {M}\\n' > other.mk",
                     &["make", "-f", "other.mk", "x"],
-                    "-f",
+                    "--file",
                 ),
                 s(
                     "printf 'all:\\n\\t@$(CC) x\\n' > Makefile",
@@ -379,8 +392,8 @@ fn programs() -> Vec<(&'static str, Vector, Vec<Vector>)> {
         ),
         (
             "xargs",
-            v(&["xargs", "-r", "true"], "any invocation"),
-            vec![v(&["xargs", "touch", "{M}"], "any invocation")],
+            v(&["xargs", "-r", "true"], "operand"),
+            vec![v(&["xargs", "touch", "{M}"], "operand")],
         ),
         (
             "vim",
@@ -388,7 +401,7 @@ fn programs() -> Vec<(&'static str, Vector, Vec<Vector>)> {
             vec![
                 v(
                     &["vim", "-u", "NONE", "-es", "-c", "!touch {M}", "-c", "qa!"],
-                    "-c",
+                    "--cmd",
                 ),
                 v(&["vim", "-u", "NONE", "-es", "+!touch {M}", "+qa!"], "+cmd"),
             ],
@@ -426,7 +439,7 @@ fn awk_vectors(awk: &str) -> Vec<Vector> {
         s(
             "echo 'BEGIN { system(\"touch {M}\") }' > p.awk",
             &[awk, "-f", "p.awk"],
-            "-f",
+            "--file",
         ),
     ]
 }
@@ -527,6 +540,7 @@ fn evaluate_with(argv: &[String], dir: &Path, allow_flags: &[String]) -> policy:
         allowlist: &allowlist,
         cache: None,
         protected: &[],
+        writable: &[],
     };
     evaluate(CommandInput::Argv(argv), &ctx)
 }
@@ -562,7 +576,10 @@ fn every_listed_vector_runs_for_real_and_warden_refuses_it_by_name() {
         }
         for vector in vectors {
             let tmp = tempfile::tempdir().unwrap();
-            let marker = tmp.path().join("marker");
+            // Outside the working directory (the run's writable path): a vector that
+            // writes there writes where it may not.
+            let elsewhere = tempfile::tempdir().unwrap();
+            let marker = elsewhere.path().join("marker");
             setup(tmp.path(), &vector.setup, &marker);
             let argv: Vec<String> = vector
                 .argv
@@ -587,7 +604,12 @@ fn every_listed_vector_runs_for_real_and_warden_refuses_it_by_name() {
                 let leaf = &e.leaves[0];
                 let names: Vec<&str> = leaf.profile.iter().map(|h| h.name.as_str()).collect();
                 let blocked = leaf.blocked.as_deref().unwrap_or("");
-                if !names.contains(&hit) || !blocked.contains(&format!("{program} {hit}:")) {
+                // Named as an entry's allowFlags would name it (a glob over names).
+                let named = leaf
+                    .profile
+                    .iter()
+                    .find(|h| h.allowed_by(&[hit.to_owned()]));
+                if named.is_none_or(|h| !blocked.contains(&format!("{program} {}:", h.name))) {
                     failures.push(format!(
                         "{argv:?}: want the hit {hit:?} named, got {names:?} / {blocked:?}"
                     ));

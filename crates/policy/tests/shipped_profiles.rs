@@ -14,6 +14,7 @@
 #![allow(clippy::print_stderr)]
 
 use policy::Profiles;
+use policy::profiles::Invocation;
 
 const JSON_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/profiles.json");
 const NAMES_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/profiles.names");
@@ -79,13 +80,29 @@ fn the_profiles_the_binary_loads_hold_every_example_of_the_toml() {
             for (kind, want) in [("hit", true), ("miss", false)] {
                 for argv in rule["examples"][kind].as_array().into_iter().flatten() {
                     let argv = strings(argv);
-                    let hit = loaded.hits(name, &argv).iter().any(|h| h.name == rule_name);
+                    let hit = loaded
+                        .hits(name, &argv, &Invocation::example())
+                        .iter()
+                        .any(|h| h.name == rule_name);
                     assert_eq!(
                         hit, want,
                         "{name}: rule {rule_name:?}, {kind} example {argv:?}"
                     );
                     examples += 1;
                 }
+            }
+        }
+        let grammar = &program["grammar"]["examples"];
+        for (kind, want) in [("accept", true), ("refuse", false)] {
+            for argv in grammar[kind].as_array().into_iter().flatten() {
+                let argv = strings(argv);
+                let hits = loaded.hits(name, &argv, &Invocation::example());
+                assert_eq!(
+                    hits.is_empty(),
+                    want,
+                    "{name}: grammar {kind} example {argv:?}: {hits:?}"
+                );
+                examples += 1;
             }
         }
     }

@@ -66,6 +66,7 @@ impl Runner {
             allowlist: view.allowlist.as_ref(),
             cache: Some(&cache),
             protected: &host.protected,
+            writable: &host.config.sandbox.writable_paths,
         };
         let requester = Requester {
             agent: &request.agent,

@@ -1,7 +1,11 @@
-//! Profiles of programs whose flags run code: per program, the options, subcommands and
-//! script commands that execute other programs or write arbitrary paths. A command that
-//! matches an allowlist entry but uses one is a miss — with a reason naming it — unless
-//! the entry allows it by name (`allowFlags`).
+//! Profiles of programs whose arguments can run code or write files. A profile is
+//! either a **grammar** ([`grammar`], read by [`check`]): what the program accepts that
+//! is known not to run other code or write outside the run's writable paths — anything
+//! else is refused — or, for programs without one, a list of **rules**: the options,
+//! subcommands and script commands known to execute other programs. A command that
+//! matches an allowlist entry but is refused by its grammar or uses a listed rule is a
+//! miss — with a reason naming the first word not accepted — unless the entry allows it
+//! by name (`allowFlags`).
 //!
 //! The data is TOML: `profiles.toml` ships inside the binary, and an operator's
 //! `$WARDEN_HOME/profiles.toml` extends it (read through `caps::Fs` by
@@ -16,9 +20,12 @@
 //! subcommand; sed scripts and awk programs are read by [`sed`] and [`awk`].
 
 mod awk;
+mod check;
+mod grammar;
 mod scan;
 mod schema;
 mod sed;
+mod writes;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -29,9 +36,11 @@ use serde::Serialize;
 
 use crate::PolicyError;
 use crate::rules::{WordPattern, escape_word};
+pub use check::WordVerdict;
 use scan::{Phase, Token, walk};
 pub(crate) use schema::Script;
 use schema::{ProgramSpec, RuleSpecToml, Where};
+pub use writes::{EXAMPLE_CWD, Invocation};
 
 /// The shipped profiles as written (the source of truth).
 pub const SHIPPED: &str = include_str!("../../profiles.toml");
@@ -80,15 +89,43 @@ pub struct ProfileHit {
     pub word: String,
 }
 
+/// What [`Profiles::examine`] found.
+#[derive(Clone, Debug, Default)]
+pub struct Examined {
+    /// Words the grammar refused and rules the command uses.
+    pub hits: Vec<ProfileHit>,
+    /// How the grammar read it, if the program has one.
+    pub trace: Option<GrammarTrace>,
+    /// For a multi-command tool, where its subcommand is.
+    pub subcommand: Option<usize>,
+    /// Whether it is a multi-command tool.
+    pub multi_command: bool,
+}
+
+/// How a program's grammar read a command line: every word accepted (as what) or
+/// refused (why). What `policy explain` shows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct GrammarTrace {
+    /// The grammar's program (`git`).
+    pub grammar: String,
+    /// Word by word.
+    pub words: Vec<WordVerdict>,
+}
+
 impl ProfileHit {
     /// `git -c alias.*`.
     pub fn label(&self) -> String {
         format!("{} {}", self.program, self.name)
     }
 
-    /// Whether an entry allowing `allow_flags` (names, or `*` for all) allows this hit.
+    /// Whether an entry allowing `allow_flags` (names or globs over names: `*` for all,
+    /// `-c alias.*`) allows this hit.
     pub fn allowed_by(&self, allow_flags: &[String]) -> bool {
-        allow_flags.iter().any(|f| f == "*" || *f == self.name)
+        allow_flags.iter().any(|f| {
+            f == "*"
+                || *f == self.name
+                || WordPattern::compile(f).is_ok_and(|p| p.matches(&self.name))
+        })
     }
 }
 
@@ -127,6 +164,7 @@ pub(crate) struct Program {
     pub(crate) long_values: Vec<String>,
     pub(crate) script: Option<Script>,
     rules: Vec<Rule>,
+    grammar: Option<grammar::Grammar>,
 }
 
 /// All profiles, indexed by program name. The shipped ones alone are parsed only when
@@ -275,23 +313,77 @@ impl Table {
 
 impl Profiles {
     /// Every profile hit of `argv` (argv[0] is the program as invoked) for the program
-    /// known as `name` (a base name: the invoked word's or the resolved file's).
-    pub fn hits(&self, name: &str, argv: &[String]) -> Vec<ProfileHit> {
-        let Some(program) = self.program(name) else {
-            return Vec::new();
-        };
-        let mut hits = program_hits(program, argv);
-        // Named as the command names it (`mawk system()`, `node any invocation`).
-        for h in &mut hits {
-            h.program = name.to_owned();
+    /// known as `name` (a base name: the invoked word's or the resolved file's), read as
+    /// run where `inv` says: the words its grammar refuses, or the rules it uses.
+    pub fn hits(&self, name: &str, argv: &[String], inv: &Invocation<'_>) -> Vec<ProfileHit> {
+        self.examine(&[name], argv, inv).hits
+    }
+
+    /// How the grammar of the program known as `name` reads `argv`, if it has one.
+    pub fn trace(&self, name: &str, argv: &[String], inv: &Invocation<'_>) -> Option<GrammarTrace> {
+        self.examine(&[name], argv, inv).trace
+    }
+
+    /// Everything the profiles say about `argv` for a program known by any of `names`
+    /// (the invoked word's base name and the resolved file's): each distinct program's
+    /// grammar reads the command line once.
+    pub fn examine(&self, names: &[&str], argv: &[String], inv: &Invocation<'_>) -> Examined {
+        let mut out = Examined::default();
+        let mut seen: Vec<*const Program> = Vec::new();
+        for (k, name) in names.iter().enumerate() {
+            if names[..k].contains(name) {
+                continue;
+            }
+            let Some(program) = self.program(name) else {
+                continue;
+            };
+            if seen.contains(&std::ptr::from_ref(program)) {
+                continue;
+            }
+            seen.push(std::ptr::from_ref(program));
+            let reading = program
+                .grammar
+                .as_ref()
+                .map(|g| check::read(&program.label, g, program.script, argv, inv));
+            for mut h in hits_of(program, argv, reading.as_ref()) {
+                if !out.hits.iter().any(|x| x.name == h.name) {
+                    // Named as the command names it (`mawk system()`).
+                    h.program = (*name).to_owned();
+                    out.hits.push(h);
+                }
+            }
+            if program.subcommands {
+                out.multi_command = true;
+                if out.subcommand.is_none() {
+                    out.subcommand = match &reading {
+                        Some(r) => r.subcommand,
+                        None => walk(program, argv).find_map(|t| match t {
+                            Token::Subcommand { index } => Some(index),
+                            _ => None,
+                        }),
+                    };
+                }
+            }
+            if out.trace.is_none()
+                && let Some(r) = reading
+            {
+                out.trace = Some(GrammarTrace {
+                    grammar: program.label.clone(),
+                    words: r.words,
+                });
+            }
         }
-        hits
+        out
     }
 
     /// For a multi-command tool (git, cargo, kubectl…): the index in `argv` of the
     /// subcommand, after the tool's own options. `None` for single-purpose tools.
     pub fn subcommand_index(&self, name: &str, argv: &[String]) -> Option<usize> {
         let program = self.program(name).filter(|p| p.subcommands)?;
+        if let Some(g) = &program.grammar {
+            let inv = Invocation::example();
+            return check::read(&program.label, g, program.script, argv, &inv).subcommand;
+        }
         walk(program, argv).find_map(|t| match t {
             Token::Subcommand { index } => Some(index),
             _ => None,
@@ -319,6 +411,11 @@ fn merge(into: &mut Program, from: Program) {
     into.long_values.extend(from.long_values);
     into.script = into.script.or(from.script);
     into.rules.extend(from.rules);
+    match (&mut into.grammar, from.grammar) {
+        (Some(existing), Some(added)) => grammar::merge(existing, added),
+        (slot @ None, added) => *slot = added,
+        (Some(_), None) => {}
+    }
 }
 
 fn compile_program(spec: &ProgramSpec) -> Result<Program, String> {
@@ -359,10 +456,17 @@ fn compile_program(spec: &ProgramSpec) -> Result<Program, String> {
             }
         }
     }
+    let grammar = spec
+        .grammar
+        .as_ref()
+        .map(|g| grammar::compile(&label, g))
+        .transpose()?;
+    let subcommands = spec.subcommands || grammar.as_ref().is_some_and(|g| g.top.has_subcommands());
     Ok(Program {
         label,
         names: spec.names.clone(),
-        subcommands: spec.subcommands,
+        subcommands,
+        grammar,
         abbreviations: spec.abbreviations,
         single_dash_long: spec.single_dash_long,
         old_style: spec.old_style,
@@ -420,8 +524,38 @@ fn compile_rule(
 }
 
 /// Shipped and user rules carry examples: each `hit` must trigger the rule, each
-/// `miss` must not.
+/// `miss` must not; a grammar's `accept` examples must be accepted whole and its
+/// `refuse` ones refused (read in [`EXAMPLE_CWD`], which alone is writable).
 fn check_examples(program: &Program, spec: &ProgramSpec) -> Result<(), String> {
+    let inv = Invocation::example();
+    if let Some(examples) = spec.grammar.as_ref().and_then(|g| g.examples.as_ref()) {
+        for (argv, want) in examples
+            .accept
+            .iter()
+            .map(|a| (a, true))
+            .chain(examples.refuse.iter().map(|a| (a, false)))
+        {
+            if argv.is_empty() {
+                return Err(format!("{}: a grammar example is empty", program.label));
+            }
+            let hits = program_hits(program, argv, &inv);
+            match (want, hits.first()) {
+                (true, Some(h)) => {
+                    return Err(format!(
+                        "{}: grammar example {argv:?} must be accepted but {:?} is refused: {}",
+                        program.label, h.word, h.reason
+                    ));
+                }
+                (false, None) => {
+                    return Err(format!(
+                        "{}: grammar example {argv:?} must be refused but is accepted",
+                        program.label
+                    ));
+                }
+                _ => {}
+            }
+        }
+    }
     for r in &spec.rule {
         for (argv, want) in r
             .examples
@@ -436,7 +570,9 @@ fn check_examples(program: &Program, spec: &ProgramSpec) -> Result<(), String> {
                     program.label, r.name
                 ));
             }
-            let got = program_hits(program, argv).iter().any(|h| h.name == r.name);
+            let got = program_hits(program, argv, &inv)
+                .iter()
+                .any(|h| h.name == r.name);
             if got != want {
                 return Err(format!(
                     "{}: rule {:?}: example {argv:?} {}",
@@ -478,8 +614,32 @@ fn names_flag(program: &Program, name: &str, flag: &str) -> bool {
     }
 }
 
-fn program_hits(program: &Program, argv: &[String]) -> Vec<ProfileHit> {
+fn program_hits(program: &Program, argv: &[String], inv: &Invocation<'_>) -> Vec<ProfileHit> {
+    let reading = program
+        .grammar
+        .as_ref()
+        .map(|g| check::read(&program.label, g, program.script, argv, inv));
+    hits_of(program, argv, reading.as_ref())
+}
+
+/// The hits of `argv` for `program`: the refusals of its grammar's `reading`, then its
+/// rules.
+fn hits_of(
+    program: &Program,
+    argv: &[String],
+    reading: Option<&check::Reading>,
+) -> Vec<ProfileHit> {
     let mut hits: Vec<ProfileHit> = Vec::new();
+    if let Some(reading) = reading {
+        for r in &reading.refusals {
+            hits.push(ProfileHit {
+                program: program.label.clone(),
+                name: r.name.clone(),
+                reason: r.reason.clone(),
+                word: argv.get(r.index).cloned().unwrap_or_default(),
+            });
+        }
+    }
     let mut add = |rule_name: &str, reason: &str, word: &str| {
         if !hits.iter().any(|h| h.name == rule_name) {
             hits.push(ProfileHit {
@@ -490,6 +650,16 @@ fn program_hits(program: &Program, argv: &[String]) -> Vec<ProfileHit> {
             });
         }
     };
+    // A grammar reads its scripts itself.
+    if let Some(script) = program.script.filter(|_| program.grammar.is_none()) {
+        for (name, reason, word) in scan::script_hits(program, script, argv) {
+            add(&name, &reason, &word);
+        }
+    }
+    if program.rules.is_empty() {
+        // A grammar alone (most programs with one): nothing more to look for.
+        return hits;
+    }
     let tokens: Vec<Token> = walk(program, argv).collect();
     let subcommand = tokens.iter().find_map(|t| match t {
         Token::Subcommand { index } => Some(argv[*index].as_str()),
@@ -570,11 +740,6 @@ fn program_hits(program: &Program, argv: &[String]) -> Vec<ProfileHit> {
                     }
                 }
             }
-        }
-    }
-    if let Some(script) = program.script {
-        for (name, reason, word) in scan::script_hits(program, script, argv) {
-            add(&name, &reason, &word);
         }
     }
     hits

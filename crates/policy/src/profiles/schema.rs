@@ -51,9 +51,126 @@ pub(super) struct ProgramSpec {
     /// A built-in reader for the program text.
     #[serde(default)]
     pub(super) script: Option<Script>,
-    /// What runs code or writes arbitrary paths.
+    /// What runs code or writes arbitrary paths (for programs without a grammar, and
+    /// refusals added on top of one).
     #[serde(default)]
     pub(super) rule: Vec<RuleSpecToml>,
+    /// What the program accepts that is known not to run other code or write outside
+    /// the run's writable paths: with one, a bare entry allows only what it accepts.
+    #[serde(default)]
+    pub(super) grammar: Option<ContextSpec>,
+}
+
+/// How a program reads its options.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum Style {
+    /// getopt_long: clustered short letters, `--long=value` and `--long value`.
+    #[default]
+    Gnu,
+    /// Whole words after one dash (`find -name`, `vim -es`), never letter clusters.
+    SingleDash,
+}
+
+/// What `--` does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum DoubleDash {
+    /// Every later word is an operand.
+    #[default]
+    EndsOptions,
+    /// Skipped; later words are still read as options (`find -- . -exec`).
+    Ignored,
+}
+
+/// `[program.grammar]` and each `[program.grammar.subcommand.NAME]`: a context of
+/// options, operands and subcommands. The fields marked *grammar* belong to the whole
+/// program and are refused inside a subcommand.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(crate) struct ContextSpec {
+    /// *grammar*: how options are written.
+    #[serde(default)]
+    pub(crate) style: Option<Style>,
+    /// *grammar*: a first word without a dash is a cluster of option letters (`tar xzf`).
+    #[serde(default)]
+    pub(crate) old_style: Option<bool>,
+    /// *grammar*: what `--` does.
+    #[serde(default)]
+    pub(crate) double_dash: Option<DoubleDash>,
+    /// *grammar*: options end at this operand (1: `xargs CMD -x` gives `-x` to CMD;
+    /// 2: ssh reads options after the destination, then the remote command).
+    #[serde(default)]
+    pub(crate) options_end_at_operand: Option<usize>,
+    /// *grammar*: words starting with `+` are commands to the program (vim, less);
+    /// only `+NUMBER` (a line) is accepted.
+    #[serde(default)]
+    pub(crate) plus_commands: Option<bool>,
+    /// *grammar*: the program reads commands from its standard input (editors, pagers,
+    /// shells, debuggers): refused when the command line pipes into it.
+    #[serde(default)]
+    pub(crate) stdin_commands: Option<bool>,
+    /// *grammar*: configuration keys (`config` and `ssh-option` values) known not to run
+    /// programs: globs, matched case-insensitively.
+    #[serde(default)]
+    pub(crate) config_keys: Vec<String>,
+    /// *grammar*: options that make `maybe-write` values and operands written (`tar -c`,
+    /// `sed -i`).
+    #[serde(default)]
+    pub(crate) write_mode: Vec<String>,
+    /// *grammar*: named option lists that contexts include with `use`.
+    #[serde(default)]
+    pub(crate) sets: std::collections::BTreeMap<String, Vec<String>>,
+    /// *grammar*: invocations that must be accepted and refused, checked at load.
+    #[serde(default)]
+    pub(crate) examples: Option<GrammarExamples>,
+    /// Options accepted here: `"-n --max-count=value"` (see docs/configuration.md).
+    #[serde(default)]
+    pub(crate) options: Vec<String>,
+    /// Option sets (from `sets`) accepted here too.
+    #[serde(default, rename = "use")]
+    pub(crate) use_sets: Vec<String>,
+    /// Options known and refused, with why (only for clearer messages: whatever is not
+    /// accepted is refused anyway).
+    #[serde(default)]
+    pub(crate) refuse: Vec<RefuseSpec>,
+    /// Kinds of the operands, in order; one may end in `...` (repeated).
+    #[serde(default)]
+    pub(crate) operands: Vec<String>,
+    /// Why operands beyond `operands` are refused (default: the grammar does not accept
+    /// them).
+    #[serde(default)]
+    pub(crate) operands_refused: Option<String>,
+    /// `-NUMBER` is accepted (`git log -5`).
+    #[serde(default)]
+    pub(crate) numbers: bool,
+    /// Subcommands: the first operand names one.
+    #[serde(default)]
+    pub(crate) subcommand: std::collections::BTreeMap<String, ContextSpec>,
+    /// A first operand that names no subcommand is an operand (`git config user.name`).
+    #[serde(default)]
+    pub(crate) subcommand_optional: bool,
+}
+
+/// `{ options = "-exec -execdir=command", reason = "…" }` or `{ names = "run", reason }`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RefuseSpec {
+    #[serde(default)]
+    pub(crate) options: Option<String>,
+    #[serde(default)]
+    pub(crate) names: Option<String>,
+    pub(crate) reason: String,
+}
+
+/// `examples = { accept = [[…]], refuse = [[…]] }`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GrammarExamples {
+    #[serde(default)]
+    pub(crate) accept: Vec<Vec<String>>,
+    #[serde(default)]
+    pub(crate) refuse: Vec<Vec<String>>,
 }
 
 /// Where a rule's flags count.

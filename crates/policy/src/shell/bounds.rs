@@ -289,7 +289,9 @@ pub(crate) fn prescan(script: &str) -> Result<(), Miss> {
         refused: None,
     };
     let mut chars = script.chars().peekable();
+    let mut prev: Option<char> = None;
     while let Some(c) = chars.next() {
+        let before = prev.replace(c);
         // Inside quotes: only what ends them (and, in double quotes, expansions) counts.
         match scan.stack.last().copied() {
             Some(Frame::Single) => {
@@ -374,9 +376,13 @@ pub(crate) fn prescan(script: &str) -> Result<(), Miss> {
                 dollar(&mut scan, &mut chars)?;
             }
             '~' => {
-                // Tilde expansion makes the word non-literal anyway; brush also panics
-                // on `~+99999999999999999999` (it unwraps the number).
-                scan.refuse(MissReason::NonLiteralWord, "unquoted ~ would be expanded");
+                // bash expands a tilde that starts a word, or follows `=` or `:` (in a
+                // word that looks like an assignment); one inside a word (`HEAD~1`) is
+                // text. Brush also panics on `~+99999999999999999999` (it unwraps the
+                // number), which only a tilde prefix reaches.
+                if !scan.token.started || matches!(before, Some('=' | ':')) {
+                    scan.refuse(MissReason::NonLiteralWord, "unquoted ~ would be expanded");
+                }
                 scan.token.push_other(c);
             }
             ' ' | '\t' => {
@@ -615,7 +621,8 @@ mod tests {
             "echo \"$\\\n(id)\"",
             "echo $\\\n{HOME}",
             "ls ~",
-            "ls a~b",
+            "ls x=~/y",
+            "ls PATH=/bin:~/b",
             "cat <<EOF\n$(id)\nEOF",
             "cat <<< x",
             "ls 99999999999>x",
@@ -629,6 +636,8 @@ mod tests {
             "echo \"\\$(id)\" \"\\`\"",
             "ls # $(id) `id` ${x} ~ (",
             "ls a#b",
+            "git diff HEAD~1",
+            "git log HEAD~3..HEAD",
             "echo \"it's\" 'say \"hi\"'",
             "echo $'it\\'s' \"$'\"",
             "ls 999999999>x",

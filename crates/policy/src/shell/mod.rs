@@ -101,14 +101,32 @@ impl Chain {
     /// Every segment that must satisfy the allowlist: nested payloads replace their
     /// shell segment.
     pub fn leaves(&self) -> Vec<&Segment> {
+        self.leaves_with_stdin()
+            .into_iter()
+            .map(|(s, _)| s)
+            .collect()
+    }
+
+    /// [`Chain::leaves`], each with whether the command line pipes into its standard
+    /// input (a segment after `|`, or the first of a payload whose shell is piped into;
+    /// redirections are never part of an analysed chain).
+    pub fn leaves_with_stdin(&self) -> Vec<(&Segment, bool)> {
         let mut out = Vec::new();
-        for s in &self.segments {
+        self.collect_leaves(false, &mut out);
+        out
+    }
+
+    fn collect_leaves<'a>(&'a self, piped_in: bool, out: &mut Vec<(&'a Segment, bool)>) {
+        for (k, s) in self.segments.iter().enumerate() {
+            let piped = match k {
+                0 => piped_in,
+                _ => self.ops.get(k - 1) == Some(&Op::Pipe),
+            };
             match &s.nested {
-                Some(inner) => out.extend(inner.leaves()),
-                None => out.push(s),
+                Some(inner) => inner.collect_leaves(piped, out),
+                None => out.push((s, piped)),
             }
         }
-        out
     }
 }
 

@@ -6,8 +6,16 @@ use brush_parser::ParserOptions;
 use brush_parser::word::WordPiece;
 
 /// Characters that make unquoted text expand (globs, braces, parameters, substitutions,
-/// tilde, extglob) — any of them makes the word non-literal.
-const EXPANDING_UNQUOTED: &[char] = &['*', '?', '[', ']', '{', '}', '$', '`', '~', '(', ')', '!'];
+/// extglob) — any of them makes the word non-literal. A tilde expands only where
+/// [`tilde_expands`] says.
+const EXPANDING_UNQUOTED: &[char] = &['*', '?', '[', ']', '{', '}', '$', '`', '(', ')', '!'];
+
+/// Whether bash expands an unquoted `~` that follows `before` (the value so far):
+/// at the start of a word, and after `=` or `:` (bash expands those in any word that
+/// looks like an assignment, arguments included). Inside a word (`HEAD~1`) it is text.
+fn tilde_expands(before: &str) -> bool {
+    matches!(before.chars().last(), None | Some('=' | ':'))
+}
 
 /// Characters that never have a special meaning inside an unquoted shell word.
 fn is_plain(c: char) -> bool {
@@ -29,6 +37,12 @@ pub fn literal_value(raw: &str, options: &ParserOptions) -> Result<String, Strin
             WordPiece::Text(text) => {
                 if let Some(c) = text.chars().find(|c| EXPANDING_UNQUOTED.contains(c)) {
                     return Err(format!("unquoted {c:?} in {raw:?} would be expanded"));
+                }
+                for (at, _) in text.match_indices('~') {
+                    let before = format!("{out}{}", &text[..at]);
+                    if tilde_expands(&before) {
+                        return Err(format!("unquoted '~' in {raw:?} would be expanded"));
+                    }
                 }
                 out.push_str(&text);
             }
@@ -154,12 +168,23 @@ mod tests {
             "{a,b}",
             "~/x",
             "~",
+            "a=~/x",
+            "PATH=/bin:~/bin",
+            "--x=a:~",
             "$'\\n'",
             "$((1+1))",
             "\"`id`\"",
         ] {
             assert!(literal_value(raw, &opts()).is_err(), "{raw}");
         }
+    }
+
+    #[test]
+    fn a_tilde_inside_a_word_is_text() {
+        for raw in ["HEAD~1", "HEAD~3..HEAD", "main~2^", "'~'", "a\\~"] {
+            assert!(literal_value(raw, &opts()).is_ok(), "{raw}");
+        }
+        assert_eq!(literal_value("HEAD~1", &opts()).unwrap(), "HEAD~1");
     }
 
     #[test]

@@ -35,6 +35,7 @@ pub fn explain_request(
         allowlist: setup.allowlist,
         cache: None,
         protected: &[],
+        writable: &[],
     };
     let session = SessionOverrides::default();
     let env = BTreeMap::new();

@@ -1,0 +1,617 @@
+//! Reading a command line against a program's grammar, the way the program reads it:
+//! clustered short options (`-avz`), `--opt=value` and `--opt value`, `--` and the
+//! operand after which a program stops reading options, `-NUMBER`, old-style `tar xzf`,
+//! single-dash long options (`find -name`), subcommands. Every word is either accepted
+//! (and says as what) or refused (and says why); an invocation with no refusal is
+//! provably plain.
+//!
+//! An abbreviated long option is recognised and refused: the program may know an option
+//! of exactly that name which the grammar does not list, and an exact name wins over an
+//! abbreviation, so only a name written in full is known to mean what the grammar says.
+//! After an option the grammar does not know, reading goes on as if it took no value;
+//! after a subcommand it does not know, nothing more is read (the rest is that
+//! subcommand's, which the refusal names).
+
+use std::borrow::Cow;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::grammar::{Context, Grammar, Kind, OptionSpec};
+use super::schema::{DoubleDash, Script, Style};
+use super::writes::{Invocation, check_write, is_remote};
+use super::{awk, sed};
+
+/// What happened to one word of the command line.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct WordVerdict {
+    /// Its index in the command's argv (0 is the program).
+    pub index: usize,
+    /// How it was accepted (`option`, `value`, `subcommand`, `operand (written)`), or
+    /// why it was refused.
+    pub verdict: Cow<'static, str>,
+    /// Whether it was accepted.
+    pub accepted: bool,
+}
+
+/// A word the grammar did not accept.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Refusal {
+    pub(crate) index: usize,
+    /// What an entry's `allowFlags` names to allow it (`--output`, `-c core.pager`).
+    pub(crate) name: String,
+    pub(crate) reason: String,
+}
+
+/// The whole reading.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Reading {
+    pub(crate) words: Vec<WordVerdict>,
+    pub(crate) refusals: Vec<Refusal>,
+    /// Where the (first) subcommand is.
+    pub(crate) subcommand: Option<usize>,
+}
+
+struct Reader<'a> {
+    /// The grammar's own name of each option accepted (for `write-mode`).
+    seen: Vec<&'a str>,
+    label: &'a str,
+    grammar: &'a Grammar,
+    script: Option<Script>,
+    argv: &'a [String],
+    inv: &'a Invocation<'a>,
+    reading: Reading,
+    /// Values and operands written only in write mode: (index, option or `operand`, the
+    /// path).
+    maybe_writes: Vec<(usize, String, String)>,
+    write_mode: bool,
+    /// Script texts given by option (`sed -e`), which makes no operand a script.
+    scripts: Vec<(usize, String)>,
+}
+
+/// Read `argv` (argv[0] is the program) against `grammar`.
+pub(crate) fn read(
+    label: &str,
+    grammar: &Grammar,
+    script: Option<Script>,
+    argv: &[String],
+    inv: &Invocation<'_>,
+) -> Reading {
+    let mut r = Reader {
+        label,
+        grammar,
+        script,
+        argv,
+        inv,
+        reading: Reading {
+            words: Vec::with_capacity(argv.len()),
+            ..Reading::default()
+        },
+        maybe_writes: Vec::new(),
+        write_mode: false,
+        scripts: Vec::new(),
+        seen: Vec::new(),
+    };
+    r.walk();
+    r.reading
+}
+
+/// `-c` for a letter, without allocating.
+fn short_name(c: char, buf: &mut [u8; 8]) -> &str {
+    buf[0] = b'-';
+    let len = c.encode_utf8(&mut buf[1..]).len();
+    std::str::from_utf8(&buf[..=len]).unwrap_or("-")
+}
+
+impl<'a> Reader<'a> {
+    fn accept(&mut self, index: usize, verdict: impl Into<Cow<'static, str>>) {
+        self.reading.words.push(WordVerdict {
+            index,
+            verdict: verdict.into(),
+            accepted: true,
+        });
+    }
+
+    fn refuse(&mut self, index: usize, name: impl Into<String>, reason: impl Into<String>) {
+        let (name, reason) = (name.into(), reason.into());
+        self.reading.words.push(WordVerdict {
+            index,
+            verdict: format!("refused: {reason}").into(),
+            accepted: false,
+        });
+        if !self.reading.refusals.iter().any(|r| r.name == name) {
+            self.reading.refusals.push(Refusal {
+                index,
+                name,
+                reason,
+            });
+        }
+    }
+
+    fn walk(&mut self) {
+        let argv = self.argv;
+        let grammar = self.grammar;
+        let mut context: &'a Context = &grammar.top;
+        // Operands of the current context, and of the whole line.
+        let mut operands: Vec<usize> = Vec::new();
+        let mut all_operands = 0usize;
+        let mut options_done = false;
+        let mut i = 1;
+        if grammar.old_style
+            && let Some(first) = argv.get(1)
+            && !first.starts_with('-')
+            && !first.is_empty()
+        {
+            // `tar xzf ARCHIVE`: letters of the first word, their values the next words.
+            let mut next = 2;
+            let mut buf = [0u8; 8];
+            for c in first.chars() {
+                let name = short_name(c, &mut buf);
+                match context.option(name) {
+                    Some(option) => next = self.option_values(option, name, 1, None, next),
+                    None => self.unknown_option(1, name, context),
+                }
+            }
+            i = next;
+        }
+        while i < argv.len() {
+            let word = &argv[i];
+            if !options_done && word == "--" {
+                self.accept(i, "end of options");
+                if grammar.double_dash == DoubleDash::EndsOptions {
+                    options_done = true;
+                }
+                i += 1;
+                continue;
+            }
+            if !options_done && grammar.plus_commands && word.starts_with('+') {
+                if word.len() > 1 && word[1..].bytes().all(|b| b.is_ascii_digit()) {
+                    self.accept(i, "a line number");
+                } else {
+                    self.refuse(i, "+cmd", "a command for the program to run at start");
+                }
+                i += 1;
+                continue;
+            }
+            let optionish = !options_done && word.len() > 1 && word.starts_with('-');
+            if !optionish {
+                if operands.is_empty() && context.has_subcommands() {
+                    if let Some(sub) = context.subcommands.get(word.as_str()) {
+                        self.reading.subcommand.get_or_insert(i);
+                        self.accept(i, "subcommand");
+                        context = sub;
+                        i += 1;
+                        continue;
+                    }
+                    let path = if context.path.is_empty() {
+                        word.clone()
+                    } else {
+                        format!("{} {word}", context.path)
+                    };
+                    // Nothing after a subcommand that is not accepted is read: it is
+                    // that subcommand's, which the refusal names.
+                    if let Some(reason) = context.refused_subcommands.get(word.as_str()) {
+                        self.reading.subcommand.get_or_insert(i);
+                        self.refuse(i, path, reason.clone());
+                        self.finish();
+                        return;
+                    }
+                    if !context.subcommand_optional {
+                        self.reading.subcommand.get_or_insert(i);
+                        let reason =
+                            format!("a subcommand the {} grammar does not know", self.label);
+                        self.refuse(i, path, reason);
+                        self.finish();
+                        return;
+                    }
+                }
+                operands.push(i);
+                all_operands += 1;
+                if grammar
+                    .options_end_at_operand
+                    .is_some_and(|n| all_operands >= n)
+                {
+                    options_done = true;
+                }
+                i += 1;
+                continue;
+            }
+            if context.numbers && word[1..].bytes().all(|b| b.is_ascii_digit()) {
+                self.accept(i, "a count");
+                i += 1;
+                continue;
+            }
+            i = match (word.strip_prefix("--"), grammar.style) {
+                (Some(_), _) | (None, Style::SingleDash) => self.whole_option(context, i),
+                (None, Style::Gnu) => self.cluster(context, i),
+            };
+        }
+        if self.write_mode_seen() {
+            self.write_mode = true;
+        }
+        self.operands(context, &operands);
+        self.finish();
+    }
+
+    fn write_mode_seen(&self) -> bool {
+        self.grammar
+            .write_mode
+            .iter()
+            .any(|m| self.seen.contains(&m.as_str()))
+    }
+
+    /// `--name`, `--name=value`, or (single-dash style) `-name`.
+    fn whole_option(&mut self, context: &'a Context, i: usize) -> usize {
+        let word: &'a str = &self.argv[i];
+        let (name, inline) = match word.split_once('=') {
+            Some((n, v)) if word.starts_with("--") => (n, Some(v)),
+            _ => (word, None),
+        };
+        match context.option(name) {
+            Some(option) => self.option_values(option, name, i, inline, i + 1),
+            None => {
+                self.unknown_option(i, name, context);
+                i + 1
+            }
+        }
+    }
+
+    /// `-abc`, `-ovalue`, `-o value`.
+    fn cluster(&mut self, context: &'a Context, i: usize) -> usize {
+        let word: &'a str = &self.argv[i];
+        let mut buf = [0u8; 8];
+        for (at, c) in word.char_indices().skip(1) {
+            let name = short_name(c, &mut buf);
+            let rest = &word[at + c.len_utf8()..];
+            let Some(option) = context.option(name) else {
+                self.unknown_option(i, name, context);
+                return i + 1;
+            };
+            if option.values.is_empty() {
+                if option.refused.is_some() {
+                    return self.option_values(option, name, i, None, i + 1);
+                }
+                self.seen.push(&option.name);
+                self.accept(i, "option");
+                continue;
+            }
+            let stuck = (!rest.is_empty()).then_some(rest);
+            return self.option_values(option, name, i, stuck, i + 1);
+        }
+        i + 1
+    }
+
+    fn unknown_option(&mut self, i: usize, name: &str, context: &Context) {
+        let reason = match context.abbreviates(name) {
+            Some(full) if name.starts_with("--") => format!(
+                "an abbreviation of {full}: write it in full (the program may know another option of exactly this name)"
+            ),
+            _ => format!("an option the {} grammar does not know", self.here(context)),
+        };
+        self.refuse(i, name, reason);
+    }
+
+    fn here(&self, context: &Context) -> String {
+        if context.path.is_empty() {
+            self.label.to_owned()
+        } else {
+            format!("{} {}", self.label, context.path)
+        }
+    }
+
+    /// The values of `option` (named `name` at word `i`), the first of them `inline` if
+    /// it is stuck to the option; later ones from word `next` on. The next word to read.
+    fn option_values(
+        &mut self,
+        option: &'a OptionSpec,
+        name: &str,
+        i: usize,
+        inline: Option<&str>,
+        mut next: usize,
+    ) -> usize {
+        if let Some(reason) = &option.refused {
+            let canonical = option.name.clone();
+            self.refuse(i, canonical, reason.clone());
+            // Skip what it takes, so the next word is read as the program reads it.
+            if option.values.first() == Some(&Kind::Command) {
+                while next < self.argv.len() && !matches!(self.argv[next].as_str(), ";" | "+") {
+                    next += 1;
+                }
+                return (next + 1).min(self.argv.len());
+            }
+            if option.optional || option.values.is_empty() {
+                return next;
+            }
+            let taken = option.values.len() - usize::from(inline.is_some());
+            return (next + taken).min(self.argv.len());
+        }
+        self.seen.push(&option.name);
+        if option.values.is_empty() {
+            if inline.is_some() {
+                self.refuse(i, name, format!("{name} takes no value"));
+            } else {
+                self.accept(i, "option");
+            }
+            return next;
+        }
+        self.accept(i, "option");
+        // Refusals of its values are named by the option's name, however it was written.
+        let canonical = option.name.as_str();
+        if option.optional {
+            if let Some(value) = inline {
+                self.value(&option.values[0], canonical, i, value);
+            }
+            return next;
+        }
+        let mut first = inline;
+        let argv = self.argv;
+        for kind in &option.values {
+            let (index, value) = match first.take() {
+                Some(v) => (i, v),
+                None => match argv.get(next) {
+                    Some(v) => {
+                        next += 1;
+                        (next - 1, v.as_str())
+                    }
+                    None => {
+                        self.refuse(i, name, format!("{name} needs a value"));
+                        return next;
+                    }
+                },
+            };
+            if index != i {
+                self.accept(index, "value");
+            }
+            self.value(kind, canonical, index, value);
+        }
+        next
+    }
+
+    /// Check one value of option `name`, found at word `index`.
+    fn value(&mut self, kind: &Kind, name: &str, index: usize, value: &str) {
+        match kind {
+            Kind::Value | Kind::Target | Kind::File => {}
+            Kind::Write | Kind::Workdir => {
+                if let Err(why) = check_write(value, *kind == Kind::Workdir, self.inv) {
+                    self.refuse(index, name, why);
+                }
+            }
+            Kind::MaybeWrite => {
+                if is_remote(value) {
+                    self.refuse(
+                        index,
+                        format!("{name} host:path"),
+                        "a remote file, reached through a remote shell (and a host name can be an ssh option)",
+                    );
+                } else {
+                    self.maybe_writes
+                        .push((index, name.to_owned(), value.to_owned()));
+                }
+            }
+            Kind::Config => self.config(name, index, value),
+            Kind::SshOption => self.ssh_option(name, index, value),
+            Kind::Script => self.scripts.push((index, value.to_owned())),
+            Kind::Command => self.refuse(index, name, "runs a command"),
+            Kind::OneOf(list) => {
+                if !list.iter().any(|w| w == value) {
+                    self.refuse(
+                        index,
+                        format!("{name} {value}"),
+                        format!("{name} accepts only {}", list.join(", ")),
+                    );
+                }
+            }
+        }
+    }
+
+    fn key_known(&self, key: &str) -> bool {
+        let key = key.to_lowercase();
+        self.grammar.config_keys.iter().any(|p| p.matches(&key))
+    }
+
+    /// git's `section[.subsection].key[=value]`: section and key are case-insensitive.
+    fn config(&mut self, name: &str, index: usize, value: &str) {
+        let key = value.split_once('=').map_or(value, |(k, _)| k);
+        let plain = key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'_');
+        if !plain || !key.contains('.') || !self.key_known(key) {
+            self.refuse(
+                index,
+                format!("{name} {}", key.to_lowercase()),
+                format!(
+                    "sets {key:?}, a configuration key the {} grammar does not know to be safe (keys such as alias.*, core.pager and diff.external run programs)",
+                    self.label
+                ),
+            );
+        }
+    }
+
+    /// ssh's `Key=Value`, `Key Value`, `Key = Value` (the key case-insensitive, leading
+    /// blanks skipped, as OpenSSH reads them).
+    fn ssh_option(&mut self, name: &str, index: usize, value: &str) {
+        let trimmed = value.trim_start_matches([' ', '\t']);
+        let key_len = trimmed
+            .bytes()
+            .take_while(u8::is_ascii_alphanumeric)
+            .count();
+        let (key, rest) = trimmed.split_at(key_len);
+        let separated = rest.starts_with([' ', '\t', '=']);
+        if key.is_empty() || !separated || !self.key_known(key) {
+            self.refuse(
+                index,
+                format!("{name} {}", key.to_lowercase()),
+                format!(
+                    "an option the {} grammar does not know to be safe (ProxyCommand, LocalCommand and others run programs)",
+                    self.label
+                ),
+            );
+        }
+    }
+
+    /// Give the operands of `context` their kinds and check them.
+    fn operands(&mut self, context: &'a Context, operands: &[usize]) {
+        if operands.is_empty() {
+            return;
+        }
+        let mut kinds: Cow<'a, [Kind]> = Cow::Borrowed(&context.operands);
+        let mut repeat = context.repeat;
+        // A script given by option makes no operand the script.
+        if !self.scripts.is_empty()
+            && let Some(p) = kinds.iter().position(|k| *k == Kind::Script)
+        {
+            kinds.to_mut().remove(p);
+            repeat = repeat.and_then(|r| match r.cmp(&p) {
+                std::cmp::Ordering::Less => Some(r),
+                std::cmp::Ordering::Equal => None,
+                std::cmp::Ordering::Greater => Some(r - 1),
+            });
+        }
+        let assigned = assign(&kinds, repeat, operands.len());
+        for (k, &index) in operands.iter().enumerate() {
+            let word = self.argv[index].clone();
+            match assigned.get(k).copied().flatten().map(|a| &kinds[a]) {
+                None => {
+                    let reason = context
+                        .operands_refused
+                        .clone()
+                        .unwrap_or_else(|| format!("{} takes no operand here", self.here(context)));
+                    let name = if context.path.is_empty() {
+                        "operand".to_owned()
+                    } else {
+                        format!("{} operand", context.path)
+                    };
+                    self.refuse(index, name, reason);
+                    // One refusal for the extra operands, not one per word.
+                    return;
+                }
+                Some(Kind::File) if word.starts_with('!') => self.refuse(
+                    index,
+                    "!cmd",
+                    "a file name that starts with ! is a command the program runs",
+                ),
+                Some(Kind::Target) if word.contains('=') => self.refuse(
+                    index,
+                    "VAR=value",
+                    "sets a variable that recipes may run (CC=, SHELL=)",
+                ),
+                Some(kind @ (Kind::Write | Kind::Workdir)) => {
+                    self.accept(index, "operand (written)");
+                    if let Err(why) = check_write(&word, *kind == Kind::Workdir, self.inv) {
+                        self.refuse(index, "operand", why);
+                    }
+                }
+                Some(Kind::MaybeWrite) => {
+                    self.accept(index, "operand (written in write mode)");
+                    if !is_remote(&word) {
+                        self.maybe_writes.push((index, "operand".into(), word));
+                    }
+                }
+                Some(Kind::Script) => {
+                    self.accept(index, "operand (script)");
+                    self.scripts.push((index, word));
+                }
+                Some(kind) => {
+                    let what = match kind {
+                        Kind::Config => "configuration",
+                        _ => "operand",
+                    };
+                    self.accept(index, what);
+                    if matches!(kind, Kind::OneOf(_) | Kind::Config | Kind::SshOption) {
+                        self.value(kind, "operand", index, &word);
+                    }
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self) {
+        if self.write_mode {
+            for (index, name, value) in std::mem::take(&mut self.maybe_writes) {
+                if let Err(why) = check_write(&value, false, self.inv) {
+                    self.refuse(index, name, why);
+                }
+            }
+        }
+        if let Some(script) = self.script {
+            for (index, text) in std::mem::take(&mut self.scripts) {
+                let found = match script {
+                    Script::Sed => sed::hits(&text),
+                    Script::Awk => awk::hits(&text),
+                };
+                for (name, reason) in found {
+                    self.refuse(index, name, reason);
+                }
+            }
+        }
+        if self.grammar.stdin_commands && self.inv.stdin_piped {
+            self.refuse(
+                0,
+                "stdin",
+                "reads commands from its standard input, which this command line pipes into it",
+            );
+        }
+        // A word refused (an option whose value is not accepted) is not also accepted.
+        let refused: Vec<usize> = self
+            .reading
+            .words
+            .iter()
+            .filter(|w| !w.accepted)
+            .map(|w| w.index)
+            .collect();
+        if !refused.is_empty() {
+            self.reading
+                .words
+                .retain(|w| !w.accepted || !refused.contains(&w.index));
+        }
+        self.reading.words.sort_by_key(|w| w.index);
+    }
+}
+
+/// The kind (its index in `kinds`) of each of `n` operands: those before the repeated
+/// kind from the front, those after it from the back, the repeated kind in between.
+/// `None`: no kind (too many operands).
+fn assign(kinds: &[Kind], repeat: Option<usize>, n: usize) -> Vec<Option<usize>> {
+    let Some(r) = repeat else {
+        return (0..n).map(|k| (k < kinds.len()).then_some(k)).collect();
+    };
+    let back = kinds.len() - r - 1;
+    let mut out: Vec<Option<usize>> = vec![Some(r); n];
+    for (k, slot) in out.iter_mut().enumerate().take(r) {
+        *slot = Some(k);
+    }
+    let room = n.saturating_sub(r);
+    for k in 0..back.min(room) {
+        out[n - 1 - k] = Some(kinds.len() - 1 - k);
+    }
+    out
+}
+
+/// The directories an invocation may write, for messages.
+pub(crate) fn describe_roots(roots: &[PathBuf]) -> String {
+    roots
+        .iter()
+        .map(|r| r.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operands_take_kinds_from_both_ends() {
+        let kinds = [Kind::Value, Kind::Write];
+        assert_eq!(assign(&kinds, Some(0), 3), vec![Some(0), Some(0), Some(1)]);
+        assert_eq!(assign(&kinds, None, 3), vec![Some(0), Some(1), None]);
+        assert_eq!(
+            assign(&[Kind::Write, Kind::Value], Some(1), 1),
+            vec![Some(0)]
+        );
+        assert_eq!(
+            assign(&[Kind::Write, Kind::Value, Kind::Write], Some(1), 4),
+            vec![Some(0), Some(1), Some(1), Some(2)]
+        );
+    }
+}
