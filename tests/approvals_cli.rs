@@ -881,7 +881,7 @@ fn allowlist_add_takes_argument_rules_and_refuses_bad_ones_changing_nothing() {
                 r#"["git","-c","alias.x=!id","x"]"#,
                 "/usr/bin/git",
             ],
-            "git -c alias.* is not allowed",
+            "git -c alias.x is not allowed",
         ),
         (vec!["--arg", "x\\", "/usr/bin/git"], "lone"),
     ] {

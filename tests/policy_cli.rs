@@ -219,7 +219,7 @@ fn explain_names_the_profile_hit_and_an_operators_profiles_extend_the_shipped_on
     let git = git.to_string_lossy().into_owned();
     let (code, v) = explain(h, &["--agent", "coder", "--", &git, "status"]);
     assert_eq!(code, 0, "{v}");
-    // The command: the entry names git, the profile refuses the alias.
+    // The command: the entry names git, its grammar refuses the alias.
     let (code, v) = explain(
         h,
         &[
@@ -235,12 +235,12 @@ fn explain_names_the_profile_hit_and_an_operators_profiles_extend_the_shipped_on
     assert_eq!(code, 10, "{v}");
     let rule = v["decision"]["rule"].as_str().unwrap();
     assert!(
-        rule.contains("git -c alias.*: runs arbitrary commands"),
+        rule.contains("git -c alias.x: sets \"alias.x\", a configuration key the git grammar does not know to be safe"),
         "{rule}"
     );
     assert_eq!(
         v["evaluation"]["leaves"][0]["profile"][0]["name"],
-        "-c alias.*"
+        "-c alias.x"
     );
     let text = support::warden_in(h)
         .args([
@@ -257,9 +257,31 @@ fn explain_names_the_profile_hit_and_an_operators_profiles_extend_the_shipped_on
         .unwrap();
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(
-        text.contains("profile: git --output: writes to an arbitrary path"),
+        text.contains(
+            "profile: git --output: writes to /tmp/elsewhere, outside the run's writable paths"
+        ),
         "{text}"
     );
+    assert!(text.contains("git grammar: refuses 1 word(s)"), "{text}");
+    assert!(text.contains("+ log: subcommand"), "{text}");
+
+    // `git gc` is not in the shipped grammar: a miss, naming it; the operator adds it.
+    let (code, v) = explain(h, &["--agent", "coder", "--", &git, "gc"]);
+    assert_eq!(code, 10, "{v}");
+    assert!(
+        v["decision"]["rule"]
+            .as_str()
+            .unwrap()
+            .contains("git gc: a subcommand the git grammar does not know"),
+        "{v}"
+    );
+    std::fs::write(
+        h.join("profiles.toml"),
+        "[[program]]\nnames = [\"git\"]\n[program.grammar.subcommand.gc]\noptions = [\"--auto\", \"--quiet\"]\n",
+    )
+    .unwrap();
+    let (code, v) = explain(h, &["--agent", "coder", "--", &git, "gc", "--auto"]);
+    assert_eq!(code, 0, "{v}");
 
     // The operator adds a rule: `git push` now asks too, naming it.
     std::fs::write(
