@@ -230,9 +230,6 @@ pub fn evaluate(input: CommandInput<'_>, ctx: &EvalContext<'_>) -> Evaluation {
             impostor: None,
         };
     };
-    let mut writable = Vec::with_capacity(ctx.writable.len() + 1);
-    writable.push(ctx.cwd.to_path_buf());
-    writable.extend(ctx.writable.iter().cloned());
     let leaves: Vec<LeafMatch> = chain
         .leaves_with_stdin()
         .into_iter()
@@ -244,7 +241,7 @@ pub fn evaluate(input: CommandInput<'_>, ctx: &EvalContext<'_>) -> Evaluation {
                     let inv = Invocation {
                         fs: Some(ctx.fs),
                         cwd: ctx.cwd,
-                        writable: &writable,
+                        writable: ctx.writable,
                         protected: ctx.protected,
                         stdin_piped,
                     };

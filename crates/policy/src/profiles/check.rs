@@ -13,7 +13,6 @@
 //! subcommand's, which the refusal names).
 
 use std::borrow::Cow;
-use std::path::PathBuf;
 
 use serde::Serialize;
 
@@ -585,15 +584,6 @@ fn assign(kinds: &[Kind], repeat: Option<usize>, n: usize) -> Vec<Option<usize>>
         out[n - 1 - k] = Some(kinds.len() - 1 - k);
     }
     out
-}
-
-/// The directories an invocation may write, for messages.
-pub(crate) fn describe_roots(roots: &[PathBuf]) -> String {
-    roots
-        .iter()
-        .map(|r| r.display().to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 #[cfg(test)]

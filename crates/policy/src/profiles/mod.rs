@@ -379,15 +379,8 @@ impl Profiles {
     /// For a multi-command tool (git, cargo, kubectl…): the index in `argv` of the
     /// subcommand, after the tool's own options. `None` for single-purpose tools.
     pub fn subcommand_index(&self, name: &str, argv: &[String]) -> Option<usize> {
-        let program = self.program(name).filter(|p| p.subcommands)?;
-        if let Some(g) = &program.grammar {
-            let inv = Invocation::example();
-            return check::read(&program.label, g, program.script, argv, &inv).subcommand;
-        }
-        walk(program, argv).find_map(|t| match t {
-            Token::Subcommand { index } => Some(index),
-            _ => None,
-        })
+        self.examine(&[name], argv, &Invocation::example())
+            .subcommand
     }
 
     /// Whether `name` is a multi-command tool.

@@ -17,7 +17,7 @@ pub struct Invocation<'a> {
     pub fs: Option<&'a dyn Fs>,
     /// The command's working directory.
     pub cwd: &'a Path,
-    /// Where the run may write: its working directory and the configured writable paths.
+    /// Where the run may write besides its working directory (`sandbox.writable_paths`).
     pub writable: &'a [PathBuf],
     /// Directories where Warden keeps its own files (real paths).
     pub protected: &'a [PathBuf],
@@ -42,11 +42,10 @@ pub const EXAMPLE_CWD: &str = "/workspace";
 impl Invocation<'static> {
     /// An invocation in [`EXAMPLE_CWD`], which alone is writable.
     pub fn example() -> Invocation<'static> {
-        static WRITABLE: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
         Invocation {
             fs: None,
             cwd: Path::new(EXAMPLE_CWD),
-            writable: WRITABLE.get_or_init(|| vec![PathBuf::from(EXAMPLE_CWD)]),
+            writable: &[],
             protected: &[],
             stdin_piped: false,
         }
@@ -102,15 +101,6 @@ pub(crate) fn check_write(value: &str, workdir: bool, inv: &Invocation<'_>) -> R
     }
     let written = normalize(&inv.cwd.join(value));
     let real = inv.fs.and_then(|fs| resolve_existing(fs, &written));
-    let real_roots: Vec<PathBuf> = inv
-        .writable
-        .iter()
-        .map(|w| {
-            inv.fs
-                .and_then(|fs| fs.canonicalize(w).ok())
-                .unwrap_or_else(|| normalize(w))
-        })
-        .collect();
     for path in std::iter::once(&written).chain(real.as_ref()) {
         if !workdir && git_internal(path) {
             return Err(format!(
@@ -132,17 +122,24 @@ pub(crate) fn check_write(value: &str, workdir: bool, inv: &Invocation<'_>) -> R
             ));
         }
     }
-    let inside = |p: &Path, roots: &[PathBuf]| roots.iter().any(|r| p.starts_with(r));
-    let lexical_roots: Vec<PathBuf> = inv.writable.iter().map(|w| normalize(w)).collect();
-    let ok = inside(&written, &lexical_roots)
-        && real
-            .as_ref()
-            .is_none_or(|r| inside(r, &real_roots) || inside(r, &lexical_roots));
-    if !ok {
+    // The working directory and the configured paths, as written (lexically) and, for
+    // the path's real location, also with their own symlinks resolved.
+    let roots = || std::iter::once(inv.cwd).chain(inv.writable.iter().map(PathBuf::as_path));
+    let inside_lexically = |p: &Path| roots().any(|r| p.starts_with(normalize(r)));
+    let inside_really = |p: &Path| {
+        inside_lexically(p)
+            || roots().any(|r| {
+                inv.fs
+                    .and_then(|fs| fs.canonicalize(r).ok())
+                    .is_some_and(|real_root| p.starts_with(real_root))
+            })
+    };
+    if !inside_lexically(&written) || !real.as_deref().is_none_or(inside_really) {
+        let listed: Vec<String> = roots().map(|r| r.display().to_string()).collect();
         return Err(format!(
             "writes to {}, outside the run's writable paths ({})",
             real.as_ref().unwrap_or(&written).display(),
-            super::check::describe_roots(inv.writable)
+            listed.join(", ")
         ));
     }
     Ok(())
