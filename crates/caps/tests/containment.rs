@@ -226,9 +226,12 @@ async fn a_fork_bomb_stops_at_the_process_limit_and_nothing_survives() {
         max_processes: Some(64),
         max_memory: Some(256 * 1024 * 1024),
     };
-    // `exec`: the shell itself needs no fork once the bomb is lit (at the limit, a fork
-    // of its own would fail and end the run before its timeout).
-    let bomb = "b() { b | b & }; b; exec sleep 10";
+    // The top shell forks exactly once, before any bomb exists (the bomb is lit inside
+    // that background subshell), then becomes `sleep` without forking: at the limit a
+    // fork of its own would fail and end the run early. Lit by the top shell itself —
+    // `b | b &` is two forks from it in dash — the first half could fill the limit
+    // before the second fork, so how the run ended depended on scheduling.
+    let bomb = "( b() { b | b & }; b ) & exec sleep 10";
     let host_before = std::fs::read_dir("/proc").unwrap().count();
     let bomb = Script::sh(bomb);
     let run = shell.run(&bomb, &o);
