@@ -328,6 +328,13 @@ fn prompt(id: &str, argv: &[&str], agent: &str, allow_always: &[&str]) -> Reques
         agent: agent.into(),
         session: "s1".into(),
         host: "gateway".into(),
+        limits: policy::PlannedLimits {
+            timeout_ms: 30_000,
+            max_processes: 4096,
+            max_memory: 1 << 30,
+            exec_allowlist: None,
+            network: None,
+        },
     };
     Request::Prompt(Prompt::new(
         id,
@@ -1003,6 +1010,97 @@ fn with_run_in_approver_the_terminal_approver_says_it_runs_the_command_and_does(
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(77));
     assert!(out.stdout.is_empty());
+    ui.stop();
+}
+
+/// Prints the process and memory limits of the run's own cgroup (v1 or v2), one per
+/// line; nothing where the run has no cgroup of its own.
+const PRINT_OWN_LIMITS: &str = r#"while IFS=: read -r _ ctl path; do
+  case $ctl in
+    pids) cat "/sys/fs/cgroup/pids$path/pids.max" ;;
+    memory) cat "/sys/fs/cgroup/memory$path/memory.limit_in_bytes" ;;
+    "") [ "$path" != / ] && [ -f "/sys/fs/cgroup$path/pids.max" ] && cat "/sys/fs/cgroup$path/pids.max" "/sys/fs/cgroup$path/memory.max" ;;
+  esac
+done < /proc/self/cgroup
+true"#;
+
+#[test]
+fn a_command_run_in_the_approver_has_exactly_the_limits_the_runner_gives_it() {
+    let tmp = home();
+    let h = tmp.path().to_path_buf();
+    support::configure(
+        &h,
+        "[tools.exec]\nhost = \"gateway\"\nsecurity = \"full\"\nask = \"off\"\nrun_in_approver = true\n\
+         max_processes = 37\nmax_memory = \"300MiB\"\n",
+        r#"{"version":1,"defaults":{"security":"full","ask":"off","askFallback":"deny"}}"#,
+    );
+    // Run by the runner (nobody is asked).
+    let by_runner = w(&h)
+        .args(["exec", "--json", "--shell", PRINT_OWN_LIMITS])
+        .output()
+        .unwrap();
+    support::assert_success(&by_runner);
+    let by_runner: serde_json::Value = serde_json::from_slice(&by_runner.stdout).unwrap();
+    let runner_limits = by_runner["stdout"].as_str().unwrap().to_owned();
+    if !runner_limits.contains("37") {
+        eprintln!(
+            "SKIPPED: runs get no cgroup limits on this host (the runner's run saw {runner_limits:?})"
+        );
+        return;
+    }
+    assert!(
+        runner_limits.contains(&(300u64 << 20).to_string()),
+        "{runner_limits}"
+    );
+    // The same command, asked about and run by the approver.
+    let mut ui = TerminalApprover::start(&h);
+    let child = w(&h)
+        .args([
+            "exec",
+            "--json",
+            "--ask",
+            "always",
+            "--shell",
+            PRINT_OWN_LIMITS,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    ui.read_until("digest:");
+    ui.type_text("o\n");
+    ui.read_until("→ allow-once");
+    let out = child.wait_with_output().unwrap();
+    support::assert_success(&out);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["executed"]["in_approver"], true, "{report}");
+    assert_eq!(
+        report["stdout"].as_str().unwrap(),
+        runner_limits,
+        "the approver's run had other limits than the runner's"
+    );
+    // And the timeout: the plan's, not more.
+    let child = w(&h)
+        .args([
+            "exec",
+            "--json",
+            "--ask",
+            "always",
+            "--timeout",
+            "1s",
+            "--",
+            "sleep",
+            "30",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    ui.read_until("digest:");
+    ui.type_text("o\n");
+    ui.read_until("→ allow-once");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(124), "{out:?}");
     ui.stop();
 }
 

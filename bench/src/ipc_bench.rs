@@ -75,6 +75,13 @@ pub async fn median_round_trip(iterations: usize) -> anyhow::Result<Duration> {
         agent: "coder".into(),
         session: "s1".into(),
         host: "gateway".into(),
+        limits: policy::PlannedLimits {
+            timeout_ms: 30_000,
+            max_processes: 4096,
+            max_memory: 1 << 30,
+            exec_allowlist: None,
+            network: None,
+        },
     };
     let request = Request::Prompt(Prompt::new(
         "bench",

@@ -140,6 +140,7 @@ pub async fn run(
             writable: readonly,
             unconfined: None,
             read_only_unavailable: None,
+            network: false,
         })
     };
     let executor = executor_for(&sb);

@@ -101,6 +101,49 @@ fn plan_lines(out: &mut String, plan: &RunPlan) {
         .map(|(k, v)| format!("{}={}", escape(k), quoted(v)))
         .collect();
     let _ = writeln!(out, "env:      {}", env.join(" "));
+    let _ = writeln!(out, "limits:   {}", limits_line(&plan.limits));
+}
+
+/// What the run is held to, in one line.
+pub fn limits_line(limits: &policy::PlannedLimits) -> String {
+    let ms = limits.timeout_ms;
+    let timeout = if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    };
+    let memory = match limits.max_memory {
+        m if m.is_multiple_of(1 << 30) => format!("{} GiB", m >> 30),
+        m if m.is_multiple_of(1 << 20) => format!("{} MiB", m >> 20),
+        m => format!("{m} bytes"),
+    };
+    let mut line = format!(
+        "timeout {timeout} · {} processes · {memory} memory",
+        limits.max_processes
+    );
+    match limits.network {
+        Some(true) => line.push_str(" · network on"),
+        Some(false) => line.push_str(" · network off"),
+        None => {}
+    }
+    if let Some(list) = &limits.exec_allowlist {
+        let paths: Vec<String> = list
+            .paths
+            .iter()
+            .map(|p| escape(&p.display().to_string()))
+            .collect();
+        let _ = write!(
+            line,
+            " · executes only {} ({})",
+            paths.join(", "),
+            if list.required {
+                "required"
+            } else {
+                "best-effort"
+            }
+        );
+    }
+    line
 }
 
 /// The full, escaped text of a prompt as shown to the human: what runs (or is written),
@@ -238,6 +281,13 @@ mod tests {
             agent: "a".into(),
             session: "s".into(),
             host: "gateway".into(),
+            limits: policy::PlannedLimits {
+                timeout_ms: 30_000,
+                max_processes: 4096,
+                max_memory: 1 << 30,
+                exec_allowlist: None,
+                network: None,
+            },
         }
     }
 
@@ -279,6 +329,10 @@ mod tests {
         let text = render_prompt(&command_prompt(plan(&[("A", "1 B=2")], exec), vec![]));
         assert!(text.contains("A=\"1 B=2\""), "{text}");
         assert!(text.contains("program:  /usr/bin/ls"), "{text}");
+        assert!(
+            text.contains("limits:   timeout 30s · 4096 processes · 1 GiB memory\n"),
+            "{text}"
+        );
         assert!(text.contains("stores nothing"), "{text}");
     }
 

@@ -107,6 +107,13 @@ fn plan() -> RunPlan {
         agent: "coder".into(),
         session: "s1".into(),
         host: "gateway".into(),
+        limits: policy::PlannedLimits {
+            timeout_ms: 30_000,
+            max_processes: 4096,
+            max_memory: 1 << 30,
+            exec_allowlist: None,
+            network: None,
+        },
     }
 }
 

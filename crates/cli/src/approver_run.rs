@@ -3,8 +3,6 @@
 //! its session, its permissions), held like every other run, and report the output.
 //! Shared by the terminal and the web approver.
 
-use std::time::Duration;
-
 use approvals::ipc::protocol::{ExecPrompt, ExecReport};
 use caps::LocalShell;
 
@@ -35,8 +33,9 @@ pub async fn run_here(request: &ExecPrompt, shell: &LocalShell) -> ExecReport {
     let Some(plan) = request.prompt.plan() else {
         return not_run("the request carries no plan to run".into());
     };
-    let timeout = Duration::from_millis(request.timeout_ms.max(1));
-    match runner::launch(shell, plan, timeout, Default::default(), None).await {
+    // The plan carries its limits (timeout, processes, memory): the approver holds the
+    // run to exactly what the runner would have.
+    match runner::launch(shell, plan, None).await {
         Ok(out) => ExecReport {
             exit_code: out.exit_code(),
             signal: match out.status {

@@ -52,6 +52,8 @@ fn same_shell(shell: Arc<dyn Shell>, unconfined: Option<&str>) -> SandboxShells 
         writable: shell,
         unconfined: unconfined.map(str::to_owned),
         read_only_unavailable: None,
+        // Unconfined: the host's own network (the runner checks no plan against it).
+        network: true,
     }
 }
 
@@ -134,6 +136,7 @@ fn sandbox_route(
                         writable: Arc::new(rw),
                         unconfined: None,
                         read_only_unavailable: None,
+                        network: config.sandbox.network,
                     }
                 })
                 .map_err(|e| e.0)
@@ -164,6 +167,7 @@ fn sandbox_container(config: &Config, policy: &SandboxPolicy) -> Result<SandboxS
         writable: Arc::new(container.shell(Profile::Writable)),
         unconfined: None,
         read_only_unavailable: container.read_only().err().map(str::to_owned),
+        network: policy.network,
     })
 }
 
@@ -186,6 +190,7 @@ fn sandbox_bwrap(
     probe_cache: &Path,
 ) -> Result<SandboxShells, String> {
     let helper = crate::host::helper_binary().map_err(|e| format!("{e:#}"))?;
+    let network = policy.network;
     let bubblewrap = |policy: SandboxPolicy, helper: OpenedProgram| -> Result<Bwrap, String> {
         let dirs: Vec<PathBuf> = sandbox::bwrap::TRUSTED_BWRAP_DIRS
             .iter()
@@ -224,6 +229,7 @@ fn sandbox_bwrap(
         writable: Arc::new(bwrap.shell(Profile::Writable)),
         unconfined: None,
         read_only_unavailable: None,
+        network,
     })
 }
 

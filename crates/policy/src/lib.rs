@@ -76,7 +76,9 @@ pub use exec_allowlist::{ResolvedExecAllowlist, resolve_exec_allowlist};
 pub use explain::{Explanation, Requester, explain};
 pub use modes::{Ask, AskFallback, ExecAllowlistMode, Host, PermissionMode, Security};
 pub use nodes::{MIN_ID_PREFIX, NodeInfo, normalize_name, select_node};
-pub use plan::{Launch, PlanError, PlanRequest, Plans, RunPlan, SHELL, hex};
+pub use plan::{
+    Launch, PlanError, PlanRequest, PlannedExecAllowlist, PlannedLimits, Plans, RunPlan, SHELL, hex,
+};
 pub use profiles::{Examined, GrammarTrace, ProfileHit, Profiles};
 pub use resolve::{
     ExecParams, HostCeiling, ResolvedPolicy, SessionOverrides, Source, Sourced, resolve,

@@ -80,6 +80,82 @@ pub struct RunPlan {
     pub session: String,
     /// Executing host (`gateway`, `sandbox`, a node id).
     pub host: String,
+    /// What the run is held to. Part of what a human approves; every executor takes the
+    /// run's limits from here and nowhere else.
+    pub limits: PlannedLimits,
+}
+
+/// The limits a run is held to, worked out with its plan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PlannedLimits {
+    /// The timeout, in milliseconds (its whole process tree is killed then).
+    pub timeout_ms: u64,
+    /// Processes and threads the run may have at once.
+    pub max_processes: u64,
+    /// Bytes of memory the run may use.
+    pub max_memory: u64,
+    /// The only programs a sandboxed run may execute; `None`: no such restriction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec_allowlist: Option<PlannedExecAllowlist>,
+    /// Whether a sandboxed run has the network (`None`: the run is not sandboxed, and
+    /// its host's own network is its network).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<bool>,
+}
+
+impl PlannedLimits {
+    /// The timeout as a duration.
+    pub fn timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.timeout_ms)
+    }
+
+    /// The process and memory limits as a shell takes them.
+    pub fn resources(&self) -> caps::ResourceLimits {
+        caps::ResourceLimits {
+            max_processes: Some(self.max_processes),
+            max_memory: Some(self.max_memory),
+        }
+    }
+
+    /// The limits `policy` resolved for a run on its host.
+    pub fn of(policy: &ResolvedPolicy) -> Self {
+        let sandboxed = policy.host.value == Host::Sandbox;
+        PlannedLimits {
+            timeout_ms: u64::try_from(policy.timeout.value.as_millis()).unwrap_or(u64::MAX),
+            max_processes: policy.max_processes.value,
+            max_memory: policy.max_memory.value,
+            exec_allowlist: policy
+                .exec_allowlist
+                .as_ref()
+                .filter(|_| sandboxed)
+                .map(|list| PlannedExecAllowlist {
+                    paths: list.paths.value.clone(),
+                    required: list.required(),
+                }),
+            network: sandboxed.then_some(policy.network.value),
+        }
+    }
+}
+
+/// A sandboxed run's exec allowlist as planned.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PlannedExecAllowlist {
+    /// The files and directories whose programs may be executed.
+    pub paths: Vec<std::path::PathBuf>,
+    /// A sandbox that cannot enforce it refuses the run (otherwise the run goes without,
+    /// and its decision says so).
+    pub required: bool,
+}
+
+impl PlannedExecAllowlist {
+    /// What a sandbox shell is handed to enforce.
+    pub fn to_caps(&self) -> caps::ExecAllowlist {
+        caps::ExecAllowlist {
+            paths: self.paths.clone(),
+        }
+    }
 }
 
 fn put(hasher: &mut Sha256, bytes: &[u8]) {
@@ -96,7 +172,7 @@ impl RunPlan {
     /// `sha256:<hex>` over a length-delimited encoding of every field, in a fixed order.
     pub fn digest(&self) -> String {
         let mut h = Sha256::new();
-        put(&mut h, b"warden-run-plan/v2");
+        put(&mut h, b"warden-run-plan/v3");
         match &self.launch {
             Launch::Exec {
                 program,
@@ -127,6 +203,35 @@ impl RunPlan {
         put(&mut h, self.agent.as_bytes());
         put(&mut h, self.session.as_bytes());
         put(&mut h, self.host.as_bytes());
+        let limits = &self.limits;
+        for n in [limits.timeout_ms, limits.max_processes, limits.max_memory] {
+            h.update(n.to_be_bytes());
+        }
+        match &limits.exec_allowlist {
+            None => put(&mut h, b"any program"),
+            Some(list) => {
+                put(
+                    &mut h,
+                    if list.required {
+                        b"required"
+                    } else {
+                        b"best-effort"
+                    },
+                );
+                h.update((list.paths.len() as u64).to_be_bytes());
+                for p in &list.paths {
+                    put(&mut h, p.as_os_str().as_encoded_bytes());
+                }
+            }
+        }
+        put(
+            &mut h,
+            match limits.network {
+                None => b"host network",
+                Some(true) => b"network on",
+                Some(false) => b"network off",
+            },
+        );
         format!("sha256:{}", hex(&h.finalize()))
     }
 }
@@ -249,6 +354,7 @@ pub(crate) fn plans(
             agent: request.agent.to_owned(),
             session: request.session.to_owned(),
             host: policy.host.value.to_string(),
+            limits: PlannedLimits::of(policy),
         })
     })();
     let base = match base {
@@ -355,6 +461,13 @@ mod tests {
             agent: "coder".into(),
             session: "s1".into(),
             host: "gateway".into(),
+            limits: PlannedLimits {
+                timeout_ms: 30_000,
+                max_processes: 512,
+                max_memory: 1 << 30,
+                exec_allowlist: None,
+                network: None,
+            },
         }
     }
 
@@ -396,6 +509,30 @@ mod tests {
         let mut p = plan();
         p.host = "node-1".into();
         variants.push(p);
+        let limits: [&dyn Fn(&mut PlannedLimits); 7] = [
+            &|l| l.timeout_ms += 1,
+            &|l| l.max_processes -= 1,
+            &|l| l.max_memory *= 2,
+            &|l| l.network = Some(false),
+            &|l| l.network = Some(true),
+            &|l| {
+                l.exec_allowlist = Some(PlannedExecAllowlist {
+                    paths: vec!["/usr/bin".into()],
+                    required: true,
+                })
+            },
+            &|l| {
+                l.exec_allowlist = Some(PlannedExecAllowlist {
+                    paths: vec!["/usr/bin".into()],
+                    required: false,
+                })
+            },
+        ];
+        for change in limits {
+            let mut p = plan();
+            change(&mut p.limits);
+            variants.push(p);
+        }
         let mut p = plan();
         p.launch = Launch::Script {
             shell: SHELL.into(),

@@ -160,6 +160,8 @@ pub struct ResolvedPolicy {
     pub max_memory: Sourced<u64>,
     /// The only programs a sandboxed run may execute (`null`: no such restriction).
     pub exec_allowlist: Option<crate::exec_allowlist::ResolvedExecAllowlist>,
+    /// Whether a sandboxed run has the network (`sandbox.network`).
+    pub network: Sourced<bool>,
     /// Whether a command a human is asked about is sent to the approver to run in its
     /// own context (gateway and node hosts; a sandboxed command always runs sandboxed).
     pub run_in_approver: Sourced<bool>,
@@ -398,6 +400,12 @@ pub fn resolve(
         max_processes,
         max_memory,
         exec_allowlist: crate::exec_allowlist::resolve_exec_allowlist(config, agent),
+        // Off is the built-in default; the table cannot say it more strictly.
+        network: if config.sandbox.network {
+            Sourced::new(true, Source::Global)
+        } else {
+            Sourced::new(false, Source::Default)
+        },
     }
 }
 

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use caps::{ExecAllowlist, ExecOptions, ExecOutput, RefusedWrites, ResourceLimits, Script, Shell};
+use caps::{ExecAllowlist, ExecOptions, ExecOutput, RefusedWrites, Script, Shell};
 use policy::{
     AllowReason, Decision, DenyReason, Launch, PermissionMode, PlanError, RunPlan, Source,
 };
@@ -62,6 +62,9 @@ pub struct SandboxShells {
     /// never served by the writable profile. `None` when `readonly` and `watched` are
     /// read-only.
     pub read_only_unavailable: Option<String>,
+    /// Whether these shells give a run the network (`sandbox.network` when they were
+    /// built); a plan that says otherwise is refused.
+    pub network: bool,
 }
 
 impl Executor {
@@ -121,30 +124,42 @@ fn os_argv(plan: &RunPlan) -> Vec<String> {
 
 /// Start `plan` on `shell` and wait for it: the resolved file under the name it was
 /// called by (and only if it is still the file the plan names), or the script under its
-/// shell — exactly what was approved. Dropping the future kills the run's whole tree.
+/// shell — exactly what was approved, held to exactly the plan's limits (timeout,
+/// processes, memory, exec allowlist). Dropping the future kills the run's whole tree.
+///
+/// A plan whose exec allowlist `shell` cannot enforce runs without it only when the
+/// allowlist is best-effort; a required one refuses the run.
 pub async fn launch(
     shell: &dyn Shell,
     plan: &RunPlan,
-    timeout: Duration,
-    resources: ResourceLimits,
     live: Option<caps::LiveOutput>,
 ) -> caps::Result<ExecOutput> {
-    launch_restricted(shell, plan, timeout, resources, None, live).await
+    let exec_allowlist = match &plan.limits.exec_allowlist {
+        None => None,
+        Some(list) => match shell.exec_allowlist_support() {
+            Ok(()) => Some(list.to_caps()),
+            Err(why) if list.required => {
+                return Err(caps::CapsError::Unsupported {
+                    what: format!("the plan's required exec allowlist here: {why}"),
+                });
+            }
+            Err(_) => None,
+        },
+    };
+    launch_restricted(shell, plan, exec_allowlist, live).await
 }
 
-/// [`launch`], letting the run execute only the programs of `exec_allowlist` — for a
-/// shell whose [`Shell::exec_allowlist_support`] said it enforces one.
+/// [`launch`] with the exec allowlist the caller worked out for `shell` (the runner
+/// checks every profile of a sandbox at once, and direct mode runs without one).
 async fn launch_restricted(
     shell: &dyn Shell,
     plan: &RunPlan,
-    timeout: Duration,
-    resources: ResourceLimits,
     exec_allowlist: Option<ExecAllowlist>,
     live: Option<caps::LiveOutput>,
 ) -> caps::Result<ExecOutput> {
-    let mut options = ExecOptions::new(&plan.cwd, timeout);
+    let mut options = ExecOptions::new(&plan.cwd, plan.limits.timeout());
     options.env = plan.env.clone();
-    options.resources = resources;
+    options.resources = plan.limits.resources();
     options.exec_allowlist = exec_allowlist;
     options.live = live;
     match &plan.launch {
@@ -339,12 +354,6 @@ impl Runner {
         events: &dyn EventSink,
         cancel: &CancellationToken,
     ) -> RunReport {
-        let policy = &decided.explanation.policy;
-        let timeout = policy.timeout.value;
-        let resources = ResourceLimits {
-            max_processes: Some(policy.max_processes.value),
-            max_memory: Some(policy.max_memory.value),
-        };
         report.executed = Some(Executed {
             argv: os_argv(plan),
             rebuilt,
@@ -360,7 +369,7 @@ impl Runner {
         let result = tokio::select! {
             biased;
             _ = cancel.cancelled() => None,
-            result = launch_restricted(shell, plan, timeout, resources, exec_allowlist.cloned(), decided.request.live.clone()) => Some(result),
+            result = launch_restricted(shell, plan, exec_allowlist.cloned(), decided.request.live.clone()) => Some(result),
         };
         conclude(report, events, result)
     }
@@ -409,7 +418,32 @@ impl Runner {
             PermissionMode::Approval => &shells.watched,
             PermissionMode::Readonly => &shells.readonly,
         };
-        let restriction = match exec_restriction(&decided.explanation.policy, shells) {
+        if let Some(network) = plan.limits.network
+            && shells.unconfined.is_none()
+            && network != shells.network
+        {
+            // The sandbox was built with the other setting: running the plan here would
+            // not be what was approved.
+            let rule = format!(
+                "the plan says the run has {} network, but this sandbox was set up {} it \
+                 (sandbox.network changed since it started?); nothing was run",
+                if network { "the" } else { "no" },
+                if shells.network { "with" } else { "without" }
+            );
+            let reason = DenyReason::SandboxUnavailable;
+            report.decision = Decision::Deny {
+                reason,
+                rule: rule.clone(),
+            };
+            return deny(report, reason, rule, events);
+        }
+        let source = decided
+            .explanation
+            .policy
+            .exec_allowlist
+            .as_ref()
+            .map(|l| l.mode.source);
+        let restriction = match exec_restriction(&plan, source, shells) {
             Ok(restriction) => restriction,
             Err(rule) => {
                 let reason = DenyReason::SandboxUnavailable;
@@ -546,13 +580,15 @@ enum ExecRestriction {
     Unenforced(String),
 }
 
-/// The restriction a sandboxed run goes with, or — a required allowlist these shells
-/// cannot enforce — the rule that refuses it.
+/// The restriction a sandboxed run of `plan` goes with, or — a required allowlist these
+/// shells cannot enforce — the rule that refuses it (`source`: where the setting came
+/// from, for the message).
 fn exec_restriction(
-    policy: &policy::ResolvedPolicy,
+    plan: &RunPlan,
+    source: Option<Source>,
     shells: &SandboxShells,
 ) -> Result<ExecRestriction, String> {
-    let Some(list) = &policy.exec_allowlist else {
+    let Some(list) = &plan.limits.exec_allowlist else {
         return Ok(ExecRestriction::Unrestricted);
     };
     if shells.unconfined.is_some() {
@@ -562,11 +598,11 @@ fn exec_restriction(
     let unsupported = [&shells.readonly, &shells.watched, &shells.writable]
         .iter()
         .find_map(|shell| shell.exec_allowlist_support().err());
+    let source = source.map_or_else(|| "the plan".to_owned(), |s| s.to_string());
     match unsupported {
         None => Ok(ExecRestriction::Enforced(list.to_caps())),
-        Some(why) if list.required() => Err(format!(
-            "sandbox.exec_allowlist is required ({}) but cannot be enforced here: {why}; nothing was run",
-            list.mode.source
+        Some(why) if list.required => Err(format!(
+            "sandbox.exec_allowlist is required ({source}) but cannot be enforced here: {why}; nothing was run"
         )),
         Some(why) => Ok(ExecRestriction::Unenforced(why)),
     }

@@ -743,6 +743,7 @@ impl SandboxWorld {
             writable: Arc::new(self.writable.clone()),
             unconfined: None,
             read_only_unavailable: None,
+            network: false,
         })
     }
 
@@ -1074,6 +1075,7 @@ async fn a_sandbox_that_cannot_run_read_only_refuses_those_modes_before_anything
         let executor = match w.executor() {
             Executor::Sandbox(shells) => Executor::Sandbox(SandboxShells {
                 read_only_unavailable: Some(WHY.into()),
+                network: false,
                 ..shells
             }),
             other => other,
@@ -1127,6 +1129,7 @@ async fn a_sandbox_that_cannot_run_read_only_refuses_those_modes_before_anything
     };
     let executor = Executor::Sandbox(SandboxShells {
         read_only_unavailable: Some(WHY.into()),
+        network: false,
         ..shells
     });
     let report = w
@@ -1229,6 +1232,7 @@ async fn a_cancelled_run_ends_with_130_on_the_gateway_and_in_the_sandbox() {
         writable: Arc::clone(&never),
         unconfined: None,
         read_only_unavailable: None,
+        network: false,
     });
     for (executor, mut req) in [(gateway, argv(&["ls"])), (sandbox, argv(&["ls"]))] {
         if matches!(executor, Executor::Sandbox(_)) {
