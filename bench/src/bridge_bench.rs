@@ -140,7 +140,7 @@ fn request() -> runner::ExecRequest {
     runner::ExecRequest::new(
         "bench",
         "bench",
-        runner::CommandSpec::Argv(vec!["/bin/true".into()]),
+        runner::Command::Argv(vec!["/bin/true".into()]),
     )
 }
 

@@ -152,7 +152,7 @@ pub async fn run(
             let request = runner::ExecRequest::new(
                 "bench",
                 "bench",
-                runner::CommandSpec::Argv(vec!["/bin/true".into()]),
+                runner::Command::Argv(vec!["/bin/true".into()]),
             );
             let report = runner
                 .run(request, &executor, &runner::NoEvents, cancel)

@@ -379,7 +379,7 @@ impl InProcess {
         let request = runner::ExecRequest::new(
             "bench",
             "bench",
-            runner::CommandSpec::Argv(vec!["/bin/true".into()]),
+            runner::Command::Argv(vec!["/bin/true".into()]),
         );
         let report = self
             .runner

@@ -122,13 +122,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             run_id: format!("example-{}", argv[0]),
             agent: "example".into(),
             session: "example".into(),
-            argv: Some(argv.iter().map(|s| s.to_string()).collect()),
-            shell: None,
-            cwd: None,
-            env: Default::default(),
-            security: policy::Security::Full,
-            ask: policy::Ask::Off,
-            timeout_ms: None,
+            request: policy::ExecArgs {
+                security: Some(policy::Security::Full),
+                ask: Some(policy::Ask::Off),
+                ..policy::ExecArgs::new(policy::Command::Argv(
+                    argv.iter().map(|s| s.to_string()).collect(),
+                ))
+            },
         };
         let reply = node
             .invoke(

@@ -52,7 +52,9 @@ pub use registry::{NodeEntry, NodeState, Registry};
 pub use state::{NodeFile, NodeStateStore};
 pub use wire::{FrameRx, FrameTx, Transport, TransportKind};
 
-/// The Bridge protocol versions this build speaks.
-pub const PROTOCOL_VERSIONS: &[u32] = &[1];
+/// The Bridge protocol versions this build speaks. Version 2 sends `system.run`'s request
+/// as the one exec request type ([`policy::ExecArgs`]); version 1 had its own flat fields
+/// (`shell`, `timeoutMs`), and a peer that speaks only 1 is refused, naming both sides.
+pub const PROTOCOL_VERSIONS: &[u32] = &[2];
 /// The protocol's name in `hello`.
 pub const PROTOCOL_NAME: &str = "warden-bridge";

@@ -7,8 +7,6 @@
 //! answers with [`GatewayReply`]; the node proves itself with [`NodeAuth`]. After that
 //! every frame is sealed ([`crate::seal`]) and carries one [`Msg`].
 
-use std::collections::BTreeMap;
-
 use policy::{Ask, AskFallback, DenyReason, Security, Sourced};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
@@ -289,9 +287,12 @@ impl InvokeError {
     }
 }
 
-/// `system.run`'s parameters: the request as the gateway resolved it, before any host
-/// file — the node caps `security` and `ask` with its own.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// `system.run`'s parameters: who asks, and the request itself — the very
+/// [`policy::ExecArgs`] an agent's MCP call or an operator's command line makes, so a
+/// parameter added there crosses to nodes with nothing else to change. Its `security`
+/// and `ask` are what the gateway resolved before any host file (the node caps them with
+/// its own); `host` and `node` are the gateway's choice and are not sent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RunParams {
     /// The gateway's run id (events carry it back).
@@ -301,25 +302,11 @@ pub struct RunParams {
     /// The requesting session (for the node's prompts; events go to the session the
     /// gateway dispatched from, whatever a node says).
     pub session: String,
-    /// Exactly one of `argv` and `shell`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub argv: Option<Vec<String>>,
-    /// A shell string.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shell: Option<String>,
-    /// Working directory on the node (its default when absent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cwd: Option<String>,
-    /// Variables the request sets (the node checks the names against its own list).
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    /// Requested security (capped by the node's file).
-    pub security: Security,
-    /// Requested ask mode (raised by the node's file).
-    pub ask: Ask,
-    /// Requested timeout in milliseconds (capped by the node's maximum).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
+    /// The request: exactly one of `command` and `argv`, `cwd` (the node's default
+    /// when absent, relative paths start there), `env` (the node checks the names
+    /// against its own list), `timeout` (capped by the node's maximum), `security` and
+    /// `ask`.
+    pub request: policy::ExecArgs,
 }
 
 /// `system.run`'s result: the node's decision and how the run ended.

@@ -9,16 +9,13 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use approvals::{ApprovalsFile, Store};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use caps::Fs;
-use policy::{Decision, ExecParams, Host, TrustedPath};
-use runner::{
-    CommandSpec, EventSink, ExecEvent, ExecRequest, Executor, Outcome, RunReport, Runner,
-};
+use policy::{Decision, Host, TrustedPath};
+use runner::{EventSink, ExecEvent, ExecRequest, Executor, Outcome, RunReport, Runner};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -312,37 +309,21 @@ async fn run(
 ) -> Result<RunReport, InvokeError> {
     message::check_id("run id", &p.run_id)
         .map_err(|e| InvokeError::new("invalid", e.to_string()))?;
-    let command = match (p.argv, p.shell) {
-        (Some(argv), None) if !argv.is_empty() => CommandSpec::Argv(argv),
-        (None, Some(shell)) => CommandSpec::Shell(shell),
-        _ => {
-            return Err(InvokeError::new(
-                "invalid",
-                "system.run needs exactly one of a non-empty argv and a shell string",
-            ));
-        }
-    };
-    let request = ExecRequest {
-        run_id: Some(p.run_id),
-        agent: p.agent,
-        session: p.session,
-        command,
-        cwd: p.cwd.map(PathBuf::from),
-        env: p.env,
-        // The gateway's resolution arrives at the tool-parameter level; this node's own
-        // approvals file is the ceiling over it.
-        params: ExecParams {
-            host: Some(Host::Node),
-            security: Some(p.security),
-            ask: Some(p.ask),
-            node: None,
-            timeout: p.timeout_ms.map(Duration::from_millis),
-        },
-        session_overrides: Default::default(),
-        // Output crosses the Bridge once, in the result (the protocol has no progress
-        // frame): the gateway's progress reports say the run is on this node.
-        live: None,
-    };
+    if p.request.host.is_some() || p.request.node.is_some() {
+        return Err(InvokeError::new(
+            "invalid",
+            "system.run's request names no host or node: the gateway chose this node",
+        ));
+    }
+    let mut request = ExecRequest::from_args(p.agent, p.session, p.request)
+        .map_err(|e| InvokeError::new("invalid", format!("system.run: {e}")))?;
+    request.run_id = Some(p.run_id);
+    // The gateway's resolution arrives at the tool-parameter level; this node's own
+    // approvals file is the ceiling over it.
+    request.params.host = Some(Host::Node);
+    // Output crosses the Bridge once, in the result (the protocol has no progress
+    // frame): the gateway's progress reports say the run is on this node.
+    request.live = None;
     let sink = Forward { outbox };
     Ok(service
         .runner

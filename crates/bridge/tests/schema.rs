@@ -192,3 +192,36 @@ fn a_run_result_matches_the_schema_fields() {
         );
     }
 }
+
+#[test]
+fn a_run_request_is_the_exec_request_type_and_the_schema_says_so() {
+    let s = schema();
+    // The document's exec request is the very schema the type generates (the MCP exec
+    // tool publishes the same one).
+    let documented = &s["$defs"]["execArgs"];
+    let generated = Value::Object(policy::ExecArgs::schema().clone());
+    assert_eq!(
+        documented,
+        &generated,
+        "docs/protocol-bridge.schema.json $defs.execArgs must be:\n{}",
+        serde_json::to_string_pretty(&generated).unwrap()
+    );
+    let params = bridge::message::RunParams {
+        run_id: "r".into(),
+        agent: "a".into(),
+        session: "s".into(),
+        request: policy::ExecArgs {
+            security: Some(policy::Security::Allowlist),
+            ask: Some(policy::Ask::OnMiss),
+            timeout: Some(1.5),
+            ..policy::ExecArgs::new(policy::Command::Shell("true".into()))
+        },
+    };
+    let v = serde_json::to_value(&params).unwrap();
+    let run = &s["$defs"]["runParams"];
+    assert_eq!(keys(&v), keys(&run["properties"]));
+    assert_eq!(run["properties"]["request"]["$ref"], "#/$defs/execArgs");
+    // What a gateway sends, a node reads back unchanged.
+    let back: bridge::message::RunParams = serde_json::from_value(v).unwrap();
+    assert_eq!(back, params);
+}

@@ -1,9 +1,10 @@
 //! Command-line arguments shared by `warden exec` and `warden policy explain`: the policy
 //! tool parameters and the command itself, so both read a request the same way.
 
+use std::path::Path;
 use std::time::Duration;
 
-use policy::{Ask, ExecParams, Host, Security};
+use policy::{Ask, Command, ExecArgs, Host, Security};
 
 /// The policy tool parameters (`--host --security --ask --node`).
 #[derive(Debug, Clone, clap::Args)]
@@ -27,16 +28,34 @@ pub struct PolicyArgs {
 }
 
 impl PolicyArgs {
-    /// As the policy engine's tool parameters.
-    pub fn params(&self) -> ExecParams {
-        ExecParams {
-            host: self.host,
-            security: self.security,
-            ask: self.ask,
-            node: self.node.clone(),
-            timeout: self.timeout,
-        }
+    /// Set these flags' parameters on `args`.
+    pub fn fill(&self, args: &mut ExecArgs) {
+        args.host = self.host;
+        args.security = self.security;
+        args.ask = self.ask;
+        args.node.clone_from(&self.node);
+        args.timeout = self.timeout.map(|t| t.as_secs_f64());
     }
+}
+
+/// The request a command line makes: `command`, these policy flags, and a working
+/// directory (made absolute by the caller: a CLI's relative path starts where the user
+/// is).
+pub fn exec_args(
+    command: &CommandArgs,
+    policy: &PolicyArgs,
+    cwd: Option<&Path>,
+) -> anyhow::Result<ExecArgs> {
+    let mut args = ExecArgs::new(command.command());
+    policy.fill(&mut args);
+    args.cwd = cwd
+        .map(|c| {
+            c.to_str()
+                .map(str::to_owned)
+                .ok_or_else(|| anyhow::anyhow!("--cwd {} is not UTF-8", c.display()))
+        })
+        .transpose()?;
+    Ok(args)
 }
 
 /// The command: `--shell 'STRING'` or an argv after `--`.
@@ -68,11 +87,11 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 impl CommandArgs {
-    /// The command as the runner takes it.
-    pub fn spec(&self) -> runner::CommandSpec {
+    /// The command as a request names it.
+    pub fn command(&self) -> Command {
         match &self.shell {
-            Some(s) => runner::CommandSpec::Shell(s.clone()),
-            None => runner::CommandSpec::Argv(self.argv.clone()),
+            Some(s) => Command::Shell(s.clone()),
+            None => Command::Argv(self.argv.clone()),
         }
     }
 }

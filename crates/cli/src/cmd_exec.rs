@@ -100,10 +100,10 @@ async fn run_async(args: ExecArgs) -> anyhow::Result<i32> {
     // The run's cgroups are made (and a thread moved into them) while the rest starts.
     facts.containment()?.prepare();
     let gateway = facts.gateway(None)?;
-    let mut request = ExecRequest::new(&args.agent, &args.session, args.command.spec());
-    request.cwd = args.cwd.as_ref().map(|c| facts.absolute(c));
-    request.env = args.env.into_iter().collect();
-    request.params = args.policy.params();
+    let cwd = args.cwd.as_ref().map(|c| facts.absolute(c));
+    let mut exec_args = crate::args::exec_args(&args.command, &args.policy, cwd.as_deref())?;
+    exec_args.env = args.env.into_iter().collect();
+    let request = ExecRequest::from_args(&args.agent, &args.session, exec_args)?;
     let key = gateway::SessionKey {
         agent: args.agent,
         session: args.session,

@@ -61,9 +61,9 @@ fn explain_command(args: &ExplainArgs) -> anyhow::Result<i32> {
     let facts = HostFacts::read()?;
     let gateway = facts.gateway(None)?;
     // The very path an exec takes: the same request, decided the same way.
-    let mut request = ExecRequest::new(&args.agent, &args.session, args.command.spec());
-    request.cwd = args.cwd.as_ref().map(|c| facts.absolute(c));
-    request.params = args.policy.params();
+    let cwd = args.cwd.as_ref().map(|c| facts.absolute(c));
+    let exec_args = crate::args::exec_args(&args.command, &args.policy, cwd.as_deref())?;
+    let request = ExecRequest::from_args(&args.agent, &args.session, exec_args)?;
     let key = gateway::SessionKey {
         agent: args.agent.clone(),
         session: args.session.clone(),

@@ -3,8 +3,6 @@
 //! route by the resolved host, execute on that route's executor, report — with the
 //! session's overrides going in and its lifecycle events coming out.
 
-use std::time::Duration;
-
 use policy::{DenyReason, Host};
 use runner::{Decided, ExecRequest, RunHost, RunReport, Runner};
 use tokio_util::sync::CancellationToken;
@@ -258,9 +256,4 @@ async fn until<T>(
         () = stop => cancel.cancel(),
     }
     work.await
-}
-
-/// A request timeout given in seconds by a tool call.
-pub fn seconds(value: f64) -> Option<Duration> {
-    (value.is_finite() && value > 0.0).then(|| Duration::from_secs_f64(value.min(1e9)))
 }

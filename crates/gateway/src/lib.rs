@@ -20,7 +20,7 @@ pub mod stdio;
 pub use credentials::{Credentials, Identity};
 pub use direct::{DirectModeError, DirectSwitch, MAX_DIRECT_TTL};
 pub use files::{FileError, FileTools, PathAuthorization};
-pub use gateway::{Gateway, seconds};
+pub use gateway::Gateway;
 pub use http::HttpLimits;
 pub use mcp::{WardenMcp, report_json, report_text, tools};
 pub use route::{DeferredRoute, DirectMode, Routes, SandboxRoute};

@@ -19,9 +19,7 @@ use bridge::message::{self, RunParams, RunResult, WireDecision, WireOutcome};
 use bridge::{BridgeError, Hub, RunCall};
 use caps::{ExecOutput, ExitStatus, RefusedWrites};
 use policy::{Ask, AskFallback, Decision, DenyReason, HostCeiling, Security, Source};
-use runner::{
-    CommandSpec, Decided, EventSink, ExecEvent, Executed, Outcome, RunHost, RunReport, Runner,
-};
+use runner::{Decided, EventSink, ExecEvent, Executed, Outcome, RunHost, RunReport, Runner};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -89,24 +87,19 @@ pub async fn run(
         Some(&request.agent),
         &NO_CEILING,
     );
-    let (argv, shell) = match &request.command {
-        CommandSpec::Argv(argv) => (Some(argv.clone()), None),
-        CommandSpec::Shell(s) => (None, Some(s.clone())),
-    };
-    let timeout_ms = (policy.timeout.source != Source::Default)
-        .then_some(policy.timeout.value.as_millis() as u64);
+    let mut args = policy::ExecArgs::new(request.command.clone());
+    // As the agent gave it: a relative directory starts at the node's own default.
+    args.cwd = request.cwd.as_ref().map(|c| c.display().to_string());
+    args.env = request.env.clone();
+    args.security = Some(requested.security.value);
+    args.ask = Some(requested.ask.value);
+    args.timeout =
+        (policy.timeout.source != Source::Default).then_some(policy.timeout.value.as_secs_f64());
     let params = RunParams {
         run_id: decided.run_id.clone(),
         agent: request.agent.clone(),
         session: request.session.clone(),
-        argv,
-        shell,
-        // As the agent gave it: a relative directory starts at the node's own default.
-        cwd: request.cwd.as_ref().map(|c| c.display().to_string()),
-        env: request.env.clone(),
-        security: requested.security.value,
-        ask: requested.ask.value,
-        timeout_ms,
+        request: args,
     };
     let host = RunHost::Node(node.id.clone());
     // The node sends its output with the result; progress reports say where it runs.

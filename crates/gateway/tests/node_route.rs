@@ -23,7 +23,8 @@ use caps::testkit::{read_pid, wait_gone};
 use caps::{LocalFs, LocalShell};
 use gateway::{Gateway, Routes, SandboxRoute, SessionKey};
 use policy::{CaseMode, Config, TrustedPath};
-use runner::{CommandSpec, ExecRequest, Executor, Host, Outcome, RunHost, Runner};
+use runner::{Command, ExecRequest, Executor, Host, Outcome, RunHost, Runner};
+use serde_json::json;
 
 const TOKEN: &str = "wnd_test-token-0123456789abcdef0123456789";
 const OPEN: &str =
@@ -183,7 +184,7 @@ async fn cancelling_the_caller_kills_the_remote_runs_whole_tree() {
     });
     let pidfile = node_dir.join("pid");
     let script = format!("sleep 600 & echo $! > {}; wait", pidfile.display());
-    let mut request = ExecRequest::new("a", "s", CommandSpec::Shell(script));
+    let mut request = ExecRequest::new("a", "s", Command::Shell(script));
     // A caller watching progress learns that the run is on the node, whose output comes
     // with the result.
     let live = caps::LiveOutput::new(64);
@@ -267,7 +268,7 @@ async fn a_node_cannot_post_events_for_runs_it_was_not_sent_and_a_misbehaving_on
         .gateway
         .exec(
             &key(),
-            ExecRequest::new("a", "s", CommandSpec::Argv(vec!["/bin/true".into()])),
+            ExecRequest::new("a", "s", Command::Argv(vec!["/bin/true".into()])),
             std::future::pending(),
         )
         .await;
@@ -289,7 +290,7 @@ async fn a_node_cannot_post_events_for_runs_it_was_not_sent_and_a_misbehaving_on
         .gateway
         .exec(
             &key(),
-            ExecRequest::new("a", "s", CommandSpec::Argv(vec!["/bin/true".into()])),
+            ExecRequest::new("a", "s", Command::Argv(vec!["/bin/true".into()])),
             std::future::pending(),
         )
         .await;
@@ -344,13 +345,14 @@ fn sleep_invoke(id: u64, pidfile: &Path) -> Msg {
         run_id: format!("run-{id}"),
         agent: "a".into(),
         session: "s".into(),
-        argv: None,
-        shell: Some(format!("echo $$ > {}; exec sleep 600", pidfile.display())),
-        cwd: None,
-        env: Default::default(),
-        security: policy::Security::Full,
-        ask: policy::Ask::Off,
-        timeout_ms: None,
+        request: policy::ExecArgs {
+            security: Some(policy::Security::Full),
+            ask: Some(policy::Ask::Off),
+            ..policy::ExecArgs::new(policy::Command::Shell(format!(
+                "echo $$ > {}; exec sleep 600",
+                pidfile.display()
+            )))
+        },
     };
     Msg::Invoke {
         id,
@@ -424,4 +426,64 @@ async fn a_node_refuses_a_reused_invoke_id_and_runs_past_its_limit_and_drops_a_g
     for pid in pids {
         assert!(wait_gone(pid), "run {pid} outlived the connection");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_refuses_a_run_request_the_exec_request_type_does_not_allow_and_runs_nothing() {
+    let dir = private_dir();
+    let node_dir = dir.path().to_path_buf();
+    let service = open_node(&node_dir);
+    let (mut gw, _serving) = raw_gateway(service).await;
+    let marker = node_dir.join("ran");
+    let touch = format!("touch {}", marker.display());
+    let who = json!({"runId": "r", "agent": "a", "session": "s"});
+    let with = |request: serde_json::Value| {
+        let mut params = who.clone();
+        params["request"] = request;
+        params
+    };
+    let refused = [
+        // The gateway chooses the host and the node; a request naming them is not one
+        // a gateway sends.
+        with(json!({"command": touch, "host": "gateway"})),
+        with(json!({"command": touch, "node": "other"})),
+        // Exactly one command.
+        with(json!({"command": touch, "argv": ["/usr/bin/touch", "x"]})),
+        with(json!({"cwd": "/"})),
+        // Values the schema refuses, and fields it does not name.
+        with(json!({"command": touch, "env": {"A=B": "x"}})),
+        with(json!({"command": touch, "timeout": -1})),
+        with(json!({"command": touch, "shell": touch})),
+        // Version 1's shape.
+        json!({"runId": "r", "agent": "a", "session": "s", "shell": touch,
+               "security": "full", "ask": "off"}),
+    ];
+    for (i, params) in refused.iter().enumerate() {
+        let id = i as u64 + 1;
+        gw.outbox
+            .send(Msg::Invoke {
+                id,
+                command: "system.run".into(),
+                params: params.clone(),
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            next_result(&mut gw).await,
+            (id, Some("invalid".into())),
+            "{params}"
+        );
+    }
+    assert!(!marker.exists(), "a refused request ran");
+    // The same request, well formed, runs.
+    gw.outbox
+        .send(Msg::Invoke {
+            id: 100,
+            command: "system.run".into(),
+            params: with(json!({"command": touch, "security": "full", "ask": "off"})),
+        })
+        .await
+        .unwrap();
+    assert_eq!(next_result(&mut gw).await, (100, None));
+    assert!(marker.exists(), "the well-formed request did not run");
 }

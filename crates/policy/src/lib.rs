@@ -50,6 +50,7 @@ mod nodes;
 mod plan;
 pub mod profiles;
 pub mod protected;
+mod request;
 mod resolve;
 mod rules;
 pub mod shell;
@@ -80,6 +81,7 @@ pub use plan::{
     Launch, PlanError, PlanRequest, PlannedExecAllowlist, PlannedLimits, Plans, RunPlan, SHELL, hex,
 };
 pub use profiles::{Examined, GrammarTrace, ProfileHit, Profiles};
+pub use request::{ArgsError, Command, ExecArgs, MAX_TIMEOUT_SECONDS, is_env_name};
 pub use resolve::{
     ExecParams, HostCeiling, ResolvedPolicy, SessionOverrides, Source, Sourced, resolve,
 };

@@ -33,9 +33,10 @@ pub use decide::Decided;
 pub use events::{CollectEvents, EventSink, ExecEvent, NoEvents};
 pub use execute::{Executor, SandboxShells, launch};
 pub use host::{Host, HostBuilder};
+pub use policy::Command;
 pub use report::{
     EXIT_CANCELLED, EXIT_DENIED, EXIT_NO_APPROVER, EXIT_WARDEN_ERROR, Executed, Outcome, RunHost,
     RunReport,
 };
-pub use request::{CommandSpec, ExecRequest, new_run_id};
+pub use request::{ExecRequest, new_run_id};
 pub use runner::Runner;

@@ -4,36 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use policy::{CommandInput, ExecParams, SessionOverrides};
-use serde::Serialize;
-
-/// What to run.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(tag = "kind", content = "value", rename_all = "lowercase")]
-pub enum CommandSpec {
-    /// An argv; no shell is involved.
-    Argv(Vec<String>),
-    /// A shell string.
-    Shell(String),
-}
-
-impl CommandSpec {
-    /// As the policy engine reads it.
-    pub fn input(&self) -> CommandInput<'_> {
-        match self {
-            CommandSpec::Argv(argv) => CommandInput::Argv(argv),
-            CommandSpec::Shell(s) => CommandInput::Shell(s),
-        }
-    }
-
-    /// The command as the agent wrote it, for prompts and usage records.
-    pub fn display(&self) -> String {
-        match self {
-            CommandSpec::Argv(argv) => argv.join(" "),
-            CommandSpec::Shell(s) => s.clone(),
-        }
-    }
-}
+use policy::{ArgsError, Command, ExecArgs, ExecParams, SessionOverrides};
 
 /// One exec request.
 #[derive(Clone, Debug)]
@@ -45,7 +16,7 @@ pub struct ExecRequest {
     /// Requesting session.
     pub session: String,
     /// The command.
-    pub command: CommandSpec,
+    pub command: Command,
     /// Working directory; the host's default when absent, relative ones start there.
     pub cwd: Option<PathBuf>,
     /// Variables the request wants to set (checked against the allowlist of names).
@@ -60,7 +31,7 @@ pub struct ExecRequest {
 
 impl ExecRequest {
     /// A request by `agent` in `session` to run `command`, with nothing else set.
-    pub fn new(agent: impl Into<String>, session: impl Into<String>, command: CommandSpec) -> Self {
+    pub fn new(agent: impl Into<String>, session: impl Into<String>, command: Command) -> Self {
         ExecRequest {
             run_id: None,
             agent: agent.into(),
@@ -72,6 +43,25 @@ impl ExecRequest {
             session_overrides: SessionOverrides::default(),
             live: None,
         }
+    }
+}
+
+impl ExecRequest {
+    /// The request `args` make, by `agent` in `session` — the one conversion every front
+    /// end uses (MCP, the CLI, a node receiving `system.run`). A relative `cwd` stays
+    /// relative: the host that runs the request starts it from its own default directory.
+    pub fn from_args(
+        agent: impl Into<String>,
+        session: impl Into<String>,
+        args: ExecArgs,
+    ) -> Result<Self, ArgsError> {
+        let command = args.command()?;
+        let params = args.params();
+        let mut request = ExecRequest::new(agent, session, command);
+        request.cwd = args.cwd.map(PathBuf::from);
+        request.env = args.env;
+        request.params = params;
+        Ok(request)
     }
 }
 

@@ -20,8 +20,8 @@ use policy::{
     AllowReason, CaseMode, Config, Decision, DenyReason, ExecParams, Launch, Security, TrustedPath,
 };
 use runner::{
-    Approvals, CollectEvents, CommandSpec, EXIT_CANCELLED, EXIT_DENIED, EXIT_NO_APPROVER,
-    ExecEvent, ExecRequest, Executor, Host, Outcome, RunHost, RunReport, Runner, SandboxShells,
+    Approvals, CollectEvents, Command, EXIT_CANCELLED, EXIT_DENIED, EXIT_NO_APPROVER, ExecEvent,
+    ExecRequest, Executor, Host, Outcome, RunHost, RunReport, Runner, SandboxShells,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -190,18 +190,16 @@ const ALLOWLIST_HOST: &str = r#"{"version":1,"defaults":{"security":"allowlist",
   "agents":{"coder":{"allowlist":[{"pattern":"/usr/bin/ls"},{"pattern":"/usr/bin/cat"}]}}}"#;
 const GATEWAY_ALLOWLIST: &str = "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\n";
 
-fn request(command: CommandSpec) -> ExecRequest {
+fn request(command: Command) -> ExecRequest {
     ExecRequest::new("coder", "s1", command)
 }
 
 fn shell_string(text: &str) -> ExecRequest {
-    request(CommandSpec::Shell(text.into()))
+    request(Command::Shell(text.into()))
 }
 
 fn argv(words: &[&str]) -> ExecRequest {
-    request(CommandSpec::Argv(
-        words.iter().map(|w| w.to_string()).collect(),
-    ))
+    request(Command::Argv(words.iter().map(|w| w.to_string()).collect()))
 }
 
 async fn run(w: &World, req: ExecRequest) -> (RunReport, Vec<ExecEvent>) {

@@ -9,7 +9,7 @@ use approvals::{Ceilings, StoreError};
 use policy::{
     ArgsMatch, Ask, AskFallback, Config, ExecParams, Host, RuleSpec, Security, SessionOverrides,
 };
-use runner::{CommandSpec, ExecRequest};
+use runner::{Command, ExecRequest};
 use serde::{Deserialize, Serialize};
 
 use super::App;
@@ -446,11 +446,7 @@ pub fn explain(facts: &HostFacts, request: ExplainRequest) -> Result<Explained, 
     if request.agent.trim().is_empty() || request.command.trim().is_empty() {
         return Err("an agent and a command are needed".into());
     }
-    let mut exec = ExecRequest::new(
-        &request.agent,
-        "console",
-        CommandSpec::Shell(request.command),
-    );
+    let mut exec = ExecRequest::new(&request.agent, "console", Command::Shell(request.command));
     if !request.host.is_empty() {
         exec.params.host = Some(request.host.parse::<Host>()?);
     }

@@ -2,12 +2,13 @@
 //! the published input schemas state (`tools.rs`) is enforced here, and anything else a
 //! client sends is refused with JSON-RPC `-32602` naming the field, before anything runs
 //! (`tests::the_decoder_agrees_with_the_published_schemas` holds the two together).
+//! `exec`'s arguments are `policy::ExecArgs`, whose schema and decoder come from one type;
+//! the file tools' few flat fields are read here.
 //!
 //! The transport already parsed the request (serde_json stops at 128 levels of nesting);
 //! every field is a flat value, so nothing here recurses into what the client sent.
 
-use std::collections::BTreeMap;
-
+use policy::ExecArgs;
 use rmcp::ErrorData;
 use rmcp::model::JsonObject;
 use serde_json::{Value, json};
@@ -15,31 +16,6 @@ use serde_json::{Value, json};
 /// Largest line number or count accepted: the largest integer every JSON client (a
 /// JavaScript one included) represents exactly.
 pub const MAX_COUNT: u64 = (1 << 53) - 1;
-
-/// Largest timeout a call may ask for, in seconds (the policy's `max_timeout` caps it
-/// further; this bound only keeps the number meaningful).
-pub const MAX_TIMEOUT_SECONDS: f64 = 1e9;
-
-/// Exactly one of these says what `exec` runs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Command {
-    /// A shell command line.
-    Shell(String),
-    /// A program and its arguments.
-    Argv(Vec<String>),
-}
-
-#[derive(Debug)]
-pub struct ExecArgs {
-    pub command: Command,
-    pub cwd: Option<String>,
-    pub env: BTreeMap<String, String>,
-    pub timeout: Option<f64>,
-    pub host: Option<policy::Host>,
-    pub security: Option<policy::Security>,
-    pub ask: Option<policy::Ask>,
-    pub node: Option<String>,
-}
 
 #[derive(Debug)]
 pub struct ReadArgs {
@@ -179,16 +155,6 @@ impl<'a> Fields<'a> {
         }
     }
 
-    /// One of a mode's spellings.
-    fn mode<T: std::str::FromStr<Err = String>>(
-        &mut self,
-        field: &str,
-    ) -> Result<Option<T>, ErrorData> {
-        self.string(field, false)?
-            .map(|v| v.parse::<T>().map_err(|e| self.err(field, e)))
-            .transpose()
-    }
-
     /// Refuse whatever was not read.
     fn finish(self) -> Result<(), ErrorData> {
         match self.map.keys().next() {
@@ -202,133 +168,15 @@ impl<'a> Fields<'a> {
     }
 }
 
-/// Whether `name` is a valid environment variable name (as the schema's pattern says).
-fn env_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-fn exec(mut f: Fields<'_>) -> Result<ToolCall, ErrorData> {
-    let command = f.string("command", true)?;
-    let argv = match f.map.remove("argv") {
-        None => None,
-        Some(Value::Array(items)) => {
-            if items.is_empty() {
-                return Err(f.err("argv", "must name a program (at least one item)"));
-            }
-            let mut argv = Vec::with_capacity(items.len());
-            for (i, item) in items.into_iter().enumerate() {
-                match item {
-                    Value::String(s) if i == 0 && s.is_empty() => {
-                        return Err(f.err("argv[0]", "(the program) must not be empty"));
-                    }
-                    Value::String(s) => argv.push(s),
-                    other => {
-                        return Err(f.err(
-                            &format!("argv[{i}]"),
-                            format!("must be a string, got {}", kind(&other)),
-                        ));
-                    }
-                }
-            }
-            Some(argv)
-        }
-        Some(other) => {
-            return Err(f.err(
-                "argv",
-                format!("must be an array of strings, got {}", kind(&other)),
-            ));
-        }
-    };
-    let command = match (command, argv) {
-        (Some(c), None) => Command::Shell(c),
-        (None, Some(a)) => Command::Argv(a),
-        (Some(_), Some(_)) => {
-            return Err(f.err(
-                "command",
-                "and `argv` were both given: give exactly one (a shell command line, or a program with its arguments)",
-            ));
-        }
-        (None, None) => {
-            return Err(f.err(
-                "command",
-                "is required (or `argv`): give exactly one of them",
-            ));
-        }
-    };
-    let cwd = f.string("cwd", true)?;
-    let env = match f.map.remove("env") {
-        None => BTreeMap::new(),
-        Some(Value::Object(vars)) => {
-            let mut env = BTreeMap::new();
-            for (name, value) in vars {
-                if !env_name(&name) {
-                    return Err(f.err(
-                        &format!("env.{name}"),
-                        "is not a variable name (letters, digits and _, not starting with a digit)",
-                    ));
-                }
-                match value {
-                    Value::String(v) => {
-                        env.insert(name, v);
-                    }
-                    other => {
-                        return Err(f.err(
-                            &format!("env.{name}"),
-                            format!("must be a string, got {}", kind(&other)),
-                        ));
-                    }
-                }
-            }
-            env
-        }
-        Some(other) => {
-            return Err(f.err(
-                "env",
-                format!("must be an object of strings, got {}", kind(&other)),
-            ));
-        }
-    };
-    let timeout = match f.map.remove("timeout") {
-        None => None,
-        Some(Value::Number(n)) => match n.as_f64() {
-            Some(t) if t > 0.0 && t <= MAX_TIMEOUT_SECONDS => Some(t),
-            _ => {
-                return Err(f.err(
-                    "timeout",
-                    format!("must be a number of seconds above 0 and at most {MAX_TIMEOUT_SECONDS}, got {n}"),
-                ));
-            }
-        },
-        Some(other) => {
-            return Err(f.err(
-                "timeout",
-                format!("must be a number of seconds, got {}", kind(&other)),
-            ));
-        }
-    };
-    let args = ExecArgs {
-        command,
-        cwd,
-        env,
-        timeout,
-        host: f.mode("host")?,
-        security: f.mode("security")?,
-        ask: f.mode("ask")?,
-        node: f.string("node", true)?,
-    };
-    f.finish()?;
-    Ok(ToolCall::Exec(args))
-}
-
 /// Decode the arguments of tool `name`.
 pub fn decode(name: &str, args: Option<JsonObject>) -> Result<ToolCall, ErrorData> {
+    if name == "exec" {
+        return ExecArgs::from_json(args.unwrap_or_default())
+            .map(ToolCall::Exec)
+            .map_err(|e| invalid(name, &e.field, e.message));
+    }
     let mut f = Fields::new(name, args);
     let call = match name {
-        "exec" => return exec(f),
         "read" => ToolCall::Read(ReadArgs {
             path: f.required_string("path", true)?,
             offset: f.positive_integer("offset")?,
@@ -379,8 +227,10 @@ mod tests {
         match call {
             ToolCall::Exec(a) => {
                 if let Some(t) = a.timeout {
-                    assert!(crate::seconds(t).is_some_and(|d| d.as_secs_f64() <= 1e9));
+                    let d = a.params().timeout.expect("a decoded timeout is a duration");
+                    assert!(d.as_secs_f64() <= 1e9 && (d.as_secs_f64() - t).abs() < 1e-3);
                 }
+                assert!(a.command().is_ok());
             }
             ToolCall::Write(a) => {
                 let _ = super::super::result::preview(&a.content);

@@ -21,19 +21,20 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
-use runner::{CommandSpec, ExecRequest, Outcome};
+use runner::{ExecRequest, Outcome};
 use serde_json::json;
 
 use crate::credentials::Identity;
-use crate::gateway::{Gateway, seconds};
+use crate::gateway::Gateway;
 use crate::http::RequestStop;
 use crate::sessions::SessionKey;
 
-pub use args::MAX_TIMEOUT_SECONDS;
+pub use policy::MAX_TIMEOUT_SECONDS;
 pub use result::{report_json, report_text};
 pub use tools::tools;
 
-use args::{Command, ExecArgs, ToolCall};
+use args::ToolCall;
+use policy::ExecArgs;
 use progress::Progress;
 
 /// One MCP connection's view of the gateway.
@@ -106,33 +107,6 @@ impl WardenMcp {
     }
 }
 
-/// The exec request a tool call describes (the agent and session come from the
-/// connection, not from the arguments).
-fn exec_request(args: ExecArgs, gateway: &Gateway) -> ExecRequest {
-    let command = match args.command {
-        Command::Shell(c) => CommandSpec::Shell(c),
-        Command::Argv(a) => CommandSpec::Argv(a),
-    };
-    let cwd = args.cwd.map(|c| {
-        let p = std::path::PathBuf::from(&c);
-        match (p.is_absolute(), gateway.files().and_then(|f| f.workspace())) {
-            (false, Some(ws)) => ws.join(p),
-            _ => p,
-        }
-    });
-    let mut request = ExecRequest::new(String::new(), String::new(), command);
-    request.cwd = cwd;
-    request.env = args.env;
-    request.params = policy::ExecParams {
-        host: args.host,
-        security: args.security,
-        ask: args.ask,
-        node: args.node,
-        timeout: args.timeout.and_then(seconds),
-    };
-    request
-}
-
 /// A file-tool write: refused paths are refused before anyone is asked; then the
 /// permission mode decides.
 async fn authorize(
@@ -183,7 +157,12 @@ impl WardenMcp {
         events: Vec<String>,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let mut request = exec_request(args, &self.gateway);
+        // The agent and session come from the connection, never from the arguments.
+        let mut request = match ExecRequest::from_args(&key.agent, &key.session, args) {
+            Ok(request) => request,
+            // Decoding already refused these; a request built otherwise says why here.
+            Err(e) => return result::failed(format!("exec: {e}"), events),
+        };
         let progress = Progress::of(context);
         request.live = progress.as_ref().map(|p| p.live.clone());
         let run = self.gateway.exec(key, request, stop_of(context));

@@ -58,34 +58,6 @@ fn file_output(properties: Value, required: &[&str]) -> Arc<JsonObject> {
     }))
 }
 
-fn exec_input() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "command": {"type": "string", "minLength": 1, "description": "A shell command line. Give exactly one of `command` and `argv`."},
-            "argv": {
-                "type": "array", "minItems": 1,
-                "prefixItems": [{"type": "string", "minLength": 1}],
-                "items": {"type": "string"},
-                "description": "A program and its arguments, run without a shell. Give exactly one of `command` and `argv`."
-            },
-            "cwd": {"type": "string", "minLength": 1, "description": "Working directory (absolute, or relative to the workspace)."},
-            "env": {
-                "type": "object",
-                "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
-                "additionalProperties": {"type": "string"},
-                "description": "Extra environment variables (only names the host allows; others refuse the call before anything runs)."
-            },
-            "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": super::args::MAX_TIMEOUT_SECONDS, "description": "Timeout in seconds (capped by the host's max_timeout)."},
-            "host": {"type": "string", "enum": ["sandbox", "gateway", "node"], "description": "Where to run; the host's approvals file still caps what runs."},
-            "security": {"type": "string", "enum": ["deny", "allowlist", "full"], "description": "Requested security; never looser than the host allows."},
-            "ask": {"type": "string", "enum": ["off", "on-miss", "always"], "description": "When to ask a human; never less than the host asks."},
-            "node": {"type": "string", "minLength": 1, "description": "The node for host=node."}
-        },
-        "additionalProperties": false
-    })
-}
-
 fn exec_output() -> Value {
     json!({
         "type": "object",
@@ -149,7 +121,7 @@ fn build() -> Vec<Tool> {
              runs and whether it may (policy, allowlist, human approval) and enforces a timeout and a \
              200,000-byte output cap. The first content block is the whole result: the exit code or the \
              denial with the rule that produced it, then stdout and stderr, each labelled.",
-            object(exec_input()),
+            Arc::new(policy::ExecArgs::schema().clone()),
         )
         .with_title("Run a command")
         .with_raw_output_schema(object(exec_output()))
