@@ -8,6 +8,13 @@
 //!
 //! A scanner that silently matches nothing must not pass: the lint also scans the
 //! provider code it exempts and fails unless it finds the accesses it knows are there.
+//!
+//! Outside crates are a way around the seam too (`nix`, `rustix`, `cap-std` reach
+//! processes and files without naming `std`): each library lists the outside crates it
+//! may depend on ([`ALLOWED_EXTERNAL`]), and the one OS crate a consumer uses, `nix`,
+//! only for its socket calls ([`NIX_OUTSIDE_PROVIDERS`]). The type-aware half of the
+//! rule (a `Path`'s own filesystem methods, types reached through aliases) is
+//! `clippy.toml`'s `disallowed-methods` and `disallowed-types`.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -45,7 +52,14 @@ const BANNED: &[Banned] = &[
         path: "std::env",
         instead: "take configuration as a value from the cli composition root",
     },
+    Banned {
+        path: "nix",
+        instead: "outside providers only nix::sys::socket and nix::errno (a socket the crate owns); reach processes, files and the environment through caps",
+    },
 ];
+
+/// The `nix` modules code outside providers may use: calls on a socket the crate owns.
+const NIX_OUTSIDE_PROVIDERS: &[&[&str]] = &[&["sys", "socket"], &["errno"]];
 
 /// Paths (relative to the workspace root, `/`-separated prefixes) where raw access is
 /// the point: the providers and the composition root, plus project tooling.
@@ -64,6 +78,7 @@ const CANARIES: &[(&str, &str)] = &[
     ("crates/caps/src/providers/local/", "std::fs"),
     ("crates/cli/", "std::env"),
     ("crates/cli/", "std::process"),
+    ("crates/caps/src/providers/local/", "nix"),
 ];
 
 /// Workspace crates each crate may depend on (by short name, without `warden-`).
@@ -82,6 +97,117 @@ const ALLOWED_DEPS: &[(&str, &[&str])] = &[
     ("cli", &["*"]),
     ("bench", &["*"]),
     ("xtask", &[]),
+];
+
+/// Outside crates each crate may depend on (normal and build dependencies, by name; tests,
+/// benches and examples are composition roots). A library reaches processes, files and
+/// the environment only through `caps`, so an outside crate that can (`nix`, `rustix`,
+/// `libc`, `cap-std`, `tempfile`, `walkdir`...) belongs to a provider crate: adding one
+/// to a library is a decision made here, not a line in its `Cargo.toml`. `*`: any.
+const ALLOWED_EXTERNAL: &[(&str, &[&str])] = &[
+    // The providers live in caps and sandbox; cli is the composition root.
+    ("caps", &["*"]),
+    ("sandbox", &["*"]),
+    ("cli", &["*"]),
+    ("bench", &["*"]),
+    ("xtask", &["*"]),
+    (
+        "policy",
+        &[
+            "brush-parser",
+            "globset",
+            "humantime",
+            "schemars",
+            "serde",
+            "serde_json",
+            "serde_path_to_error",
+            "sha2",
+            "thiserror",
+            "toml",
+            "toml_edit",
+        ],
+    ),
+    (
+        "approvals",
+        &[
+            "async-trait",
+            "base64",
+            "getrandom",
+            "hmac",
+            "indexmap",
+            "serde",
+            "serde_json",
+            "sha2",
+            "subtle",
+            "thiserror",
+            "tokio",
+            "tracing",
+        ],
+    ),
+    (
+        "runner",
+        &[
+            "async-trait",
+            "getrandom",
+            "serde",
+            "serde_json",
+            "tokio",
+            "tokio-util",
+            "tracing",
+        ],
+    ),
+    (
+        "bridge",
+        &[
+            "base64",
+            "futures-util",
+            "getrandom",
+            "hmac",
+            "rcgen",
+            "ring",
+            "rustls",
+            "serde",
+            "serde_json",
+            "sha2",
+            "subtle",
+            "thiserror",
+            "tokio",
+            "tokio-rustls",
+            "tokio-tungstenite",
+            "tokio-util",
+            "tracing",
+        ],
+    ),
+    (
+        "gateway",
+        &[
+            "async-trait",
+            "axum",
+            "base64",
+            "futures-util",
+            "getrandom",
+            "globset",
+            "http",
+            "http-body",
+            "humantime",
+            "hyper",
+            "hyper-util",
+            // Only nix::sys::socket and nix::errno (the listener's peek and shutdown of
+            // its own TCP connections); the token scan holds it to that.
+            "nix",
+            "regex",
+            "rmcp",
+            "serde",
+            "serde_json",
+            "sha2",
+            "subtle",
+            "thiserror",
+            "tokio",
+            "tokio-util",
+            "tower-service",
+            "tracing",
+        ],
+    ),
 ];
 
 /// One banned access found in a file.
@@ -308,6 +434,65 @@ fn is_allowed_env_path(toks: &[Tok], after_module: usize) -> bool {
     )
 }
 
+/// Whether the path starting at `toks[at]` (a module name) is one of the `nix` modules
+/// code outside providers may use.
+fn is_nix_module_allowed(toks: &[Tok], at: usize) -> bool {
+    NIX_OUTSIDE_PROVIDERS.iter().any(|chain| {
+        chain.iter().enumerate().all(|(k, name)| {
+            matches!(toks.get(at + 2 * k), Some(Tok::Ident(n, _)) if n == name)
+                && (k + 1 == chain.len() || toks.get(at + 2 * k + 1) == Some(&Tok::PathSep))
+        })
+    })
+}
+
+/// The line of a use of `nix` (at `toks[i]`) that reaches beyond its allowed modules:
+/// `nix::unistd::…`, `use nix::*`, `use nix::{fcntl, …}`, `nix as n`. A path that only
+/// ends in a segment named `nix` (`crate::nix::…`) is someone else's module.
+fn nix_outside_its_modules(toks: &[Tok], i: usize) -> Option<usize> {
+    let Tok::Ident(_, line) = &toks[i] else {
+        return None;
+    };
+    if i >= 2 && toks[i - 1] == Tok::PathSep && matches!(toks[i - 2], Tok::Ident(..)) {
+        return None;
+    }
+    match toks.get(i + 1) {
+        Some(Tok::Ident(kw, _)) if kw == "as" => return Some(*line),
+        Some(Tok::PathSep) => {}
+        _ => return None,
+    }
+    match toks.get(i + 2) {
+        Some(Tok::Ident(..)) => (!is_nix_module_allowed(toks, i + 2)).then_some(*line),
+        Some(Tok::Open(Delimiter::Brace)) => {
+            let mut depth = 0usize;
+            let mut at_element_start = true;
+            let mut j = i + 3;
+            while j < toks.len() {
+                match &toks[j] {
+                    Tok::Open(_) => depth += 1,
+                    Tok::Close if depth == 0 => return None,
+                    Tok::Close => depth -= 1,
+                    Tok::Comma if depth == 0 => {
+                        at_element_start = true;
+                        j += 1;
+                        continue;
+                    }
+                    Tok::Ident(_, l)
+                        if depth == 0 && at_element_start && !is_nix_module_allowed(toks, j) =>
+                    {
+                        return Some(*l);
+                    }
+                    Tok::Star if depth == 0 && at_element_start => return Some(*line),
+                    _ => {}
+                }
+                at_element_start = false;
+                j += 1;
+            }
+            None
+        }
+        _ => Some(*line),
+    }
+}
+
 fn scan_tokens(file: &Path, stream: TokenStream, findings: &mut Vec<Finding>) {
     let mut toks = Vec::new();
     flatten(stream, &mut toks);
@@ -325,6 +510,12 @@ fn scan_tokens(file: &Path, stream: TokenStream, findings: &mut Vec<Finding>) {
         let Tok::Ident(krate, line) = &toks[i] else {
             continue;
         };
+        if krate == "nix" {
+            if let Some(line) = nix_outside_its_modules(&toks, i) {
+                report(line, "nix");
+            }
+            continue;
+        }
         if krate != "std" && krate != "tokio" {
             continue;
         }
@@ -413,22 +604,69 @@ fn check_dependency_direction(root: &Path) -> anyhow::Result<Vec<String>> {
         );
     }
     let meta: serde_json::Value = serde_json::from_slice(&output.stdout)?;
-    let workspace: BTreeMap<String, Vec<String>> = meta["packages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|pkg| {
-            let name = pkg["name"].as_str().unwrap_or_default().to_owned();
-            let deps = pkg["dependencies"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|d| d["name"].as_str().map(str::to_owned))
-                .collect();
-            (name, deps)
-        })
-        .collect();
-    Ok(dependency_problems(&workspace))
+    let packages = meta["packages"].as_array().into_iter().flatten();
+    // Every dependency (dev-dependencies are edges between crates too) ...
+    let mut workspace: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    // ... and what a crate's own code is built with (normal and build dependencies).
+    let mut built_with: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for pkg in packages {
+        let name = pkg["name"].as_str().unwrap_or_default().to_owned();
+        let deps = pkg["dependencies"].as_array().into_iter().flatten();
+        for dep in deps {
+            let Some(dep_name) = dep["name"].as_str() else {
+                continue;
+            };
+            workspace
+                .entry(name.clone())
+                .or_default()
+                .push(dep_name.to_owned());
+            if dep["kind"].is_null() || dep["kind"] == "build" {
+                built_with
+                    .entry(name.clone())
+                    .or_default()
+                    .push(dep_name.to_owned());
+            }
+        }
+        workspace.entry(name).or_default();
+    }
+    let mut problems = dependency_problems(&workspace);
+    problems.extend(external_problems(&built_with, &workspace));
+    Ok(problems)
+}
+
+/// Outside crates a crate is built with that its [`ALLOWED_EXTERNAL`] entry does not name.
+fn external_problems(
+    built_with: &BTreeMap<String, Vec<String>>,
+    workspace: &BTreeMap<String, Vec<String>>,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for name in workspace.keys() {
+        let Some((_, allowed)) = ALLOWED_EXTERNAL.iter().find(|(n, _)| *n == short(name)) else {
+            problems.push(format!(
+                "crate {name} has no entry in ALLOWED_EXTERNAL (xtask/src/lint.rs): say which \
+                 outside crates it may use"
+            ));
+            continue;
+        };
+        if allowed.contains(&"*") {
+            continue;
+        }
+        let outside = built_with
+            .get(name)
+            .into_iter()
+            .flatten()
+            .filter(|d| !workspace.contains_key(*d));
+        for dep in outside {
+            if !allowed.contains(&dep.as_str()) {
+                problems.push(format!(
+                    "outside crate: {name} depends on {dep}, which its ALLOWED_EXTERNAL entry \
+                     (xtask/src/lint.rs) does not name; a library reaches processes, files and \
+                     the environment only through caps — if {dep} cannot, add it there"
+                ));
+            }
+        }
+    }
+    problems
 }
 
 fn short(name: &str) -> &str {
@@ -560,6 +798,81 @@ mod tests {
             problems
                 .iter()
                 .any(|p| p.contains("warden-mystery has no entry")),
+            "{problems:?}"
+        );
+        assert_eq!(problems.len(), 2, "{problems:?}");
+    }
+
+    #[test]
+    fn nix_outside_providers_reaches_only_sockets_and_errno() {
+        for (src, why) in [
+            ("fn f() { nix::unistd::fork(); }", "a process call"),
+            ("use nix::fcntl::open;", "a file call"),
+            ("use nix::*;", "everything at once"),
+            (
+                "use nix::{errno::Errno, unistd};",
+                "one bad element among good ones",
+            ),
+            (
+                "use nix::{sys::{socket, stat}};",
+                "a nested tree (not read: refused)",
+            ),
+            ("use nix as n;", "a renamed crate hides later paths"),
+            ("extern crate nix as n;", "the same, the old way"),
+            ("use nix::libc;", "raw system calls"),
+            (
+                "fn f() { ::nix::sys::stat::stat(\"/\"); }",
+                "an absolute path",
+            ),
+            (
+                "fn f() { println!(\"{:?}\", nix::unistd::getpid()); }",
+                "inside a macro",
+            ),
+        ] {
+            assert_eq!(scan(src), vec!["nix"], "{why}: {src}");
+        }
+        for src in [
+            "use nix::sys::socket::{MsgFlags, recv};",
+            "fn f() -> bool { nix::errno::Errno::last() == nix::errno::Errno::EINTR }",
+            "use nix::{errno::Errno, sys::socket::shutdown};",
+            "fn f() { crate::nix::unistd::fork(); }",
+            "// nix::unistd::fork()\nfn f() {}",
+            "#[cfg(test)] mod tests { fn f() { nix::unistd::fork(); } }",
+        ] {
+            assert!(scan(src).is_empty(), "{src}: {:?}", scan(src));
+        }
+    }
+
+    #[test]
+    fn libraries_use_only_the_outside_crates_they_list() {
+        let mut workspace = BTreeMap::new();
+        let mut built_with = BTreeMap::new();
+        for (name, deps) in [
+            ("warden-caps", vec!["rustix", "nix"]),
+            ("warden-policy", vec!["serde", "rustix", "warden-caps"]),
+            ("warden-runner", vec!["tokio"]),
+            ("warden-mystery", vec![]),
+        ] {
+            let deps: Vec<String> = deps.into_iter().map(str::to_owned).collect();
+            workspace.insert(name.to_owned(), deps.clone());
+            built_with.insert(name.to_owned(), deps);
+        }
+        // A test-only dependency is not what the library is built with.
+        workspace
+            .get_mut("warden-runner")
+            .unwrap()
+            .push("tempfile".into());
+        let problems = external_problems(&built_with, &workspace);
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("warden-policy depends on rustix")),
+            "{problems:?}"
+        );
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("warden-mystery has no entry in ALLOWED_EXTERNAL")),
             "{problems:?}"
         );
         assert_eq!(problems.len(), 2, "{problems:?}");

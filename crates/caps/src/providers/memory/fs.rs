@@ -8,7 +8,7 @@ use std::io;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use nix::libc;
+use nix::errno::Errno;
 
 use crate::fs::{DirEntry, FileKind, Fs, FsLock, Metadata, WriteOptions};
 use crate::providers::paths::{normalize_absolute, reject_nul};
@@ -193,7 +193,7 @@ impl MemoryFs {
                 Some(Data::Symlink(target)) if follow_last || !is_last => {
                     hops += 1;
                     if hops > MAX_SYMLINK_HOPS {
-                        return Err(os_err(op, path, libc::ELOOP));
+                        return Err(os_err(op, path, Errno::ELOOP as i32));
                     }
                     if target.is_absolute() {
                         resolved = PathBuf::from("/");
@@ -206,7 +206,9 @@ impl MemoryFs {
                         }
                     }
                 }
-                Some(Data::File(_)) if !is_last => return Err(os_err(op, path, libc::ENOTDIR)),
+                Some(Data::File(_)) if !is_last => {
+                    return Err(os_err(op, path, Errno::ENOTDIR as i32));
+                }
                 None if !is_last => return Err(CapsError::NotFound { path: path.into() }),
                 _ => resolved = candidate,
             }
@@ -231,7 +233,7 @@ impl MemoryFs {
         let parent = self.walk(nodes, p.parent().unwrap_or(Path::new("/")), true, op)?;
         match nodes.get(&parent).map(|n| &n.data) {
             Some(Data::Dir) => Ok((parent, name)),
-            Some(_) => Err(os_err(op, path, libc::ENOTDIR)),
+            Some(_) => Err(os_err(op, path, Errno::ENOTDIR as i32)),
             None => Err(CapsError::NotFound { path: path.into() }),
         }
     }
@@ -272,7 +274,7 @@ impl MemoryFs {
         let mode = match nodes.get(&key) {
             Some(Node {
                 data: Data::Dir, ..
-            }) => return Err(os_err("write", path, libc::EISDIR)),
+            }) => return Err(os_err("write", path, Errno::EISDIR as i32)),
             Some(_) if options.create_new && !atomic => {
                 return Err(CapsError::AlreadyExists { path: path.into() });
             }
@@ -308,8 +310,8 @@ impl Fs for MemoryFs {
         let key = self.walk(&nodes, path, true, "read")?;
         match &Self::get(&nodes, &key, path)?.data {
             Data::File(bytes) => Ok(bytes.clone()),
-            Data::Dir => Err(os_err("read", path, libc::EISDIR)),
-            Data::Symlink(_) => Err(os_err("read", path, libc::ELOOP)),
+            Data::Dir => Err(os_err("read", path, Errno::EISDIR as i32)),
+            Data::Symlink(_) => Err(os_err("read", path, Errno::ELOOP as i32)),
         }
     }
 
@@ -330,7 +332,7 @@ impl Fs for MemoryFs {
             let key = self.walk(&nodes, &prefix, true, "create directory")?;
             match nodes.get(&key).map(|n| &n.data) {
                 Some(Data::Dir) => {}
-                Some(_) => return Err(os_err("create directory", path, libc::ENOTDIR)),
+                Some(_) => return Err(os_err("create directory", path, Errno::ENOTDIR as i32)),
                 None => {
                     nodes.insert(
                         key,
@@ -351,7 +353,7 @@ impl Fs for MemoryFs {
         let nodes = self.state();
         let key = self.walk(&nodes, path, true, "list")?;
         if !matches!(Self::get(&nodes, &key, path)?.data, Data::Dir) {
-            return Err(os_err("list", path, libc::ENOTDIR));
+            return Err(os_err("list", path, Errno::ENOTDIR as i32));
         }
         let mut entries: Vec<DirEntry> = Self::children(&nodes, &key)
             .map(|(p, n)| DirEntry {
@@ -386,12 +388,12 @@ impl Fs for MemoryFs {
         let mut nodes = self.state();
         let key = self.walk(&nodes, path, false, "remove")?;
         if key == Path::new("/") {
-            return Err(os_err("remove", path, libc::EBUSY));
+            return Err(os_err("remove", path, Errno::EBUSY as i32));
         }
         if matches!(Self::get(&nodes, &key, path)?.data, Data::Dir)
             && Self::children(&nodes, &key).next().is_some()
         {
-            return Err(os_err("remove", path, libc::ENOTEMPTY));
+            return Err(os_err("remove", path, Errno::ENOTEMPTY as i32));
         }
         nodes.remove(&key);
         Ok(())
@@ -408,17 +410,17 @@ impl Fs for MemoryFs {
             return Ok(());
         }
         if dst.starts_with(&src) {
-            return Err(os_err("rename", from, libc::EINVAL));
+            return Err(os_err("rename", from, Errno::EINVAL as i32));
         }
         match nodes.get(&dst).map(|n| &n.data) {
             Some(Data::Dir) if !matches!(moving.data, Data::Dir) => {
-                return Err(os_err("rename", to, libc::EISDIR));
+                return Err(os_err("rename", to, Errno::EISDIR as i32));
             }
             Some(Data::Dir) if Self::children(&nodes, &dst).next().is_some() => {
-                return Err(os_err("rename", to, libc::ENOTEMPTY));
+                return Err(os_err("rename", to, Errno::ENOTEMPTY as i32));
             }
             Some(d) if !matches!(d, Data::Dir) && matches!(moving.data, Data::Dir) => {
-                return Err(os_err("rename", to, libc::ENOTDIR));
+                return Err(os_err("rename", to, Errno::ENOTDIR as i32));
             }
             _ => {}
         }
@@ -458,7 +460,7 @@ impl Fs for MemoryFs {
             let key = parent.join(name);
             match nodes.get(&key).map(|n| &n.data) {
                 Some(Data::File(_)) => {}
-                Some(_) => return Err(os_err("lock", path, libc::ELOOP)),
+                Some(_) => return Err(os_err("lock", path, Errno::ELOOP as i32)),
                 None => {
                     nodes.insert(
                         key.clone(),
