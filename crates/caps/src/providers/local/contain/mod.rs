@@ -5,7 +5,7 @@
 //! Three mechanisms, the strongest this host allows (chosen once, by the composition
 //! root, and reported by `warden doctor`):
 //!
-//! - **cgroups** (`cgroup.rs`): a cgroup per run. The process is started inside it (the
+//! - **cgroups** (`cgroup/`): a cgroup per run. The process is started inside it (the
 //!   spawning thread, or the whole process on cgroup v2, joins the run's cgroup for the
 //!   instant of the spawn), so every descendant is a member from its first instruction.
 //!   Ending the run is `cgroup.kill` (v2), then — the kernel's kill passes over a process

@@ -1,0 +1,97 @@
+//! This process's cgroup watchdog (started once, or its companion told the parents), and
+//! what a watchdog does once its Warden is gone: end and remove every run left.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use super::run_group::{Member, Removal, RunGroup};
+use super::{Flavor, Hierarchy, SPAWN_LOCK, lock};
+use crate::providers::local::contain::companion;
+
+/// This process's cgroup watchdog (see `watchdog.rs`): one per process, however many
+/// `Hierarchies` it makes (they share the `warden.<pid>` parents), and never stopped —
+/// its pipe closes when the process ends.
+pub(super) static WATCHDOG: Mutex<Watchdog> = Mutex::new(Watchdog::NotStarted);
+
+pub(super) enum Watchdog {
+    NotStarted,
+    /// Held, never written: its closing, when this process ends, is the signal.
+    Running {
+        _pipe: std::os::fd::OwnedFd,
+    },
+    /// This process's companion (`companion/`) watches, told the parents.
+    Companion,
+    /// It could not be started (said once, at debug level); runs still start.
+    Unavailable,
+}
+
+/// Make sure this process has a watchdog unless it could not get one: its companion,
+/// told the parents, where it has one; else one started with `helper`. Called before a
+/// run's cgroups are made, by a thread outside every run's cgroup.
+pub(super) fn ensure_watchdog(helper: Option<&Path>, list: &[Hierarchy]) {
+    let mut watchdog = lock(&WATCHDOG);
+    if !matches!(*watchdog, Watchdog::NotStarted) {
+        return;
+    }
+    let parents: Vec<(Flavor, PathBuf)> =
+        list.iter().map(|h| (h.flavor, h.parent.clone())).collect();
+    if companion::get().is_some_and(|c| c.watch(&parents)) {
+        *watchdog = Watchdog::Companion;
+        return;
+    }
+    let Some(helper) = helper else {
+        *watchdog = Watchdog::Unavailable;
+        tracing::debug!("no helper binary: runs are not ended if this process is killed");
+        return;
+    };
+    // Not while this process sits in a run's v2 cgroup for a spawn: the watchdog would
+    // be born there, and end with that run.
+    let _serial = SPAWN_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    *watchdog = match super::super::watchdog::start(helper, &parents) {
+        Ok(pipe) => Watchdog::Running { _pipe: pipe },
+        Err(e) => {
+            tracing::warn!(
+                "cannot start the cgroup watchdog ({e}): runs are not ended if this process is killed"
+            );
+            Watchdog::Unavailable
+        }
+    };
+}
+
+/// End every run left under `parents` (`warden.<pid>` of each hierarchy) and remove
+/// them: what the watchdog does once its Warden is gone.
+pub(in crate::providers::local::contain) fn end_every_run(parents: &[(Flavor, PathBuf)]) {
+    let mut runs: std::collections::BTreeMap<std::ffi::OsString, Vec<Member>> =
+        std::collections::BTreeMap::new();
+    for (flavor, parent) in parents {
+        let Ok(entries) = fs::read_dir(parent) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if name.to_string_lossy().starts_with("run.") && entry.path().is_dir() {
+                runs.entry(name).or_default().push(Member {
+                    flavor: *flavor,
+                    dir: entry.path(),
+                    home: parent.clone(),
+                });
+            }
+        }
+    }
+    for (_, dirs) in runs {
+        let mut group = RunGroup {
+            dirs,
+            finished: false,
+            oom_limit: None,
+            spawner: None,
+            keeper: None,
+            helper: None,
+        };
+        group.kill();
+        group.finish(Removal::Wait);
+    }
+    for (_, parent) in parents {
+        let _ = fs::remove_dir(parent);
+    }
+}
