@@ -140,11 +140,16 @@ impl Gateway {
 
     /// Steps one and two for `key`'s session: the request decided against this host's
     /// approvals file, as `exec` would decide it (`warden policy explain` shows this).
-    pub fn decide(&self, key: &SessionKey, mut request: ExecRequest) -> Decided {
+    pub fn decide(&self, key: &SessionKey, request: ExecRequest) -> Decided {
+        self.runner.decide(self.in_session(key, request))
+    }
+
+    /// `request` as `key`'s session makes it: its agent, session and `/exec` settings.
+    fn in_session(&self, key: &SessionKey, mut request: ExecRequest) -> ExecRequest {
         request.agent = key.agent.clone();
         request.session = key.session.clone();
         request.session_overrides = self.sessions.overrides(key);
-        self.runner.decide(request)
+        request
     }
 
     /// Run one exec for `key`'s session: decide, route by the resolved host, execute.
@@ -175,43 +180,55 @@ impl Gateway {
     ) -> RunReport {
         // Held until this future ends, however it ends (dropped with its client too).
         let slot = self.runs.take(&key.agent);
-        let decided = self.decide(key, request);
+        let request = self.in_session(key, request);
         let events = SessionEvents {
             sessions: &self.sessions,
             key: key.clone(),
         };
+        // Route first: a request for a node is decided there, against the node's own
+        // file; this host only learns where it goes and what it asks for.
+        let requested = self.runner.requested(&request);
+        if requested.host.value == Host::Node {
+            let run_id = request.run_id.clone().unwrap_or_else(runner::new_run_id);
+            let node = requested
+                .node
+                .as_ref()
+                .map_or_else(|| "node".into(), |n| n.value.clone());
+            let (reason, rule) = match (&slot, &self.routes.node) {
+                (None, _) => (DenyReason::RunLimit, self.run_limit_message(key)),
+                (Some(_), None) => (
+                    DenyReason::NoNode,
+                    "host=node but this process reaches no nodes: node runs go through `warden gateway run` (nodes pair with its `--bridge-listen`, or it starts those added with `warden nodes add`); nothing was run".into(),
+                ),
+                (Some(_), Some(hub)) => {
+                    return crate::node_route::run(&self.runner, hub, run_id, request, requested, &events, cancel)
+                        .await;
+                }
+            };
+            return self.runner.refuse_routed(
+                run_id,
+                requested,
+                RunHost::Node(node),
+                reason,
+                rule,
+                &events,
+            );
+        }
+        let decided = self.runner.decide(request);
         if slot.is_none() {
             let host = match decided.host() {
-                Host::Gateway => RunHost::Gateway,
                 Host::Sandbox => RunHost::Sandbox,
-                Host::Node => RunHost::Node(
-                    decided
-                        .explanation
-                        .policy
-                        .node
-                        .as_ref()
-                        .map_or_else(|| "node".into(), |n| n.value.clone()),
-                ),
+                _ => RunHost::Gateway,
             };
             return self.runner.refuse(
                 decided,
                 host,
                 DenyReason::RunLimit,
-                format!(
-                    "agent {:?} already has {} runs in progress, the most one agent may have ([gateway] max_runs_per_agent = {}); nothing was run: wait for one to finish",
-                    key.agent,
-                    self.runs.in_progress(&key.agent),
-                    self.runs.limit()
-                ),
+                self.run_limit_message(key),
                 &events,
             );
         }
         match decided.host() {
-            Host::Gateway => {
-                self.runner
-                    .execute(decided, &self.routes.gateway, &events, cancel)
-                    .await
-            }
             Host::Sandbox => match self.routes.sandbox() {
                 Ok(executor) => {
                     self.runner
@@ -228,17 +245,30 @@ impl Gateway {
                     &events,
                 ),
             },
-            Host::Node => match &self.routes.node {
-                Some(hub) => crate::node_route::run(&self.runner, hub, decided, &events, cancel).await,
-                None => self.runner.refuse(
-                    decided,
-                    RunHost::Node("node".into()),
-                    DenyReason::NoNode,
-                    "host=node but this process reaches no nodes: node runs go through `warden gateway run` (nodes pair with its `--bridge-listen`, or it starts those added with `warden nodes add`); nothing was run".into(),
-                    &events,
-                ),
-            },
+            Host::Gateway => {
+                self.runner
+                    .execute(decided, &self.routes.gateway, &events, cancel)
+                    .await
+            }
+            // Routed above, before any decision; never run here (fail closed).
+            Host::Node => self.runner.refuse(
+                decided,
+                RunHost::Node("node".into()),
+                DenyReason::NoNode,
+                "a host=node request reached this host's own route; nothing was run".into(),
+                &events,
+            ),
         }
+    }
+
+    /// Why `key`'s agent may not start another run now.
+    fn run_limit_message(&self, key: &SessionKey) -> String {
+        format!(
+            "agent {:?} already has {} runs in progress, the most one agent may have ([gateway] max_runs_per_agent = {}); nothing was run: wait for one to finish",
+            key.agent,
+            self.runs.in_progress(&key.agent),
+            self.runs.limit()
+        )
     }
 }
 

@@ -2,10 +2,12 @@
 //! request's (or session's, agent's, global) `node` within the agent's binding (product
 //! spec §6.3); ambiguity and absence are refusals naming the candidates.
 //!
-//! The node decides with its own runner against its own approvals file: the gateway
-//! sends the security and ask it resolved *before any host file* — its own file is the
-//! gateway machine's ceiling, not the node's — and the node caps them with its file, so
-//! a node whose file says deny denies whatever the gateway sends. Events the node sends
+//! Routed before anything is decided: the gateway resolves the request once, *before
+//! any host file* (`Runner::requested` — its own file is the gateway machine's ceiling,
+//! not the node's), analyses nothing, and sends the request with the security and ask it
+//! asks for. The node decides with its own runner against its own approvals file and
+//! caps them with it, so a node whose file says deny denies whatever the gateway sends.
+//! Until the node's decision arrives, the report says `sent-to-node`. Events the node sends
 //! for this run go to the session that dispatched it (the hub only delivers events for
 //! run ids it dispatched on that connection). A node that drops mid-run makes this call
 //! end at once with that reason; cancelling the call cancels the remote run.
@@ -18,17 +20,10 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use bridge::message::{self, RunParams, RunResult, WireDecision, WireOutcome};
 use bridge::{BridgeError, Hub, RunCall};
 use caps::{ExecOutput, ExitStatus, RefusedWrites};
-use policy::{Ask, AskFallback, Decision, DenyReason, HostCeiling, Security, Source};
-use runner::{Decided, EventSink, ExecEvent, Executed, Outcome, RunHost, RunReport, Runner};
+use policy::{AllowReason, Decision, DenyReason, ResolvedPolicy, Source};
+use runner::{EventSink, ExecEvent, ExecRequest, Executed, Outcome, RunHost, RunReport, Runner};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-
-/// The ceiling used to learn what the request asks for before any host file caps it.
-const NO_CEILING: HostCeiling = HostCeiling {
-    security: Security::Full,
-    ask: Ask::Off,
-    ask_fallback: AskFallback::Full,
-};
 
 /// Events one node run may have queued before the gateway reads them.
 const EVENT_QUEUE: usize = 32;
@@ -53,25 +48,29 @@ fn deadline_from(started: Option<tokio::time::Instant>, timeout: Duration) -> to
     }
 }
 
-/// Run `decided` on the node it selects.
+/// Send `request` (run id `run_id`) to the node `requested` selects: the node decides
+/// it against its own file. `requested` is what the request asks for before any host
+/// file ([`Runner::requested`]); nothing about the command is analysed here.
 pub async fn run(
     runner: &Runner,
     hub: &Arc<Hub>,
-    decided: Decided,
+    run_id: String,
+    request: ExecRequest,
+    requested: ResolvedPolicy,
     events: &dyn EventSink,
     cancel: &CancellationToken,
 ) -> RunReport {
-    let policy = &decided.explanation.policy;
-    let query = policy.node.as_ref().map(|n| n.value.clone());
+    let query = requested.node.as_ref().map(|n| n.value.clone());
     let node = match hub.select(
         query.as_deref(),
-        policy.node_binding.as_ref().map(|b| b.value.as_str()),
+        requested.node_binding.as_ref().map(|b| b.value.as_str()),
     ) {
         Ok(node) => node,
         Err(e) => {
             let shown = query.unwrap_or_else(|| "node".to_owned());
-            return runner.refuse(
-                decided,
+            return runner.refuse_routed(
+                run_id,
+                requested,
                 RunHost::Node(shown),
                 DenyReason::NoNode,
                 format!("host=node: {e}; nothing was run"),
@@ -79,24 +78,16 @@ pub async fn run(
             );
         }
     };
-    let request = &decided.request;
-    let requested = policy::resolve(
-        &request.params,
-        &request.session_overrides,
-        runner.config(),
-        Some(&request.agent),
-        &NO_CEILING,
-    );
     let mut args = policy::ExecArgs::new(request.command.clone());
     // As the agent gave it: a relative directory starts at the node's own default.
     args.cwd = request.cwd.as_ref().map(|c| c.display().to_string());
     args.env = request.env.clone();
     args.security = Some(requested.security.value);
     args.ask = Some(requested.ask.value);
-    args.timeout =
-        (policy.timeout.source != Source::Default).then_some(policy.timeout.value.as_secs_f64());
+    args.timeout = (requested.timeout.source != Source::Default)
+        .then_some(requested.timeout.value.as_secs_f64());
     let params = RunParams {
-        run_id: decided.run_id.clone(),
+        run_id: run_id.clone(),
         agent: request.agent.clone(),
         session: request.session.clone(),
         request: args,
@@ -110,13 +101,13 @@ pub async fn run(
     // Cancelled by the caller, or by the gateway's own deadline: a stalled node does not
     // hold the agent's call past the run's timeout.
     let stop = cancel.child_token();
-    let timeout = policy.timeout.value;
+    let timeout = requested.timeout.value;
     let begun = tokio::time::Instant::now();
     let call = node.invoke(
         message::SYSTEM_RUN,
         serde_json::to_value(&params).unwrap_or_default(),
         Some(RunCall {
-            run_id: &decided.run_id,
+            run_id: &run_id,
             events: tx,
         }),
         &stop,
@@ -148,10 +139,14 @@ pub async fn run(
         events.emit(event);
     }
     let mut report = RunReport {
-        run_id: decided.run_id.clone(),
+        run_id: run_id.clone(),
         host: host.clone(),
-        policy: decided.explanation.policy.clone(),
-        decision: decided.explanation.decision.clone(),
+        // Until the node's own arrive: what was asked for, and that it went to the node.
+        policy: requested,
+        decision: Decision::Allow {
+            reason: AllowReason::SentToNode,
+            rule: format!("host=node: sent to node {}, which decides", node.id),
+        },
         executed: None,
         outcome: Outcome::Cancelled { started: false },
     };
@@ -185,11 +180,11 @@ pub async fn run(
             BridgeError::Protocol(format!("node {} sent an invalid result: {e}", node.id))
         })
     }) {
-        Ok(result) if result.run_id == decided.run_id => fill(&mut report, result),
+        Ok(result) if result.run_id == run_id => fill(&mut report, result),
         Ok(result) => {
             report.outcome = failed(format!(
                 "node {} answered for run {:?}, not {:?}; the answer was discarded",
-                node.id, result.run_id, decided.run_id
+                node.id, result.run_id, run_id
             ));
         }
         Err(BridgeError::Closed(why)) => {
@@ -197,7 +192,7 @@ pub async fn run(
                 "{why}: the run's result is lost (a node ends a run's whole process tree when its connection drops)"
             );
             events.emit(ExecEvent::Finished {
-                run_id: decided.run_id.clone(),
+                run_id: run_id.clone(),
                 host: host.clone(),
                 code: runner::EXIT_WARDEN_ERROR,
                 signal: None,

@@ -81,6 +81,11 @@ struct Lab {
 }
 
 fn lab() -> Lab {
+    lab_with(OPEN)
+}
+
+/// A gateway whose own approvals file is `gateway_approvals`, routing to node n1.
+fn lab_with(gateway_approvals: &str) -> Lab {
     let (gw_dir, node_dir) = (private_dir(), private_dir());
     let registry = Registry::new(Arc::new(LocalFs::new("/").unwrap()), gw_dir.path());
     registry
@@ -104,7 +109,11 @@ fn lab() -> Lab {
         direct: None,
         node: Some(Arc::clone(&hub)),
     };
-    let gateway = Gateway::new(runner(gw_dir.path(), "node", OPEN), routes, None);
+    let gateway = Gateway::new(
+        runner(gw_dir.path(), "node", gateway_approvals),
+        routes,
+        None,
+    );
     // The session the tests exec in (a transport opens it when the session starts).
     gateway.sessions().open(&key());
     let work = node_dir.path().to_path_buf();
@@ -486,4 +495,46 @@ async fn a_node_refuses_a_run_request_the_exec_request_type_does_not_allow_and_r
         .unwrap();
     assert_eq!(next_result(&mut gw).await, (100, None));
     assert!(marker.exists(), "the well-formed request did not run");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_request_is_routed_before_anything_is_decided_on_the_gateway() {
+    // The gateway's own file is unusable, which denies everything *on the gateway
+    // machine*; it is not the node's ceiling, and a node request is not decided here.
+    let lab = lab_with("{ not json");
+    let mut node = session(&lab.hub).await;
+    let (seen_tx, seen_rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let Some(Msg::Invoke { params, .. }) = node.inbox.recv().await else {
+            panic!("no invoke");
+        };
+        seen_tx.send(params).unwrap();
+        // The node goes away before it decides anything.
+        drop(node);
+    });
+    let r = lab
+        .gateway
+        .exec(
+            &key(),
+            ExecRequest::new("a", "s", Command::Shell("echo hi".into())),
+            std::future::pending(),
+        )
+        .await;
+    let params = seen_rx.await.unwrap();
+    // What the request asks for, from the gateway's config; nothing of its file.
+    assert_eq!(params["request"]["security"], "full", "{params}");
+    assert_eq!(params["request"]["ask"], "off", "{params}");
+    assert_eq!(params["request"]["command"], "echo hi", "{params}");
+    assert!(params["request"].get("host").is_none(), "{params}");
+    assert!(matches!(r.outcome, Outcome::Error { .. }), "{r:?}");
+    // No decision of the gateway's stands in for the node's.
+    assert_eq!(
+        r.decision,
+        policy::Decision::Allow {
+            reason: policy::AllowReason::SentToNode,
+            rule: "host=node: sent to node n1, which decides".into(),
+        }
+    );
+    assert_ne!(r.policy.security.source, policy::Source::HostFile, "{r:?}");
+    assert_eq!(r.host, RunHost::Node("n1".into()));
 }

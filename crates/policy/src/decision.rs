@@ -54,6 +54,9 @@ reason_enum! {
         /// `host=sandbox` served without an OS sandbox by the operator's explicit,
         /// time-limited direct mode.
         Unconfined => "unconfined",
+        /// `host=node`: the gateway sent it to a node, which decides against its own
+        /// file (a report says this only until, or unless, the node's decision arrives).
+        SentToNode => "sent-to-node",
     }
 }
 

@@ -124,6 +124,15 @@ impl HostCeiling {
         ask: Ask::OnMiss,
         ask_fallback: AskFallback::Deny,
     };
+
+    /// No ceiling: what a request asks for before any host file caps it (how a gateway
+    /// routes a request to a node, whose own file is the ceiling there). Its fallback is
+    /// the strictest, the one value this host cannot leave to the requester.
+    pub const NONE: HostCeiling = HostCeiling {
+        security: Security::Full,
+        ask: Ask::Off,
+        ask_fallback: AskFallback::Deny,
+    };
 }
 
 /// The resolved policy for one exec.

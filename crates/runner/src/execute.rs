@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use caps::{ExecAllowlist, ExecOptions, ExecOutput, RefusedWrites, Script, Shell};
 use policy::{
-    AllowReason, Decision, DenyReason, Launch, PermissionMode, PlanError, RunPlan, Source,
+    AllowReason, Decision, DenyReason, Launch, PermissionMode, PlanError, ResolvedPolicy, RunPlan,
+    Source,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -286,6 +287,31 @@ impl Runner {
         report.decision = Decision::Deny {
             reason,
             rule: rule.clone(),
+        };
+        deny(report, reason, rule, events)
+    }
+
+    /// Refuse a request routed before it was decided (a `host = node` request the
+    /// gateway cannot send): the report carries `requested`, the policy it was routed by.
+    pub fn refuse_routed(
+        &self,
+        run_id: String,
+        requested: ResolvedPolicy,
+        host: RunHost,
+        reason: DenyReason,
+        rule: String,
+        events: &dyn EventSink,
+    ) -> RunReport {
+        let report = RunReport {
+            run_id,
+            host,
+            policy: requested,
+            decision: Decision::Deny {
+                reason,
+                rule: rule.clone(),
+            },
+            executed: None,
+            outcome: Outcome::Cancelled { started: false },
         };
         deny(report, reason, rule, events)
     }

@@ -31,6 +31,21 @@ impl Runner {
         &self.host.config
     }
 
+    /// What `request` asks for before any host file caps it — where it goes, its node,
+    /// timeout, security and ask — from its parameters, its session and this host's
+    /// config alone (no file is read, no command analysed). A request is routed by its
+    /// `host`; one for a node is decided there, against the node's own file, and never
+    /// here ([`decide`](Runner::decide) is for the hosts this runner serves).
+    pub fn requested(&self, request: &ExecRequest) -> policy::ResolvedPolicy {
+        policy::resolve(
+            &request.params,
+            &request.session_overrides,
+            &self.host.config,
+            Some(&request.agent),
+            &policy::HostCeiling::NONE,
+        )
+    }
+
     /// The whole pipeline for one request on `executor`: decide, then execute. A node runs
     /// exactly this against its own approvals file; the gateway decides first to route.
     pub async fn run(
