@@ -444,7 +444,10 @@ pub fn fleet_gateway(args: &[String]) -> anyhow::Result<()> {
         // Exec on random nodes against the local runner in this process.
         let local_home = home.join("local");
         std::fs::create_dir_all(&local_home)?;
-        std::fs::set_permissions(&local_home, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
+        std::fs::set_permissions(
+            &local_home,
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )?;
         let true_path = std::fs::canonicalize("/bin/true")?;
         let approvals = serde_json::json!({"version": 1,
             "defaults": {"security": "allowlist", "ask": "off", "askFallback": "deny"},
@@ -461,27 +464,50 @@ pub fn fleet_gateway(args: &[String]) -> anyhow::Result<()> {
         let iterations = 200;
         // Called from a task on a worker, as a gateway serves a request (see exec-node).
         let measured = {
-            let (hub, local, executor, cancel) =
-                (Arc::clone(&hub), local.clone(), executor.clone(), cancel.clone());
+            let (hub, local, executor, cancel) = (
+                Arc::clone(&hub),
+                local.clone(),
+                executor.clone(),
+                cancel.clone(),
+            );
             tokio::spawn(async move {
                 let (mut local_t, mut node_t) = (Vec::new(), Vec::new());
                 for k in 0..iterations + 20 {
                     let t = Instant::now();
-                    let r = local.run(request(), &executor, &runner::NoEvents, &cancel).await;
+                    let r = local
+                        .run(request(), &executor, &runner::NoEvents, &cancel)
+                        .await;
                     let l = t.elapsed();
                     if !matches!(r.outcome, runner::Outcome::Finished { .. }) {
                         bail!("local run failed: {:?}", r.outcome);
                     }
                     let node = hub.select(Some(&format!("n{}", (k * 104_729) % count)), None)?;
-                    let params = serde_json::json!({"runId": format!("run-{k}"), "agent": "bench", "session": "bench",
-                        "argv": ["/bin/true"], "security": "allowlist", "ask": "off"});
+                    let params = serde_json::to_value(bridge::message::RunParams {
+                        run_id: format!("run-{k}"),
+                        agent: "bench".into(),
+                        session: "bench".into(),
+                        request: policy::ExecArgs {
+                            security: Some(policy::Security::Allowlist),
+                            ask: Some(policy::Ask::Off),
+                            ..policy::ExecArgs::new(policy::Command::Argv(vec!["/bin/true".into()]))
+                        },
+                    })?;
                     let t = Instant::now();
                     let v = node
-                        .invoke(bridge::message::SYSTEM_RUN, params, None, &cancel, Duration::from_secs(1))
+                        .invoke(
+                            bridge::message::SYSTEM_RUN,
+                            params,
+                            None,
+                            &cancel,
+                            Duration::from_secs(1),
+                        )
                         .await?;
                     let n = t.elapsed();
                     let result: bridge::message::RunResult = serde_json::from_value(v)?;
-                    if !matches!(result.outcome, bridge::message::WireOutcome::Finished { .. }) {
+                    if !matches!(
+                        result.outcome,
+                        bridge::message::WireOutcome::Finished { .. }
+                    ) {
                         bail!("node run failed: {:?}", result.outcome);
                     }
                     if k >= 20 {
