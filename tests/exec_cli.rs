@@ -442,3 +442,22 @@ fn a_bare_entry_allows_what_the_grammar_accepts_and_names_the_first_word_it_does
         eprintln!("SKIPPED: vim is not installed; the pipe into an editor was not tried");
     }
 }
+
+#[test]
+fn a_relative_cwd_starts_where_the_user_is() {
+    let (_h, mut warden) = w();
+    let here = tempfile::tempdir().unwrap();
+    let here = std::fs::canonicalize(here.path()).unwrap();
+    std::fs::create_dir(here.join("sub")).unwrap();
+    let out = warden
+        .current_dir(&here)
+        .args(["exec", "--cwd", "sub", "--", "pwd"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("{}\n", here.join("sub").display()),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -57,7 +57,8 @@ fn setup() -> Setup {
         "defaults": {"security": "allowlist", "ask": "on-miss", "askFallback": "deny"},
         "agents": {"coder": {"allowlist": [
             {"pattern": canonical("echo")},
-            {"pattern": canonical("sleep")}
+            {"pattern": canonical("sleep")},
+            {"pattern": canonical("pwd")}
         ]}}
     });
     configure(
@@ -209,6 +210,26 @@ async fn stdio_exec_allowed_denied_asked_and_events() {
     // Now allowlisted: runs without asking anyone.
     let r = call(&client, "exec", json!({"argv": ["true"]})).await;
     assert_eq!(structured(&r)["decision"]["reason"], "allowlist-match");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relative_cwd_starts_at_the_workspace_not_where_the_server_was_started() {
+    let s = setup();
+    let client = stdio_client(&s).await;
+    for (cwd, expected) in [
+        ("src", s.ws().join("src")),
+        (".", s.ws()),
+        ("/", PathBuf::from("/")),
+    ] {
+        let r = call(&client, "exec", json!({"argv": ["pwd"], "cwd": cwd})).await;
+        let v = structured(&r);
+        assert_eq!(
+            v["stdout"],
+            format!("{}\n", expected.display()),
+            "cwd {cwd}: {v:#}"
+        );
+    }
     client.cancel().await.unwrap();
 }
 
