@@ -434,6 +434,32 @@ fn is_allowed_env_path(toks: &[Tok], after_module: usize) -> bool {
     )
 }
 
+/// The index of the first token of each element of the `use` tree group whose contents
+/// start at `toks[first]` (just after its `{`): `{fs, io::Read}` → `fs`, `io`.
+fn tree_elements(toks: &[Tok], first: usize) -> Vec<usize> {
+    let mut elements = Vec::new();
+    let mut depth = 0usize;
+    let mut at_element_start = true;
+    for (j, tok) in toks.iter().enumerate().skip(first) {
+        match tok {
+            Tok::Close if depth == 0 => break,
+            Tok::Comma if depth == 0 => {
+                at_element_start = true;
+                continue;
+            }
+            _ if depth == 0 && at_element_start => elements.push(j),
+            _ => {}
+        }
+        match tok {
+            Tok::Open(_) => depth += 1,
+            Tok::Close => depth -= 1,
+            _ => {}
+        }
+        at_element_start = false;
+    }
+    elements
+}
+
 /// Whether the path starting at `toks[at]` (a module name) is one of the `nix` modules
 /// code outside providers may use.
 fn is_nix_module_allowed(toks: &[Tok], at: usize) -> bool {
@@ -463,31 +489,13 @@ fn nix_outside_its_modules(toks: &[Tok], i: usize) -> Option<usize> {
     match toks.get(i + 2) {
         Some(Tok::Ident(..)) => (!is_nix_module_allowed(toks, i + 2)).then_some(*line),
         Some(Tok::Open(Delimiter::Brace)) => {
-            let mut depth = 0usize;
-            let mut at_element_start = true;
-            let mut j = i + 3;
-            while j < toks.len() {
-                match &toks[j] {
-                    Tok::Open(_) => depth += 1,
-                    Tok::Close if depth == 0 => return None,
-                    Tok::Close => depth -= 1,
-                    Tok::Comma if depth == 0 => {
-                        at_element_start = true;
-                        j += 1;
-                        continue;
-                    }
-                    Tok::Ident(_, l)
-                        if depth == 0 && at_element_start && !is_nix_module_allowed(toks, j) =>
-                    {
-                        return Some(*l);
-                    }
-                    Tok::Star if depth == 0 && at_element_start => return Some(*line),
-                    _ => {}
-                }
-                at_element_start = false;
-                j += 1;
-            }
-            None
+            tree_elements(toks, i + 3)
+                .into_iter()
+                .find_map(|j| match &toks[j] {
+                    Tok::Ident(_, l) => (!is_nix_module_allowed(toks, j)).then_some(*l),
+                    Tok::Star => Some(*line),
+                    _ => None,
+                })
         }
         _ => Some(*line),
     }
@@ -553,30 +561,13 @@ fn scan_tokens(file: &Path, stream: TokenStream, findings: &mut Vec<Finding>) {
             ),
             // `use std::{fs, io::Read};`: check the first identifier of each element.
             Some(Tok::Open(Delimiter::Brace)) => {
-                let mut depth = 0usize;
-                let mut at_element_start = true;
-                let mut j = i + 3;
-                while j < toks.len() {
-                    match &toks[j] {
-                        Tok::Open(_) => depth += 1,
-                        Tok::Close if depth == 0 => break,
-                        Tok::Close => depth -= 1,
-                        Tok::Comma if depth == 0 => {
-                            at_element_start = true;
-                            j += 1;
-                            continue;
-                        }
-                        Tok::Ident(module, l) if depth == 0 && at_element_start => {
-                            if let Some(banned) = banned_module(krate, module)
-                                && !(module == "env" && is_allowed_env_path(&toks, j + 1))
-                            {
-                                report(*l, banned);
-                            }
-                        }
-                        _ => {}
+                for j in tree_elements(&toks, i + 3) {
+                    if let Tok::Ident(module, l) = &toks[j]
+                        && let Some(banned) = banned_module(krate, module)
+                        && !(module == "env" && is_allowed_env_path(&toks, j + 1))
+                    {
+                        report(*l, banned);
                     }
-                    at_element_start = false;
-                    j += 1;
                 }
             }
             _ => {}
