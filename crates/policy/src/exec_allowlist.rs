@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::modes::ExecAllowlistMode;
-use crate::resolve::{Source, Sourced};
+use crate::sourced::{Source, Sourced};
 
 /// The exec allowlist one sandboxed exec runs with.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -55,6 +55,7 @@ mod resolve;
 mod rules;
 pub mod shell;
 mod slash;
+mod sourced;
 
 pub use allow_always::{AllowAlways, AlwaysOption, Scope, Skipped, derive_allow_always};
 pub use allowlist::{
@@ -82,9 +83,8 @@ pub use plan::{
 };
 pub use profiles::{Examined, GrammarTrace, ProfileHit, Profiles};
 pub use request::{ArgsError, Command, ExecArgs, MAX_TIMEOUT_SECONDS, is_env_name};
-pub use resolve::{
-    ExecParams, HostCeiling, ResolvedPolicy, SessionOverrides, Source, Sourced, resolve,
-};
+pub use resolve::{ExecParams, HostCeiling, ResolvedPolicy, SessionOverrides, resolve};
 pub use rules::{ArgsMatch, Examples, RuleSpec, escape_word};
 pub use shell::{Chain, CommandInput, Miss, MissReason, Op, Segment, analyze};
 pub use slash::{SlashOutcome, apply as apply_slash_command, is_slash_command};
+pub use sourced::{Source, Sourced};
