@@ -37,6 +37,7 @@ pub mod hub;
 pub mod message;
 pub mod node;
 pub mod pair;
+mod pair_keys;
 pub mod registry;
 pub mod requests;
 pub mod seal;

@@ -296,7 +296,7 @@ impl Registry {
                     describe(&req)
                 )));
             }
-            let (gateway_public, token) = crate::pair::gateway_agree(id, &req.public_key)?;
+            let (gateway_public, token) = crate::pair_keys::gateway_agree(id, &req.public_key)?;
             n.token = Some(token);
             n.gateway_public_key = Some(gateway_public);
             n.state = NodeState::Approved;
