@@ -12,8 +12,9 @@ use serde::Serialize;
 
 use crate::allowlist::escape_glob;
 use crate::evaluate::{Evaluation, LeafMatch};
-use crate::rules::{ArgsMatch, RuleSpec, escape_word};
+use crate::rules::{ArgsMatch, RuleSpec};
 use crate::shell::{base_name, is_never_stored};
+use crate::word_pattern::escape_word;
 
 /// A program that was not stored, and why.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

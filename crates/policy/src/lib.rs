@@ -56,6 +56,7 @@ mod rules;
 pub mod shell;
 mod slash;
 mod sourced;
+mod word_pattern;
 
 pub use allow_always::{AllowAlways, AlwaysOption, Scope, Skipped, derive_allow_always};
 pub use allowlist::{
@@ -84,7 +85,8 @@ pub use plan::{
 pub use profiles::{Examined, GrammarTrace, ProfileHit, Profiles};
 pub use request::{ArgsError, Command, ExecArgs, MAX_TIMEOUT_SECONDS, is_env_name};
 pub use resolve::{ExecParams, HostCeiling, ResolvedPolicy, SessionOverrides, resolve};
-pub use rules::{ArgsMatch, Examples, RuleSpec, escape_word};
+pub use rules::{ArgsMatch, Examples, RuleSpec};
 pub use shell::{Chain, CommandInput, Miss, MissReason, Op, Segment, analyze};
 pub use slash::{SlashOutcome, apply as apply_slash_command, is_slash_command};
 pub use sourced::{Source, Sourced};
+pub use word_pattern::escape_word;

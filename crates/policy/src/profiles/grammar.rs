@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 
 use super::schema::{ContextSpec, DoubleDash, Style};
-use crate::rules::WordPattern;
+use crate::word_pattern::WordPattern;
 
 /// What a value or an operand is.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -35,7 +35,7 @@ use caps::Fs;
 use serde::Serialize;
 
 use crate::PolicyError;
-use crate::rules::{WordPattern, escape_word};
+use crate::word_pattern::{WordPattern, escape_word};
 pub use check::WordVerdict;
 use scan::{Phase, Token, walk};
 pub(crate) use schema::Script;
