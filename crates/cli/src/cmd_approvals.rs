@@ -265,7 +265,20 @@ fn execute(command: ApprovalsCommand) -> anyhow::Result<Output> {
     let facts = HostFacts::read()?;
     let store = facts.store();
     let path = store.config().path.clone();
-    if let Some((text, json)) = crate::operator::remote_approvals(&facts, &command)? {
+    // A node's file: the running gateway carries the request (the node does the edit).
+    let remote = match &command {
+        ApprovalsCommand::Get {
+            node: Some(node), ..
+        } => Some(crate::operator::remote_get(&facts, node)?),
+        ApprovalsCommand::Set {
+            node: Some(node),
+            file,
+            base_hash,
+            ..
+        } => Some(crate::operator::remote_set(&facts, node, file, base_hash)?),
+        _ => None,
+    };
+    if let Some((text, json)) = remote {
         return Ok(Output { text, json });
     }
     match command {

@@ -18,7 +18,6 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio_util::sync::CancellationToken;
 
-use crate::cmd_approvals::ApprovalsCommand;
 use crate::host::HostFacts;
 
 /// The socket's name in the state directory.
@@ -124,53 +123,46 @@ fn call(facts: &HostFacts, request: Value) -> anyhow::Result<(String, Value)> {
     ))
 }
 
-/// `warden approvals get|set --node N`, or `None` for a local command.
-pub fn remote_approvals(
+/// `warden approvals get --node NODE`: the node's file as text and as JSON.
+pub fn remote_get(facts: &HostFacts, node: &str) -> anyhow::Result<(String, Value)> {
+    let (id, ok) = call(facts, json!({"op": "approvals.get", "node": node}))?;
+    let got: ApprovalsGetResult = serde_json::from_value(ok)?;
+    let body = serde_json::to_string_pretty(&got.file)?;
+    Ok((
+        format!("# node {id}\n# hash: {}\n{body}\n", got.hash),
+        json!({"node": id, "hash": got.hash, "file": got.file}),
+    ))
+}
+
+/// `warden approvals set --node NODE --file FILE --base-hash HASH`: what the node did,
+/// as text and as JSON.
+pub fn remote_set(
     facts: &HostFacts,
-    command: &ApprovalsCommand,
-) -> anyhow::Result<Option<(String, Value)>> {
-    match command {
-        ApprovalsCommand::Get {
-            node: Some(node), ..
-        } => {
-            let (id, ok) = call(facts, json!({"op": "approvals.get", "node": node}))?;
-            let got: ApprovalsGetResult = serde_json::from_value(ok)?;
-            let body = serde_json::to_string_pretty(&got.file)?;
-            Ok(Some((
-                format!("# node {id}\n# hash: {}\n{body}\n", got.hash),
-                json!({"node": id, "hash": got.hash, "file": got.file}),
-            )))
-        }
-        ApprovalsCommand::Set {
-            node: Some(node),
-            file,
-            base_hash,
-            ..
-        } => {
-            let text = std::fs::read_to_string(facts.absolute(file))
-                .with_context(|| format!("reading {}", file.display()))?;
-            // `get` prints `#` lines before the document.
-            let body: Vec<&str> = text
-                .lines()
-                .skip_while(|l| l.trim_start().starts_with('#'))
-                .collect();
-            let doc: Value =
-                serde_json::from_str(&body.join("\n")).context("not a JSON approvals document")?;
-            let (id, ok) = call(
-                facts,
-                json!({"op": "approvals.set", "node": node, "baseHash": base_hash, "file": doc}),
-            )?;
-            let set: ApprovalsSetResult = serde_json::from_value(ok)?;
-            let what = if set.written {
-                "updated"
-            } else {
-                "nothing changed"
-            };
-            Ok(Some((
-                format!("node {id}: {what} (hash {})\n", set.hash),
-                json!({"node": id, "written": set.written, "hash": set.hash}),
-            )))
-        }
-        _ => Ok(None),
-    }
+    node: &str,
+    file: &std::path::Path,
+    base_hash: &str,
+) -> anyhow::Result<(String, Value)> {
+    let text = std::fs::read_to_string(facts.absolute(file))
+        .with_context(|| format!("reading {}", file.display()))?;
+    // `get` prints `#` lines before the document.
+    let body: Vec<&str> = text
+        .lines()
+        .skip_while(|l| l.trim_start().starts_with('#'))
+        .collect();
+    let doc: Value =
+        serde_json::from_str(&body.join("\n")).context("not a JSON approvals document")?;
+    let (id, ok) = call(
+        facts,
+        json!({"op": "approvals.set", "node": node, "baseHash": base_hash, "file": doc}),
+    )?;
+    let set: ApprovalsSetResult = serde_json::from_value(ok)?;
+    let what = if set.written {
+        "updated"
+    } else {
+        "nothing changed"
+    };
+    Ok((
+        format!("node {id}: {what} (hash {})\n", set.hash),
+        json!({"node": id, "written": set.written, "hash": set.hash}),
+    ))
 }
