@@ -19,16 +19,11 @@ use futures_util::StreamExt as _;
 use super::listener::OnConnection;
 use super::sessions::{Admission, Owners, StopOnDrop};
 use crate::credentials::{Credentials, Identity};
+use crate::mcp::RequestStop;
 
 /// The header through which earlier versions let a client choose its agent. Accepted
 /// only when it names the credential's own agent.
 pub const AGENT_HEADER: &str = "x-warden-agent";
-/// Put in a request's extensions: cancelled when the request's client goes away before
-/// its response is complete, or when its MCP session ends (DELETE, idle close). The MCP
-/// handler stops what the request started when it fires.
-#[derive(Clone, Debug)]
-pub struct RequestStop(pub tokio_util::sync::CancellationToken);
-
 /// The MCP session header.
 const SESSION_ID: &str = "mcp-session-id";
 

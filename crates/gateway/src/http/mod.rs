@@ -36,7 +36,6 @@ use crate::credentials::{Credentials, Identity};
 use crate::gateway::Gateway;
 use crate::mcp::WardenMcp;
 
-pub(crate) use auth::RequestStop;
 pub use connections::{Caps, Connections};
 pub use limits::*;
 pub use sessions::SessionCounts;

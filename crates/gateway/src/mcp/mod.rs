@@ -26,7 +26,6 @@ use serde_json::json;
 
 use crate::credentials::Identity;
 use crate::gateway::Gateway;
-use crate::http::RequestStop;
 use crate::sessions::SessionKey;
 
 pub use policy::MAX_TIMEOUT_SECONDS;
@@ -36,6 +35,12 @@ pub use tools::tools;
 use args::ToolCall;
 use policy::ExecArgs;
 use progress::Progress;
+
+/// What a transport puts in a request's extensions: cancelled when the request's client
+/// goes away before its response is complete, or when its MCP session ends (DELETE, idle
+/// close). The handler stops what the request started when it fires.
+#[derive(Clone, Debug)]
+pub(crate) struct RequestStop(pub tokio_util::sync::CancellationToken);
 
 /// One MCP connection's view of the gateway.
 #[derive(Clone)]
