@@ -18,7 +18,11 @@
 
 use seccompiler::{BpfProgram, sock_filter};
 
-use crate::seccomp::SeccompError;
+/// The filter could not be built (unknown architecture or syscall, or a program this
+/// layout cannot hold).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot build the seccomp filter: {0}")]
+pub struct SeccompError(pub(crate) String);
 
 /// What makes a listed syscall get the program's action.
 #[derive(Clone, Debug, PartialEq, Eq)]

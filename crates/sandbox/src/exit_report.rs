@@ -14,6 +14,13 @@ use std::os::fd::{BorrowedFd, RawFd};
 use nix::libc;
 use nix::sys::wait::WaitStatus;
 
+/// The command to watch and report on: how to execute it (in the child). The watch and
+/// the waiter need nothing else from their caller, the helper.
+pub trait Exec {
+    /// Execute the command in place of the calling process; never returns.
+    fn exec(&self) -> !;
+}
+
 /// How the command ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum End {
@@ -69,7 +76,7 @@ pub(crate) fn write(fd: RawFd, end: End) {
 /// reach through `/proc`), and keeps every signal it can blocked: a signal sent to the
 /// run's process group — Warden's SIGTERM at a timeout, or the command's own `kill 0` —
 /// reaches the command, while the waiter stays to report what it did to it.
-pub(crate) fn wait_and_report(status_fd: RawFd, command: &dyn crate::watch::Exec) -> ! {
+pub(crate) fn wait_and_report(status_fd: RawFd, command: &dyn Exec) -> ! {
     use nix::sys::signal::{SigSet, SigmaskHow, sigprocmask};
     use nix::sys::wait::waitpid;
     use nix::unistd::{ForkResult, fork};

@@ -64,10 +64,7 @@ pub const DENIED_SYSCALLS: &[&str] = &[
     "setns",
 ];
 
-/// The filter could not be built (unknown architecture or syscall).
-#[derive(Debug, thiserror::Error)]
-#[error("cannot build the seccomp filter: {0}")]
-pub struct SeccompError(pub(crate) String);
+pub use crate::bpf::SeccompError;
 
 fn arch() -> Result<TargetArch, SeccompError> {
     TargetArch::try_from(std::env::consts::ARCH).map_err(|e| SeccompError(e.to_string()))

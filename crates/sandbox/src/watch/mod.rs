@@ -53,12 +53,7 @@ use listener::{install, receive_listener};
 use observer::Observer;
 use report::write_all;
 
-/// The command to watch: how to execute it (in the child). The watch needs nothing else
-/// from its caller, the helper.
-pub trait Exec {
-    /// Execute the command in place of the calling process; never returns.
-    fn exec(&self) -> !;
-}
+pub use crate::exit_report::Exec;
 
 /// The report descriptor as the observer needs it: close-on-exec (the command must not
 /// inherit the report), and never blocking (the reader only reads after the run, and a
