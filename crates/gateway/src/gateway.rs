@@ -196,13 +196,18 @@ impl Gateway {
                 .map_or_else(|| "node".into(), |n| n.value.clone());
             let (reason, rule) = match (&slot, &self.routes.node) {
                 (None, _) => (DenyReason::RunLimit, self.run_limit_message(key)),
-                (Some(_), None) => (
-                    DenyReason::NoNode,
-                    "host=node but this process reaches no nodes: node runs go through `warden gateway run` (nodes pair with its `--bridge-listen`, or it starts those added with `warden nodes add`); nothing was run".into(),
-                ),
+                (Some(_), None) => (DenyReason::NoNode, NO_NODES.to_owned()),
                 (Some(_), Some(hub)) => {
-                    return crate::node_route::run(&self.runner, hub, run_id, request, requested, &events, cancel)
-                        .await;
+                    return crate::node_route::run(
+                        &self.runner,
+                        hub,
+                        run_id,
+                        request,
+                        requested,
+                        &events,
+                        cancel,
+                    )
+                    .await;
                 }
             };
             return self.runner.refuse_routed(
@@ -271,6 +276,9 @@ impl Gateway {
         )
     }
 }
+
+/// Why a `host = node` request is refused by a process that takes no node connections.
+const NO_NODES: &str = "host=node but this process reaches no nodes: node runs go through `warden gateway run` (nodes pair with its `--bridge-listen`, or it starts those added with `warden nodes add`); nothing was run";
 
 /// Drive `work` to its end; if `stop` resolves first, cancel `cancel` (which `work`
 /// watches) and still let `work` finish, so that it reports what cancelling did.
