@@ -1054,23 +1054,21 @@ fn a_command_run_in_the_approver_has_exactly_the_limits_the_runner_gives_it() {
     );
     // The same command, asked about and run by the approver.
     let mut ui = TerminalApprover::start(&h);
-    let child = w(&h)
-        .args([
-            "exec",
-            "--json",
-            "--ask",
-            "always",
-            "--shell",
-            PRINT_OWN_LIMITS,
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    ui.read_until("digest:");
-    ui.type_text("o\n");
-    ui.read_until("→ allow-once");
-    let out = child.wait_with_output().unwrap();
+    // `warden exec --json --ask always ARGS`, allowed once in the approver.
+    let allowed_once = |ui: &mut TerminalApprover, args: &[&str]| {
+        let child = w(&h)
+            .args(["exec", "--json", "--ask", "always"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        ui.read_until("digest:");
+        ui.type_text("o\n");
+        ui.read_until("→ allow-once");
+        child.wait_with_output().unwrap()
+    };
+    let out = allowed_once(&mut ui, &["--shell", PRINT_OWN_LIMITS]);
     support::assert_success(&out);
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["executed"]["in_approver"], true, "{report}");
@@ -1080,26 +1078,7 @@ fn a_command_run_in_the_approver_has_exactly_the_limits_the_runner_gives_it() {
         "the approver's run had other limits than the runner's"
     );
     // And the timeout: the plan's, not more.
-    let child = w(&h)
-        .args([
-            "exec",
-            "--json",
-            "--ask",
-            "always",
-            "--timeout",
-            "1s",
-            "--",
-            "sleep",
-            "30",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    ui.read_until("digest:");
-    ui.type_text("o\n");
-    ui.read_until("→ allow-once");
-    let out = child.wait_with_output().unwrap();
+    let out = allowed_once(&mut ui, &["--timeout", "1s", "--", "sleep", "30"]);
     assert_eq!(out.status.code(), Some(124), "{out:?}");
     ui.stop();
 }

@@ -696,6 +696,14 @@ fn dependency_problems(packages: &BTreeMap<String, Vec<String>>) -> Vec<String> 
 mod tests {
     use super::*;
 
+    /// Some problem in `problems` says `needle`.
+    fn assert_mentions(problems: &[String], needle: &str) {
+        assert!(
+            problems.iter().any(|p| p.contains(needle)),
+            "no problem mentions {needle:?}: {problems:?}"
+        );
+    }
+
     fn scan(src: &str) -> Vec<&'static str> {
         scan_source(Path::new("crates/policy/src/lib.rs"), src)
             .unwrap()
@@ -779,18 +787,8 @@ mod tests {
             vec!["warden-caps".to_string(), "warden-policy".to_string()],
         );
         let problems = dependency_problems(&packages);
-        assert!(
-            problems
-                .iter()
-                .any(|p| p.contains("warden-caps -> warden-cli")),
-            "{problems:?}"
-        );
-        assert!(
-            problems
-                .iter()
-                .any(|p| p.contains("warden-mystery has no entry")),
-            "{problems:?}"
-        );
+        assert_mentions(&problems, "warden-caps -> warden-cli");
+        assert_mentions(&problems, "warden-mystery has no entry");
         assert_eq!(problems.len(), 2, "{problems:?}");
     }
 
@@ -854,18 +852,8 @@ mod tests {
             .unwrap()
             .push("tempfile".into());
         let problems = external_problems(&built_with, &workspace);
-        assert!(
-            problems
-                .iter()
-                .any(|p| p.contains("warden-policy depends on rustix")),
-            "{problems:?}"
-        );
-        assert!(
-            problems
-                .iter()
-                .any(|p| p.contains("warden-mystery has no entry in ALLOWED_EXTERNAL")),
-            "{problems:?}"
-        );
+        assert_mentions(&problems, "warden-policy depends on rustix");
+        assert_mentions(&problems, "warden-mystery has no entry in ALLOWED_EXTERNAL");
         assert_eq!(problems.len(), 2, "{problems:?}");
     }
 
