@@ -187,8 +187,8 @@ impl Gateway {
         };
         // Route first: a request for a node is decided there, against the node's own
         // file; this host only learns where it goes and what it asks for.
-        let requested = self.runner.requested(&request);
-        if requested.host.value == Host::Node {
+        if self.runner.host_of(&request) == Host::Node {
+            let requested = self.runner.requested(&request);
             let run_id = request.run_id.clone().unwrap_or_else(runner::new_run_id);
             let node = requested
                 .node

@@ -84,7 +84,9 @@ pub use plan::{
 };
 pub use profiles::{Examined, GrammarTrace, ProfileHit, Profiles};
 pub use request::{ArgsError, Command, ExecArgs, MAX_TIMEOUT_SECONDS, is_env_name};
-pub use resolve::{ExecParams, HostCeiling, ResolvedPolicy, SessionOverrides, resolve};
+pub use resolve::{
+    ExecParams, HostCeiling, ResolvedPolicy, SessionOverrides, resolve, resolve_host,
+};
 pub use rules::{ArgsMatch, Examples, RuleSpec};
 pub use shell::{Chain, CommandInput, Miss, MissReason, Op, Segment, analyze};
 pub use slash::{SlashOutcome, apply as apply_slash_command, is_slash_command};

@@ -201,6 +201,26 @@ fn first<T: Clone>(levels: [(Option<&T>, Source); 4], default: T) -> Sourced<T> 
         .unwrap_or_else(|| Sourced::new(default, Source::Default))
 }
 
+/// Where one exec by `agent` runs: the host alone, as [`resolve`] resolves it (no host
+/// file caps it), for routing a request before anything else is worked out.
+pub fn resolve_host(
+    params: &ExecParams,
+    session: &SessionOverrides,
+    config: &Config,
+    agent: Option<&str>,
+) -> Sourced<Host> {
+    let agent_exec = agent.and_then(|id| config.agent(id)).map(|a| &a.exec);
+    first(
+        [
+            (params.host.as_ref(), Source::ToolParam),
+            (session.host.as_ref(), Source::Session),
+            (agent_exec.and_then(|a| a.host.as_ref()), Source::Agent),
+            (config.exec.host.as_ref(), Source::Global),
+        ],
+        DEFAULT_HOST,
+    )
+}
+
 /// Resolve the policy for one exec by `agent`.
 pub fn resolve(
     params: &ExecParams,
@@ -211,15 +231,7 @@ pub fn resolve(
 ) -> ResolvedPolicy {
     let agent_exec = agent.and_then(|id| config.agent(id)).map(|a| &a.exec);
     let global = &config.exec;
-    let host = first(
-        [
-            (params.host.as_ref(), Source::ToolParam),
-            (session.host.as_ref(), Source::Session),
-            (agent_exec.and_then(|a| a.host.as_ref()), Source::Agent),
-            (global.host.as_ref(), Source::Global),
-        ],
-        DEFAULT_HOST,
-    );
+    let host = resolve_host(params, session, config, agent);
     let requested_security = first(
         [
             (params.security.as_ref(), Source::ToolParam),

@@ -31,6 +31,17 @@ impl Runner {
         &self.host.config
     }
 
+    /// Where `request` runs (its `host` alone, nothing else resolved): how it is routed.
+    pub fn host_of(&self, request: &ExecRequest) -> policy::Host {
+        policy::resolve_host(
+            &request.params,
+            &request.session_overrides,
+            &self.host.config,
+            Some(&request.agent),
+        )
+        .value
+    }
+
     /// What `request` asks for before any host file caps it — where it goes, its node,
     /// timeout, security and ask — from its parameters, its session and this host's
     /// config alone (no file is read, no command analysed). A request is routed by its
