@@ -334,6 +334,7 @@ fn prompt(id: &str, argv: &[&str], agent: &str, allow_always: &[&str]) -> Reques
             max_memory: 1 << 30,
             exec_allowlist: None,
             network: None,
+            unconfined: false,
         },
     };
     Request::Prompt(Prompt::new(

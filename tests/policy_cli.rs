@@ -312,3 +312,45 @@ fn explain_names_the_profile_hit_and_an_operators_profiles_extend_the_shipped_on
         "{error}"
     );
 }
+
+#[test]
+fn explain_says_when_the_operators_direct_mode_would_run_a_sandbox_command_unconfined() {
+    let tmp = support::warden_home();
+    let h = tmp.path();
+    support::configure(
+        h,
+        "[sandbox]\nexec_allowlist = [\"/usr/bin\"]\n",
+        r#"{"version":1}"#,
+    );
+    let (code, v) = explain(h, &["--", "ls"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["decision"]["reason"], "sandboxed", "{v}");
+    let limits = &v["plans"]["asWritten"]["Ok"]["limits"];
+    assert_eq!(limits["unconfined"], serde_json::Value::Null, "{v}");
+    assert!(limits["execAllowlist"].is_object(), "{v}");
+    let out = warden()
+        .env("WARDEN_HOME", h)
+        .args(["sandbox", "direct", "--ttl", "10m"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The decision and the plan (what a human would approve) both say it, before it runs.
+    let (code, v) = explain(h, &["--", "ls"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["decision"]["reason"], "unconfined", "{v}");
+    assert!(
+        v["decision"]["rule"]
+            .as_str()
+            .unwrap()
+            .contains("WITHOUT an OS sandbox"),
+        "{v}"
+    );
+    let limits = &v["plans"]["asWritten"]["Ok"]["limits"];
+    assert_eq!(limits["unconfined"], true, "{v}");
+    assert_eq!(limits["execAllowlist"], serde_json::Value::Null, "{v}");
+    assert_eq!(limits["network"], serde_json::Value::Null, "{v}");
+}

@@ -188,6 +188,7 @@ pub fn median_decision(rounds: usize) -> Duration {
                 &ceiling,
                 &ctx,
                 &host_env,
+                policy::Confinement::Sandbox,
             );
             let took = started.elapsed();
             std::hint::black_box(&e);

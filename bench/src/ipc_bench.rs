@@ -81,6 +81,7 @@ pub async fn median_round_trip(iterations: usize) -> anyhow::Result<Duration> {
             max_memory: 1 << 30,
             exec_allowlist: None,
             network: None,
+            unconfined: false,
         },
     };
     let request = Request::Prompt(Prompt::new(

@@ -121,6 +121,9 @@ pub fn limits_line(limits: &policy::PlannedLimits) -> String {
         "timeout {timeout} · {} processes · {memory} memory",
         limits.max_processes
     );
+    if limits.unconfined {
+        line.push_str(" · NO OS sandbox (the operator's direct mode)");
+    }
     match limits.network {
         Some(true) => line.push_str(" · network on"),
         Some(false) => line.push_str(" · network off"),
@@ -287,6 +290,7 @@ mod tests {
                 max_memory: 1 << 30,
                 exec_allowlist: None,
                 network: None,
+                unconfined: false,
             },
         }
     }

@@ -113,6 +113,7 @@ fn plan() -> RunPlan {
             max_memory: 1 << 30,
             exec_allowlist: None,
             network: None,
+            unconfined: false,
         },
     }
 }

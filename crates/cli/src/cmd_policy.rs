@@ -71,7 +71,14 @@ fn explain_command(args: &ExplainArgs) -> anyhow::Result<i32> {
     let decided = gateway.decide(&key, request);
     let explanation = &decided.explanation;
     let code = decision_exit_code(&explanation.decision);
-    let direct_mode = facts.direct_switch().active_until().is_some();
+    // Direct mode is part of the decision: read it there, never from the switch again.
+    let direct_mode = matches!(
+        explanation.decision,
+        policy::Decision::Allow {
+            reason: policy::AllowReason::Unconfined,
+            ..
+        }
+    );
     let exec_status =
         crate::exec_allowlist::for_exec(&facts.config()?, &explanation.policy, direct_mode);
     // A node decides with its own file: what this machine's file says is not the answer.

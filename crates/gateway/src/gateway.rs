@@ -3,8 +3,8 @@
 //! route by the resolved host, execute on that route's executor, report — with the
 //! session's overrides going in and its lifecycle events coming out.
 
-use policy::{DenyReason, Host};
-use runner::{Decided, ExecRequest, RunHost, RunReport, Runner};
+use policy::{Confinement, DenyReason, Host};
+use runner::{Decided, ExecRequest, Executor, RunHost, RunReport, Runner};
 use tokio_util::sync::CancellationToken;
 
 use crate::files::FileTools;
@@ -141,7 +141,14 @@ impl Gateway {
     /// Steps one and two for `key`'s session: the request decided against this host's
     /// approvals file, as `exec` would decide it (`warden policy explain` shows this).
     pub fn decide(&self, key: &SessionKey, request: ExecRequest) -> Decided {
-        self.runner.decide(self.in_session(key, request))
+        // Direct mode is read without building the sandbox route: explaining a request
+        // probes nothing.
+        let confinement = self
+            .routes
+            .direct_now()
+            .map_or(Confinement::Sandbox, Executor::confinement);
+        self.runner
+            .decide(self.in_session(key, request), confinement)
     }
 
     /// `request` as `key`'s session makes it: its agent, session and `/exec` settings.
@@ -219,7 +226,18 @@ impl Gateway {
                 &events,
             );
         }
-        let decided = self.runner.decide(request);
+        // The route is fixed before the decision: the sandbox host's executor (direct
+        // mode read once, here) says how the run will be confined, and the decision and
+        // plan say the same.
+        let sandbox = match self.runner.host_of(&request) {
+            Host::Sandbox => Some(self.routes.sandbox()),
+            _ => None,
+        };
+        let confinement = match &sandbox {
+            Some(Ok(executor)) => executor.confinement(),
+            _ => Confinement::Sandbox,
+        };
+        let decided = self.runner.decide(request, confinement);
         if slot.is_none() {
             let host = match decided.host() {
                 Host::Sandbox => RunHost::Sandbox,
@@ -234,7 +252,7 @@ impl Gateway {
             );
         }
         match decided.host() {
-            Host::Sandbox => match self.routes.sandbox() {
+            Host::Sandbox => match sandbox.unwrap_or_else(|| self.routes.sandbox()) {
                 Ok(executor) => {
                     self.runner
                         .execute(decided, executor, &events, cancel)

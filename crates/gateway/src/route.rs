@@ -93,14 +93,18 @@ impl Routes {
     /// The executor for `host = sandbox` now: direct mode while it is on, else the OS
     /// sandbox, else why there is none.
     pub fn sandbox(&self) -> Result<&Executor, String> {
-        if let Some(direct) = self
-            .direct
+        match self.direct_now() {
+            Some(direct) => Ok(direct),
+            None => self.sandbox.executor(),
+        }
+    }
+
+    /// The direct-mode executor, if the operator's switch is on now.
+    pub fn direct_now(&self) -> Option<&Executor> {
+        self.direct
             .as_ref()
             .filter(|d| d.switch.active_until().is_some())
-        {
-            return Ok(&direct.executor);
-        }
-        self.sandbox.executor()
+            .map(|d| &d.executor)
     }
 }
 

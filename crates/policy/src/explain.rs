@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::allow_always::{AllowAlways, derive_allow_always};
 use crate::config::Config;
+use crate::confinement::Confinement;
 use crate::decision::{AllowReason, Decision, decide};
 use crate::evaluate::{EvalContext, Evaluation, evaluate};
 use crate::modes::Host;
@@ -51,7 +52,8 @@ pub struct Explanation {
 }
 
 /// Run the policy pipeline for one command. `host_env` is this host's own environment
-/// (only allowlisted names reach a command).
+/// (only allowlisted names reach a command); `confinement` is how this host serves
+/// `host = sandbox` now (the operator's direct mode is part of the decision and the plan).
 pub fn explain(
     command: CommandInput<'_>,
     requester: &Requester<'_>,
@@ -59,6 +61,7 @@ pub fn explain(
     ceiling: &HostCeiling,
     ctx: &EvalContext<'_>,
     host_env: &BTreeMap<String, String>,
+    confinement: Confinement<'_>,
 ) -> Explanation {
     let policy = resolve(
         requester.params,
@@ -76,12 +79,22 @@ pub fn explain(
     // On the sandbox host the OS sandbox confines every command and the permission mode
     // decides about writes; security, ask and the allowlist govern gateway and node hosts.
     let decision = if policy.host.value == Host::Sandbox {
-        Decision::Allow {
-            reason: AllowReason::Sandboxed,
-            rule: format!(
-                "host=sandbox, permission_mode={} ({})",
-                policy.permission_mode.value, policy.permission_mode.source
-            ),
+        let mode = &policy.permission_mode;
+        match confinement {
+            Confinement::Sandbox => Decision::Allow {
+                reason: AllowReason::Sandboxed,
+                rule: format!(
+                    "host=sandbox, permission_mode={} ({})",
+                    mode.value, mode.source
+                ),
+            },
+            Confinement::Unconfined(why) => Decision::Allow {
+                reason: AllowReason::Unconfined,
+                rule: format!(
+                    "host=sandbox WITHOUT an OS sandbox ({why}), permission_mode={} ({})",
+                    mode.value, mode.source
+                ),
+            },
         }
     } else {
         let mut decision = decide(&policy, evaluation.satisfied, &matched.join(", "));
@@ -102,7 +115,7 @@ pub fn explain(
         env: requester.env,
         host_env,
     };
-    let plans = plans(command, &policy, ctx, &request, &evaluation);
+    let plans = plans(command, &policy, ctx, &request, &evaluation, confinement);
     Explanation {
         policy,
         evaluation,

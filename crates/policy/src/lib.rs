@@ -38,6 +38,7 @@
 mod allow_always;
 mod allowlist;
 pub mod config;
+mod confinement;
 mod decision;
 mod env;
 mod error;
@@ -66,6 +67,7 @@ pub use config::{
     AgentConfig, Config, ExecSettings, GatewaySettings, NamespaceBuilder, RunLimits,
     SandboxBackend, SandboxSettings,
 };
+pub use confinement::Confinement;
 pub use decision::{
     AllowReason, ApproverAnswer, AskReason, Decision, DenyReason, after_ask, decide,
 };

@@ -11,6 +11,7 @@ use caps::FileId;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::confinement::Confinement;
 use crate::env::build_child_env;
 use crate::evaluate::{EvalContext, Evaluation, Rebuilt};
 use crate::exe::ResolveFailure;
@@ -102,6 +103,11 @@ pub struct PlannedLimits {
     /// its host's own network is its network).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<bool>,
+    /// `host = sandbox` served WITHOUT an OS sandbox (the operator's direct mode): no
+    /// exec allowlist, the host's own network. An executor that confines refuses such a
+    /// plan, and one that does not refuses every other sandbox plan.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unconfined: bool,
 }
 
 impl PlannedLimits {
@@ -118,9 +124,12 @@ impl PlannedLimits {
         }
     }
 
-    /// The limits `policy` resolved for a run on its host.
-    pub fn of(policy: &ResolvedPolicy) -> Self {
-        let sandboxed = policy.host.value == Host::Sandbox;
+    /// The limits `policy` resolved for a run on its host, served as `confinement` says
+    /// when that host is the sandbox.
+    pub fn of(policy: &ResolvedPolicy, confinement: Confinement<'_>) -> Self {
+        let on_sandbox_host = policy.host.value == Host::Sandbox;
+        let unconfined = on_sandbox_host && confinement.is_unconfined();
+        let sandboxed = on_sandbox_host && !unconfined;
         PlannedLimits {
             timeout_ms: u64::try_from(policy.timeout.value.as_millis()).unwrap_or(u64::MAX),
             max_processes: policy.max_processes.value,
@@ -134,6 +143,7 @@ impl PlannedLimits {
                     required: list.required(),
                 }),
             network: sandboxed.then_some(policy.network.value),
+            unconfined,
         }
     }
 }
@@ -172,7 +182,7 @@ impl RunPlan {
     /// `sha256:<hex>` over a length-delimited encoding of every field, in a fixed order.
     pub fn digest(&self) -> String {
         let mut h = Sha256::new();
-        put(&mut h, b"warden-run-plan/v3");
+        put(&mut h, b"warden-run-plan/v4");
         match &self.launch {
             Launch::Exec {
                 program,
@@ -230,6 +240,14 @@ impl RunPlan {
                 None => b"host network",
                 Some(true) => b"network on",
                 Some(false) => b"network off",
+            },
+        );
+        put(
+            &mut h,
+            if limits.unconfined {
+                b"no os sandbox"
+            } else {
+                b"as its host runs"
             },
         );
         format!("sha256:{}", hex(&h.finalize()))
@@ -319,6 +337,7 @@ pub(crate) fn plans(
     ctx: &EvalContext<'_>,
     request: &PlanRequest<'_>,
     evaluation: &Evaluation,
+    confinement: Confinement<'_>,
 ) -> Plans {
     let base = (|| -> Result<RunPlan, PlanError> {
         policy.checked_timeout().map_err(PlanError::invalid)?;
@@ -354,7 +373,7 @@ pub(crate) fn plans(
             agent: request.agent.to_owned(),
             session: request.session.to_owned(),
             host: policy.host.value.to_string(),
-            limits: PlannedLimits::of(policy),
+            limits: PlannedLimits::of(policy, confinement),
         })
     })();
     let base = match base {
@@ -467,6 +486,7 @@ mod tests {
                 max_memory: 1 << 30,
                 exec_allowlist: None,
                 network: None,
+                unconfined: false,
             },
         }
     }
@@ -509,7 +529,8 @@ mod tests {
         let mut p = plan();
         p.host = "node-1".into();
         variants.push(p);
-        let limits: [&dyn Fn(&mut PlannedLimits); 7] = [
+        let limits: [&dyn Fn(&mut PlannedLimits); 8] = [
+            &|l| l.unconfined = true,
             &|l| l.timeout_ms += 1,
             &|l| l.max_processes -= 1,
             &|l| l.max_memory *= 2,

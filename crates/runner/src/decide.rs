@@ -6,7 +6,9 @@
 use std::path::PathBuf;
 
 use approvals::HostView;
-use policy::{EvalContext, ExeCache, Explanation, RejectedPattern, Requester, explain};
+use policy::{
+    Confinement, EvalContext, ExeCache, Explanation, RejectedPattern, Requester, explain,
+};
 
 use crate::request::{ExecRequest, new_run_id};
 use crate::runner::Runner;
@@ -44,8 +46,11 @@ impl Decided {
 }
 
 impl Runner {
-    /// Read this host's approvals file and explain `request` against it and the config.
-    pub fn decide(&self, request: ExecRequest) -> Decided {
+    /// Read this host's approvals file and explain `request` against it and the config,
+    /// `confinement` being how this host serves `host = sandbox` now (the route's fact:
+    /// the decision and the plan say it, and an executor serving the plan otherwise
+    /// refuses it).
+    pub fn decide(&self, request: ExecRequest, confinement: Confinement<'_>) -> Decided {
         let host = &self.host;
         let run_id = request.run_id.clone().unwrap_or_else(new_run_id);
         let view = host.store.host_view(Some(&request.agent));
@@ -82,6 +87,7 @@ impl Runner {
             &view.ceiling,
             &ctx,
             &host.env,
+            confinement,
         );
         Decided {
             run_id,

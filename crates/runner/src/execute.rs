@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use caps::{ExecAllowlist, ExecOptions, ExecOutput, RefusedWrites, Script, Shell};
 use policy::{
-    AllowReason, Decision, DenyReason, Launch, PermissionMode, PlanError, ResolvedPolicy, RunPlan,
-    Source,
+    AllowReason, Confinement, Decision, DenyReason, Launch, PermissionMode, PlanError,
+    ResolvedPolicy, RunPlan, Source,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -69,6 +69,18 @@ pub struct SandboxShells {
 }
 
 impl Executor {
+    /// How this executor serves `host = sandbox`: decide with this, so the decision and
+    /// the plan say what will really confine the run.
+    pub fn confinement(&self) -> Confinement<'_> {
+        match self {
+            Executor::Sandbox(SandboxShells {
+                unconfined: Some(why),
+                ..
+            }) => Confinement::Unconfined(why),
+            _ => Confinement::Sandbox,
+        }
+    }
+
     /// The host name of runs here.
     fn run_host(&self) -> RunHost {
         match self {
@@ -205,7 +217,7 @@ impl Runner {
         match (&decision, executor) {
             (
                 Decision::Allow {
-                    reason: AllowReason::Sandboxed,
+                    reason: AllowReason::Sandboxed | AllowReason::Unconfined,
                     ..
                 },
                 Executor::Sandbox(shells),
@@ -410,15 +422,6 @@ impl Runner {
         cancel: &CancellationToken,
     ) -> RunReport {
         let mode = &decided.explanation.policy.permission_mode;
-        if let Some(why) = &shells.unconfined {
-            report.decision = Decision::Allow {
-                reason: AllowReason::Unconfined,
-                rule: format!(
-                    "host=sandbox WITHOUT an OS sandbox ({why}), permission_mode={} ({})",
-                    mode.value, mode.source
-                ),
-            };
-        }
         if let Some(why) = &shells.read_only_unavailable
             && mode.value != PermissionMode::Unrestricted
         {
@@ -439,13 +442,22 @@ impl Runner {
             Ok(plan) => plan.clone(),
             Err(e) => return plan_error(report, e),
         };
+        if let Some(rule) = confinement_mismatch(&plan, shells) {
+            // Direct mode went on or off between the decision and this run: serving the
+            // plan the other way would not be what was decided.
+            let reason = DenyReason::SandboxUnavailable;
+            report.decision = Decision::Deny {
+                reason,
+                rule: rule.clone(),
+            };
+            return deny(report, reason, rule, events);
+        }
         let first = match mode.value {
             PermissionMode::Unrestricted => &shells.writable,
             PermissionMode::Approval => &shells.watched,
             PermissionMode::Readonly => &shells.readonly,
         };
         if let Some(network) = plan.limits.network
-            && shells.unconfined.is_none()
             && network != shells.network
         {
             // The sandbox was built with the other setting: running the plan here would
@@ -579,6 +591,23 @@ impl Runner {
     }
 }
 
+/// Why `shells` may not serve `plan`: it was planned for an OS sandbox and these shells
+/// run unconfined, or the other way round.
+fn confinement_mismatch(plan: &RunPlan, shells: &SandboxShells) -> Option<String> {
+    match (plan.limits.unconfined, &shells.unconfined) {
+        (false, Some(why)) => Some(format!(
+            "the run was decided for an OS sandbox, but this host now serves host=sandbox \
+             without one ({why}); nothing was run"
+        )),
+        (true, None) => Some(
+            "the run was decided for the operator's direct mode, which is now off: this \
+             host serves host=sandbox in an OS sandbox again; nothing was run"
+                .to_owned(),
+        ),
+        _ => None,
+    }
+}
+
 /// Which setting to change when a permission mode from `source` cannot be served.
 fn mode_fix(source: Source, agent: &str) -> String {
     let unrestricted = "permission_mode = \"unrestricted\" (the sandbox's own mounts then decide what commands write)";
@@ -596,8 +625,8 @@ fn mode_fix(source: Source, agent: &str) -> String {
 
 /// Which programs a sandboxed run may execute.
 enum ExecRestriction {
-    /// Any: no exec allowlist is configured, or the operator's direct mode runs without
-    /// an OS sandbox at all (its decision already says it is unconfined).
+    /// Any: no exec allowlist is planned (none is configured, or the operator's direct
+    /// mode runs without an OS sandbox at all and its plan says so).
     Unrestricted,
     /// Only these; every profile's shell enforces it.
     Enforced(ExecAllowlist),
@@ -617,9 +646,6 @@ fn exec_restriction(
     let Some(list) = &plan.limits.exec_allowlist else {
         return Ok(ExecRestriction::Unrestricted);
     };
-    if shells.unconfined.is_some() {
-        return Ok(ExecRestriction::Unrestricted);
-    }
     // An approval-mode run may be retried writable: every profile must enforce it.
     let unsupported = [&shells.readonly, &shells.watched, &shells.writable]
         .iter()

@@ -57,8 +57,9 @@ impl Runner {
         )
     }
 
-    /// The whole pipeline for one request on `executor`: decide, then execute. A node runs
-    /// exactly this against its own approvals file; the gateway decides first to route.
+    /// The whole pipeline for one request on `executor`: decide (as `executor` serves the
+    /// sandbox host), then execute. A node runs exactly this against its own approvals
+    /// file.
     pub async fn run(
         &self,
         request: ExecRequest,
@@ -66,7 +67,7 @@ impl Runner {
         events: &dyn EventSink,
         cancel: &CancellationToken,
     ) -> RunReport {
-        let decided = self.decide(request);
+        let decided = self.decide(request, executor.confinement());
         self.execute(decided, executor, events, cancel).await
     }
 }

@@ -1039,6 +1039,86 @@ async fn a_best_effort_exec_allowlist_that_cannot_be_enforced_is_off_and_says_so
 }
 
 #[tokio::test]
+async fn direct_mode_is_part_of_the_decision_and_a_plan_runs_only_as_it_was_decided() {
+    let w = sandbox_world_with(
+        "permission_mode = \"unrestricted\"\nexec_allowlist = [\"/usr/bin\"]\n",
+        Human::Absent,
+        ok_output(""),
+    );
+    let confined = w.executor();
+    let direct = Executor::Sandbox(SandboxShells {
+        unconfined: Some("direct mode".into()),
+        ..match w.executor() {
+            Executor::Sandbox(s) => s,
+            Executor::Direct { .. } => unreachable!(),
+        }
+    });
+    // Decided as the direct executor serves it: the decision and the plan say so, and
+    // the plan carries no exec allowlist and no network setting (the host's own).
+    let decided = w
+        .world
+        .runner
+        .decide(shell_string("echo x > a.txt"), direct.confinement());
+    assert!(
+        matches!(
+            &decided.explanation.decision,
+            Decision::Allow { reason: AllowReason::Unconfined, rule } if rule.contains("WITHOUT an OS sandbox (direct mode)")
+        ),
+        "{:?}",
+        decided.explanation.decision
+    );
+    let plan = decided.explanation.plans.as_written.clone().unwrap();
+    assert!(plan.limits.unconfined);
+    assert_eq!(plan.limits.exec_allowlist, None);
+    assert_eq!(plan.limits.network, None);
+    let confined_plan = w
+        .world
+        .runner
+        .decide(shell_string("echo x > a.txt"), confined.confinement())
+        .explanation
+        .plans
+        .as_written
+        .unwrap();
+    assert!(!confined_plan.limits.unconfined && confined_plan.limits.exec_allowlist.is_some());
+    assert_ne!(
+        plan.digest(),
+        confined_plan.digest(),
+        "the digest covers it"
+    );
+    // Direct mode switched off (or on) between the decision and the run: refused, and
+    // nothing runs on either executor.
+    for (confinement, executor, says) in [
+        (direct.confinement(), &confined, "now off"),
+        (confined.confinement(), &direct, "without one (direct mode)"),
+    ] {
+        let decided = w
+            .world
+            .runner
+            .decide(shell_string("echo x > a.txt"), confinement);
+        let report = w
+            .world
+            .runner
+            .execute(
+                decided,
+                executor,
+                &CollectEvents::default(),
+                &CancellationToken::new(),
+            )
+            .await;
+        let Decision::Deny { reason, rule } = &report.decision else {
+            panic!("{:?}", report.decision)
+        };
+        assert_eq!(*reason, DenyReason::SandboxUnavailable);
+        assert!(
+            rule.contains(says) && rule.contains("nothing was run"),
+            "{rule}"
+        );
+        assert!(report.executed.is_none());
+    }
+    assert!(w.writable.calls().is_empty(), "nothing ran");
+}
+
+#[tokio::test]
 async fn a_sandbox_that_cannot_run_read_only_refuses_those_modes_before_anything_runs() {
     const WHY: &str = "container box was not started with --read-only";
     for (config, mode, source, fix) in [

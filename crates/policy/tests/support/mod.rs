@@ -53,5 +53,6 @@ pub fn explain_request(
         setup.ceiling,
         &ctx,
         &BTreeMap::new(),
+        policy::Confinement::Sandbox,
     )
 }
