@@ -434,6 +434,7 @@ impl HostFacts {
             &auth,
             places(|p| p.warden_owned),
             places(|p| p.guard == Guard::ReadOnly),
+            &|root, guard| Ok(Arc::new(caps::BoundedFs::open(root)?.with_guard(guard))),
         )?;
         let settings = &config.gateway;
         Ok(

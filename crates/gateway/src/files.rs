@@ -9,7 +9,7 @@ use std::path::{Component, Path, PathBuf};
 
 use std::sync::Arc;
 
-use caps::{Access, BoundedFs, DEFAULT_MAX_OUTPUT_BYTES, FileKind, Fs, Guard, WriteOptions};
+use caps::{Access, DEFAULT_MAX_OUTPUT_BYTES, FileKind, Fs, Guard, WriteOptions};
 use serde::Serialize;
 
 /// Largest file `read`, `edit` and `grep` will load.
@@ -54,9 +54,14 @@ impl From<caps::CapsError> for FileError {
     }
 }
 
+/// Opens one authorized root for the file tools: an `Fs` confined beneath the directory
+/// (`caps::BoundedFs` in the `warden` binary), every handle it opens judged by the guard.
+/// The composition root supplies it: the gateway opens no filesystem itself.
+pub type OpenRoot<'a> = &'a dyn Fn(&Path, Guard) -> caps::Result<Arc<dyn Fs>>;
+
 struct Root {
     path: PathBuf,
-    fs: BoundedFs,
+    fs: Arc<dyn Fs>,
     writable: bool,
 }
 
@@ -155,11 +160,13 @@ impl FileTools {
     /// Open every authorized root (canonical absolute directories) and remember the
     /// protected directories (canonical: Warden's state, the approver socket's
     /// directory, wherever they show), which no operation may reach, and the read-only
-    /// ones (the directories of Warden's programs), which no write may reach.
+    /// ones (the directories of Warden's programs), which no write may reach. Each root
+    /// is opened by `open_root` with the guard that enforces both.
     pub fn open(
         auth: &PathAuthorization,
         protected: Vec<PathBuf>,
         read_only: Vec<PathBuf>,
+        open_root: OpenRoot<'_>,
     ) -> Result<FileTools, FileError> {
         let protected: Vec<PathBuf> = protected.iter().map(|d| lexical(d)).collect();
         let read_only: Vec<PathBuf> = read_only.iter().map(|d| lexical(d)).collect();
@@ -175,9 +182,8 @@ impl FileTools {
                         p.display()
                     )));
                 }
-                let fs = BoundedFs::open(p)
-                    .map_err(|e| FileError::Io(format!("cannot open {}: {e}", p.display())))?
-                    .with_guard(guard(protected.clone(), read_only.clone()));
+                let fs = open_root(p, guard(protected.clone(), read_only.clone()))
+                    .map_err(|e| FileError::Io(format!("cannot open {}: {e}", p.display())))?;
                 roots.push(Root {
                     path: lexical(p),
                     fs,

@@ -19,7 +19,7 @@ pub mod stdio;
 
 pub use credentials::{Credentials, Identity};
 pub use direct::{DirectModeError, DirectSwitch, MAX_DIRECT_TTL};
-pub use files::{FileError, FileTools, PathAuthorization};
+pub use files::{FileError, FileTools, OpenRoot, PathAuthorization};
 pub use gateway::Gateway;
 pub use http::HttpLimits;
 pub use mcp::{WardenMcp, report_json, report_text, tools};
