@@ -14,6 +14,7 @@ pub mod clock;
 pub mod display;
 pub mod file;
 pub mod ipc;
+pub mod socket_location;
 pub mod store;
 pub mod tighten;
 

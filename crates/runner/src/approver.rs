@@ -60,7 +60,7 @@ impl Approvals for SocketApprovals {
         // A socket outside a private directory could be anyone's: send it nothing.
         if let Some(dir) = socket_path.parent()
             && let Some(why) =
-                approvals::ipc::location::private_dir_problem(self.store.fs(), dir, owner_uid)
+                approvals::socket_location::private_dir_problem(self.store.fs(), dir, owner_uid)
         {
             return AskOutcome::NoApprover(format!("{why}; the request was not sent"));
         }

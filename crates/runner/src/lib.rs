@@ -19,20 +19,25 @@
 
 mod approver;
 mod ask;
+mod conclude;
 mod decide;
 mod events;
 mod execute;
+mod executor;
 mod host;
+mod launch;
 mod report;
 mod request;
 mod runner;
+mod sandboxed;
 mod usage;
 
 pub use approver::{Approvals, NoApprover, SocketApprovals};
 pub use decide::Decided;
 pub use events::{CollectEvents, EventSink, ExecEvent, NoEvents};
-pub use execute::{Executor, SandboxShells, launch};
+pub use executor::{Executor, SandboxShells};
 pub use host::{Host, HostBuilder};
+pub use launch::launch;
 pub use policy::Command;
 pub use report::{
     EXIT_CANCELLED, EXIT_DENIED, EXIT_NO_APPROVER, EXIT_WARDEN_ERROR, Executed, Outcome, RunHost,

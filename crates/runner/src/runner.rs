@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::EventSink;
-use crate::execute::Executor;
+use crate::executor::Executor;
 use crate::host::Host;
 use crate::report::RunReport;
 use crate::request::ExecRequest;

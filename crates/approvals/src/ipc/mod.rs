@@ -2,7 +2,6 @@
 
 mod client;
 mod frame;
-pub mod location;
 pub mod protocol;
 mod server;
 

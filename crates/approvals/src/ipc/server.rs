@@ -95,7 +95,7 @@ pub async fn bind_socket(
         .ok_or_else(|| ServeError::Unsafe(format!("{} has no parent directory", path.display())))?;
     fs.create_dir_all(dir, 0o700)
         .map_err(|e| ServeError::Io(e.to_string()))?;
-    if let Some(why) = super::location::private_dir_problem(fs, dir, owner_uid) {
+    if let Some(why) = crate::socket_location::private_dir_problem(fs, dir, owner_uid) {
         return Err(ServeError::Unsafe(format!(
             "{why}; fix it with `chmod 700 {}` if it is yours",
             dir.display()

@@ -276,7 +276,7 @@ impl Store {
         let mut problems = incoming.problems();
         if incoming.socket.as_ref().is_some_and(|s| s.path.is_some()) {
             let socket = self.socket_path(&incoming);
-            problems.extend(crate::ipc::location::location_problem(
+            problems.extend(crate::socket_location::location_problem(
                 self.fs(),
                 &socket,
                 self.config().owner_uid,
