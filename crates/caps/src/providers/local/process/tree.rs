@@ -1,0 +1,204 @@
+//! The run's process tree until it is reaped: the group killed on timeout, and when
+//! the supervising future is dropped early the group, the session and the containment
+//! unit killed and the child reaped off the run's path.
+
+use std::os::fd::OwnedFd;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::wait::{WaitStatus, waitpid};
+use nix::unistd::Pid;
+
+use crate::providers::local::contain::{Removal, Unit};
+use crate::shell::ExitStatus;
+
+/// Owns the run's process tree until it is reaped: kills the group on timeout, and when
+/// the supervising future is dropped early kills the group, the session and the
+/// containment unit, releases the output reader, and reaps the child on a helper thread
+/// so no zombie is left.
+pub(super) struct TreeGuard {
+    leader: Pid,
+    unit: Option<Unit>,
+    reaped: bool,
+    /// The leader reported its end and is still exiting: reaped after the unit is
+    /// finished, on that thread, without the run waiting for it.
+    reap_later: bool,
+    pub(super) reader_wake: Option<OwnedFd>,
+}
+
+impl TreeGuard {
+    pub(super) fn new(leader: Pid, unit: Unit) -> Self {
+        TreeGuard {
+            leader,
+            unit: Some(unit),
+            reaped: false,
+            reap_later: false,
+            reader_wake: None,
+        }
+    }
+
+    pub(super) fn signal(&self, signal: Signal) {
+        // ESRCH (nothing left in the group) is the normal case after a clean exit.
+        let _ = killpg(self.leader, signal);
+    }
+
+    /// End every process of the run: the unit (which also reaches what left the group),
+    /// then the group. A reaper leader ends its run itself when asked and must not be
+    /// killed before it has.
+    pub(super) fn kill_all(&self) {
+        if let Some(unit) = &self.unit {
+            unit.kill();
+            if matches!(unit, Unit::Reaper { .. }) {
+                return;
+            }
+        }
+        self.signal(Signal::SIGKILL);
+    }
+
+    /// Kill every process still in the run's session, including members of process
+    /// groups the child created (shells with job control do that).
+    pub(super) fn sweep_session(&self) {
+        // A reaper leader is spared: killing it before it has ended its run would hand
+        // the run's orphans to init.
+        let spare = matches!(self.unit, Some(Unit::Reaper { .. })).then_some(self.leader.as_raw());
+        for pid in session_members(self.leader.as_raw()) {
+            if Some(pid) != spare {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
+        }
+    }
+
+    /// Collect the exit status of the (already exited) leader.
+    pub(super) fn reap(&mut self) -> std::io::Result<ExitStatus> {
+        loop {
+            match waitpid(self.leader, None) {
+                Ok(status) => {
+                    self.reaped = true;
+                    return Ok(match status {
+                        WaitStatus::Exited(_, code) => ExitStatus::Code(code),
+                        WaitStatus::Signaled(_, sig, _) => ExitStatus::Signal(sig as i32),
+                        // Stop/continue reports are not requested (no WUNTRACED).
+                        _ => continue,
+                    });
+                }
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// The leader reported its end and is exiting: reap it on a thread of its own (so
+    /// that no zombie is left) instead of waiting for it here.
+    pub(super) fn reap_in_background(&mut self) {
+        self.reaped = true;
+        self.reap_later = true;
+    }
+
+    /// Wait for the unit to be empty and remove it (off the async threads); what the
+    /// kernel enforced, if anything. A leader left to reap is reaped after that, on the
+    /// same thread, once the answer has gone back.
+    pub(super) async fn finish_unit(&mut self) -> Option<String> {
+        if std::mem::take(&mut self.reap_later) {
+            let leader = self.leader;
+            // Not waited for: the answer does not depend on it.
+            tokio::task::spawn_blocking(move || {
+                while let Err(nix::errno::Errno::EINTR) = waitpid(leader, None) {}
+            });
+        }
+        let mut unit = self.unit.take()?;
+        // Usually nothing is left to wait for: then no hand-over to another thread.
+        if let Some(note) = unit.finish_without_waiting(Removal::Background) {
+            return note;
+        }
+        tokio::task::spawn_blocking(move || unit.finish(Removal::Background))
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// Tell the output reader to stop waiting for end-of-file.
+    pub(super) fn wake_reader(&mut self) {
+        if let Some(fd) = self.reader_wake.take() {
+            let _ = nix::unistd::write(&fd, b"x");
+        }
+    }
+}
+
+impl Drop for TreeGuard {
+    fn drop(&mut self) {
+        self.wake_reader();
+        if self.reap_later {
+            // It reported its end, but the run stopped before it was finished.
+            let leader = self.leader;
+            std::thread::spawn(
+                move || while let Err(nix::errno::Errno::EINTR) = waitpid(leader, None) {},
+            );
+        }
+        if self.reaped {
+            return;
+        }
+        let reaper = matches!(self.unit, Some(Unit::Reaper { .. }));
+        self.kill_all();
+        self.sweep_session();
+        let leader = self.leader;
+        let mut unit = self.unit.take();
+        // SIGKILL cannot be ignored, so these waits are short; they must not block the
+        // async runtime that is dropping us.
+        std::thread::spawn(move || {
+            if reaper {
+                // The reaper ends its run and exits by itself; if it does not, kill it.
+                let deadline = Instant::now() + Duration::from_secs(2);
+                loop {
+                    match waitpid(leader, Some(nix::sys::wait::WaitPidFlag::WNOHANG)) {
+                        Ok(WaitStatus::StillAlive) if Instant::now() < deadline => {
+                            std::thread::sleep(Duration::from_millis(5));
+                        }
+                        Ok(WaitStatus::StillAlive) => {
+                            let _ = killpg(leader, Signal::SIGKILL);
+                            while let Err(nix::errno::Errno::EINTR) = waitpid(leader, None) {}
+                            break;
+                        }
+                        _ => break,
+                    }
+                }
+            } else {
+                while let Err(nix::errno::Errno::EINTR) = waitpid(leader, None) {}
+            }
+            if let Some(unit) = unit.as_mut() {
+                unit.finish(Removal::Wait);
+            }
+        });
+    }
+}
+
+/// Pids whose session id is `sid`, read from `/proc/*/stat`.
+pub(super) fn session_members(sid: i32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut members = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        if stat_session(&stat) == Some(sid) {
+            members.push(pid);
+        }
+    }
+    members
+}
+
+/// The session field of a `/proc/PID/stat` line. The command name (field 2) may contain
+/// spaces and parentheses, so parse from the last `)`.
+pub(super) fn stat_session(stat: &str) -> Option<i32> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // Fields after the name: state, ppid, pgrp, session.
+    rest.split_whitespace().nth(3)?.parse().ok()
+}
