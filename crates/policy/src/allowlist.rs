@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
+use globset::{ErrorKind, Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::Serialize;
 
 use crate::PolicyError;
@@ -97,17 +97,17 @@ pub fn validate_pattern(pattern: &str) -> Result<PatternKind, PolicyError> {
         ));
     }
     build_glob(pattern, Path::new("/home/validate"), CaseMode::Sensitive)
-        .map_err(|e| invalid(pattern, e))?;
+        .map_err(|e| invalid(pattern, e.to_string()))?;
     Ok(kind)
 }
 
-fn build_glob(pattern: &str, home: &Path, case: CaseMode) -> Result<Glob, String> {
+fn build_glob(pattern: &str, home: &Path, case: CaseMode) -> Result<Glob, ErrorKind> {
     GlobBuilder::new(&expand_home(pattern, home))
         .literal_separator(true)
         .backslash_escape(true)
         .case_insensitive(case == CaseMode::Insensitive)
         .build()
-        .map_err(|e| e.kind().to_string())
+        .map_err(|e| e.kind().clone())
 }
 
 /// Rules with one literal path, indexed by the literal first argument word each needs
@@ -266,8 +266,16 @@ impl Allowlist {
                     PolicyError::InvalidPattern { reason, .. } => reason,
                     other => other.to_string(),
                 })
-                .and_then(|kind| build_glob(pattern, home, case).map(|g| (kind, g)))
-                .and_then(|(kind, glob)| ArgPatterns::compile(rule).map(|args| (kind, glob, args)));
+                .and_then(|kind| {
+                    build_glob(pattern, home, case)
+                        .map(|g| (kind, g))
+                        .map_err(|e| e.to_string())
+                })
+                .and_then(|(kind, glob)| {
+                    ArgPatterns::compile(rule)
+                        .map(|args| (kind, glob, args))
+                        .map_err(|e| e.to_string())
+                });
             match compiled {
                 Ok((kind, glob, args)) => {
                     let first = args.first_literal().map(str::to_owned);

@@ -87,8 +87,8 @@ pub use request::{ArgsError, Command, ExecArgs, MAX_TIMEOUT_SECONDS, is_env_name
 pub use resolve::{
     ExecParams, HostCeiling, ResolvedPolicy, SessionOverrides, resolve, resolve_host,
 };
-pub use rules::{ArgsMatch, Examples, RuleSpec};
+pub use rules::{ArgPatternError, ArgsMatch, Examples, Looser, RuleSpec};
 pub use shell::{Chain, CommandInput, Miss, MissReason, Op, Segment, analyze};
 pub use slash::{SlashOutcome, apply as apply_slash_command, is_slash_command};
 pub use sourced::{Source, Sourced};
-pub use word_pattern::escape_word;
+pub use word_pattern::{PatternError, escape_word};
