@@ -77,7 +77,9 @@ pub use evaluate::{EvalContext, Evaluation, ExeCache, LeafMatch, Rebuilt, evalua
 pub use exe::{Invocation, ResolveFailure, ResolvedExe, TrustedPath, resolve_executable};
 pub use exec_allowlist::{ResolvedExecAllowlist, resolve_exec_allowlist};
 pub use explain::{Explanation, Requester, explain};
-pub use modes::{Ask, AskFallback, ExecAllowlistMode, Host, PermissionMode, Security};
+pub use modes::{
+    Ask, AskFallback, ExecAllowlistMode, Host, InvalidChoice, PermissionMode, Security,
+};
 pub use nodes::{MIN_ID_PREFIX, NodeInfo, normalize_name, select_node};
 pub use plan::{
     Launch, PlanError, PlanRequest, PlannedExecAllowlist, PlannedLimits, Plans, RunPlan, SHELL, hex,

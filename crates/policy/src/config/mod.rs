@@ -11,7 +11,7 @@ use std::time::Duration;
 use caps::Fs;
 
 use crate::PolicyError;
-use crate::modes::{Ask, ExecAllowlistMode, Host, PermissionMode, Security};
+use crate::modes::{Ask, ExecAllowlistMode, Host, InvalidChoice, PermissionMode, Security};
 use walk::Walker;
 
 /// The `tools.exec` settings at one level (global or one agent). `None` means "not set
@@ -160,16 +160,18 @@ impl SandboxBackend {
 }
 
 impl std::str::FromStr for SandboxBackend {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = InvalidChoice;
+    fn from_str(s: &str) -> Result<Self, InvalidChoice> {
         match s {
             "bwrap" => Ok(SandboxBackend::Bwrap),
             "container" => Ok(SandboxBackend::Container),
             "macos" => Ok(SandboxBackend::Macos),
             "off" => Ok(SandboxBackend::Off),
-            _ => Err(format!(
-                "invalid sandbox backend {s:?}: expected one of bwrap, container, macos, off"
-            )),
+            _ => Err(InvalidChoice {
+                what: "sandbox backend",
+                value: s.to_owned(),
+                expected: "one of bwrap, container, macos, off".to_owned(),
+            }),
         }
     }
 }
@@ -190,15 +192,17 @@ pub enum NamespaceBuilder {
 }
 
 impl std::str::FromStr for NamespaceBuilder {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = InvalidChoice;
+    fn from_str(s: &str) -> Result<Self, InvalidChoice> {
         match s {
             "auto" => Ok(NamespaceBuilder::Auto),
             "bubblewrap" => Ok(NamespaceBuilder::Bubblewrap),
             "warden" => Ok(NamespaceBuilder::Warden),
-            _ => Err(format!(
-                "invalid sandbox builder {s:?}: expected auto, bubblewrap or warden"
-            )),
+            _ => Err(InvalidChoice {
+                what: "sandbox builder",
+                value: s.to_owned(),
+                expected: "auto, bubblewrap or warden".to_owned(),
+            }),
         }
     }
 }
