@@ -70,7 +70,8 @@ pub use decision::{
     AllowReason, ApproverAnswer, AskReason, Decision, DenyReason, after_ask, decide,
 };
 pub use env::{
-    HOST_FORWARDED, REQUEST_ALLOWED, build_child_env, check_extra_env_name, request_may_set,
+    EnvNameError, HOST_FORWARDED, REQUEST_ALLOWED, build_child_env, check_extra_env_name,
+    request_may_set,
 };
 pub use error::PolicyError;
 pub use evaluate::{EvalContext, Evaluation, ExeCache, LeafMatch, Rebuilt, evaluate};
@@ -87,10 +88,11 @@ pub use plan::{
 pub use profiles::{Examined, GrammarTrace, ProfileHit, Profiles};
 pub use request::{ArgsError, Command, ExecArgs, MAX_TIMEOUT_SECONDS, is_env_name};
 pub use resolve::{
-    ExecParams, HostCeiling, ResolvedPolicy, SessionOverrides, resolve, resolve_host,
+    ExecParams, HostCeiling, ResolvedPolicy, SessionOverrides, TimeoutTooLong, resolve,
+    resolve_host,
 };
 pub use rules::{ArgPatternError, ArgsMatch, Examples, Looser, RuleSpec};
-pub use shell::{Chain, CommandInput, Miss, MissReason, Op, Segment, analyze};
+pub use shell::{Chain, CommandInput, Miss, MissReason, NotLiteral, Op, Segment, analyze};
 pub use slash::{SlashOutcome, apply as apply_slash_command, is_slash_command};
 pub use sourced::{Source, Sourced};
 pub use word_pattern::{PatternError, escape_word};

@@ -138,18 +138,31 @@ impl ResolvedPolicy {
     }
 }
 
+/// A resolved timeout longer than the resolved maximum, each with where it was set.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the timeout {} ({}) exceeds the maximum {} ({})",
+    humantime::format_duration(.timeout.value),
+    .timeout.source,
+    humantime::format_duration(.max.value),
+    .max.source
+)]
+pub struct TimeoutTooLong {
+    /// The timeout asked for.
+    pub timeout: Sourced<Duration>,
+    /// The most allowed.
+    pub max: Sourced<Duration>,
+}
+
 impl ResolvedPolicy {
     /// The timeout, or why the requested one cannot be used.
-    pub fn checked_timeout(&self) -> Result<Duration, String> {
+    pub fn checked_timeout(&self) -> Result<Duration, TimeoutTooLong> {
         let (t, max) = (&self.timeout, &self.max_timeout);
         if t.value > max.value {
-            return Err(format!(
-                "the timeout {} ({}) exceeds the maximum {} ({})",
-                humantime::format_duration(t.value),
-                t.source,
-                humantime::format_duration(max.value),
-                max.source
-            ));
+            return Err(TimeoutTooLong {
+                timeout: t.clone(),
+                max: max.clone(),
+            });
         }
         Ok(t.value)
     }
@@ -590,7 +603,7 @@ mod tests {
             ..Default::default()
         };
         let r = resolve(&params, &session, &c, Some("coder"), &OPEN);
-        let err = r.checked_timeout().unwrap_err();
+        let err = r.checked_timeout().unwrap_err().to_string();
         assert!(
             err.contains("tool param") && err.contains("built-in default"),
             "{err}"

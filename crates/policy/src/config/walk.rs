@@ -191,7 +191,7 @@ impl Walker<'_> {
                         for item in list {
                             let name = self.string(&full, item)?;
                             check_extra_env_name(name)
-                                .map_err(|why| self.invalid(&full, item, why))?;
+                                .map_err(|why| self.invalid(&full, item, why.to_string()))?;
                             settings.env.push(name.to_owned());
                         }
                     }

@@ -21,7 +21,7 @@ use brush_parser::ast::{self, AndOr, Command, CommandPrefixOrSuffixItem, Separat
 use serde::Serialize;
 
 pub use bounds::MAX_NESTING_DEPTH;
-pub use words::{literal_value, quote};
+pub use words::{NotLiteral, literal_value, quote};
 pub use wrappers::{
     CODE_RUNNERS, PRIVILEGE_WRAPPERS, SHELLS, TRANSPARENT_WRAPPERS, UNSAFE_BUILTINS, base_name,
     is_never_stored,
@@ -365,7 +365,7 @@ fn item_name(item: &CommandPrefixOrSuffixItem) -> &'static str {
 }
 
 fn literal(raw: &str, options: &ParserOptions) -> Result<String, Miss> {
-    literal_value(raw, options).map_err(|why| miss(MissReason::NonLiteralWord, why))
+    literal_value(raw, options).map_err(|why| miss(MissReason::NonLiteralWord, why.to_string()))
 }
 
 /// Classify one argv: wrappers looked through, privilege wrappers and unsafe builtins
