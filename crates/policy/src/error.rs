@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use crate::profile_error::ProfileError;
+
 /// Everything that makes a policy input unusable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PolicyError {
@@ -59,12 +61,13 @@ pub enum PolicyError {
         reason: String,
     },
     /// A profiles file (the shipped one or the user's extension) that cannot be used.
-    #[error("{file}: {message}")]
+    #[error("{file}: {error}")]
     Profiles {
         /// The file (`<shipped>` for the built-in one).
         file: String,
         /// What is wrong.
-        message: String,
+        #[source]
+        error: ProfileError,
     },
     /// A slash command that could not be applied; nothing was changed.
     #[error("{0}")]

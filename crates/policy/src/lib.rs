@@ -48,6 +48,7 @@ mod explain;
 mod modes;
 mod nodes;
 mod plan;
+mod profile_error;
 pub mod profiles;
 pub mod protected;
 mod request;
@@ -85,7 +86,10 @@ pub use nodes::{MIN_ID_PREFIX, NodeInfo, normalize_name, select_node};
 pub use plan::{
     Launch, PlanError, PlanRequest, PlannedExecAllowlist, PlannedLimits, Plans, RunPlan, SHELL, hex,
 };
-pub use profiles::{Examined, GrammarTrace, ProfileHit, Profiles};
+pub use profiles::{
+    Examined, GrammarError, GrammarProblem, GrammarTrace, ProfileError, ProfileHit, Profiles,
+    ProgramProblem, UnknownKind,
+};
 pub use request::{ArgsError, Command, ExecArgs, MAX_TIMEOUT_SECONDS, is_env_name};
 pub use resolve::{
     ExecParams, HostCeiling, ResolvedPolicy, SessionOverrides, TimeoutTooLong, resolve,

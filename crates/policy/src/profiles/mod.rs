@@ -35,6 +35,9 @@ use caps::Fs;
 use serde::Serialize;
 
 use crate::PolicyError;
+pub use crate::profile_error::{
+    GrammarError, GrammarProblem, ProfileError, ProgramProblem, UnknownKind,
+};
 use crate::word_pattern::{WordPattern, escape_word};
 pub use check::WordVerdict;
 use scan::{Phase, Token, walk};
@@ -192,7 +195,9 @@ fn shipped_table() -> &'static Table {
         // so fail loudly instead.
         let mut table = Table::default();
         let parsed = serde_json::from_str(SHIPPED_JSON)
-            .map_err(|e| e.to_string())
+            .map_err(|e| ProfileError::Syntax {
+                message: e.to_string(),
+            })
             .and_then(|doc| table.add(doc, Examples::Trusted));
         match parsed {
             Ok(()) => table,
@@ -237,7 +242,9 @@ impl Profiles {
             Err(e) => {
                 return Err(PolicyError::Profiles {
                     file: path.display().to_string(),
-                    message: format!("cannot read it: {e}"),
+                    error: ProfileError::Unreadable {
+                        message: e.to_string(),
+                    },
                 });
             }
         };
@@ -266,17 +273,21 @@ impl Profiles {
 impl Table {
     /// Add the programs and rules of `text`: a program naming a known one adds to it.
     fn extend_with(&mut self, text: &str, source: &str) -> Result<(), PolicyError> {
-        let err = |message: String| PolicyError::Profiles {
+        let err = |error: ProfileError| PolicyError::Profiles {
             file: source.to_owned(),
-            message,
+            error,
         };
-        let doc: schema::Document = toml::from_str(text).map_err(|e| err(e.to_string()))?;
+        let doc: schema::Document = toml::from_str(text).map_err(|e| {
+            err(ProfileError::Syntax {
+                message: e.to_string(),
+            })
+        })?;
         self.add(doc, Examples::Check).map_err(err)
     }
 
     /// Add the programs and rules of a parsed document, checking every rule's examples
     /// unless they are [`Examples::Trusted`].
-    fn add(&mut self, doc: schema::Document, examples: Examples) -> Result<(), String> {
+    fn add(&mut self, doc: schema::Document, examples: Examples) -> Result<(), ProfileError> {
         for spec in doc.program {
             let program = compile_program(&spec)?;
             let known = program
@@ -411,18 +422,26 @@ fn merge(into: &mut Program, from: Program) {
     }
 }
 
-fn compile_program(spec: &ProgramSpec) -> Result<Program, String> {
+/// The error of `problem` in the program `label`.
+fn program_error(label: &str, problem: ProgramProblem) -> ProfileError {
+    ProfileError::Program {
+        program: label.to_owned(),
+        problem,
+    }
+}
+
+fn compile_program(spec: &ProgramSpec) -> Result<Program, ProfileError> {
     if spec.names.is_empty() || spec.names.iter().any(|n| n.is_empty() || n.contains('/')) {
-        return Err(format!(
-            "a [[program]] needs `names`: base names without `/` (got {:?})",
-            spec.names
-        ));
+        return Err(ProfileError::NoNames {
+            names: spec.names.clone(),
+        });
     }
     let label = spec.names[0].clone();
-    let check_flag = |f: &str| -> Result<(), String> {
+    let check_flag = |f: &str| -> Result<(), ProfileError> {
         if !f.starts_with('-') || f == "-" || f == "--" || f.contains('=') {
-            return Err(format!(
-                "{label}: {f:?} is not an option (`-x`, `--long`, `-long`)"
+            return Err(program_error(
+                &label,
+                ProgramProblem::NotAnOption(f.to_owned()),
             ));
         }
         Ok(())
@@ -474,31 +493,32 @@ fn compile_program(spec: &ProgramSpec) -> Result<Program, String> {
 fn compile_rule(
     label: &str,
     r: &RuleSpecToml,
-    check_flag: &dyn Fn(&str) -> Result<(), String>,
-) -> Result<Rule, String> {
+    check_flag: &dyn Fn(&str) -> Result<(), ProfileError>,
+) -> Result<Rule, ProfileError> {
     for f in &r.flags {
         check_flag(f)?;
     }
+    let err = |problem| program_error(label, problem);
+    let rule = || r.name.clone();
     if r.flags.is_empty() && r.words.is_empty() && r.subcommands.is_empty() && !r.any {
-        return Err(format!(
-            "{label}: rule {:?} names no flag, word or subcommand (use `any = true` for every invocation)",
-            r.name
-        ));
+        return Err(err(ProgramProblem::RuleMatchesNothing { rule: rule() }));
     }
     if r.name.trim().is_empty() || r.reason.trim().is_empty() {
-        return Err(format!("{label}: every rule needs a `name` and a `reason`"));
+        return Err(err(ProgramProblem::RuleUnnamed));
     }
     if !r.values.is_empty() && r.flags.is_empty() {
-        return Err(format!(
-            "{label}: rule {:?} has `values` but no `flags`",
-            r.name
-        ));
+        return Err(err(ProgramProblem::ValuesWithoutFlags { rule: rule() }));
     }
-    let compile = |list: &[String], lower: bool| -> Result<Vec<WordPattern>, String> {
+    let compile = |list: &[String], lower: bool| -> Result<Vec<WordPattern>, ProfileError> {
         list.iter()
             .map(|p| {
                 let p = if lower { p.to_lowercase() } else { p.clone() };
-                WordPattern::compile(&p).map_err(|e| format!("{label}: rule {:?}: {e}", r.name))
+                WordPattern::compile(&p).map_err(|error| {
+                    err(ProgramProblem::RulePattern {
+                        rule: rule(),
+                        error,
+                    })
+                })
             })
             .collect()
     };
@@ -519,8 +539,9 @@ fn compile_rule(
 /// Shipped and user rules carry examples: each `hit` must trigger the rule, each
 /// `miss` must not; a grammar's `accept` examples must be accepted whole and its
 /// `refuse` ones refused (read in [`EXAMPLE_CWD`], which alone is writable).
-fn check_examples(program: &Program, spec: &ProgramSpec) -> Result<(), String> {
+fn check_examples(program: &Program, spec: &ProgramSpec) -> Result<(), ProfileError> {
     let inv = Invocation::example();
+    let err = |problem| program_error(&program.label, problem);
     if let Some(examples) = spec.grammar.as_ref().and_then(|g| g.examples.as_ref()) {
         for (argv, want) in examples
             .accept
@@ -529,21 +550,21 @@ fn check_examples(program: &Program, spec: &ProgramSpec) -> Result<(), String> {
             .chain(examples.refuse.iter().map(|a| (a, false)))
         {
             if argv.is_empty() {
-                return Err(format!("{}: a grammar example is empty", program.label));
+                return Err(err(ProgramProblem::EmptyGrammarExample));
             }
             let hits = program_hits(program, argv, &inv);
             match (want, hits.first()) {
                 (true, Some(h)) => {
-                    return Err(format!(
-                        "{}: grammar example {argv:?} must be accepted but {:?} is refused: {}",
-                        program.label, h.word, h.reason
-                    ));
+                    return Err(err(ProgramProblem::NotAccepted {
+                        example: argv.clone(),
+                        word: h.word.clone(),
+                        reason: h.reason.clone(),
+                    }));
                 }
                 (false, None) => {
-                    return Err(format!(
-                        "{}: grammar example {argv:?} must be refused but is accepted",
-                        program.label
-                    ));
+                    return Err(err(ProgramProblem::NotRefused {
+                        example: argv.clone(),
+                    }));
                 }
                 _ => {}
             }
@@ -558,25 +579,20 @@ fn check_examples(program: &Program, spec: &ProgramSpec) -> Result<(), String> {
             .chain(r.examples.miss.iter().map(|a| (a, false)))
         {
             if argv.is_empty() {
-                return Err(format!(
-                    "{}: rule {:?} has an empty example",
-                    program.label, r.name
-                ));
+                return Err(err(ProgramProblem::EmptyRuleExample {
+                    rule: r.name.clone(),
+                }));
             }
             let got = program_hits(program, argv, &inv)
                 .iter()
                 .any(|h| h.name == r.name);
             if got != want {
-                return Err(format!(
-                    "{}: rule {:?}: example {argv:?} {}",
-                    program.label,
-                    r.name,
-                    if want {
-                        "must hit it but does not"
-                    } else {
-                        "must not hit it but does"
-                    }
-                ));
+                let (rule, example) = (r.name.clone(), argv.clone());
+                return Err(err(if want {
+                    ProgramProblem::NoHit { rule, example }
+                } else {
+                    ProgramProblem::UnwantedHit { rule, example }
+                }));
             }
         }
     }
