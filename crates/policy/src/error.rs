@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use crate::config_edit_error::ConfigEditError;
 use crate::profile_error::ProfileError;
 
 /// Everything that makes a policy input unusable.
@@ -45,12 +46,13 @@ pub enum PolicyError {
         message: String,
     },
     /// An edit of the config file that cannot be made; nothing was changed.
-    #[error("{file}: cannot edit: {message}")]
+    #[error("{file}: cannot edit: {error}")]
     ConfigEdit {
         /// The config file.
         file: PathBuf,
         /// Why.
-        message: String,
+        #[source]
+        error: ConfigEditError,
     },
     /// An allowlist pattern that can never be stored.
     #[error("invalid allowlist pattern {pattern:?}: {reason}")]

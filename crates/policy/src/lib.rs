@@ -38,6 +38,7 @@
 mod allow_always;
 mod allowlist;
 pub mod config;
+mod config_edit_error;
 mod decision;
 mod env;
 mod error;
