@@ -69,7 +69,9 @@ pub struct CommandArgs {
     pub argv: Vec<String>,
 }
 
-fn parse<T: std::str::FromStr<Err = String>>(s: &str) -> Result<T, String> {
+fn parse<T: std::str::FromStr<Err = policy::InvalidChoice>>(
+    s: &str,
+) -> Result<T, policy::InvalidChoice> {
     s.parse()
 }
 

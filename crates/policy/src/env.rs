@@ -112,15 +112,29 @@ fn is_never_allowed(name: &str) -> bool {
     NEVER_NAMES.contains(&upper.as_str()) || NEVER_PREFIXES.iter().any(|p| upper.starts_with(p))
 }
 
+/// Why a configured extra name (`tools.exec.env`) cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EnvNameError {
+    /// Not a variable name at all.
+    #[error("expected a variable name (letters, digits, underscore)")]
+    NotAName,
+    /// A name that changes how programs load or behave.
+    #[error("{name} changes how programs load or behave and can never be allowed")]
+    NeverAllowed {
+        /// The name.
+        name: String,
+    },
+}
+
 /// Check a configured per-agent extra name (`tools.exec.env`).
-pub fn check_extra_env_name(name: &str) -> Result<(), String> {
+pub fn check_extra_env_name(name: &str) -> Result<(), EnvNameError> {
     if !is_valid_name(name) {
-        return Err("expected a variable name (letters, digits, underscore)".into());
+        return Err(EnvNameError::NotAName);
     }
     if is_never_allowed(name) {
-        return Err(format!(
-            "{name} changes how programs load or behave and can never be allowed"
-        ));
+        return Err(EnvNameError::NeverAllowed {
+            name: name.to_owned(),
+        });
     }
     Ok(())
 }

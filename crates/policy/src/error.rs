@@ -3,6 +3,9 @@
 
 use std::path::PathBuf;
 
+use crate::config_edit_error::ConfigEditError;
+use crate::profile_error::ProfileError;
+
 /// Everything that makes a policy input unusable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PolicyError {
@@ -43,12 +46,13 @@ pub enum PolicyError {
         message: String,
     },
     /// An edit of the config file that cannot be made; nothing was changed.
-    #[error("{file}: cannot edit: {message}")]
+    #[error("{file}: cannot edit: {error}")]
     ConfigEdit {
         /// The config file.
         file: PathBuf,
         /// Why.
-        message: String,
+        #[source]
+        error: ConfigEditError,
     },
     /// An allowlist pattern that can never be stored.
     #[error("invalid allowlist pattern {pattern:?}: {reason}")]
@@ -59,12 +63,13 @@ pub enum PolicyError {
         reason: String,
     },
     /// A profiles file (the shipped one or the user's extension) that cannot be used.
-    #[error("{file}: {message}")]
+    #[error("{file}: {error}")]
     Profiles {
         /// The file (`<shipped>` for the built-in one).
         file: String,
         /// What is wrong.
-        message: String,
+        #[source]
+        error: ProfileError,
     },
     /// A slash command that could not be applied; nothing was changed.
     #[error("{0}")]

@@ -38,6 +38,7 @@
 mod allow_always;
 mod allowlist;
 pub mod config;
+mod config_edit_error;
 mod confinement;
 mod decision;
 mod env;
@@ -49,6 +50,7 @@ mod explain;
 mod modes;
 mod nodes;
 mod plan;
+mod profile_error;
 pub mod profiles;
 pub mod protected;
 mod request;
@@ -72,25 +74,32 @@ pub use decision::{
     AllowReason, ApproverAnswer, AskReason, Decision, DenyReason, after_ask, decide,
 };
 pub use env::{
-    HOST_FORWARDED, REQUEST_ALLOWED, build_child_env, check_extra_env_name, request_may_set,
+    EnvNameError, HOST_FORWARDED, REQUEST_ALLOWED, build_child_env, check_extra_env_name,
+    request_may_set,
 };
 pub use error::PolicyError;
 pub use evaluate::{EvalContext, Evaluation, ExeCache, LeafMatch, Rebuilt, evaluate};
 pub use exe::{Invocation, ResolveFailure, ResolvedExe, TrustedPath, resolve_executable};
 pub use exec_allowlist::{ResolvedExecAllowlist, resolve_exec_allowlist};
 pub use explain::{Explanation, Requester, explain};
-pub use modes::{Ask, AskFallback, ExecAllowlistMode, Host, PermissionMode, Security};
+pub use modes::{
+    Ask, AskFallback, ExecAllowlistMode, Host, InvalidChoice, PermissionMode, Security,
+};
 pub use nodes::{MIN_ID_PREFIX, NodeInfo, normalize_name, select_node};
 pub use plan::{
     Launch, PlanError, PlanRequest, PlannedExecAllowlist, PlannedLimits, Plans, RunPlan, SHELL, hex,
 };
-pub use profiles::{Examined, GrammarTrace, ProfileHit, Profiles};
+pub use profiles::{
+    Examined, GrammarError, GrammarProblem, GrammarTrace, ProfileError, ProfileHit, Profiles,
+    ProgramProblem, UnknownKind,
+};
 pub use request::{ArgsError, Command, ExecArgs, MAX_TIMEOUT_SECONDS, is_env_name};
 pub use resolve::{
-    ExecParams, HostCeiling, ResolvedPolicy, SessionOverrides, resolve, resolve_host,
+    ExecParams, HostCeiling, ResolvedPolicy, SessionOverrides, TimeoutTooLong, resolve,
+    resolve_host,
 };
-pub use rules::{ArgsMatch, Examples, RuleSpec};
-pub use shell::{Chain, CommandInput, Miss, MissReason, Op, Segment, analyze};
+pub use rules::{ArgPatternError, ArgsMatch, Examples, Looser, RuleSpec};
+pub use shell::{Chain, CommandInput, Miss, MissReason, NotLiteral, Op, Segment, analyze};
 pub use slash::{SlashOutcome, apply as apply_slash_command, is_slash_command};
 pub use sourced::{Source, Sourced};
-pub use word_pattern::escape_word;
+pub use word_pattern::{PatternError, escape_word};

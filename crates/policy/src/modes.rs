@@ -113,6 +113,19 @@ impl AskFallback {
     }
 }
 
+/// A text value that is none of a setting's spellings (a mode here, a sandbox backend or
+/// builder in the config).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {what} {value:?}: expected {expected}")]
+pub struct InvalidChoice {
+    /// The setting (`host`, `sandbox backend`).
+    pub what: &'static str,
+    /// The value as given.
+    pub value: String,
+    /// The accepted spellings, as a phrase (`one of sandbox, gateway, node`).
+    pub expected: String,
+}
+
 /// Text forms, shared by config files, slash commands, CLI flags and JSON.
 macro_rules! text_enum {
     ($ty:ident, $what:literal, [$($variant:ident => $text:literal),* $(,)?]) => {
@@ -133,16 +146,15 @@ macro_rules! text_enum {
         }
 
         impl FromStr for $ty {
-            type Err = String;
-            fn from_str(s: &str) -> Result<Self, String> {
+            type Err = InvalidChoice;
+            fn from_str(s: &str) -> Result<Self, InvalidChoice> {
                 match s {
                     $($text => Ok($ty::$variant),)*
-                    _ => Err(format!(
-                        "invalid {} {:?}: expected one of {}",
-                        $what,
-                        s,
-                        Self::VALUES.join(", ")
-                    )),
+                    _ => Err(InvalidChoice {
+                        what: $what,
+                        value: s.to_owned(),
+                        expected: format!("one of {}", Self::VALUES.join(", ")),
+                    }),
                 }
             }
         }
@@ -194,7 +206,7 @@ mod tests {
         for v in Ask::VALUES {
             assert_eq!(v.parse::<Ask>().unwrap().as_str(), *v);
         }
-        let err = "sometimes".parse::<Ask>().unwrap_err();
+        let err = "sometimes".parse::<Ask>().unwrap_err().to_string();
         assert!(err.contains("off, on-miss, always"), "{err}");
         assert_eq!(serde_json::to_string(&Ask::OnMiss).unwrap(), "\"on-miss\"");
     }

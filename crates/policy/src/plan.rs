@@ -340,7 +340,9 @@ pub(crate) fn plans(
     confinement: Confinement<'_>,
 ) -> Plans {
     let base = (|| -> Result<RunPlan, PlanError> {
-        policy.checked_timeout().map_err(PlanError::invalid)?;
+        policy
+            .checked_timeout()
+            .map_err(|e| PlanError::invalid(e.to_string()))?;
         match ctx.fs.metadata(ctx.cwd) {
             Ok(meta) if meta.is_dir() => {}
             Ok(_) => {

@@ -82,7 +82,7 @@ fn apply_exec(current: &SessionOverrides, args: Vec<&str>) -> Result<SlashOutcom
             return Err(err(format!("/exec: {key} given twice")));
         }
         seen.push(key);
-        let bad = |e: String| err(format!("/exec: {e}"));
+        let bad = |e: crate::InvalidChoice| err(format!("/exec: {e}"));
         match key {
             "host" => next.host = Some(value.parse::<Host>().map_err(bad)?),
             "security" => next.security = Some(value.parse::<Security>().map_err(bad)?),

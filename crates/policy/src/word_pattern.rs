@@ -15,6 +15,17 @@ pub fn escape_word(word: &str) -> String {
     out
 }
 
+/// An argument pattern that cannot be compiled.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PatternError {
+    /// The pattern's last character escapes nothing.
+    #[error("argument pattern {pattern:?} ends with a lone `\\`")]
+    LoneBackslash {
+        /// The pattern as written.
+        pattern: String,
+    },
+}
+
 /// One compiled argument pattern.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum WordPattern {
@@ -34,7 +45,7 @@ pub(crate) enum GlobChar {
 }
 
 impl WordPattern {
-    pub(crate) fn compile(text: &str) -> Result<WordPattern, String> {
+    pub(crate) fn compile(text: &str) -> Result<WordPattern, PatternError> {
         if text == "*" {
             return Ok(WordPattern::Any);
         }
@@ -43,11 +54,9 @@ impl WordPattern {
         let mut it = text.chars();
         while let Some(c) = it.next() {
             chars.push(match c {
-                '\\' => {
-                    GlobChar::Char(it.next().ok_or_else(|| {
-                        format!("argument pattern {text:?} ends with a lone `\\`")
-                    })?)
-                }
+                '\\' => GlobChar::Char(it.next().ok_or_else(|| PatternError::LoneBackslash {
+                    pattern: text.to_owned(),
+                })?),
                 '*' => {
                     wild = true;
                     GlobChar::Star
@@ -146,7 +155,10 @@ mod tests {
             assert!(p.matches(w), "{w:?}");
             assert!(!p.matches(&format!("{w}x")), "{w:?}");
         }
-        assert!(WordPattern::compile("trailing\\").is_err());
+        assert_eq!(
+            WordPattern::compile("trailing\\").unwrap_err().to_string(),
+            "argument pattern \"trailing\\\\\" ends with a lone `\\`"
+        );
     }
 
     #[test]

@@ -448,7 +448,7 @@ pub fn explain(facts: &HostFacts, request: ExplainRequest) -> Result<Explained, 
     }
     let mut exec = ExecRequest::new(&request.agent, "console", Command::Shell(request.command));
     if !request.host.is_empty() {
-        exec.params.host = Some(request.host.parse::<Host>()?);
+        exec.params.host = Some(request.host.parse::<Host>().map_err(|e| e.to_string())?);
     }
     let gateway = facts.gateway(None).map_err(|e| format!("{e:#}"))?;
     let key = gateway::SessionKey {

@@ -15,6 +15,7 @@ use toml_edit::{DocumentMut, Item, Table, TableLike, Value};
 
 use super::{AgentConfig, Config};
 use crate::PolicyError;
+pub use crate::config_edit_error::ConfigEditError;
 
 /// The version of a config file that does not exist.
 pub const ABSENT_VERSION: &str = "absent";
@@ -29,10 +30,10 @@ pub fn version(bytes: Option<&[u8]>) -> String {
     }
 }
 
-fn edit_error(file: &Path, message: impl Into<String>) -> PolicyError {
+fn edit_error(file: &Path, error: ConfigEditError) -> PolicyError {
     PolicyError::ConfigEdit {
         file: file.to_path_buf(),
-        message: message.into(),
+        error,
     }
 }
 
@@ -87,7 +88,7 @@ pub fn set_node_binding(
     {
         return Err(edit_error(
             file,
-            format!("{n:?} is not a node id (empty, or with control characters)"),
+            ConfigEditError::NotANodeId { node: n.to_owned() },
         ));
     }
     if let Some(id) = agent
@@ -95,7 +96,9 @@ pub fn set_node_binding(
     {
         return Err(edit_error(
             file,
-            format!("{id:?} is not an agent id (empty, or with control characters)"),
+            ConfigEditError::NotAnAgentId {
+                agent: id.to_owned(),
+            },
         ));
     }
     if node_binding_at(&before, agent) == node {
@@ -113,11 +116,7 @@ pub fn set_node_binding(
     }
     let edited = tree_edit(text, agent, node).map_err(|why| edit_error(file, why))?;
     if !same(&edited) {
-        return Err(edit_error(
-            file,
-            "the edit would change more than tools.exec.node (an unusual layout of the \
-             file); edit it by hand",
-        ));
+        return Err(edit_error(file, ConfigEditError::ChangesMore));
     }
     Ok(edited)
 }
@@ -174,7 +173,7 @@ fn child<'a>(
     parent: &'a mut dyn TableLike,
     key: &str,
     dotted: bool,
-) -> Result<&'a mut dyn TableLike, String> {
+) -> Result<&'a mut dyn TableLike, ConfigEditError> {
     if !parent.contains_key(key) {
         let mut table = Table::new();
         table.set_implicit(true);
@@ -184,11 +183,16 @@ fn child<'a>(
     parent
         .get_mut(key)
         .and_then(Item::as_table_like_mut)
-        .ok_or_else(|| format!("`{key}` is not a table"))
+        .ok_or_else(|| ConfigEditError::NotATable {
+            key: key.to_owned(),
+        })
 }
 
 /// The entry of agent `id` in `[[agents.list]]`, added (with just its id) if missing.
-fn agent_entry<'a>(doc: &'a mut DocumentMut, id: &str) -> Result<&'a mut dyn TableLike, String> {
+fn agent_entry<'a>(
+    doc: &'a mut DocumentMut,
+    id: &str,
+) -> Result<&'a mut dyn TableLike, ConfigEditError> {
     let root: &mut dyn TableLike = doc.as_table_mut();
     let agents = child(root, "agents", false)?;
     if !agents.contains_key("list") {
@@ -204,11 +208,11 @@ fn agent_entry<'a>(doc: &'a mut DocumentMut, id: &str) -> Result<&'a mut dyn Tab
             let i = entries
                 .iter()
                 .position(|t| has_id(t, id))
-                .ok_or("the new agent entry went missing")?;
+                .ok_or(ConfigEditError::NewAgentEntryMissing)?;
             entries
                 .get_mut(i)
                 .map(|t| t as &mut dyn TableLike)
-                .ok_or_else(|| "the agent entry went missing".to_owned())
+                .ok_or(ConfigEditError::AgentEntryMissing)
         }
         Some(Item::Value(Value::Array(entries))) => {
             if !entries
@@ -225,16 +229,22 @@ fn agent_entry<'a>(doc: &'a mut DocumentMut, id: &str) -> Result<&'a mut dyn Tab
                 .filter_map(Value::as_inline_table_mut)
                 .find(|t| has_id(*t, id))
                 .map(|t| t as &mut dyn TableLike)
-                .ok_or_else(|| "the agent entry went missing".to_owned())
+                .ok_or(ConfigEditError::AgentEntryMissing)
         }
-        _ => Err("`agents.list` is not a list of agents".into()),
+        _ => Err(ConfigEditError::AgentsNotAList),
     }
 }
 
 /// The edit made on the parsed document (toml_edit keeps every untouched part as
 /// written); a value replaced keeps its spacing and the comment after it.
-fn tree_edit(text: &str, agent: Option<&str>, node: Option<&str>) -> Result<String, String> {
-    let mut doc: DocumentMut = text.parse().map_err(|e| format!("{e}"))?;
+fn tree_edit(
+    text: &str,
+    agent: Option<&str>,
+    node: Option<&str>,
+) -> Result<String, ConfigEditError> {
+    let mut doc: DocumentMut = text.parse().map_err(|e| ConfigEditError::Unparsable {
+        message: format!("{e}"),
+    })?;
     let exec = match agent {
         None => {
             let tools = child(doc.as_table_mut(), "tools", false)?;

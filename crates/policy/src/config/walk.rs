@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::{AgentConfig, Config, ExecSettings, GatewaySettings, SandboxBackend, SandboxSettings};
 use crate::PolicyError;
 use crate::env::check_extra_env_name;
+use crate::modes::InvalidChoice;
 
 /// The smallest process limit accepted: below it a shell pipeline cannot start (and the
 /// spawning thread itself counts while a run starts on cgroup v2).
@@ -67,21 +68,15 @@ impl Walker<'_> {
             .ok_or_else(|| self.invalid(key, value, "expected a string"))
     }
 
-    fn parsed<T: std::str::FromStr<Err = String>>(
+    fn parsed<T: std::str::FromStr<Err = InvalidChoice>>(
         &self,
         key: &str,
         value: &toml::Value,
     ) -> Result<T, PolicyError> {
         let text = self.string(key, value)?;
-        text.parse::<T>().map_err(|e| {
-            // Strip the "invalid X "value": " prefix; the error already names both.
-            let expected = e
-                .split_once(": ")
-                .map(|(_, rest)| rest)
-                .unwrap_or(&e)
-                .to_owned();
-            self.invalid(key, value, expected)
-        })
+        // Only what is expected: the message already names the key and the value.
+        text.parse::<T>()
+            .map_err(|e| self.invalid(key, value, format!("expected {}", e.expected)))
     }
 
     /// A memory size: bytes as an integer, or text like `"512MiB"`, `"4 GiB"`, `"2G"`.
@@ -196,7 +191,7 @@ impl Walker<'_> {
                         for item in list {
                             let name = self.string(&full, item)?;
                             check_extra_env_name(name)
-                                .map_err(|why| self.invalid(&full, item, why))?;
+                                .map_err(|why| self.invalid(&full, item, why.to_string()))?;
                             settings.env.push(name.to_owned());
                         }
                     }

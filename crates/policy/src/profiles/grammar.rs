@@ -12,6 +12,7 @@
 use std::collections::HashMap;
 
 use super::schema::{ContextSpec, DoubleDash, Style};
+use crate::profile_error::{GrammarError, GrammarProblem, UnknownKind};
 use crate::word_pattern::WordPattern;
 
 /// What a value or an operand is.
@@ -44,7 +45,7 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
-    fn parse(text: &str) -> Result<Kind, String> {
+    fn parse(text: &str) -> Result<Kind, UnknownKind> {
         Ok(match text {
             "value" | "path" | "pattern" | "number" => Kind::Value,
             "write" => Kind::Write,
@@ -61,9 +62,9 @@ impl Kind {
                     Kind::OneOf(list.split('|').map(str::to_owned).collect())
                 }
                 _ => {
-                    return Err(format!(
-                        "unknown kind {other:?} (value, path, pattern, number, write, workdir, maybe-write, config, ssh-option, script, target, file, command, one-of:a|b)"
-                    ));
+                    return Err(UnknownKind {
+                        kind: other.to_owned(),
+                    });
                 }
             },
         })
@@ -139,12 +140,23 @@ pub(crate) struct Grammar {
     pub(crate) top: Context,
 }
 
+/// The error of `problem` at `at` (the program, then the subcommand path).
+fn error(at: &str, problem: GrammarProblem) -> GrammarError {
+    GrammarError {
+        at: at.to_owned(),
+        problem,
+    }
+}
+
 /// Compile `spec` (the `[program.grammar]` table of the program `label`).
-pub(crate) fn compile(label: &str, spec: &ContextSpec) -> Result<Grammar, String> {
+pub(crate) fn compile(label: &str, spec: &ContextSpec) -> Result<Grammar, GrammarError> {
     let config_keys = spec
         .config_keys
         .iter()
-        .map(|k| WordPattern::compile(&k.to_lowercase()).map_err(|e| format!("{label}: {e}")))
+        .map(|k| {
+            WordPattern::compile(&k.to_lowercase())
+                .map_err(|e| error(label, GrammarProblem::ConfigKey(e)))
+        })
         .collect::<Result<_, _>>()?;
     let mut write_mode = Vec::new();
     for w in &spec.write_mode {
@@ -156,9 +168,7 @@ pub(crate) fn compile(label: &str, spec: &ContextSpec) -> Result<Grammar, String
         match canonical_anywhere(&top, w) {
             Some(name) => *w = name,
             None => {
-                return Err(format!(
-                    "{label}: write-mode names {w:?}, which no context accepts"
-                ));
+                return Err(error(label, GrammarProblem::UnknownWriteMode(w.clone())));
             }
         }
     }
@@ -186,7 +196,7 @@ fn canonical_anywhere(context: &Context, name: &str) -> Option<String> {
 }
 
 /// `--[no-]x` → `--x`, `--no-x`; other names as they are, each checked to be an option.
-fn expand_names(label: &str, names: &str) -> Result<Vec<String>, String> {
+fn expand_names(label: &str, names: &str) -> Result<Vec<String>, GrammarError> {
     let mut out = Vec::new();
     for n in names.split_whitespace() {
         let expanded = match n.split_once("[no-]") {
@@ -195,15 +205,13 @@ fn expand_names(label: &str, names: &str) -> Result<Vec<String>, String> {
         };
         for e in expanded {
             if !(e.starts_with('-') && e.len() > 1 && e != "--") {
-                return Err(format!(
-                    "{label}: {e:?} is not an option (`-x`, `--long`, `-long`)"
-                ));
+                return Err(error(label, GrammarProblem::NotAnOption(e)));
             }
             out.push(e);
         }
     }
     if out.is_empty() {
-        return Err(format!("{label}: an option entry names no option"));
+        return Err(error(label, GrammarProblem::NoOptionNamed));
     }
     Ok(out)
 }
@@ -213,11 +221,15 @@ fn parse_option(
     label: &str,
     text: &str,
     refused: Option<&str>,
-) -> Result<(Vec<String>, OptionSpec), String> {
+) -> Result<(Vec<String>, OptionSpec), GrammarError> {
+    let option = || text.to_owned();
     let (names, kinds, optional) = match text.split_once("[=") {
         Some((names, rest)) => {
             let kind = rest.strip_suffix(']').ok_or_else(|| {
-                format!("{label}: {text:?}: an optional value is written `--opt[=kind]`")
+                error(
+                    label,
+                    GrammarProblem::OptionalValueSyntax { option: option() },
+                )
             })?;
             (names, Some(kind), true)
         }
@@ -231,11 +243,24 @@ fn parse_option(
         None => Vec::new(),
         Some(k) => k
             .split(',')
-            .map(|k| Kind::parse(k.trim()).map_err(|e| format!("{label}: {text:?}: {e}")))
+            .map(|k| {
+                Kind::parse(k.trim()).map_err(|kind| {
+                    error(
+                        label,
+                        GrammarProblem::OptionKind {
+                            option: option(),
+                            kind,
+                        },
+                    )
+                })
+            })
             .collect::<Result<Vec<_>, _>>()?,
     };
     if optional && values.len() != 1 {
-        return Err(format!("{label}: {text:?}: an optional value is one value"));
+        return Err(error(
+            label,
+            GrammarProblem::OptionalValueCount { option: option() },
+        ));
     }
     let option = OptionSpec {
         name: names
@@ -256,7 +281,7 @@ fn compile_context(
     spec: &ContextSpec,
     sets: &std::collections::BTreeMap<String, Vec<String>>,
     top: bool,
-) -> Result<Context, String> {
+) -> Result<Context, GrammarError> {
     let here = if path.is_empty() {
         label.to_owned()
     } else {
@@ -274,9 +299,7 @@ fn compile_context(
             || !spec.sets.is_empty()
             || spec.examples.is_some();
         if grammar_only {
-            return Err(format!(
-                "{here}: style, old-style, double-dash, options-end-at-operand, plus-commands, stdin-commands, config-keys, write-mode, sets and examples belong to [program.grammar], not to a subcommand"
-            ));
+            return Err(error(&here, GrammarProblem::GrammarKeyInSubcommand));
         }
     }
     let mut context = Context {
@@ -292,7 +315,7 @@ fn compile_context(
                text: &str,
                refused: Option<&str>,
                from_set: bool|
-     -> Result<(), String> {
+     -> Result<(), GrammarError> {
         let (names, option) = parse_option(&here, text, refused)?;
         let index = context.options.len();
         for n in names {
@@ -302,9 +325,7 @@ fn compile_context(
                     && e.optional == option.optional
                     && e.refused == option.refused;
                 if !same && !from_set {
-                    return Err(format!(
-                        "{here}: the option {n:?} is listed twice, differently"
-                    ));
+                    return Err(error(&here, GrammarProblem::ListedTwice(n)));
                 }
                 continue;
             }
@@ -318,7 +339,7 @@ fn compile_context(
     }
     for r in &spec.refuse {
         if r.reason.trim().is_empty() {
-            return Err(format!("{here}: every `refuse` entry needs a `reason`"));
+            return Err(error(&here, GrammarProblem::RefuseWithoutReason));
         }
         match (&r.options, &r.names) {
             (Some(options), None) => add(&mut context, options, Some(&r.reason), false)?,
@@ -330,16 +351,14 @@ fn compile_context(
                 }
             }
             _ => {
-                return Err(format!(
-                    "{here}: a `refuse` entry names `options` or `names` (subcommands), one of them"
-                ));
+                return Err(error(&here, GrammarProblem::RefuseNamesOneOf));
             }
         }
     }
     for set in &spec.use_sets {
         let list = sets
             .get(set)
-            .ok_or_else(|| format!("{here}: `use` names {set:?}, which `sets` does not define"))?;
+            .ok_or_else(|| error(&here, GrammarProblem::UnknownSet(set.clone())))?;
         for text in list {
             add(&mut context, text, None, true)?;
         }
@@ -351,13 +370,13 @@ fn compile_context(
         };
         if repeats {
             if context.repeat.is_some() {
-                return Err(format!("{here}: only one operand kind may repeat (`...`)"));
+                return Err(error(&here, GrammarProblem::TwoRepeats));
             }
             context.repeat = Some(i);
         }
         context
             .operands
-            .push(Kind::parse(kind).map_err(|e| format!("{here}: operands: {e}"))?);
+            .push(Kind::parse(kind).map_err(|e| error(&here, GrammarProblem::OperandKind(e)))?);
     }
     for (names, sub) in &spec.subcommand {
         let mut compiled = None;
@@ -372,7 +391,7 @@ fn compile_context(
             context.subcommands.insert(name.to_owned(), c);
         }
         if compiled.is_none() {
-            return Err(format!("{here}: a subcommand table has no name"));
+            return Err(error(&here, GrammarProblem::UnnamedSubcommand));
         }
     }
     Ok(context)

@@ -21,7 +21,9 @@
 
 mod awk;
 mod check;
+mod compile;
 mod grammar;
+mod hits;
 mod scan;
 mod schema;
 mod sed;
@@ -35,11 +37,16 @@ use caps::Fs;
 use serde::Serialize;
 
 use crate::PolicyError;
+pub use crate::profile_error::{
+    GrammarError, GrammarProblem, ProfileError, ProgramProblem, UnknownKind,
+};
 use crate::word_pattern::{WordPattern, escape_word};
 pub use check::WordVerdict;
-use scan::{Phase, Token, walk};
+use compile::{check_examples, compile_program, merge};
+use hits::hits_of;
+use scan::{Token, walk};
 pub(crate) use schema::Script;
-use schema::{ProgramSpec, RuleSpecToml, Where};
+use schema::Where;
 pub use writes::{EXAMPLE_CWD, Invocation};
 
 /// The shipped profiles as written (the source of truth).
@@ -192,7 +199,9 @@ fn shipped_table() -> &'static Table {
         // so fail loudly instead.
         let mut table = Table::default();
         let parsed = serde_json::from_str(SHIPPED_JSON)
-            .map_err(|e| e.to_string())
+            .map_err(|e| ProfileError::Syntax {
+                message: e.to_string(),
+            })
             .and_then(|doc| table.add(doc, Examples::Trusted));
         match parsed {
             Ok(()) => table,
@@ -237,7 +246,9 @@ impl Profiles {
             Err(e) => {
                 return Err(PolicyError::Profiles {
                     file: path.display().to_string(),
-                    message: format!("cannot read it: {e}"),
+                    error: ProfileError::Unreadable {
+                        message: e.to_string(),
+                    },
                 });
             }
         };
@@ -266,17 +277,21 @@ impl Profiles {
 impl Table {
     /// Add the programs and rules of `text`: a program naming a known one adds to it.
     fn extend_with(&mut self, text: &str, source: &str) -> Result<(), PolicyError> {
-        let err = |message: String| PolicyError::Profiles {
+        let err = |error: ProfileError| PolicyError::Profiles {
             file: source.to_owned(),
-            message,
+            error,
         };
-        let doc: schema::Document = toml::from_str(text).map_err(|e| err(e.to_string()))?;
+        let doc: schema::Document = toml::from_str(text).map_err(|e| {
+            err(ProfileError::Syntax {
+                message: e.to_string(),
+            })
+        })?;
         self.add(doc, Examples::Check).map_err(err)
     }
 
     /// Add the programs and rules of a parsed document, checking every rule's examples
     /// unless they are [`Examples::Trusted`].
-    fn add(&mut self, doc: schema::Document, examples: Examples) -> Result<(), String> {
+    fn add(&mut self, doc: schema::Document, examples: Examples) -> Result<(), ProfileError> {
         for spec in doc.program {
             let program = compile_program(&spec)?;
             let known = program
@@ -387,355 +402,6 @@ impl Profiles {
     pub fn is_multi_command(&self, name: &str) -> bool {
         self.program(name).is_some_and(|p| p.subcommands)
     }
-}
-
-fn merge(into: &mut Program, from: Program) {
-    for n in from.names {
-        if !into.names.contains(&n) {
-            into.names.push(n);
-        }
-    }
-    into.subcommands |= from.subcommands;
-    into.abbreviations |= from.abbreviations;
-    into.single_dash_long |= from.single_dash_long;
-    into.old_style |= from.old_style;
-    into.short_values.push_str(&from.short_values);
-    into.short_optional.push_str(&from.short_optional);
-    into.long_values.extend(from.long_values);
-    into.script = into.script.or(from.script);
-    into.rules.extend(from.rules);
-    match (&mut into.grammar, from.grammar) {
-        (Some(existing), Some(added)) => grammar::merge(existing, added),
-        (slot @ None, added) => *slot = added,
-        (Some(_), None) => {}
-    }
-}
-
-fn compile_program(spec: &ProgramSpec) -> Result<Program, String> {
-    if spec.names.is_empty() || spec.names.iter().any(|n| n.is_empty() || n.contains('/')) {
-        return Err(format!(
-            "a [[program]] needs `names`: base names without `/` (got {:?})",
-            spec.names
-        ));
-    }
-    let label = spec.names[0].clone();
-    let check_flag = |f: &str| -> Result<(), String> {
-        if !f.starts_with('-') || f == "-" || f == "--" || f.contains('=') {
-            return Err(format!(
-                "{label}: {f:?} is not an option (`-x`, `--long`, `-long`)"
-            ));
-        }
-        Ok(())
-    };
-    for f in &spec.long_values {
-        check_flag(f)?;
-    }
-    let mut rules = Vec::new();
-    for r in &spec.rule {
-        rules.push(compile_rule(&label, r, &check_flag)?);
-    }
-    let mut short_values = spec.short_values.clone();
-    let mut long_values = spec.long_values.clone();
-    // An option a rule inspects the value of takes a value.
-    for r in &rules {
-        if r.values.is_empty() || r.equals_only {
-            continue;
-        }
-        for f in &r.flags {
-            match f.strip_prefix("--") {
-                Some(_) => long_values.push(f.clone()),
-                None if f.len() == 2 => short_values.push_str(&f[1..]),
-                None => {}
-            }
-        }
-    }
-    let grammar = spec
-        .grammar
-        .as_ref()
-        .map(|g| grammar::compile(&label, g))
-        .transpose()?;
-    let subcommands = spec.subcommands || grammar.as_ref().is_some_and(|g| g.top.has_subcommands());
-    Ok(Program {
-        label,
-        names: spec.names.clone(),
-        subcommands,
-        grammar,
-        abbreviations: spec.abbreviations,
-        single_dash_long: spec.single_dash_long,
-        old_style: spec.old_style,
-        short_values,
-        short_optional: spec.short_optional_values.clone(),
-        long_values,
-        script: spec.script,
-        rules,
-    })
-}
-
-fn compile_rule(
-    label: &str,
-    r: &RuleSpecToml,
-    check_flag: &dyn Fn(&str) -> Result<(), String>,
-) -> Result<Rule, String> {
-    for f in &r.flags {
-        check_flag(f)?;
-    }
-    if r.flags.is_empty() && r.words.is_empty() && r.subcommands.is_empty() && !r.any {
-        return Err(format!(
-            "{label}: rule {:?} names no flag, word or subcommand (use `any = true` for every invocation)",
-            r.name
-        ));
-    }
-    if r.name.trim().is_empty() || r.reason.trim().is_empty() {
-        return Err(format!("{label}: every rule needs a `name` and a `reason`"));
-    }
-    if !r.values.is_empty() && r.flags.is_empty() {
-        return Err(format!(
-            "{label}: rule {:?} has `values` but no `flags`",
-            r.name
-        ));
-    }
-    let compile = |list: &[String], lower: bool| -> Result<Vec<WordPattern>, String> {
-        list.iter()
-            .map(|p| {
-                let p = if lower { p.to_lowercase() } else { p.clone() };
-                WordPattern::compile(&p).map_err(|e| format!("{label}: rule {:?}: {e}", r.name))
-            })
-            .collect()
-    };
-    Ok(Rule {
-        name: r.name.clone(),
-        reason: r.reason.clone(),
-        flags: r.flags.clone(),
-        values: compile(&r.values, true)?,
-        equals_only: r.equals_only,
-        words: compile(&r.words, false)?,
-        subcommands: r.subcommands.clone(),
-        unless: r.unless.clone(),
-        any: r.any,
-        place: r.place,
-    })
-}
-
-/// Shipped and user rules carry examples: each `hit` must trigger the rule, each
-/// `miss` must not; a grammar's `accept` examples must be accepted whole and its
-/// `refuse` ones refused (read in [`EXAMPLE_CWD`], which alone is writable).
-fn check_examples(program: &Program, spec: &ProgramSpec) -> Result<(), String> {
-    let inv = Invocation::example();
-    if let Some(examples) = spec.grammar.as_ref().and_then(|g| g.examples.as_ref()) {
-        for (argv, want) in examples
-            .accept
-            .iter()
-            .map(|a| (a, true))
-            .chain(examples.refuse.iter().map(|a| (a, false)))
-        {
-            if argv.is_empty() {
-                return Err(format!("{}: a grammar example is empty", program.label));
-            }
-            let hits = program_hits(program, argv, &inv);
-            match (want, hits.first()) {
-                (true, Some(h)) => {
-                    return Err(format!(
-                        "{}: grammar example {argv:?} must be accepted but {:?} is refused: {}",
-                        program.label, h.word, h.reason
-                    ));
-                }
-                (false, None) => {
-                    return Err(format!(
-                        "{}: grammar example {argv:?} must be refused but is accepted",
-                        program.label
-                    ));
-                }
-                _ => {}
-            }
-        }
-    }
-    for r in &spec.rule {
-        for (argv, want) in r
-            .examples
-            .hit
-            .iter()
-            .map(|a| (a, true))
-            .chain(r.examples.miss.iter().map(|a| (a, false)))
-        {
-            if argv.is_empty() {
-                return Err(format!(
-                    "{}: rule {:?} has an empty example",
-                    program.label, r.name
-                ));
-            }
-            let got = program_hits(program, argv, &inv)
-                .iter()
-                .any(|h| h.name == r.name);
-            if got != want {
-                return Err(format!(
-                    "{}: rule {:?}: example {argv:?} {}",
-                    program.label,
-                    r.name,
-                    if want {
-                        "must hit it but does not"
-                    } else {
-                        "must not hit it but does"
-                    }
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Case-insensitive glob over an option's value (git keys and ssh options ignore case).
-fn value_matches(patterns: &[WordPattern], value: &str) -> bool {
-    let value = value.to_lowercase();
-    patterns.iter().any(|p| p.matches(&value))
-}
-
-/// Whether option `name` as written (`--out`, `-c`, `-exec`) names `flag`.
-fn names_flag(program: &Program, name: &str, flag: &str) -> bool {
-    if name == flag {
-        return true;
-    }
-    match (name.strip_prefix("--"), flag.strip_prefix("--")) {
-        // GNU getopt_long and git accept any unambiguous prefix; an ambiguous one is
-        // refused by the program, so counting it is only ever cautious.
-        // Even one letter: `sed --e=CMD` is `--expression`, `gawk --e FILE` `--exec`.
-        (Some(n), Some(f)) => program.abbreviations && !n.is_empty() && f.starts_with(n),
-        (None, None) if flag.len() > 2 && program.single_dash_long => {
-            // `-exec`, `-execdir`; zip's `-TT` inside a cluster such as `-rTT`.
-            name.len() > 1 && name[1..].contains(&flag[1..])
-        }
-        _ => false,
-    }
-}
-
-fn program_hits(program: &Program, argv: &[String], inv: &Invocation<'_>) -> Vec<ProfileHit> {
-    let reading = program
-        .grammar
-        .as_ref()
-        .map(|g| check::read(&program.label, g, program.script, argv, inv));
-    hits_of(program, argv, reading.as_ref())
-}
-
-/// The hits of `argv` for `program`: the refusals of its grammar's `reading`, then its
-/// rules.
-fn hits_of(
-    program: &Program,
-    argv: &[String],
-    reading: Option<&check::Reading>,
-) -> Vec<ProfileHit> {
-    let mut hits: Vec<ProfileHit> = Vec::new();
-    if let Some(reading) = reading {
-        for r in &reading.refusals {
-            hits.push(ProfileHit {
-                program: program.label.clone(),
-                name: r.name.clone(),
-                reason: r.reason.clone(),
-                word: argv.get(r.index).cloned().unwrap_or_default(),
-            });
-        }
-    }
-    let mut add = |rule_name: &str, reason: &str, word: &str| {
-        if !hits.iter().any(|h| h.name == rule_name) {
-            hits.push(ProfileHit {
-                program: program.label.clone(),
-                name: rule_name.to_owned(),
-                reason: reason.to_owned(),
-                word: word.to_owned(),
-            });
-        }
-    };
-    // A grammar reads its scripts itself.
-    if let Some(script) = program.script.filter(|_| program.grammar.is_none()) {
-        for (name, reason, word) in scan::script_hits(program, script, argv) {
-            add(&name, &reason, &word);
-        }
-    }
-    if program.rules.is_empty() {
-        // A grammar alone (most programs with one): nothing more to look for.
-        return hits;
-    }
-    let tokens: Vec<Token> = walk(program, argv).collect();
-    let subcommand = tokens.iter().find_map(|t| match t {
-        Token::Subcommand { index } => Some(argv[*index].as_str()),
-        _ => None,
-    });
-    let after_sub: Vec<&str> = match tokens.iter().find_map(|t| match t {
-        Token::Subcommand { index } => Some(*index),
-        _ => None,
-    }) {
-        Some(i) => argv[i + 1..].iter().map(String::as_str).collect(),
-        None if program.subcommands => Vec::new(),
-        None => argv.iter().skip(1).map(String::as_str).collect(),
-    };
-    for rule in &program.rules {
-        let in_scope = rule.subcommands.is_empty()
-            || subcommand.is_some_and(|s| rule.subcommands.iter().any(|r| r == s));
-        if !in_scope || after_sub.iter().any(|w| rule.unless.iter().any(|u| u == w)) {
-            continue;
-        }
-        if rule.any {
-            add(
-                &rule.name,
-                &rule.reason,
-                argv.first().map_or("", String::as_str),
-            );
-            continue;
-        }
-        if rule.flags.is_empty() && rule.words.is_empty() {
-            // A rule about the subcommand itself.
-            if let Some(s) = subcommand {
-                add(&rule.name, &rule.reason, s);
-            }
-            continue;
-        }
-        for token in &tokens {
-            let (phase, word_index) = match token {
-                Token::Option { phase, index, .. } | Token::Operand { phase, index } => {
-                    (*phase, *index)
-                }
-                Token::Subcommand { .. } => continue,
-            };
-            let place_ok = match (rule.place, phase) {
-                (Where::Anywhere, _) => true,
-                (Where::Global, Phase::Global) => true,
-                (Where::Subcommand, Phase::AfterSubcommand) => true,
-                // Single-purpose tools have one phase: every rule applies.
-                (_, Phase::Only) => true,
-                _ => false,
-            };
-            if !place_ok {
-                continue;
-            }
-            let word = &argv[word_index];
-            match token {
-                Token::Option { name, value, .. } => {
-                    let named = rule.flags.iter().any(|f| names_flag(program, name, f));
-                    if !named {
-                        continue;
-                    }
-                    let value = match (rule.equals_only, value) {
-                        (true, _) => word.split_once('=').map(|(_, v)| v),
-                        (false, v) => v.as_deref(),
-                    };
-                    let hit = if rule.values.is_empty() && !rule.equals_only {
-                        true
-                    } else {
-                        value.is_some_and(|v| {
-                            rule.values.is_empty() || value_matches(&rule.values, v)
-                        })
-                    };
-                    if hit {
-                        add(&rule.name, &rule.reason, word);
-                    }
-                }
-                _ => {
-                    if rule.words.iter().any(|p| p.matches(word)) {
-                        add(&rule.name, &rule.reason, word);
-                    }
-                }
-            }
-        }
-    }
-    hits
 }
 
 /// The argument words "allow always" stores for a multi-command tool: everything up to

@@ -82,7 +82,8 @@ fn git_internal(path: &Path) -> bool {
 }
 
 /// Check a path the program writes (`workdir`: a directory it works in, which may be
-/// Git's own); the reason it may not.
+/// Git's own); the reason it may not. Not an error type: the reason is the text of a
+/// grammar refusal (a [`super::ProfileHit`]'s `reason`), which is all it is ever used as.
 pub(crate) fn check_write(value: &str, workdir: bool, inv: &Invocation<'_>) -> Result<(), String> {
     if STREAMS.contains(&value) {
         return Ok(());

@@ -103,6 +103,7 @@ pub(crate) fn check_tokens(tokens: &[Token]) -> Result<(), Miss> {
 mod tests {
     use super::*;
 
+    // A test helper: the cases compare the refusal's text, so text is what it returns.
     fn check(script: &str) -> Result<(), String> {
         let options = super::super::parser_options();
         let tokens = brush_parser::uncached_tokenize_str(script, &options.tokenizer_options())

@@ -22,26 +22,83 @@ fn is_plain(c: char) -> bool {
     c.is_ascii_alphanumeric() || "-_./:,=+@%^".contains(c)
 }
 
+/// Why a shell word is not literal: what in it bash would expand or read specially.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotLiteral {
+    /// The parser refuses the word.
+    #[error("word {word:?} does not parse: {message}")]
+    Unparsable {
+        /// The raw word.
+        word: String,
+        /// The parser's message.
+        message: String,
+    },
+    /// An unquoted character that expands (a glob, a brace, `$`, a leading `~`…).
+    #[error("unquoted {character:?} in {word:?} would be expanded")]
+    Expands {
+        /// The character.
+        character: char,
+        /// The raw word.
+        word: String,
+    },
+    /// `$` or a backquote inside double quotes.
+    #[error("expansion inside double quotes in {word:?}")]
+    QuotedExpansion {
+        /// The raw word.
+        word: String,
+    },
+    /// A piece (quoting, expansion, substitution) that is not plain text.
+    #[error("{piece} in {word:?}")]
+    Piece {
+        /// What the piece is (`command substitution`).
+        piece: &'static str,
+        /// The raw word.
+        word: String,
+    },
+    /// Such a piece inside double quotes.
+    #[error("{piece} inside double quotes in {word:?}")]
+    QuotedPiece {
+        /// What the piece is.
+        piece: &'static str,
+        /// The raw word.
+        word: String,
+    },
+    /// An escape the parser gave that is not `\` and one character.
+    #[error("unexpected escape {sequence:?}")]
+    Escape {
+        /// The escape as parsed.
+        sequence: String,
+    },
+}
+
 /// The literal value of a raw shell word, or why it is not literal.
-pub fn literal_value(raw: &str, options: &ParserOptions) -> Result<String, String> {
+pub fn literal_value(raw: &str, options: &ParserOptions) -> Result<String, NotLiteral> {
     // Fast path: a word made only of characters without any shell meaning is its own
     // value (most words are like this); everything else goes through the parser.
     if !raw.is_empty() && raw.chars().all(is_plain) {
         return Ok(raw.to_owned());
     }
-    let pieces = brush_parser::word::parse(raw, options)
-        .map_err(|e| format!("word {raw:?} does not parse: {e}"))?;
+    let pieces = brush_parser::word::parse(raw, options).map_err(|e| NotLiteral::Unparsable {
+        word: raw.to_owned(),
+        message: e.to_string(),
+    })?;
     let mut out = String::new();
     for piece in pieces {
         match piece.piece {
             WordPiece::Text(text) => {
                 if let Some(c) = text.chars().find(|c| EXPANDING_UNQUOTED.contains(c)) {
-                    return Err(format!("unquoted {c:?} in {raw:?} would be expanded"));
+                    return Err(NotLiteral::Expands {
+                        character: c,
+                        word: raw.to_owned(),
+                    });
                 }
                 for (at, _) in text.match_indices('~') {
                     let before = format!("{out}{}", &text[..at]);
                     if tilde_expands(&before) {
-                        return Err(format!("unquoted '~' in {raw:?} would be expanded"));
+                        return Err(NotLiteral::Expands {
+                            character: '~',
+                            word: raw.to_owned(),
+                        });
                     }
                 }
                 out.push_str(&text);
@@ -53,7 +110,9 @@ pub fn literal_value(raw: &str, options: &ParserOptions) -> Result<String, Strin
                     match inner.piece {
                         WordPiece::Text(text) => {
                             if text.contains(['$', '`']) {
-                                return Err(format!("expansion inside double quotes in {raw:?}"));
+                                return Err(NotLiteral::QuotedExpansion {
+                                    word: raw.to_owned(),
+                                });
                             }
                             out.push_str(&text);
                         }
@@ -61,15 +120,20 @@ pub fn literal_value(raw: &str, options: &ParserOptions) -> Result<String, Strin
                             out.push_str(&unescape_double_quoted(&seq))
                         }
                         other => {
-                            return Err(format!(
-                                "{} inside double quotes in {raw:?}",
-                                piece_name(&other)
-                            ));
+                            return Err(NotLiteral::QuotedPiece {
+                                piece: piece_name(&other),
+                                word: raw.to_owned(),
+                            });
                         }
                     }
                 }
             }
-            other => return Err(format!("{} in {raw:?}", piece_name(&other))),
+            other => {
+                return Err(NotLiteral::Piece {
+                    piece: piece_name(&other),
+                    word: raw.to_owned(),
+                });
+            }
         }
     }
     Ok(out)
@@ -93,12 +157,14 @@ fn piece_name(piece: &WordPiece) -> &'static str {
 }
 
 /// `\x` outside quotes is `x`; a backslash-newline disappears.
-fn unescape_unquoted(seq: &str) -> Result<String, String> {
+fn unescape_unquoted(seq: &str) -> Result<String, NotLiteral> {
     let mut chars = seq.chars();
     match (chars.next(), chars.as_str()) {
         (Some('\\'), "\n") => Ok(String::new()),
         (Some('\\'), rest) if rest.chars().count() == 1 => Ok(rest.to_owned()),
-        _ => Err(format!("unexpected escape {seq:?}")),
+        _ => Err(NotLiteral::Escape {
+            sequence: seq.to_owned(),
+        }),
     }
 }
 

@@ -178,6 +178,8 @@ fn takes_value(arg: &str, short: &[&str], long: &[&str]) -> Option<bool> {
 pub fn look_through(argv: &[String], i: usize) -> Through {
     let name = base_name(&argv[i]);
     let mut j = i + 1;
+    // The error is a `Through::Miss` detail, made into one just below: text is all it
+    // ever is, so a type would add nothing.
     let skip_options =
         |j: &mut usize, short: &[&str], long: &[&str], flags: &[&str]| -> Result<(), String> {
             while let Some(arg) = argv.get(*j) {
