@@ -1032,7 +1032,7 @@ fn permission_modes_with_companion(companion: &str) {
             .output()
             .unwrap()
     };
-    // Which way it started, where the builder runs the sandbox (the spare's name).
+    // Which way it started, where the builder runs the sandbox (the standby pid 1's name).
     if builder_in_use() {
         let out = exec("readonly", "cat /proc/1/comm");
         let pid1 = String::from_utf8_lossy(&out.stdout).trim().to_owned();

@@ -22,6 +22,7 @@
 //! ```
 
 mod error;
+mod exec_output;
 mod fs;
 mod output;
 mod providers;

@@ -47,6 +47,7 @@ mod evaluate;
 mod exe;
 mod exec_allowlist;
 mod explain;
+mod hex;
 mod modes;
 mod nodes;
 mod plan;
@@ -82,12 +83,13 @@ pub use evaluate::{EvalContext, Evaluation, ExeCache, LeafMatch, Rebuilt, evalua
 pub use exe::{Invocation, ResolveFailure, ResolvedExe, TrustedPath, resolve_executable};
 pub use exec_allowlist::{ResolvedExecAllowlist, resolve_exec_allowlist};
 pub use explain::{Explanation, Requester, explain};
+pub use hex::hex;
 pub use modes::{
     Ask, AskFallback, ExecAllowlistMode, Host, InvalidChoice, PermissionMode, Security,
 };
 pub use nodes::{MIN_ID_PREFIX, NodeInfo, normalize_name, select_node};
 pub use plan::{
-    Launch, PlanError, PlanRequest, PlannedExecAllowlist, PlannedLimits, Plans, RunPlan, SHELL, hex,
+    Launch, PlanError, PlanRequest, PlannedExecAllowlist, PlannedLimits, Plans, RunPlan, SHELL,
 };
 pub use profiles::{
     Examined, GrammarError, GrammarProblem, GrammarTrace, ProfileError, ProfileHit, Profiles,

@@ -15,6 +15,7 @@ use crate::confinement::Confinement;
 use crate::env::build_child_env;
 use crate::evaluate::{EvalContext, Evaluation, Rebuilt};
 use crate::exe::ResolveFailure;
+use crate::hex::hex;
 use crate::modes::Host;
 use crate::resolve::ResolvedPolicy;
 use crate::shell::CommandInput;
@@ -171,11 +172,6 @@ impl PlannedExecAllowlist {
 fn put(hasher: &mut Sha256, bytes: &[u8]) {
     hasher.update((bytes.len() as u64).to_be_bytes());
     hasher.update(bytes);
-}
-
-/// Lower-case hexadecimal.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl RunPlan {

@@ -33,7 +33,7 @@ mod within;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::shell::{ExecOutput, ExitStatus, OutputLimits, StreamSize};
+use crate::exec_output::{ExecOutput, ExitStatus, OutputLimits, StreamSize};
 use ends::{Ends, Kept, TailRing};
 pub use text::{
     DROPPED_MARKER_PREFIX, TRUNCATION_MARKER, dropped_marker, truncate_utf8_head,
@@ -123,7 +123,7 @@ impl OutputCollector {
             tail: truncate_utf8_tail(&tail, tail_cut),
             timed_out,
             duration,
-            refused_writes: crate::RefusedWrites::NotWatched,
+            refused_writes: crate::exec_output::RefusedWrites::NotWatched,
         }
     }
 }

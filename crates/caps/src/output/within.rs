@@ -4,7 +4,7 @@
 use super::ends::shares;
 use super::text::middle_cut_text;
 use super::truncate_utf8_tail;
-use crate::shell::{ExecOutput, OutputLimits, StreamSize};
+use crate::exec_output::{ExecOutput, OutputLimits, StreamSize};
 
 /// Room past a share before a text is cut again: the marker a cut stream carries and the
 /// notes a host appends after its run (a repository check, a containment note). A node
@@ -152,7 +152,7 @@ fn cut_text(text: &str, share: usize) -> (String, usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shell::{ExitStatus, RefusedWrites};
+    use crate::exec_output::{ExitStatus, RefusedWrites};
     use std::time::Duration;
 
     use crate::output::TRUNCATION_MARKER;

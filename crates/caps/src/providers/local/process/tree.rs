@@ -60,9 +60,9 @@ impl TreeGuard {
     pub(super) fn sweep_session(&self) {
         // A reaper leader is spared: killing it before it has ended its run would hand
         // the run's orphans to init.
-        let spare = matches!(self.unit, Some(Unit::Reaper { .. })).then_some(self.leader.as_raw());
+        let exempt = matches!(self.unit, Some(Unit::Reaper { .. })).then_some(self.leader.as_raw());
         for pid in session_members(self.leader.as_raw()) {
-            if Some(pid) != spare {
+            if Some(pid) != exempt {
                 let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
             }
         }

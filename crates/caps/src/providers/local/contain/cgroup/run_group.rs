@@ -160,7 +160,7 @@ impl RunGroup {
             })
             .collect::<Option<Vec<_>>>()?;
         use std::os::fd::AsFd as _;
-        // A process made before the run (the companion's spare) is outside its v2
+        // A process made before the run (the companion's standby pid 1) is outside its v2
         // cgroup; where a v1 pids cgroup holds the run too, that is allowed.
         let v2_optional = self.dirs.iter().any(|m| m.flavor == Flavor::V1Pids);
         let started = companion.spawn(request, v2.as_ref().map(|d| d.as_fd()), v2_optional, &v1)?;

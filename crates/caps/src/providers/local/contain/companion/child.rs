@@ -10,9 +10,9 @@ use nix::libc;
 
 use super::{Dispatch, wire};
 
-/// What a spare calls itself (`/proc/PID/comm`): its command line is still the
+/// What a standby calls itself (`/proc/PID/comm`): its command line is still the
 /// companion's.
-pub const SPARE_NAME: &std::ffi::CStr = c"warden-pid1";
+pub const STANDBY_NAME: &std::ffi::CStr = c"warden-pid1";
 
 /// The descriptors a child of the companion starts from.
 pub(super) struct Child {
@@ -63,11 +63,11 @@ impl Child {
         Ok((child, v2))
     }
 
-    /// The spare's life until it is handed a run (see `serve.rs`): it dies with Warden,
+    /// The standby's life until it is handed a run (see `serve.rs`): it dies with Warden,
     /// maps its ids in its new user namespace, keeps nothing of the companion's open but
     /// its own socket, and waits. Handed a request, it becomes that run's child; if the
     /// socket closes instead, it exits.
-    pub(super) fn wait_as_spare(
+    pub(super) fn wait_as_standby(
         socket: OwnedFd,
         ids: (u32, u32),
         namespaces: u64,
@@ -77,7 +77,7 @@ impl Child {
         // most (what `ps` shows: the sandbox's pid 1 to be, not another companion).
         unsafe {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-            libc::prctl(libc::PR_SET_NAME, SPARE_NAME.as_ptr(), 0, 0, 0);
+            libc::prctl(libc::PR_SET_NAME, STANDBY_NAME.as_ptr(), 0, 0, 0);
         }
         let mapped = namespaces & libc::CLONE_NEWUSER as u64 == 0 || map_ids(ids).is_ok();
         // SAFETY: open of a constant path, dup2 onto 0 (the companion's own socket to

@@ -73,13 +73,13 @@ pub(crate) struct Companion {
     /// failed: runs then start the way they would without one).
     socket: Mutex<Option<OwnedFd>>,
     pid: i32,
-    /// The spare (see `serve.rs`): asked for, ready, or used (or never made).
-    spare: Mutex<SpareState>,
+    /// The standby (see `serve.rs`): asked for, ready, or used (or never made).
+    standby: Mutex<StandbyState>,
 }
 
-/// Where this process's spare is.
+/// Where this process's standby is.
 #[derive(Debug, Default)]
-enum SpareState {
+enum StandbyState {
     /// None asked for, or used, or it could not be made.
     #[default]
     None,
@@ -129,7 +129,7 @@ pub fn start_companion(helper: &std::path::Path) -> io::Result<()> {
     let _ = COMPANION.set(Companion {
         socket: Mutex::new(Some(socket)),
         pid: child.pid,
-        spare: Mutex::new(SpareState::None),
+        standby: Mutex::new(StandbyState::None),
     });
     Ok(())
 }
@@ -215,7 +215,7 @@ impl Companion {
             namespaces: request.born_in.clone_flags(),
             v2_optional,
         };
-        let (pid, outside_v2) = match self.hand_to_spare(&spawn, &fds) {
+        let (pid, outside_v2) = match self.hand_to_standby(&spawn, &fds) {
             Some(pid) => (pid, v2.is_some()),
             None => {
                 let message = wire::Message::Spawn(spawn);
@@ -243,28 +243,32 @@ impl Companion {
         }))
     }
 
-    /// Send `spawn` straight to the spare if one fits — without the v2 cgroup, which it
+    /// Send `spawn` straight to the standby if one fits — without the v2 cgroup, which it
     /// was born before — and say its pid; `None`: the companion
     /// starts the run instead.
-    fn hand_to_spare(&self, spawn: &wire::Spawn, fds: &[RawFd]) -> Option<i32> {
-        let (pid, socket) = self.take_spare(spawn)?;
-        let mut spare_fds = fds.to_vec();
+    fn hand_to_standby(&self, spawn: &wire::Spawn, fds: &[RawFd]) -> Option<i32> {
+        let (pid, socket) = self.take_standby(spawn)?;
+        let mut standby_fds = fds.to_vec();
         let mut forwarded = spawn.clone();
         if forwarded.v2 {
-            spare_fds.remove(forwarded.v2_index());
+            standby_fds.remove(forwarded.v2_index());
             forwarded.v2 = false;
         }
-        wire::send(socket.as_fd(), &wire::Message::Spawn(forwarded), &spare_fds)
-            .ok()
-            .map(|()| pid)
+        wire::send(
+            socket.as_fd(),
+            &wire::Message::Spawn(forwarded),
+            &standby_fds,
+        )
+        .ok()
+        .map(|()| pid)
     }
 
     /// Have a process made ready in `namespaces` for the next request that asks for
     /// exactly them (see `serve.rs`). Whether the companion could be asked.
     pub fn prepare(&self, namespaces: crate::providers::local::process::NewNamespaces) -> bool {
         let namespaces = namespaces.clone_flags();
-        let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
-        if !matches!(*spare, SpareState::None) {
+        let mut standby = self.standby.lock().unwrap_or_else(|p| p.into_inner());
+        if !matches!(*standby, StandbyState::None) {
             return true;
         }
         let message = wire::Message::Prepare { namespaces };
@@ -272,53 +276,53 @@ impl Companion {
             .with_socket(|socket| wire::send(socket, &message, &[]))
             .is_some_and(|r| r.is_ok());
         if asked {
-            *spare = SpareState::Asked(namespaces);
+            *standby = StandbyState::Asked(namespaces);
         }
         asked
     }
 
-    /// The spare for `spawn`, if there is one that fits — its namespaces, and outside the
+    /// The standby for `spawn`, if there is one that fits — its namespaces, and outside the
     /// v2 cgroup allowed — taken (used once). Reads the companion's answer first if it is
     /// still due: before anything else the companion says.
-    fn take_spare(&self, spawn: &wire::Spawn) -> Option<(i32, OwnedFd)> {
-        let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
-        self.settle(&mut spare);
-        let fits = matches!(&*spare, SpareState::Ready { namespaces, .. }
+    fn take_standby(&self, spawn: &wire::Spawn) -> Option<(i32, OwnedFd)> {
+        let mut standby = self.standby.lock().unwrap_or_else(|p| p.into_inner());
+        self.settle(&mut standby);
+        let fits = matches!(&*standby, StandbyState::Ready { namespaces, .. }
             if *namespaces == spawn.namespaces && (!spawn.v2 || spawn.v2_optional));
         if !fits {
             return None;
         }
-        match std::mem::take(&mut *spare) {
-            SpareState::Ready { pid, socket, .. } => Some((pid, socket)),
+        match std::mem::take(&mut *standby) {
+            StandbyState::Ready { pid, socket, .. } => Some((pid, socket)),
             _ => None,
         }
     }
 
-    /// Read the answer to `Prepare` if it is due (the caller holds the spare's lock).
-    fn settle(&self, spare: &mut SpareState) {
-        let SpareState::Asked(namespaces) = *spare else {
+    /// Read the answer to `Prepare` if it is due (the caller holds the standby's lock).
+    fn settle(&self, standby: &mut StandbyState) {
+        let StandbyState::Asked(namespaces) = *standby else {
             return;
         };
-        *spare = match self.with_socket(wire::receive_spare) {
-            Some(Ok((pid, socket))) => SpareState::Ready {
+        *standby = match self.with_socket(wire::receive_standby) {
+            Some(Ok((pid, socket))) => StandbyState::Ready {
                 pid,
                 socket,
                 namespaces,
             },
             Some(Err(e)) => {
-                tracing::debug!("the companion made no spare: {e}");
-                SpareState::None
+                tracing::debug!("the companion made no standby: {e}");
+                StandbyState::None
             }
-            None => SpareState::None,
+            None => StandbyState::None,
         };
     }
 
     /// Hand the companion cgroup directories to remove once the kernel lets them go
     /// (children first). Whether it took them.
     pub(crate) fn remove(&self, dirs: &[PathBuf]) -> bool {
-        let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
-        self.settle(&mut spare);
-        drop(spare);
+        let mut standby = self.standby.lock().unwrap_or_else(|p| p.into_inner());
+        self.settle(&mut standby);
+        drop(standby);
         let message = wire::Message::Remove(dirs.to_vec());
         self.with_socket(|socket| wire::send(socket, &message, &[]))
             .is_some_and(|r| r.is_ok())
@@ -351,7 +355,7 @@ impl Companion {
 #[derive(Debug)]
 pub(crate) struct Started {
     pub child: SpawnedChild,
-    /// It is not in the request's v2 cgroup (a spare made before the run served it).
+    /// It is not in the request's v2 cgroup (a standby made before the run served it).
     pub outside_v2: bool,
 }
 

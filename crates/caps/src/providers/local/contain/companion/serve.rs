@@ -1,12 +1,12 @@
 //! The companion's side: its loop, the clone that starts each process — or the pid 1
 //! kept ready for the next sandboxed run — and its watchdog duty at the end.
 //!
-//! The spare: a sandboxed run's first process is born in new namespaces, and making them
+//! The standby pid 1: a sandboxed run's first process is born in new namespaces, and making them
 //! (the network namespace above all) is most of a millisecond of the kernel's time. Asked
 //! to (`Prepare`), the companion makes that process ahead of time — while Warden is
 //! still deciding — waiting on a socket of its own, whose other end it hands to Warden
-//! with the spare's pid. Warden sends a request that asks for exactly those namespaces
-//! straight to the spare (no hop through the companion), which then joins the run's v1
+//! with the standby's pid. Warden sends a request that asks for exactly those namespaces
+//! straight to the standby (no hop through the companion), which then joins the run's v1
 //! cgroups and carries on as any child of the companion would. It was born before the
 //! run's cgroups existed, so it is outside the v2 one: Warden uses it only where the run
 //! is also held by a v1 `pids` cgroup, which then ends it. It dies with Warden, and when
@@ -42,11 +42,11 @@ pub fn run_companion(dispatch: Dispatch) -> ! {
                     .collect();
             }
             Ok(Some((wire::Message::Prepare { namespaces }, _))) => {
-                let answered = match spare(namespaces, dispatch) {
+                let answered = match standby(namespaces, dispatch) {
                     Ok((pid, theirs)) => {
-                        wire::send_spare(socket.as_fd(), Ok((pid, theirs.as_fd())))
+                        wire::send_standby(socket.as_fd(), Ok((pid, theirs.as_fd())))
                     }
-                    Err(errno) => wire::send_spare(socket.as_fd(), Err(errno)),
+                    Err(errno) => wire::send_standby(socket.as_fd(), Err(errno)),
                 };
                 if answered.is_err() {
                     break;
@@ -150,11 +150,11 @@ fn start(spawn: &wire::Spawn, fds: Vec<OwnedFd>, dispatch: Dispatch) -> Result<i
     Ok(pid)
 }
 
-/// Make the spare (see the module header) in `namespaces`: its pid and Warden's end of
+/// Make the standby (see the module header) in `namespaces`: its pid and Warden's end of
 /// its socket, or the error number of the clone.
-fn spare(namespaces: u64, dispatch: Dispatch) -> Result<(i32, OwnedFd), i32> {
+fn standby(namespaces: u64, dispatch: Dispatch) -> Result<(i32, OwnedFd), i32> {
     use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
-    let (warden_end, spare_end) = socketpair(
+    let (warden_end, standby_end) = socketpair(
         AddressFamily::Unix,
         SockType::Stream,
         None,
@@ -165,7 +165,7 @@ fn spare(namespaces: u64, dispatch: Dispatch) -> Result<(i32, OwnedFd), i32> {
     let pid = clone_for_warden(namespaces, None)?;
     if pid == 0 {
         drop(warden_end);
-        Child::wait_as_spare(spare_end, ids, namespaces, dispatch);
+        Child::wait_as_standby(standby_end, ids, namespaces, dispatch);
     }
     Ok((pid, warden_end))
 }

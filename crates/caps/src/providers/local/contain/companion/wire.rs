@@ -1,7 +1,7 @@
 //! What Warden and its companion say to each other over their socket pair: a request is
 //! a header (magic, body length) and a body of length-prefixed fields, with the
 //! descriptors it hands over attached to its first byte (`SCM_RIGHTS`); a spawn's reply
-//! is the child's pid or the error number, and the answer to `Prepare` the spare's pid with
+//! is the child's pid or the error number, and the answer to `Prepare` the standby's pid with
 //! its socket attached. Only this process and its own companion hold
 //! the socket, but the decoder still trusts nothing: every count and length is checked
 //! against what is left of the body and against the descriptors that came with it.
@@ -48,7 +48,7 @@ pub(crate) struct Spawn {
     /// `CLONE_NEW*` flags to clone with (only those in [`NAMESPACE_FLAGS`]).
     pub namespaces: u64,
     /// The process may be started outside the v2 cgroup (the run is also held by a v1
-    /// `pids` cgroup): a spare made before the run may serve it.
+    /// `pids` cgroup): a standby made before the run may serve it.
     pub v2_optional: bool,
 }
 
@@ -84,7 +84,7 @@ pub(crate) enum Message {
     /// Start a process.
     Spawn(Spawn),
     /// Make a process ready in these `CLONE_NEW*` namespaces and hand it over (see
-    /// [`send_spare`]).
+    /// [`send_standby`]).
     Prepare { namespaces: u64 },
     /// Remove these cgroup directories (children first) once the kernel lets them go:
     /// what a finished run left, still listing a process on its way out.
@@ -440,11 +440,11 @@ fn from_answer(value: i32) -> io::Result<i32> {
 
 /// The answer to `Prepare`: the ready process's pid and this side of its socket (over
 /// which it takes one `Spawn` request), or why there is none.
-pub(crate) fn send_spare(
+pub(crate) fn send_standby(
     socket: BorrowedFd<'_>,
-    spare: Result<(i32, BorrowedFd<'_>), i32>,
+    standby: Result<(i32, BorrowedFd<'_>), i32>,
 ) -> io::Result<()> {
-    let (value, fds) = match &spare {
+    let (value, fds) = match &standby {
         Ok((pid, fd)) => (answer(Ok(*pid)), vec![fd.as_raw_fd()]),
         Err(errno) => (answer(Err(*errno)), Vec::new()),
     };
@@ -464,8 +464,8 @@ pub(crate) fn send_spare(
     Ok(())
 }
 
-/// Read the answer to `Prepare` (see [`send_spare`]).
-pub(crate) fn receive_spare(socket: BorrowedFd<'_>) -> io::Result<(i32, OwnedFd)> {
+/// Read the answer to `Prepare` (see [`send_standby`]).
+pub(crate) fn receive_standby(socket: BorrowedFd<'_>) -> io::Result<(i32, OwnedFd)> {
     let mut body = [0u8; 4];
     let mut space = nix::cmsg_space!([RawFd; 1]);
     let (got, fds) = loop {
@@ -628,7 +628,7 @@ mod tests {
             receive_reply(a.as_fd()).unwrap_err().raw_os_error(),
             Some(nix::libc::EAGAIN)
         );
-        // A spare's socket crosses too, and its absence says why.
+        // A standby's socket crosses too, and its absence says why.
         let (x, _y) = socketpair(
             AddressFamily::Unix,
             SockType::Stream,
@@ -636,12 +636,12 @@ mod tests {
             SockFlag::SOCK_CLOEXEC,
         )
         .unwrap();
-        send_spare(b.as_fd(), Ok((77, x.as_fd()))).unwrap();
-        let (pid, _fd) = receive_spare(a.as_fd()).unwrap();
+        send_standby(b.as_fd(), Ok((77, x.as_fd()))).unwrap();
+        let (pid, _fd) = receive_standby(a.as_fd()).unwrap();
         assert_eq!(pid, 77);
-        send_spare(b.as_fd(), Err(nix::libc::EPERM)).unwrap();
+        send_standby(b.as_fd(), Err(nix::libc::EPERM)).unwrap();
         assert_eq!(
-            receive_spare(a.as_fd()).unwrap_err().raw_os_error(),
+            receive_standby(a.as_fd()).unwrap_err().raw_os_error(),
             Some(nix::libc::EPERM)
         );
         drop(a);

@@ -1,0 +1,185 @@
+//! What a run produced and how much of it is kept: its exit status, its output (both
+//! streams within the cap, their sizes, the tail for events), the writes a sandbox
+//! refused. A leaf: the output collector fills these and the `Shell` trait returns them.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Combined stdout+stderr kept per run (product spec §9). Large enough for real tool
+/// output, small enough that an agent's context and our memory stay bounded.
+pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 200_000;
+
+/// Bytes of trailing output kept for lifecycle events (product spec §9).
+pub const DEFAULT_TAIL_BYTES: usize = 20_000;
+
+/// How much output a run may keep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutputLimits {
+    /// Bytes of stdout and stderr kept together (each stream's beginning and end when
+    /// they do not fit; see [`crate::OutputCollector`]); the rest is drained and counted.
+    pub max_output_bytes: usize,
+    /// Trailing bytes of the whole stream kept for events, even past the cap.
+    pub tail_bytes: usize,
+}
+
+impl Default for OutputLimits {
+    fn default() -> Self {
+        OutputLimits {
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            tail_bytes: DEFAULT_TAIL_BYTES,
+        }
+    }
+}
+
+/// How a process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "kind", content = "value", rename_all = "lowercase")]
+pub enum ExitStatus {
+    /// Exited with this code.
+    Code(i32),
+    /// Killed by this signal number.
+    Signal(i32),
+}
+
+impl ExitStatus {
+    /// The conventional shell exit code: the code itself, or 128 + signal number.
+    pub fn shell_code(self) -> i32 {
+        match self {
+            ExitStatus::Code(c) => c,
+            ExitStatus::Signal(s) => 128 + s,
+        }
+    }
+
+    /// True for exit code 0.
+    pub fn success(self) -> bool {
+        self == ExitStatus::Code(0)
+    }
+}
+
+impl fmt::Display for ExitStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExitStatus::Code(c) => write!(f, "{c}"),
+            ExitStatus::Signal(s) => write!(f, "signal {s}"),
+        }
+    }
+}
+
+/// The typed result of a run. Text fields are UTF-8 (invalid bytes replaced) and never
+/// split a character. A stream that did not fit its share of the cap keeps its beginning
+/// and its end, with a line starting [`crate::DROPPED_MARKER_PREFIX`] where the middle
+/// was dropped (see [`crate::OutputCollector`] for the split); a text that lost only one
+/// end is marked with [`crate::TRUNCATION_MARKER`] there.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ExecOutput {
+    /// How the process ended.
+    pub status: ExitStatus,
+    /// Standard output (its share of the combined cap).
+    pub stdout: String,
+    /// Standard error (its share of the combined cap).
+    pub stderr: String,
+    /// The kept bytes behind `stdout` (its first bytes, then its last ones, as
+    /// `stdout_size` says) when they are not UTF-8 (the text replaced what it could not
+    /// carry); `None` when `stdout` is exact.
+    #[serde(skip)]
+    pub stdout_bytes: Option<Vec<u8>>,
+    /// The kept bytes behind `stderr` when they are not UTF-8.
+    #[serde(skip)]
+    pub stderr_bytes: Option<Vec<u8>>,
+    /// What was written to stdout, and what of it was kept.
+    pub stdout_size: StreamSize,
+    /// What was written to stderr, and what of it was kept.
+    pub stderr_size: StreamSize,
+    /// stdout and stderr interleaved in arrival order, within `max_output_bytes` (its
+    /// beginning and its end when it did not fit).
+    pub combined: String,
+    /// The last `tail_bytes` of the combined stream, kept even past the cap (for events).
+    pub tail: String,
+    /// True if any output was discarded (a stream was cut).
+    pub truncated: bool,
+    /// True if the run hit its timeout and the tree was killed.
+    pub timed_out: bool,
+    /// Wall-clock duration of the run.
+    #[serde(serialize_with = "serialize_duration_ms", rename = "duration_ms")]
+    pub duration: Duration,
+    /// Whether a sandbox's read-only profile refused a write that its writable profile
+    /// would allow (approval mode asks a human about those). Only sandbox providers
+    /// classify this; everything else reports [`RefusedWrites::NotWatched`].
+    #[serde(skip_serializing_if = "RefusedWrites::is_not_watched")]
+    pub refused_writes: RefusedWrites,
+}
+
+/// What a run kept of one output stream: how much the command wrote, and which bytes of
+/// it the result holds — all of them, or the first `kept_first` and the last `kept_last`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StreamSize {
+    /// Bytes the command wrote to the stream.
+    pub written: u64,
+    /// Kept bytes from the stream's beginning (all of it when nothing was dropped).
+    pub kept_first: u64,
+    /// Kept bytes from the stream's end (0 when nothing was dropped).
+    pub kept_last: u64,
+}
+
+impl StreamSize {
+    /// A stream kept whole.
+    pub fn whole(len: u64) -> Self {
+        StreamSize {
+            written: len,
+            kept_first: len,
+            kept_last: 0,
+        }
+    }
+
+    /// Bytes kept.
+    pub fn kept(&self) -> u64 {
+        self.kept_first + self.kept_last
+    }
+
+    /// True if some of the stream was dropped.
+    pub fn is_cut(&self) -> bool {
+        self.kept() < self.written
+    }
+}
+
+/// What a sandbox provider knows about writes its read-only profile refused.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "kind", content = "paths", rename_all = "kebab-case")]
+pub enum RefusedWrites {
+    /// The provider does not classify refused writes (not a sandbox, or a writable one).
+    #[default]
+    NotWatched,
+    /// No write the writable profile would allow was refused.
+    None,
+    /// Such writes were refused: at these paths, as the kernel reported them (at most a
+    /// few, first first), or with no paths when the backend only knows that one was (the
+    /// command printed the kernel's "Read-only file system").
+    Refused(Vec<std::path::PathBuf>),
+}
+
+impl RefusedWrites {
+    /// True for [`RefusedWrites::NotWatched`].
+    pub fn is_not_watched(&self) -> bool {
+        matches!(self, RefusedWrites::NotWatched)
+    }
+}
+
+impl ExecOutput {
+    /// The exit code a shell would report for this run: 124 when it timed out (as
+    /// `timeout(1)` does), else the code, or 128 + the signal that killed it.
+    pub fn exit_code(&self) -> i32 {
+        if self.timed_out {
+            TIMED_OUT_EXIT_CODE
+        } else {
+            self.status.shell_code()
+        }
+    }
+}
+
+/// The exit code of a run that hit its timeout (`timeout(1)`'s convention).
+pub const TIMED_OUT_EXIT_CODE: i32 = 124;
+
+fn serialize_duration_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1000.0)
+}
