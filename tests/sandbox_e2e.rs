@@ -874,7 +874,9 @@ fn fails_closed_when_bubblewrap_is_missing_or_cannot_build_namespaces() {
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )
     .unwrap();
-    let err = sandbox::probe::namespaces_work(&fake_bwrap).unwrap_err();
+    let err = sandbox::probe::namespaces_work(&fake_bwrap)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("namespaces"), "{err}");
     // A bwrap others can replace is not trusted.
     std::fs::set_permissions(

@@ -389,7 +389,7 @@ fn protection_detail(r: &crate::compose::ProtectionReport) -> String {
 /// Whether Warden's own namespace builder works here (`Err`: why not).
 fn own_builder_works() -> Result<(), String> {
     let helper = crate::host::helper_binary().map_err(|e| format!("{e:#}"))?;
-    sandbox::probe::builder_works(helper.exec_path())
+    sandbox::probe::builder_works(helper.exec_path()).map_err(|e| e.to_string())
 }
 
 /// Check name of Warden's own builder's probe in [`backend_checks`].

@@ -166,7 +166,7 @@ fn sandbox_container(config: &Config, policy: &SandboxPolicy) -> Result<SandboxS
         readonly,
         writable: Arc::new(container.shell(Profile::Writable)),
         unconfined: None,
-        read_only_unavailable: container.read_only().err().map(str::to_owned),
+        read_only_unavailable: container.read_only().err().map(|e| e.to_string()),
         network: policy.network,
     })
 }
@@ -201,14 +201,16 @@ fn sandbox_bwrap(
         // (a success is remembered under a key of the kernel, its settings and
         // bubblewrap).
         if let Some(path) = bwrap.bwrap_path() {
-            sandbox::probe_cache::namespaces_work_cached(path, probe_cache)?;
+            sandbox::probe_cache::namespaces_work_cached(path, probe_cache)
+                .map_err(|e| e.to_string())?;
         }
         Ok(bwrap)
     };
     // The same question of Warden's own builder, remembered the same way.
     let warden = |policy: SandboxPolicy, helper: OpenedProgram| -> Result<Bwrap, String> {
         let bwrap = Bwrap::built_by_warden(policy, helper).map_err(|e| e.0)?;
-        sandbox::probe_cache::builder_works_cached(bwrap.helper(), probe_cache)?;
+        sandbox::probe_cache::builder_works_cached(bwrap.helper(), probe_cache)
+            .map_err(|e| e.to_string())?;
         Ok(bwrap)
     };
     let bwrap = match builder {

@@ -23,6 +23,7 @@ pub mod builder;
 pub mod bwrap;
 pub(crate) mod confine;
 pub mod container;
+mod error;
 pub mod exec_allowlist;
 pub(crate) mod exit_report;
 pub mod git;
@@ -55,6 +56,8 @@ pub enum LandlockMode {
     Off,
 }
 
+// A parse error in text, as every `FromStr` of a setting is: the helper wraps it as a
+// `SandboxError::Helper` where it reads its own arguments.
 impl std::str::FromStr for LandlockMode {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -130,3 +133,7 @@ pub fn classify_refused_writes(
 }
 
 pub use bwrap::{Builder, Bwrap, SandboxShell};
+/// Why a sandbox step failed: a mount step (its path and errno), a confining system call,
+/// a probe, the container runtime, a command line that cannot be parsed, the helper's
+/// arguments, Landlock, the write watch or a seccomp program. Its text is the diagnosis.
+pub use error::SandboxError;

@@ -43,7 +43,7 @@ pub fn run(args: &[OsString]) -> ! {
         .iter()
         .map(|a| {
             a.clone().into_string().unwrap_or_else(|a| {
-                crate::helper::fail(&format!("helper argument {a:?} is not UTF-8"))
+                crate::helper::fail(format!("helper argument {a:?} is not UTF-8"))
             })
         })
         .collect();
@@ -53,5 +53,5 @@ pub fn run(args: &[OsString]) -> ! {
     if name == crate::helper::SUBCOMMAND {
         crate::helper::main(&text);
     }
-    crate::helper::fail(&format!("unknown helper subcommand {name:?}"))
+    crate::helper::fail(format!("unknown helper subcommand {name:?}"))
 }

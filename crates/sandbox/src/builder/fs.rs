@@ -28,6 +28,7 @@ use rustix::mount::{
 };
 
 use super::spec::Op;
+use crate::SandboxError;
 
 /// Device nodes a minimal `/dev` gets from the host (bubblewrap's set).
 const DEVICE_NODES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
@@ -49,14 +50,15 @@ pub struct FdSource {
 
 impl FdSource {
     /// What descriptor `fd` is, read before any namespace is made.
-    pub fn of(fd: i32) -> Result<FdSource, String> {
+    pub fn of(fd: i32) -> Result<FdSource, SandboxError> {
         let path = std::fs::read_link(format!("/proc/self/fd/{fd}"))
-            .map_err(|e| format!("descriptor {fd} to bind: {e}"))?;
+            .map_err(|e| SandboxError::Tree(format!("descriptor {fd} to bind: {e}")))?;
         // SAFETY: the descriptor was handed to this process for this bind and stays open
         // for its whole life; it is only borrowed here.
         let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
-        let st = rustix::fs::fstat(borrowed)
-            .map_err(|e| format!("descriptor {fd} to bind ({}): {e}", path.display()))?;
+        let st = rustix::fs::fstat(borrowed).map_err(|e| {
+            SandboxError::Tree(format!("descriptor {fd} to bind ({}): {e}", path.display()))
+        })?;
         Ok(FdSource {
             fd,
             path,
@@ -65,8 +67,9 @@ impl FdSource {
     }
 }
 
-fn err(what: &str, path: &Path, e: impl std::fmt::Display) -> String {
-    format!("{what} {}: {e}", path.display())
+/// A mount step `what` that failed on `path` with `e`.
+fn err(what: &'static str, path: &Path, e: rustix::io::Errno) -> SandboxError {
+    SandboxError::mount(what, path, e)
 }
 
 /// `path` relative to `/` (a plan path is absolute).
@@ -151,7 +154,7 @@ fn attach(tree: &OwnedFd, target: BorrowedFd<'_>) -> rustix::io::Result<()> {
 
 /// `path` opened (`O_PATH`) beneath `root`, as if `root` were `/`: symlinks resolve
 /// inside it.
-fn open_in(root: BorrowedFd<'_>, path: &Path) -> Result<OwnedFd, String> {
+fn open_in(root: BorrowedFd<'_>, path: &Path) -> Result<OwnedFd, SandboxError> {
     rustix::fs::openat2(
         root,
         relative(path),
@@ -174,7 +177,7 @@ fn open_in(root: BorrowedFd<'_>, path: &Path) -> Result<OwnedFd, String> {
 pub(crate) fn keep_executable_only(
     root: BorrowedFd<'_>,
     allowed: &[PathBuf],
-) -> Result<(), String> {
+) -> Result<(), SandboxError> {
     let mut ordered: Vec<&PathBuf> = allowed.iter().collect();
     ordered.sort_by_key(|p| p.components().count());
     let mut clones: Vec<(&PathBuf, OwnedFd)> = Vec::new();
@@ -215,7 +218,7 @@ impl Tree {
     /// Step 1: a private tmpfs as `/` with the host's tree at `/oldroot`, and the host's
     /// tree cloned read-only at `/newroot`. The caller is in new user and mount
     /// namespaces.
-    pub fn start() -> Result<Tree, String> {
+    pub fn start() -> Result<Tree, SandboxError> {
         let root = Path::new("/");
         // Nothing propagates either way from here on: not the sandbox's mounts to the
         // host, and — stricter than bubblewrap, which keeps the tree a downstream (slave)
@@ -265,7 +268,7 @@ impl Tree {
     }
 
     /// Step 2: one operation of the plan.
-    pub fn apply(&self, op: &Op, fd_sources: &[FdSource]) -> Result<(), String> {
+    pub fn apply(&self, op: &Op, fd_sources: &[FdSource]) -> Result<(), SandboxError> {
         let plain = MountAttrFlags::MOUNT_ATTR_NOSUID | MountAttrFlags::MOUNT_ATTR_NODEV;
         let bind_attrs = |writable: bool| {
             if writable {
@@ -308,7 +311,9 @@ impl Tree {
             }
             Op::BindFd { fd, dest, writable } => {
                 let known = fd_sources.iter().find(|s| s.fd == *fd).ok_or_else(|| {
-                    format!("descriptor {fd} was not looked at before the namespaces were made")
+                    SandboxError::Tree(format!(
+                        "descriptor {fd} was not looked at before the namespaces were made"
+                    ))
                 })?;
                 let src = rustix::fs::openat2(
                     &self.old_root,
@@ -320,10 +325,9 @@ impl Tree {
                 .map_err(|e| err("open again", &known.path, e))?;
                 let st = rustix::fs::fstat(&src).map_err(|e| err("stat", &known.path, e))?;
                 if (st.st_dev, st.st_ino) != known.id {
-                    return Err(format!(
-                        "{} changed between its check and the sandbox's start; nothing was run",
-                        known.path.display()
-                    ));
+                    return Err(SandboxError::Changed {
+                        path: known.path.clone(),
+                    });
                 }
                 self.bind(src.as_fd(), dest, bind_attrs(*writable), true)
             }
@@ -338,7 +342,7 @@ impl Tree {
         dest: &Path,
         attrs: MountAttrFlags,
         is_dir: bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), SandboxError> {
         let clone = clone_tree(src).map_err(|e| err("clone for", dest, e))?;
         set_attrs(clone.as_fd(), attrs, true).map_err(|e| err("set flags for", dest, e))?;
         let target = self.ensure(dest, is_dir)?;
@@ -346,13 +350,13 @@ impl Tree {
     }
 
     /// `path` opened (`O_PATH`) inside the new root; symlinks resolve inside it.
-    fn inside(&self, path: &Path) -> Result<OwnedFd, String> {
+    fn inside(&self, path: &Path) -> Result<OwnedFd, SandboxError> {
         open_in(self.new_root.as_fd(), path)
     }
 
     /// `path` inside the new root, created if missing (a directory with its parents, or
     /// an empty file) — possible only where the sandbox's own tmpfs is, as bubblewrap.
-    fn ensure(&self, path: &Path, is_dir: bool) -> Result<OwnedFd, String> {
+    fn ensure(&self, path: &Path, is_dir: bool) -> Result<OwnedFd, SandboxError> {
         match self.inside(path) {
             Ok(fd) => return Ok(fd),
             Err(_) if path.parent().is_none() => return self.inside(path),
@@ -360,9 +364,9 @@ impl Tree {
         }
         let parent = path.parent().unwrap_or(Path::new("/"));
         let parent_fd = self.ensure(parent, true)?;
-        let name = path
-            .file_name()
-            .ok_or_else(|| format!("{} has no name to create", path.display()))?;
+        let name = path.file_name().ok_or_else(|| {
+            SandboxError::Tree(format!("{} has no name to create", path.display()))
+        })?;
         let created = if is_dir {
             rustix::fs::mkdirat(&parent_fd, name, Mode::from_raw_mode(0o755))
         } else {
@@ -382,7 +386,7 @@ impl Tree {
 
     /// A minimal `/dev` at `dest`: a tmpfs with the host's harmless device nodes bound in,
     /// a private devpts, and the usual links.
-    fn dev(&self, dest: &Path) -> Result<(), String> {
+    fn dev(&self, dest: &Path) -> Result<(), SandboxError> {
         let mut nodes = Vec::new();
         for name in DEVICE_NODES {
             let host = Path::new("/dev").join(name);
@@ -459,7 +463,7 @@ impl Tree {
 
     /// A fresh `/proc` of the sandbox's pid namespace at `dest`, its kernel settings
     /// read-only. The caller is that namespace's pid 1.
-    fn proc(&self, dest: &Path) -> Result<(), String> {
+    fn proc(&self, dest: &Path) -> Result<(), SandboxError> {
         let fs = rustix::mount::fsopen("proc", FsOpenFlags::FSOPEN_CLOEXEC)
             .and_then(|fs| {
                 rustix::mount::fsconfig_create(&fs)?;
@@ -509,12 +513,12 @@ impl Tree {
     }
 
     /// Step 2b, with an exec allowlist: see [`keep_executable_only`].
-    pub fn exec_only(&self, allowed: &[PathBuf]) -> Result<(), String> {
+    pub fn exec_only(&self, allowed: &[PathBuf]) -> Result<(), SandboxError> {
         keep_executable_only(self.new_root.as_fd(), allowed)
     }
 
     /// Step 3: the new root becomes `/`, the host's tree and the base are gone.
-    pub fn finish(self, chdir: Option<&Path>) -> Result<(), String> {
+    pub fn finish(self, chdir: Option<&Path>) -> Result<(), SandboxError> {
         let root = Path::new("/");
         drop(self.old_root);
         rustix::mount::unmount("/oldroot", UnmountFlags::DETACH)
@@ -529,10 +533,10 @@ impl Tree {
             .map_err(|e| err("detach the base", root, e))?;
         rustix::process::chdir("/").map_err(|e| err("chdir", root, e))?;
         if let Some(dir) = chdir {
-            let c = CString::new(dir.as_os_str().as_encoded_bytes())
-                .map_err(|_| format!("{} contains a NUL byte", dir.display()))?;
-            rustix::process::chdir(c.as_c_str())
-                .map_err(|e| format!("Can't chdir to {}: {e}", dir.display()))?;
+            let c = CString::new(dir.as_os_str().as_encoded_bytes()).map_err(|_| {
+                SandboxError::Tree(format!("{} contains a NUL byte", dir.display()))
+            })?;
+            rustix::process::chdir(c.as_c_str()).map_err(|e| err("Can't chdir to", dir, e))?;
         }
         Ok(())
     }

@@ -11,7 +11,9 @@ use caps::CapsError;
 use caps::process::OpenedProgram;
 
 use crate::mounts::{Mount, MountPlan};
-use crate::{LandlockMode, Profile, SandboxPolicy, Unavailable, git, helper, seccomp};
+use crate::{
+    LandlockMode, Profile, SandboxError, SandboxPolicy, Unavailable, git, helper, seccomp,
+};
 
 /// Where bubblewrap may come from: system directories only, never a workspace or PATH.
 pub const TRUSTED_BWRAP_DIRS: &[&str] = crate::trusted::TRUSTED_SYSTEM_DIRS;
@@ -251,7 +253,7 @@ impl Bwrap {
     }
 
     /// Whether runs here can be given an exec allowlist (see [`crate::exec_allowlist`]).
-    pub fn exec_allowlist_support(&self) -> Result<(), String> {
+    pub fn exec_allowlist_support(&self) -> Result<(), SandboxError> {
         crate::exec_allowlist::kernel_support(self.landlock_abi)
     }
 

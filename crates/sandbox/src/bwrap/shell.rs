@@ -192,7 +192,10 @@ impl Shell for SandboxShell {
             .await
     }
 
+    // `caps::Shell` answers in text (its providers live in other crates): the diagnosis.
     fn exec_allowlist_support(&self) -> Result<(), String> {
-        self.sandbox.exec_allowlist_support()
+        self.sandbox
+            .exec_allowlist_support()
+            .map_err(|e| e.to_string())
     }
 }

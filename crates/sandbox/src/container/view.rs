@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::mounts::{Mount, MountPlan};
-use crate::{SandboxPolicy, Unavailable};
+use crate::{SandboxError, SandboxPolicy, Unavailable};
 
 /// The `--format` of the one inspect call: one field per line, the lists as JSON.
 pub(super) const INSPECT_FORMAT: &str = "{{.State.Running}}\n{{.State.Status}}\n\
@@ -64,23 +64,26 @@ pub(super) struct Inspected {
 
 impl Inspected {
     /// Parse the answer to [`INSPECT_FORMAT`].
-    pub(super) fn parse(answer: &str) -> Result<Inspected, String> {
+    pub(super) fn parse(answer: &str) -> Result<Inspected, SandboxError> {
         let mut lines = answer.lines();
         let mut next = |what: &str| {
             lines
                 .next()
                 .map(str::trim)
-                .ok_or_else(|| format!("no {what} in {answer:?}"))
+                .ok_or_else(|| SandboxError::Container(format!("no {what} in {answer:?}")))
         };
         let running = next("State.Running")? == "true";
         let status = next("State.Status")?.to_owned();
         let read_only_root = next("HostConfig.ReadonlyRootfs")? == "true";
         let network = next("HostConfig.NetworkMode")?.to_owned();
-        let entries: Option<Vec<MountEntry>> = serde_json::from_str(next("Mounts")?)
-            .map_err(|e| format!("unreadable Mounts ({e}) in {answer:?}"))?;
+        let entries: Option<Vec<MountEntry>> =
+            serde_json::from_str(next("Mounts")?).map_err(|e| {
+                SandboxError::Container(format!("unreadable Mounts ({e}) in {answer:?}"))
+            })?;
         let tmpfs: Option<std::collections::BTreeMap<PathBuf, String>> =
-            serde_json::from_str(next("HostConfig.Tmpfs")?)
-                .map_err(|e| format!("unreadable HostConfig.Tmpfs ({e}) in {answer:?}"))?;
+            serde_json::from_str(next("HostConfig.Tmpfs")?).map_err(|e| {
+                SandboxError::Container(format!("unreadable HostConfig.Tmpfs ({e}) in {answer:?}"))
+            })?;
         let mut mounts: Vec<ContainerMount> = entries
             .unwrap_or_default()
             .into_iter()
