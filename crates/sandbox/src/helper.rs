@@ -19,13 +19,11 @@ use landlock::{
     RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
+use crate::setup_failure::fail;
 use crate::{LandlockMode, SandboxError};
 
 /// The subcommand name the `warden` binary dispatches to [`main`].
 pub const SUBCOMMAND: &str = "__sandbox-helper";
-
-/// Exit code when the sandbox cannot be established (matches Warden's own errors).
-const SETUP_FAILED: i32 = 125;
 
 /// The helper's arguments:
 /// `[--landlock MODE] [--rw PATH]... [--exec-allowlist enforce [--exec-allow PATH]...
@@ -271,16 +269,6 @@ fn apply_landlock(writable: &[PathBuf], mode: LandlockMode) -> Result<RulesetSta
     Ok(status.ruleset)
 }
 
-/// Report a setup failure as `warden sandbox: …` and exit 125 before the command runs
-/// (the namespace builder's failures too).
-pub(crate) fn fail(message: impl std::fmt::Display) -> ! {
-    let _ = nix::unistd::write(
-        std::io::stderr(),
-        format!("warden sandbox: {message}\n").as_bytes(),
-    );
-    std::process::exit(SETUP_FAILED)
-}
-
 /// The helper's `main`: never returns.
 pub fn main(args: &[String]) -> ! {
     match decode(args) {
@@ -392,7 +380,7 @@ fn finish_confinement(parsed: &HelperArgs) {
             rustix::fs::Mode::empty(),
         )
         .unwrap_or_else(|e| fail(format!("open /: {e}")));
-        crate::builder::keep_executable_only(std::os::fd::AsFd::as_fd(&root), &allowed)
+        crate::exec_allowlist::keep_executable_only(std::os::fd::AsFd::as_fd(&root), &allowed)
             .unwrap_or_else(|e| {
                 fail(format!(
                     "the exec allowlist (sandbox.exec_allowlist) could not be enforced: {e}"

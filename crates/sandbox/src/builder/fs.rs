@@ -19,8 +19,8 @@
 //! the same file (device and inode) — else nothing runs.
 
 use std::ffi::CString;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::path::{Component, Path, PathBuf};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
 
 use rustix::fs::{Mode, OFlags, ResolveFlags};
 use rustix::mount::{
@@ -29,6 +29,8 @@ use rustix::mount::{
 
 use super::spec::Op;
 use crate::SandboxError;
+use crate::exec_allowlist::keep_executable_only;
+use crate::mount_api::{attach, clone_tree, err, open_in, relative, set_attrs, tmpfs};
 
 /// Device nodes a minimal `/dev` gets from the host (bubblewrap's set).
 const DEVICE_NODES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
@@ -65,147 +67,6 @@ impl FdSource {
             id: (st.st_dev, st.st_ino),
         })
     }
-}
-
-/// A mount step `what` that failed on `path` with `e`.
-fn err(what: &'static str, path: &Path, e: rustix::io::Errno) -> SandboxError {
-    SandboxError::mount(what, path, e)
-}
-
-/// `path` relative to `/` (a plan path is absolute).
-fn relative(path: &Path) -> PathBuf {
-    path.components()
-        .filter(|c| !matches!(c, Component::RootDir))
-        .collect()
-}
-
-/// `mount_setattr(2)`'s argument (rustix does not wrap the call).
-#[repr(C)]
-struct MountAttr {
-    attr_set: u64,
-    attr_clr: u64,
-    propagation: u64,
-    userns_fd: u64,
-}
-
-/// Set `attrs` on the mount (or, `recursive`, the mount tree) `fd` is the root of.
-fn set_attrs(fd: BorrowedFd<'_>, attrs: MountAttrFlags, recursive: bool) -> rustix::io::Result<()> {
-    let attr = MountAttr {
-        attr_set: u64::from(attrs.bits()),
-        attr_clr: 0,
-        propagation: 0,
-        userns_fd: 0,
-    };
-    let mut flags = nix::libc::AT_EMPTY_PATH as u32;
-    if recursive {
-        flags |= nix::libc::AT_RECURSIVE as u32;
-    }
-    // SAFETY: a valid descriptor, an empty C string, and a correctly sized struct that
-    // lives across the call.
-    let r = unsafe {
-        nix::libc::syscall(
-            nix::libc::SYS_mount_setattr,
-            fd.as_raw_fd(),
-            c"".as_ptr(),
-            flags,
-            &attr as *const MountAttr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(rustix::io::Errno::from_raw_os_error(
-            nix::errno::Errno::last_raw(),
-        ))
-    }
-}
-
-/// A detached tmpfs (`mode=0755`), mounted with `attrs`.
-fn tmpfs(attrs: MountAttrFlags) -> rustix::io::Result<OwnedFd> {
-    let fs = rustix::mount::fsopen("tmpfs", FsOpenFlags::FSOPEN_CLOEXEC)?;
-    rustix::mount::fsconfig_set_string(&fs, "mode", "0755")?;
-    rustix::mount::fsconfig_create(&fs)?;
-    rustix::mount::fsmount(&fs, FsMountFlags::FSMOUNT_CLOEXEC, attrs)
-}
-
-/// A detached copy of the mount tree rooted where `fd` is (it and every mount beneath).
-fn clone_tree(fd: BorrowedFd<'_>) -> rustix::io::Result<OwnedFd> {
-    rustix::mount::open_tree(
-        fd,
-        "",
-        OpenTreeFlags::OPEN_TREE_CLONE
-            | OpenTreeFlags::OPEN_TREE_CLOEXEC
-            | OpenTreeFlags::AT_EMPTY_PATH
-            | OpenTreeFlags::AT_RECURSIVE,
-    )
-}
-
-/// Attach the detached mount `tree` on `target` (a descriptor of the mount point).
-fn attach(tree: &OwnedFd, target: BorrowedFd<'_>) -> rustix::io::Result<()> {
-    rustix::mount::move_mount(
-        tree,
-        "",
-        target,
-        "",
-        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
-    )
-}
-
-/// `path` opened (`O_PATH`) beneath `root`, as if `root` were `/`: symlinks resolve
-/// inside it.
-fn open_in(root: BorrowedFd<'_>, path: &Path) -> Result<OwnedFd, SandboxError> {
-    rustix::fs::openat2(
-        root,
-        relative(path),
-        OFlags::PATH | OFlags::CLOEXEC,
-        Mode::empty(),
-        ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS,
-    )
-    .map_err(|e| err("open", path, e))
-}
-
-/// With an exec allowlist, every mount of the tree at `root` becomes `noexec` except
-/// `allowed` — the listed programs, their loaders and the directories of the libraries
-/// they need (real paths; one the tree hides or lacks is skipped: it allows nothing).
-/// Each is cloned as it is now, before the tree is marked, and attached again on top of
-/// itself: a clone keeps the flags it was made with. A file clone is made read-only too,
-/// so a listed program inside a writable path cannot be changed into another during the
-/// run (and, a mount point, not renamed or removed). Warden's builder does this before
-/// the new root is entered; under bubblewrap, the helper does it to its own root with
-/// the capability bubblewrap left it for this, before dropping it.
-pub(crate) fn keep_executable_only(
-    root: BorrowedFd<'_>,
-    allowed: &[PathBuf],
-) -> Result<(), SandboxError> {
-    let mut ordered: Vec<&PathBuf> = allowed.iter().collect();
-    ordered.sort_by_key(|p| p.components().count());
-    let mut clones: Vec<(&PathBuf, OwnedFd)> = Vec::new();
-    for path in ordered {
-        // Beneath a directory already kept: it comes with it.
-        if clones.iter().any(|(kept, _)| path.starts_with(kept)) {
-            continue;
-        }
-        let Ok(at) = open_in(root, path) else {
-            continue; // hidden or missing inside: nothing to allow
-        };
-        let is_dir = rustix::fs::fstat(&at)
-            .map(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_dir())
-            .map_err(|e| err("stat", path, e))?;
-        let clone = clone_tree(at.as_fd()).map_err(|e| err("clone", path, e))?;
-        if !is_dir {
-            set_attrs(clone.as_fd(), MountAttrFlags::MOUNT_ATTR_RDONLY, false)
-                .map_err(|e| err("make read-only", path, e))?;
-        }
-        clones.push((path, clone));
-    }
-    set_attrs(root, MountAttrFlags::MOUNT_ATTR_NOEXEC, true)
-        .map_err(|e| err("make noexec", Path::new("/"), e))?;
-    for (path, clone) in clones {
-        let target = open_in(root, path)?;
-        attach(&clone, target.as_fd()).map_err(|e| err("keep executable", path, e))?;
-    }
-    Ok(())
 }
 
 /// The tree being built: the host's under `/oldroot`, the sandbox's under `/newroot`.

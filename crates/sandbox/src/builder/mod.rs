@@ -35,7 +35,6 @@
 mod fs;
 mod spec;
 
-pub(crate) use fs::keep_executable_only;
 pub use spec::{Op, Spec, parse};
 
 use std::os::fd::AsRawFd;
@@ -45,7 +44,7 @@ use nix::libc;
 use crate::SandboxError;
 use crate::confine::{drop_privileges, install_merged, read_program};
 use crate::exit_report::End;
-use crate::helper::fail;
+use crate::setup_failure::fail;
 
 /// The helper's argument that selects the builder: `HELPER __sandbox-build <bubblewrap's
 /// arguments>`.

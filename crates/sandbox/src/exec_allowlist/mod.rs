@@ -33,10 +33,12 @@
 mod diagnose;
 mod elf;
 mod libraries;
+mod noexec;
 
 pub use diagnose::{diagnose, dynamic_loaders};
 pub use elf::interpreter;
 pub use libraries::{library_dirs, system_dirs};
+pub(crate) use noexec::keep_executable_only;
 
 use std::path::{Path, PathBuf};
 

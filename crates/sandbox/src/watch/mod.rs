@@ -104,7 +104,7 @@ pub(crate) fn observe_as_pid1(
         });
     let Ok(signals) = signals else {
         // Cannot happen on a kernel with user notifications; reap blindly then.
-        crate::helper::fail("cannot watch for the command's end")
+        crate::setup_failure::fail("cannot watch for the command's end")
     };
     let listener = receive_listener(socket.as_raw_fd());
     drop(socket);
