@@ -414,7 +414,7 @@ fn builder_in_use(config: Option<&policy::Config>, checks: &[Check]) -> &'static
 fn backend_checks(facts: &HostFacts, backend: SandboxBackend) -> Vec<Check> {
     match backend {
         SandboxBackend::Bwrap => {
-            let dirs: Vec<PathBuf> = sandbox::bwrap::TRUSTED_BWRAP_DIRS
+            let dirs: Vec<PathBuf> = sandbox::namespace::TRUSTED_BWRAP_DIRS
                 .iter()
                 .map(PathBuf::from)
                 .collect();

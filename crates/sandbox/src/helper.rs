@@ -363,7 +363,7 @@ fn set_cloexec(fd: i32) {
     unsafe { nix::libc::fcntl(fd, nix::libc::F_SETFD, nix::libc::FD_CLOEXEC) };
 }
 
-/// Under bubblewrap with an exec allowlist (see `Bwrap::command_line`): the `noexec`
+/// Under bubblewrap with an exec allowlist (see `NamespaceSandbox::command_line`): the `noexec`
 /// layer on the finished mount tree, with the capability bubblewrap left for it; then
 /// every privilege dropped and the seccomp programs installed, as Warden's builder does
 /// in the command's process. Any failure ends the run before the command starts.

@@ -1,7 +1,7 @@
 //! The OS sandbox: `caps::Shell` providers that run every command confined.
 //!
-//! - [`bwrap`]: Linux bubblewrap — new user, pid, ipc, uts (and, unless allowed, net)
-//!   namespaces, a read-only root with user data hidden, writable binds only for
+//! - [`namespace`]: the Linux namespace sandbox, built by bubblewrap or by Warden's own
+//!   builder ([`builder`]) — new user, pid, ipc, uts (and, unless allowed, net) namespaces, a read-only root with user data hidden, writable binds only for
 //!   authorized paths, a private `/tmp`, no capabilities (even as root), seccomp filters,
 //!   and Landlock applied by a small helper right before the command executes (also the
 //!   optional exec allowlist, [`exec_allowlist`]).
@@ -20,7 +20,6 @@
 
 mod bpf;
 pub mod builder;
-pub mod bwrap;
 pub(crate) mod confine;
 pub mod container;
 mod error;
@@ -31,6 +30,7 @@ pub mod helper;
 pub mod landlock;
 mod mount_api;
 pub mod mounts;
+pub mod namespace;
 pub mod probe;
 pub mod probe_cache;
 pub mod protect;
@@ -134,8 +134,8 @@ pub fn classify_refused_writes(
     }
 }
 
-pub use bwrap::{Builder, Bwrap, SandboxShell};
 /// Why a sandbox step failed: a mount step (its path and errno), a confining system call,
 /// a probe, the container runtime, a command line that cannot be parsed, the helper's
 /// arguments, Landlock, the write watch or a seccomp program. Its text is the diagnosis.
 pub use error::SandboxError;
+pub use namespace::{Builder, NamespaceSandbox, SandboxShell};

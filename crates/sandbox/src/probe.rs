@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use serde::Serialize;
 
 use crate::SandboxError;
-use crate::bwrap::find_bwrap;
+use crate::namespace::find_bwrap;
 
 /// One check.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

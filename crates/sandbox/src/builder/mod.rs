@@ -12,7 +12,7 @@
 //!    sandbox's pid 1, and exits with its status. It dies with Warden. Started by Warden's
 //!    companion (`caps::process::start_companion`), the builder is *born* as pid 1 of
 //!    those namespaces (`caps::process::ProcessSpec::born_in`, asked for by
-//!    `Bwrap::born_in`): there is no launcher, and pid 1 checks that every namespace its
+//!    `NamespaceSandbox::born_in`): there is no launcher, and pid 1 checks that every namespace its
 //!    command line needs was made (`check_born_in`).
 //! 2. **pid 1** builds the filesystem (`fs.rs`), brings the loopback interface up in a new
 //!    network namespace, drops every capability, makes itself non-dumpable (the command,

@@ -1,5 +1,5 @@
 //! What the builder is asked to build: the subset of bubblewrap's command line that
-//! [`crate::bwrap::Bwrap::command_line`] writes, parsed strictly. One command line serves
+//! [`crate::namespace::NamespaceSandbox::command_line`] writes, parsed strictly. One command line serves
 //! both engines, so the mount plan, the descriptors and the helper's arguments cannot
 //! drift apart between them; anything outside the subset is refused (fail closed), never
 //! skipped.

@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 
 use caps::CapsError;
 
-use super::{Builder, Bwrap};
+use super::{Builder, NamespaceSandbox};
 use crate::mounts::{Mount, MountPlan};
 use crate::{LandlockMode, Profile, git, helper};
 
-impl Bwrap {
+impl NamespaceSandbox {
     /// How to launch `argv` in this sandbox. `report`, if given, is the write end of the
     /// pipe the helper's write watch reports to; `status`, the write end of the pipe the
     /// command's exit status is reported on (`--json-status-fd`: Warden's builder reports

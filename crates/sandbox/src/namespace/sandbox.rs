@@ -1,6 +1,7 @@
-//! The bubblewrap sandbox: a trusted `bwrap`, and a [`Bwrap`] checked when it is built —
-//! who builds its namespaces, the helper, the policy, the seccomp programs, Landlock's
-//! ABI. Its command line for one run is `command_line.rs`.
+//! The Linux namespace sandbox: a trusted `bwrap` (for the bubblewrap builder), and a
+//! [`NamespaceSandbox`] checked when it is built — who builds its namespaces, the
+//! helper, the policy, the seccomp programs, Landlock's ABI. Its command line for one run
+//! is `command_line.rs`.
 
 use std::path::{Path, PathBuf};
 
@@ -32,7 +33,7 @@ pub fn find_bwrap(dirs: &[PathBuf]) -> Result<PathBuf, Unavailable> {
     }))
 }
 
-/// The namespaces [`Bwrap::born_in`] asks for with Warden's builder and the network off
+/// The namespaces [`NamespaceSandbox::born_in`] asks for with Warden's builder and the network off
 /// (the default): what a one-shot `warden exec` has its companion keep a process ready
 /// in (`caps::process::prepare_companion`).
 pub const DEFAULT_BORN_IN: caps::process::NewNamespaces = caps::process::NewNamespaces {
@@ -44,7 +45,7 @@ pub const DEFAULT_BORN_IN: caps::process::NewNamespaces = caps::process::NewName
     net: true,
 };
 
-/// Who builds a run's namespaces and mounts from the command line [`Bwrap`] writes.
+/// Who builds a run's namespaces and mounts from the command line [`NamespaceSandbox`] writes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Builder {
     /// bubblewrap (this trusted binary), which then executes the helper.
@@ -56,7 +57,7 @@ pub enum Builder {
 
 /// A configured Linux sandbox (built by bubblewrap, or by Warden's own builder).
 #[derive(Debug)]
-pub struct Bwrap {
+pub struct NamespaceSandbox {
     builder: Builder,
     /// The helper binary, opened once and executed through its descriptor.
     helper: OpenedProgram,
@@ -79,7 +80,7 @@ fn refuse_missing_landlock(policy: &SandboxPolicy, abi: i64) -> Result<(), Unava
     Ok(())
 }
 
-impl Bwrap {
+impl NamespaceSandbox {
     /// A sandbox with `policy`, using `helper` (the `warden` binary, opened) inside. Fails
     /// closed with a diagnosis if bubblewrap is missing or untrusted, or Landlock is
     /// required and unsupported.
@@ -87,11 +88,11 @@ impl Bwrap {
         policy: SandboxPolicy,
         helper: OpenedProgram,
         bwrap_dirs: &[PathBuf],
-    ) -> Result<Bwrap, Unavailable> {
-        Bwrap::for_landlock_abi(policy, helper, bwrap_dirs, crate::landlock::abi())
+    ) -> Result<NamespaceSandbox, Unavailable> {
+        NamespaceSandbox::for_landlock_abi(policy, helper, bwrap_dirs, crate::landlock::abi())
     }
 
-    /// [`Bwrap::new`] on a kernel that offers Landlock ABI `abi` (0: none). Tests use it
+    /// [`NamespaceSandbox::new`] on a kernel that offers Landlock ABI `abi` (0: none). Tests use it
     /// to see the fail-closed side on any kernel: a kernel without Landlock cannot be had
     /// on demand. A lower `abi` than the kernel's only ever makes the sandbox refuse more
     /// (required Landlock, exec allowlists) or leave out its `auto` layer.
@@ -100,20 +101,20 @@ impl Bwrap {
         helper: OpenedProgram,
         bwrap_dirs: &[PathBuf],
         abi: i64,
-    ) -> Result<Bwrap, Unavailable> {
+    ) -> Result<NamespaceSandbox, Unavailable> {
         refuse_missing_landlock(&policy, abi)?;
         let bwrap = find_bwrap(bwrap_dirs)?;
-        Bwrap::with_builder(policy, helper, Builder::Bubblewrap(bwrap), abi)
+        NamespaceSandbox::with_builder(policy, helper, Builder::Bubblewrap(bwrap), abi)
     }
 
     /// A sandbox with `policy` whose namespaces Warden's own builder makes, in the
     /// `helper` binary (see [`crate::builder`]); bubblewrap is not needed. The same
-    /// fail-closed checks as [`Bwrap::new`].
+    /// fail-closed checks as [`NamespaceSandbox::new`].
     pub fn built_by_warden(
         policy: SandboxPolicy,
         helper: OpenedProgram,
-    ) -> Result<Bwrap, Unavailable> {
-        Bwrap::with_builder(policy, helper, Builder::Warden, crate::landlock::abi())
+    ) -> Result<NamespaceSandbox, Unavailable> {
+        NamespaceSandbox::with_builder(policy, helper, Builder::Warden, crate::landlock::abi())
     }
 
     fn with_builder(
@@ -121,7 +122,7 @@ impl Bwrap {
         helper: OpenedProgram,
         builder: Builder,
         abi: i64,
-    ) -> Result<Bwrap, Unavailable> {
+    ) -> Result<NamespaceSandbox, Unavailable> {
         refuse_missing_landlock(&policy, abi)?;
         for p in policy
             .writable_paths
@@ -138,7 +139,7 @@ impl Bwrap {
         let seccomp_eperm =
             seccomp::eperm_program(policy.network).map_err(|e| Unavailable(e.to_string()))?;
         let seccomp_enosys = seccomp::enosys_program().map_err(|e| Unavailable(e.to_string()))?;
-        Ok(Bwrap {
+        Ok(NamespaceSandbox {
             builder,
             helper,
             policy,
@@ -152,7 +153,7 @@ impl Bwrap {
     /// The same sandbox with each run held by `containment` — a cgroup that bounds the
     /// processes and memory of bubblewrap and everything in its pid namespace. Without
     /// it, runs are held by their pid namespace only and unlimited.
-    pub fn with_containment(mut self, containment: caps::process::Containment) -> Bwrap {
+    pub fn with_containment(mut self, containment: caps::process::Containment) -> NamespaceSandbox {
         self.containment = containment;
         self
     }
