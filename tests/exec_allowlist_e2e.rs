@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use caps::{ExecAllowlist, ExecOptions, ExecOutput, Shell};
-use sandbox::{Bwrap, LandlockMode, Profile, SandboxPolicy};
+use sandbox::{LandlockMode, NamespaceSandbox, Profile, SandboxPolicy};
 use serde_json::json;
 use support::{configure, trusted_dirs, warden_home, warden_in};
 
@@ -67,17 +67,18 @@ impl Lab {
     }
 
     /// bubblewrap's sandbox on a kernel offering Landlock ABI `abi`.
-    fn sandbox(&self, abi: i64) -> Arc<Bwrap> {
+    fn sandbox(&self, abi: i64) -> Arc<NamespaceSandbox> {
         Arc::new(
-            Bwrap::for_landlock_abi(self.policy(), Self::helper(), &trusted_dirs(), abi).unwrap(),
+            NamespaceSandbox::for_landlock_abi(self.policy(), Self::helper(), &trusted_dirs(), abi)
+                .unwrap(),
         )
     }
 
     /// The sandbox built by each builder this machine can run: bubblewrap, and Warden's
     /// own where its probe succeeds.
-    fn sandboxes(&self) -> Vec<(&'static str, Arc<Bwrap>)> {
+    fn sandboxes(&self) -> Vec<(&'static str, Arc<NamespaceSandbox>)> {
         let mut out = vec![("bubblewrap", self.sandbox(sandbox::landlock::abi()))];
-        let own = Bwrap::built_by_warden(self.policy(), Self::helper()).unwrap();
+        let own = NamespaceSandbox::built_by_warden(self.policy(), Self::helper()).unwrap();
         match sandbox::probe::builder_works(own.helper().exec_path()) {
             Ok(()) => out.push(("warden", Arc::new(own))),
             Err(e) => {
@@ -451,7 +452,7 @@ async fn a_listed_program_in_the_workspace_cannot_be_changed_during_the_run() {
 async fn without_landlock_an_allowlist_is_refused_and_nothing_runs() {
     // The policy side (required refuses, best-effort runs without) is tested everywhere in
     // the runner's tests; this is the sandbox's own refusal, on a simulated kernel.
-    let Ok(bwrap) = sandbox::bwrap::find_bwrap(&trusted_dirs()) else {
+    let Ok(bwrap) = sandbox::namespace::find_bwrap(&trusted_dirs()) else {
         eprintln!("SKIPPED: no bubblewrap (the runner's tests cover the refusal)");
         return;
     };

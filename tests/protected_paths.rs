@@ -595,12 +595,12 @@ async fn a_missing_protected_directory_in_a_writable_path_fails_closed() {
         hidden_paths: vec![ws.join("a/.warden")],
         ..Default::default()
     };
-    let dirs: Vec<PathBuf> = sandbox::bwrap::TRUSTED_BWRAP_DIRS
+    let dirs: Vec<PathBuf> = sandbox::namespace::TRUSTED_BWRAP_DIRS
         .iter()
         .map(PathBuf::from)
         .collect();
     let bwrap = std::sync::Arc::new(
-        sandbox::Bwrap::new(
+        sandbox::NamespaceSandbox::new(
             policy,
             caps::process::OpenedProgram::open(Path::new(env!("CARGO_BIN_EXE_warden"))).unwrap(),
             &dirs,

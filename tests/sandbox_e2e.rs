@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use caps::process::OpenedProgram;
 use caps::{ExecOptions, ExecOutput, RefusedWrites, Shell};
-use sandbox::{Bwrap, LandlockMode, Profile, SandboxPolicy};
+use sandbox::{LandlockMode, NamespaceSandbox, Profile, SandboxPolicy};
 use support::{bwrap_usable, configure, trusted_dirs, wait_gone, warden_home, warden_in};
 
 /// A workspace (writable path) with a copy of this test binary in it, so the probe can
@@ -53,7 +53,7 @@ impl Lab {
         std::fs::canonicalize(self.workspace.path()).unwrap()
     }
 
-    fn sandbox(&self, network: bool) -> Arc<Bwrap> {
+    fn sandbox(&self, network: bool) -> Arc<NamespaceSandbox> {
         let policy = SandboxPolicy {
             writable_paths: vec![self.ws()],
             readable_extra_paths: Vec::new(),
@@ -67,8 +67,8 @@ impl Lab {
         // ci` runs this file again with WARDEN_TEST_BUILDER=bubblewrap, so that both
         // builders pass the same checks.
         Arc::new(match std::env::var("WARDEN_TEST_BUILDER").as_deref() {
-            Ok("bubblewrap") => Bwrap::new(policy, helper, &trusted_dirs()).unwrap(),
-            _ => Bwrap::built_by_warden(policy, helper).unwrap(),
+            Ok("bubblewrap") => NamespaceSandbox::new(policy, helper, &trusted_dirs()).unwrap(),
+            _ => NamespaceSandbox::built_by_warden(policy, helper).unwrap(),
         })
     }
 
@@ -600,7 +600,7 @@ async fn nested_paths_cannot_reexpose_what_is_hidden() {
         landlock: LandlockMode::Auto,
     };
     let sb = Arc::new(
-        Bwrap::new(
+        NamespaceSandbox::new(
             policy,
             OpenedProgram::open(Path::new(env!("CARGO_BIN_EXE_warden"))).unwrap(),
             &trusted_dirs(),
@@ -851,7 +851,7 @@ fn fails_closed_when_bubblewrap_is_missing_or_cannot_build_namespaces() {
     // Always runs: absence is simulated.
     let empty = tempfile::tempdir().unwrap();
     let policy = SandboxPolicy::default();
-    let err = Bwrap::new(
+    let err = NamespaceSandbox::new(
         policy.clone(),
         OpenedProgram::open(Path::new("/bin/true")).unwrap(),
         &[empty.path().to_path_buf()],
@@ -874,7 +874,9 @@ fn fails_closed_when_bubblewrap_is_missing_or_cannot_build_namespaces() {
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )
     .unwrap();
-    let err = sandbox::probe::namespaces_work(&fake_bwrap).unwrap_err();
+    let err = sandbox::probe::namespaces_work(&fake_bwrap)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("namespaces"), "{err}");
     // A bwrap others can replace is not trusted.
     std::fs::set_permissions(
@@ -882,7 +884,7 @@ fn fails_closed_when_bubblewrap_is_missing_or_cannot_build_namespaces() {
         std::os::unix::fs::PermissionsExt::from_mode(0o777),
     )
     .unwrap();
-    let err = sandbox::bwrap::find_bwrap(&[fake.path().to_path_buf()]).unwrap_err();
+    let err = sandbox::namespace::find_bwrap(&[fake.path().to_path_buf()]).unwrap_err();
     assert!(
         err.0.contains("writable by group or others") || err.0.contains("not owned by root"),
         "{err}"
@@ -892,7 +894,7 @@ fn fails_closed_when_bubblewrap_is_missing_or_cannot_build_namespaces() {
         landlock: LandlockMode::Required,
         ..SandboxPolicy::default()
     };
-    let err = Bwrap::for_landlock_abi(
+    let err = NamespaceSandbox::for_landlock_abi(
         required,
         OpenedProgram::open(Path::new("/bin/true")).unwrap(),
         &trusted_dirs(),

@@ -84,11 +84,11 @@ pub async fn run(
     quick: bool,
     wanted: &dyn Fn(&str) -> bool,
 ) -> anyhow::Result<()> {
-    let dirs_list: Vec<PathBuf> = sandbox::bwrap::TRUSTED_BWRAP_DIRS
+    let dirs_list: Vec<PathBuf> = sandbox::namespace::TRUSTED_BWRAP_DIRS
         .iter()
         .map(PathBuf::from)
         .collect();
-    let Ok(bwrap) = sandbox::bwrap::find_bwrap(&dirs_list) else {
+    let Ok(bwrap) = sandbox::namespace::find_bwrap(&dirs_list) else {
         println!("exec-sandbox: SKIPPED (bubblewrap is not installed)");
         return Ok(());
     };
@@ -117,12 +117,13 @@ pub async fn run(
     // bubblewrap's sandbox (the baselines' command line, and a row of its own), and the
     // one `sandbox.builder = "auto"` runs here: Warden's own builder where it works.
     let bubblewrap = Arc::new(
-        sandbox::Bwrap::new(policy.clone(), helper.clone(), &dirs_list)
+        sandbox::NamespaceSandbox::new(policy.clone(), helper.clone(), &dirs_list)
             .map_err(|e| anyhow::anyhow!(e.0))?,
     );
     let sb = match sandbox::probe::builder_works(helper.exec_path()) {
         Ok(()) => Arc::new(
-            sandbox::Bwrap::built_by_warden(policy, helper).map_err(|e| anyhow::anyhow!(e.0))?,
+            sandbox::NamespaceSandbox::built_by_warden(policy, helper)
+                .map_err(|e| anyhow::anyhow!(e.0))?,
         ),
         Err(why) => {
             println!(
@@ -132,7 +133,7 @@ pub async fn run(
         }
     };
     let runner = in_process_runner(&dirs)?;
-    let executor_for = |sb: &Arc<sandbox::Bwrap>| {
+    let executor_for = |sb: &Arc<sandbox::NamespaceSandbox>| {
         let readonly: Arc<dyn Shell> = Arc::new(sb.shell(sandbox::Profile::ReadOnly));
         runner::Executor::Sandbox(runner::SandboxShells {
             readonly: Arc::clone(&readonly),
@@ -257,7 +258,10 @@ fn in_process_runner(dirs: &Dirs) -> anyhow::Result<runner::Runner> {
 
 /// bubblewrap with exactly the arguments and descriptors Warden gives it for
 /// `/bin/true`, minus the helper (which would apply Landlock and exec the command).
-async fn same_plan_without_warden(sb: &sandbox::Bwrap, cwd: &Path) -> anyhow::Result<()> {
+async fn same_plan_without_warden(
+    sb: &sandbox::NamespaceSandbox,
+    cwd: &Path,
+) -> anyhow::Result<()> {
     let launch = sb.command_line(
         sandbox::Profile::ReadOnly,
         cwd,

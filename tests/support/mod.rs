@@ -277,7 +277,7 @@ pub fn typescript_sdk() -> Option<PathBuf> {
 
 /// The directories a trusted bubblewrap may be found in.
 pub fn trusted_dirs() -> Vec<PathBuf> {
-    sandbox::bwrap::TRUSTED_BWRAP_DIRS
+    sandbox::namespace::TRUSTED_BWRAP_DIRS
         .iter()
         .map(PathBuf::from)
         .collect()
@@ -287,7 +287,7 @@ pub fn trusted_dirs() -> Vec<PathBuf> {
 /// stderr (the caller skips, loudly).
 #[allow(clippy::print_stderr)]
 pub fn bwrap_usable() -> bool {
-    match sandbox::bwrap::find_bwrap(&trusted_dirs()) {
+    match sandbox::namespace::find_bwrap(&trusted_dirs()) {
         Err(e) => {
             eprintln!("SKIPPED: {}", e.0);
             false

@@ -389,7 +389,7 @@ fn protection_detail(r: &crate::compose::ProtectionReport) -> String {
 /// Whether Warden's own namespace builder works here (`Err`: why not).
 fn own_builder_works() -> Result<(), String> {
     let helper = crate::host::helper_binary().map_err(|e| format!("{e:#}"))?;
-    sandbox::probe::builder_works(helper.exec_path())
+    sandbox::probe::builder_works(helper.exec_path()).map_err(|e| e.to_string())
 }
 
 /// Check name of Warden's own builder's probe in [`backend_checks`].
@@ -414,7 +414,7 @@ fn builder_in_use(config: Option<&policy::Config>, checks: &[Check]) -> &'static
 fn backend_checks(facts: &HostFacts, backend: SandboxBackend) -> Vec<Check> {
     match backend {
         SandboxBackend::Bwrap => {
-            let dirs: Vec<PathBuf> = sandbox::bwrap::TRUSTED_BWRAP_DIRS
+            let dirs: Vec<PathBuf> = sandbox::namespace::TRUSTED_BWRAP_DIRS
                 .iter()
                 .map(PathBuf::from)
                 .collect();

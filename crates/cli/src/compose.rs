@@ -18,7 +18,7 @@ use gateway::{
 use policy::{Config, SandboxBackend};
 use runner::{Executor, Host, RunHost, Runner, SandboxShells, SocketApprovals};
 use sandbox::protect::{Authorized, Guard, Protection, WardenLayout, plan_paths, warden_paths};
-use sandbox::{Bwrap, LandlockMode, Profile, SandboxPolicy};
+use sandbox::{LandlockMode, NamespaceSandbox, Profile, SandboxPolicy};
 
 use crate::host::HostFacts;
 
@@ -166,7 +166,7 @@ fn sandbox_container(config: &Config, policy: &SandboxPolicy) -> Result<SandboxS
         readonly,
         writable: Arc::new(container.shell(Profile::Writable)),
         unconfined: None,
-        read_only_unavailable: container.read_only().err().map(str::to_owned),
+        read_only_unavailable: container.read_only().err().map(|e| e.to_string()),
         network: policy.network,
     })
 }
@@ -191,26 +191,30 @@ fn sandbox_bwrap(
 ) -> Result<SandboxShells, String> {
     let helper = crate::host::helper_binary().map_err(|e| format!("{e:#}"))?;
     let network = policy.network;
-    let bubblewrap = |policy: SandboxPolicy, helper: OpenedProgram| -> Result<Bwrap, String> {
-        let dirs: Vec<PathBuf> = sandbox::bwrap::TRUSTED_BWRAP_DIRS
-            .iter()
-            .map(PathBuf::from)
-            .collect();
-        let bwrap = Bwrap::new(policy, helper, &dirs).map_err(|e| e.0)?;
-        // bubblewrap present is not enough: the kernel must let it build its namespaces
-        // (a success is remembered under a key of the kernel, its settings and
-        // bubblewrap).
-        if let Some(path) = bwrap.bwrap_path() {
-            sandbox::probe_cache::namespaces_work_cached(path, probe_cache)?;
-        }
-        Ok(bwrap)
-    };
+    let bubblewrap =
+        |policy: SandboxPolicy, helper: OpenedProgram| -> Result<NamespaceSandbox, String> {
+            let dirs: Vec<PathBuf> = sandbox::namespace::TRUSTED_BWRAP_DIRS
+                .iter()
+                .map(PathBuf::from)
+                .collect();
+            let bwrap = NamespaceSandbox::new(policy, helper, &dirs).map_err(|e| e.0)?;
+            // bubblewrap present is not enough: the kernel must let it build its namespaces
+            // (a success is remembered under a key of the kernel, its settings and
+            // bubblewrap).
+            if let Some(path) = bwrap.bwrap_path() {
+                sandbox::probe_cache::namespaces_work_cached(path, probe_cache)
+                    .map_err(|e| e.to_string())?;
+            }
+            Ok(bwrap)
+        };
     // The same question of Warden's own builder, remembered the same way.
-    let warden = |policy: SandboxPolicy, helper: OpenedProgram| -> Result<Bwrap, String> {
-        let bwrap = Bwrap::built_by_warden(policy, helper).map_err(|e| e.0)?;
-        sandbox::probe_cache::builder_works_cached(bwrap.helper(), probe_cache)?;
-        Ok(bwrap)
-    };
+    let warden =
+        |policy: SandboxPolicy, helper: OpenedProgram| -> Result<NamespaceSandbox, String> {
+            let bwrap = NamespaceSandbox::built_by_warden(policy, helper).map_err(|e| e.0)?;
+            sandbox::probe_cache::builder_works_cached(bwrap.helper(), probe_cache)
+                .map_err(|e| e.to_string())?;
+            Ok(bwrap)
+        };
     let bwrap = match builder {
         policy::NamespaceBuilder::Bubblewrap => bubblewrap(policy, helper)?,
         policy::NamespaceBuilder::Warden => warden(policy, helper)?,

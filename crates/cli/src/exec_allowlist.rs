@@ -88,6 +88,7 @@ pub fn host_support(config: &Config) -> Result<String, String> {
             let abi = sandbox::landlock::abi();
             sandbox::exec_allowlist::kernel_support(abi)
                 .map(|()| format!("noexec mounts and Landlock ABI {abi} enforce it in the sandbox"))
+                .map_err(|e| e.to_string())
         }
         other => Err(format!(
             "the {} backend cannot enforce it",

@@ -173,7 +173,7 @@ extern "C" fn start_companion_for_exec(
         // the opened file, like every run's helper.
         let _ = caps::process::start_companion(helper.exec_path());
         // A default sandboxed run's namespaces, made while Warden decides.
-        caps::process::prepare_companion(sandbox::bwrap::DEFAULT_BORN_IN);
+        caps::process::prepare_companion(sandbox::namespace::DEFAULT_BORN_IN);
     }
 }
 

@@ -8,12 +8,15 @@ use std::os::fd::BorrowedFd;
 
 use nix::libc;
 
+use crate::SandboxError;
+
 /// In a user namespace just made: `inside` (uid, gid) mapped to the parent namespace's
 /// `outside`, one id each, as bubblewrap maps them (`setgroups` denied, which an
 /// unprivileged gid map requires).
-pub(crate) fn map_ids(inside: (u32, u32), outside: (u32, u32)) -> Result<(), String> {
+pub(crate) fn map_ids(inside: (u32, u32), outside: (u32, u32)) -> Result<(), SandboxError> {
     let write = |file: &str, text: String| {
-        std::fs::write(file, text).map_err(|e| format!("cannot write {file}: {e}"))
+        std::fs::write(file, text)
+            .map_err(|e| SandboxError::Confine(format!("cannot write {file}: {e}")))
     };
     write("/proc/self/setgroups", "deny".into())?;
     write(
@@ -31,13 +34,10 @@ pub(crate) fn map_ids(inside: (u32, u32), outside: (u32, u32)) -> Result<(), Str
 /// ids (`ids`, the user outside) are mapped to root's there, as bubblewrap itself does
 /// for an unprivileged user: the command runs as that user, its capabilities only ever
 /// of a namespace that owns nothing.
-pub(crate) fn run_as_user(ids: (u32, u32)) -> Result<(), String> {
+pub(crate) fn run_as_user(ids: (u32, u32)) -> Result<(), SandboxError> {
     // SAFETY: unshare with a plain flag; the helper has one thread.
     if unsafe { libc::unshare(libc::CLONE_NEWUSER) } != 0 {
-        return Err(format!(
-            "a user namespace for the command: {}",
-            nix::errno::Errno::last()
-        ));
+        return Err(SandboxError::last_errno("a user namespace for the command"));
     }
     map_ids(ids, (0, 0))
 }
@@ -47,8 +47,8 @@ pub(crate) fn run_as_user(ids: (u32, u32)) -> Result<(), String> {
 pub(crate) fn install_merged(
     programs: &[Vec<libc::sock_filter>],
     listener: bool,
-) -> Result<Option<std::os::fd::OwnedFd>, String> {
-    let merged = crate::seccomp::merge(programs).map_err(|e| e.to_string())?;
+) -> Result<Option<std::os::fd::OwnedFd>, SandboxError> {
+    let merged = crate::seccomp::merge(programs)?;
     let program = libc::sock_fprog {
         len: merged.len() as u16,
         filter: merged.as_ptr() as *mut libc::sock_filter,
@@ -68,10 +68,7 @@ pub(crate) fn install_merged(
         )
     };
     if r < 0 {
-        return Err(format!(
-            "install the seccomp program: {}",
-            nix::errno::Errno::last()
-        ));
+        return Err(SandboxError::last_errno("install the seccomp program"));
     }
     // SAFETY: with NEW_LISTENER the kernel returned a new descriptor we now own.
     Ok(listener.then(|| unsafe {
@@ -81,11 +78,11 @@ pub(crate) fn install_merged(
 
 /// No new privileges, and no capability in any set (idempotent: the command's process
 /// checks again what pid 1 already dropped).
-pub(crate) fn drop_privileges() -> Result<(), String> {
+pub(crate) fn drop_privileges() -> Result<(), SandboxError> {
     // SAFETY: plain prctl calls with integer arguments.
     unsafe {
         if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-            return Err(format!("no_new_privs: {}", nix::errno::Errno::last()));
+            return Err(SandboxError::last_errno("no_new_privs"));
         }
         if libc::prctl(
             libc::PR_CAP_AMBIENT,
@@ -95,10 +92,7 @@ pub(crate) fn drop_privileges() -> Result<(), String> {
             0,
         ) != 0
         {
-            return Err(format!(
-                "ambient capabilities: {}",
-                nix::errno::Errno::last()
-            ));
+            return Err(SandboxError::last_errno("ambient capabilities"));
         }
         // Every capability the kernel knows (until it says there are no more) still in
         // the bounding set: dropping needs CAP_SETPCAP, which a process that already
@@ -108,10 +102,10 @@ pub(crate) fn drop_privileges() -> Result<(), String> {
                 0 => continue,
                 1 => {}
                 _ if nix::errno::Errno::last() == nix::errno::Errno::EINVAL && cap > 0 => break,
-                _ => return Err(format!("bounding set: {}", nix::errno::Errno::last())),
+                _ => return Err(SandboxError::last_errno("bounding set")),
             }
             if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
-                return Err(format!("bounding set: {}", nix::errno::Errno::last()));
+                return Err(SandboxError::last_errno("bounding set"));
             }
         }
     }
@@ -140,14 +134,14 @@ pub(crate) fn drop_privileges() -> Result<(), String> {
     // SAFETY: capset with a v3 header and the two data words it reads.
     let r = unsafe { libc::syscall(libc::SYS_capset, &header as *const Header, data.as_ptr()) };
     if r != 0 {
-        return Err(format!("capset: {}", nix::errno::Errno::last()));
+        return Err(SandboxError::last_errno("capset"));
     }
     Ok(())
 }
 
 /// The classic BPF program in descriptor `fd` (an array of `sock_filter`, as
 /// bubblewrap's `--add-seccomp-fd` reads it).
-pub(crate) fn read_program(fd: i32) -> Result<Vec<libc::sock_filter>, String> {
+pub(crate) fn read_program(fd: i32) -> Result<Vec<libc::sock_filter>, SandboxError> {
     // SAFETY: the descriptor was handed to this process for this; borrowed only here.
     let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
     let mut bytes = Vec::new();
@@ -155,7 +149,7 @@ pub(crate) fn read_program(fd: i32) -> Result<Vec<libc::sock_filter>, String> {
     let mut offset = 0u64;
     loop {
         let n = rustix::io::pread(borrowed, &mut buf, offset)
-            .map_err(|e| format!("read seccomp program {fd}: {e}"))?;
+            .map_err(|e| SandboxError::Confine(format!("read seccomp program {fd}: {e}")))?;
         if n == 0 {
             break;
         }
@@ -164,10 +158,10 @@ pub(crate) fn read_program(fd: i32) -> Result<Vec<libc::sock_filter>, String> {
     }
     let size = std::mem::size_of::<libc::sock_filter>();
     if bytes.is_empty() || bytes.len() % size != 0 || bytes.len() / size > u16::MAX as usize {
-        return Err(format!(
+        return Err(SandboxError::Confine(format!(
             "seccomp program {fd} is malformed ({} bytes)",
             bytes.len()
-        ));
+        )));
     }
     Ok(bytes
         .chunks_exact(size)

@@ -19,13 +19,11 @@ use landlock::{
     RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
-use crate::LandlockMode;
+use crate::setup_failure::fail;
+use crate::{LandlockMode, SandboxError};
 
 /// The subcommand name the `warden` binary dispatches to [`main`].
 pub const SUBCOMMAND: &str = "__sandbox-helper";
-
-/// Exit code when the sandbox cannot be established (matches Warden's own errors).
-const SETUP_FAILED: i32 = 125;
 
 /// The helper's arguments:
 /// `[--landlock MODE] [--rw PATH]... [--exec-allowlist enforce [--exec-allow PATH]...
@@ -119,47 +117,67 @@ pub fn encode(args: &HelperArgs) -> Vec<String> {
 }
 
 /// Parse the helper's arguments.
-pub fn decode(args: &[String]) -> Result<HelperArgs, String> {
+pub fn decode(args: &[String]) -> Result<HelperArgs, SandboxError> {
     let mut parsed = HelperArgs::default();
     let mut i = 0;
     while i < args.len() {
         let value = |what: &str| {
             args.get(i + 1)
                 .cloned()
-                .ok_or_else(|| format!("{} needs {what}", args[i]))
+                .ok_or_else(|| SandboxError::Helper(format!("{} needs {what}", args[i])))
         };
         match args[i].as_str() {
-            "--landlock" => parsed.landlock = value("a value")?.parse()?,
+            "--landlock" => {
+                parsed.landlock = value("a value")?.parse().map_err(SandboxError::Helper)?
+            }
             "--rw" => parsed.writable.push(value("a path")?.into()),
             "--exec-allowlist" => match value("a value")?.as_str() {
                 "enforce" => {
                     parsed.exec_allowlist.get_or_insert_with(Vec::new);
                 }
-                other => return Err(format!("invalid --exec-allowlist value {other:?}")),
+                other => {
+                    return Err(SandboxError::Helper(format!(
+                        "invalid --exec-allowlist value {other:?}"
+                    )));
+                }
             },
             "--exec-allow" => {
                 let path = PathBuf::from(value("a path")?);
                 match &mut parsed.exec_allowlist {
                     Some(paths) if path.is_absolute() => paths.push(path),
-                    Some(_) => return Err(format!("--exec-allow {path:?} is not absolute")),
-                    None => return Err("--exec-allow before --exec-allowlist".into()),
+                    Some(_) => {
+                        return Err(SandboxError::Helper(format!(
+                            "--exec-allow {path:?} is not absolute"
+                        )));
+                    }
+                    None => {
+                        return Err(SandboxError::Helper(
+                            "--exec-allow before --exec-allowlist".into(),
+                        ));
+                    }
                 }
             }
             "--exec-map" => {
                 let path = PathBuf::from(value("a path")?);
                 match &parsed.exec_allowlist {
                     Some(_) if path.is_absolute() => parsed.exec_libraries.push(path),
-                    Some(_) => return Err(format!("--exec-map {path:?} is not absolute")),
-                    None => return Err("--exec-map before --exec-allowlist".into()),
+                    Some(_) => {
+                        return Err(SandboxError::Helper(format!(
+                            "--exec-map {path:?} is not absolute"
+                        )));
+                    }
+                    None => {
+                        return Err(SandboxError::Helper(
+                            "--exec-map before --exec-allowlist".into(),
+                        ));
+                    }
                 }
             }
             "--seccomp-fd" => {
                 let fd = value("a descriptor")?;
-                let fd: i32 = fd
-                    .parse()
-                    .ok()
-                    .filter(|n| *n > 2)
-                    .ok_or_else(|| format!("invalid --seccomp-fd descriptor {fd:?}"))?;
+                let fd: i32 = fd.parse().ok().filter(|n| *n > 2).ok_or_else(|| {
+                    SandboxError::Helper(format!("invalid --seccomp-fd descriptor {fd:?}"))
+                })?;
                 parsed.seccomp_fds.push(fd);
             }
             "--run-as" => {
@@ -167,8 +185,9 @@ pub fn decode(args: &[String]) -> Result<HelperArgs, String> {
                 let parsed_ids = ids
                     .split_once(':')
                     .and_then(|(u, g)| Some((u.parse().ok()?, g.parse().ok()?)));
-                parsed.run_as =
-                    Some(parsed_ids.ok_or_else(|| format!("invalid --run-as ids {ids:?}"))?);
+                parsed.run_as = Some(parsed_ids.ok_or_else(|| {
+                    SandboxError::Helper(format!("invalid --run-as ids {ids:?}"))
+                })?);
             }
             "--watch-root" => parsed.watch_roots.push(value("a path")?.into()),
             "--arg0" => parsed.arg0 = Some(value("a name")?),
@@ -181,23 +200,27 @@ pub fn decode(args: &[String]) -> Result<HelperArgs, String> {
             "--" => {
                 parsed.argv = args[i + 1..].to_vec();
                 if parsed.argv.is_empty() {
-                    return Err("no command after --".into());
+                    return Err(SandboxError::Helper("no command after --".into()));
                 }
                 return Ok(parsed);
             }
-            other => return Err(format!("unexpected helper argument {other:?}")),
+            other => {
+                return Err(SandboxError::Helper(format!(
+                    "unexpected helper argument {other:?}"
+                )));
+            }
         }
         i += 2;
     }
-    Err("missing -- before the command".into())
+    Err(SandboxError::Helper("missing -- before the command".into()))
 }
 
 /// A descriptor number above the standard three, for `flag`.
-fn descriptor(text: &str, flag: &str) -> Result<i32, String> {
+fn descriptor(text: &str, flag: &str) -> Result<i32, SandboxError> {
     text.parse()
         .ok()
         .filter(|n| *n > 2)
-        .ok_or_else(|| format!("invalid {flag} descriptor {text:?}"))
+        .ok_or_else(|| SandboxError::Helper(format!("invalid {flag} descriptor {text:?}")))
 }
 
 /// What to execute: the file, and the argv it sees (its `argv[0]` may differ).
@@ -209,7 +232,7 @@ struct Target {
 }
 
 /// Apply Landlock for `writable`. Returns the enforcement status.
-fn apply_landlock(writable: &[PathBuf], mode: LandlockMode) -> Result<RulesetStatus, String> {
+fn apply_landlock(writable: &[PathBuf], mode: LandlockMode) -> Result<RulesetStatus, SandboxError> {
     // Ask for the write rights this kernel knows (up to ABI 5, the newest file-system
     // rights this helper uses): asking for more would make a hard requirement fail on an
     // older kernel.
@@ -221,16 +244,18 @@ fn apply_landlock(writable: &[PathBuf], mode: LandlockMode) -> Result<RulesetSta
         LandlockMode::Required => CompatLevel::HardRequirement,
         _ => CompatLevel::BestEffort,
     });
-    let mut ruleset = ruleset.handle_access(write).map_err(|e| e.to_string())?;
+    let mut ruleset = ruleset
+        .handle_access(write)
+        .map_err(SandboxError::landlock)?;
     // From ABI 6 the kernel also scopes IPC: no connecting to abstract Unix sockets and no
     // signals beyond the sandbox. With the network on there is no new network namespace,
     // so this is what keeps the host's abstract sockets (X11, D-Bus, ...) out of reach.
     if kernel_abi >= 6 {
         ruleset = ruleset
             .scope(Scope::AbstractUnixSocket | Scope::Signal)
-            .map_err(|e| e.to_string())?;
+            .map_err(SandboxError::landlock)?;
     }
-    let mut created = ruleset.create().map_err(|e| e.to_string())?;
+    let mut created = ruleset.create().map_err(SandboxError::landlock)?;
     let mut targets: Vec<PathBuf> = writable.to_vec();
     targets.extend(["/tmp", "/dev"].map(PathBuf::from));
     for path in targets {
@@ -238,27 +263,17 @@ fn apply_landlock(writable: &[PathBuf], mode: LandlockMode) -> Result<RulesetSta
         let Ok(fd) = PathFd::new(&path) else { continue };
         created = created
             .add_rule(PathBeneath::new(fd, AccessFs::from_all(abi) & write))
-            .map_err(|e| e.to_string())?;
+            .map_err(SandboxError::landlock)?;
     }
-    let status = created.restrict_self().map_err(|e| e.to_string())?;
+    let status = created.restrict_self().map_err(SandboxError::landlock)?;
     Ok(status.ruleset)
-}
-
-/// Report a setup failure as `warden sandbox: …` and exit 125 before the command runs
-/// (the namespace builder's failures too).
-pub(crate) fn fail(message: &str) -> ! {
-    let _ = nix::unistd::write(
-        std::io::stderr(),
-        format!("warden sandbox: {message}\n").as_bytes(),
-    );
-    std::process::exit(SETUP_FAILED)
 }
 
 /// The helper's `main`: never returns.
 pub fn main(args: &[String]) -> ! {
     match decode(args) {
         Ok(parsed) => run(parsed),
-        Err(e) => fail(&e),
+        Err(e) => fail(e),
     }
 }
 
@@ -307,7 +322,7 @@ pub fn run(parsed: HelperArgs) -> ! {
             Err(e) if parsed.landlock == LandlockMode::Auto => {
                 let _ = e;
             }
-            Err(e) => fail(&format!(
+            Err(e) => fail(format!(
                 "Landlock is required but could not be applied: {e}"
             )),
         }
@@ -318,7 +333,7 @@ pub fn run(parsed: HelperArgs) -> ! {
     if let Some(paths) = &parsed.exec_allowlist
         && let Err(e) = crate::exec_allowlist::restrict(paths)
     {
-        fail(&format!(
+        fail(format!(
             "the exec allowlist (sandbox.exec_allowlist) could not be enforced: {e}"
         ))
     }
@@ -348,7 +363,7 @@ fn set_cloexec(fd: i32) {
     unsafe { nix::libc::fcntl(fd, nix::libc::F_SETFD, nix::libc::FD_CLOEXEC) };
 }
 
-/// Under bubblewrap with an exec allowlist (see `Bwrap::command_line`): the `noexec`
+/// Under bubblewrap with an exec allowlist (see `NamespaceSandbox::command_line`): the `noexec`
 /// layer on the finished mount tree, with the capability bubblewrap left for it; then
 /// every privilege dropped and the seccomp programs installed, as Warden's builder does
 /// in the command's process. Any failure ends the run before the command starts.
@@ -364,24 +379,24 @@ fn finish_confinement(parsed: &HelperArgs) {
             rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
             rustix::fs::Mode::empty(),
         )
-        .unwrap_or_else(|e| fail(&format!("open /: {e}")));
-        crate::builder::keep_executable_only(std::os::fd::AsFd::as_fd(&root), &allowed)
+        .unwrap_or_else(|e| fail(format!("open /: {e}")));
+        crate::exec_allowlist::keep_executable_only(std::os::fd::AsFd::as_fd(&root), &allowed)
             .unwrap_or_else(|e| {
-                fail(&format!(
+                fail(format!(
                     "the exec allowlist (sandbox.exec_allowlist) could not be enforced: {e}"
                 ))
             });
     }
     if let Some(ids) = parsed.run_as {
-        crate::confine::run_as_user(ids).unwrap_or_else(|e| fail(&e));
+        crate::confine::run_as_user(ids).unwrap_or_else(|e| fail(e));
     }
-    crate::confine::drop_privileges().unwrap_or_else(|e| fail(&e));
+    crate::confine::drop_privileges().unwrap_or_else(|e| fail(e));
     let programs: Vec<_> = parsed
         .seccomp_fds
         .iter()
-        .map(|fd| crate::confine::read_program(*fd).unwrap_or_else(|e| fail(&e)))
+        .map(|fd| crate::confine::read_program(*fd).unwrap_or_else(|e| fail(e)))
         .collect();
-    crate::confine::install_merged(&programs, false).unwrap_or_else(|e| fail(&e));
+    crate::confine::install_merged(&programs, false).unwrap_or_else(|e| fail(e));
 }
 
 /// Close descriptors `first..=last` (`last < first` closes nothing).
@@ -446,69 +461,4 @@ fn exec_command(target: &Target) -> ! {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn arguments_round_trip() {
-        let args = HelperArgs {
-            landlock: LandlockMode::Required,
-            writable: vec![PathBuf::from("/w s")],
-            exec_allowlist: Some(vec![PathBuf::from("/usr/bin/git"), PathBuf::from("/o pt")]),
-            exec_libraries: vec![PathBuf::from("/usr/lib/x86_64-linux-gnu")],
-            seccomp_fds: vec![3, 4],
-            run_as: Some((1000, 100)),
-            watch_fd: Some(7),
-            status_fd: Some(9),
-            watch_roots: vec![PathBuf::from("/w s"), PathBuf::from("/other")],
-            arg0: Some("unxz".into()),
-            argv: vec![
-                "/usr/bin/xz".to_string(),
-                "-c".into(),
-                "echo -- --rw x".into(),
-            ],
-        };
-        assert_eq!(decode(&encode(&args)).unwrap(), args);
-        let plain = HelperArgs {
-            argv: vec!["true".into()],
-            ..Default::default()
-        };
-        assert_eq!(decode(&encode(&plain)).unwrap(), plain);
-        // An allowlist with no entries left still restricts (nothing may execute).
-        let nothing = HelperArgs {
-            exec_allowlist: Some(Vec::new()),
-            argv: vec!["true".into()],
-            ..Default::default()
-        };
-        assert_eq!(decode(&encode(&nothing)).unwrap(), nothing);
-        for bad in [
-            &["--exec-allow", "/bin", "--", "x"][..],
-            &["--exec-allowlist", "maybe", "--", "x"],
-            &["--exec-map", "/lib", "--", "x"],
-            &[
-                "--exec-allowlist",
-                "enforce",
-                "--exec-map",
-                "lib",
-                "--",
-                "x",
-            ],
-            &[
-                "--exec-allowlist",
-                "enforce",
-                "--exec-allow",
-                "bin",
-                "--",
-                "x",
-            ],
-        ] {
-            let bad: Vec<String> = bad.iter().map(|s| s.to_string()).collect();
-            assert!(decode(&bad).is_err(), "{bad:?}");
-        }
-        assert!(decode(&["--watch-writes".into(), "1".into(), "--".into(), "x".into()]).is_err());
-        assert!(decode(&["--rw".into()]).is_err());
-        assert!(decode(&["--arg0".into()]).is_err());
-        assert!(decode(&["--".into()]).is_err());
-        assert!(decode(&["--bogus".into(), "--".into(), "x".into()]).is_err());
-    }
-}
+mod tests;

@@ -1,7 +1,7 @@
 //! The OS sandbox: `caps::Shell` providers that run every command confined.
 //!
-//! - [`bwrap`]: Linux bubblewrap — new user, pid, ipc, uts (and, unless allowed, net)
-//!   namespaces, a read-only root with user data hidden, writable binds only for
+//! - [`namespace`]: the Linux namespace sandbox, built by bubblewrap or by Warden's own
+//!   builder ([`builder`]) — new user, pid, ipc, uts (and, unless allowed, net) namespaces, a read-only root with user data hidden, writable binds only for
 //!   authorized paths, a private `/tmp`, no capabilities (even as root), seccomp filters,
 //!   and Landlock applied by a small helper right before the command executes (also the
 //!   optional exec allowlist, [`exec_allowlist`]).
@@ -20,20 +20,23 @@
 
 mod bpf;
 pub mod builder;
-pub mod bwrap;
 pub(crate) mod confine;
 pub mod container;
+mod error;
 pub mod exec_allowlist;
 pub(crate) mod exit_report;
 pub mod git;
 pub mod helper;
 pub mod landlock;
+mod mount_api;
 pub mod mounts;
+pub mod namespace;
 pub mod probe;
 pub mod probe_cache;
 pub mod protect;
 pub mod seatbelt;
 pub mod seccomp;
+mod setup_failure;
 pub mod subcommands;
 pub mod trusted;
 pub mod watch;
@@ -55,6 +58,8 @@ pub enum LandlockMode {
     Off,
 }
 
+// A parse error in text, as every `FromStr` of a setting is: the helper wraps it as a
+// `SandboxError::Helper` where it reads its own arguments.
 impl std::str::FromStr for LandlockMode {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -129,4 +134,8 @@ pub fn classify_refused_writes(
     }
 }
 
-pub use bwrap::{Builder, Bwrap, SandboxShell};
+/// Why a sandbox step failed: a mount step (its path and errno), a confining system call,
+/// a probe, the container runtime, a command line that cannot be parsed, the helper's
+/// arguments, Landlock, the write watch or a seccomp program. Its text is the diagnosis.
+pub use error::SandboxError;
+pub use namespace::{Builder, NamespaceSandbox, SandboxShell};

@@ -7,7 +7,8 @@ use std::process::{Command, Stdio};
 
 use serde::Serialize;
 
-use crate::bwrap::find_bwrap;
+use crate::SandboxError;
+use crate::namespace::find_bwrap;
 
 /// One check.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -31,6 +32,17 @@ pub struct Report {
     pub landlock_abi: i64,
 }
 
+/// What bubblewrap said when a trial run failed (its error output, or why it could not
+/// start).
+#[derive(Clone, Debug)]
+struct Complaint(String);
+
+impl std::fmt::Display for Complaint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 fn check(name: &str, ok: bool, detail: impl Into<String>) -> Check {
     Check {
         name: name.into(),
@@ -39,31 +51,34 @@ fn check(name: &str, ok: bool, detail: impl Into<String>) -> Check {
     }
 }
 
-/// Run `bwrap` with `args` and `/bin/true` inside; `Err` carries bubblewrap's complaint.
-fn try_bwrap(bwrap: &Path, args: &[&str]) -> Result<(), String> {
+/// Run `bwrap` with `args` and `/bin/true` inside; `Err` carries bubblewrap's complaint
+/// (text only: the probes below put it into their own diagnoses and checks).
+fn try_bwrap(bwrap: &Path, args: &[&str]) -> Result<(), Complaint> {
     let out = Command::new(bwrap)
         .args(args)
         .args(["--", "/bin/true"])
         .env_clear()
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("cannot run {}: {e}", bwrap.display()))?;
+        .map_err(|e| Complaint(format!("cannot run {}: {e}", bwrap.display())))?;
     if out.status.success() {
         Ok(())
     } else {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
+        Err(Complaint(
+            String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        ))
     }
 }
 
 /// Whether bubblewrap can build the namespaces the sandbox uses; `Err` is the diagnosis.
-pub fn namespaces_work(bwrap: &Path) -> Result<(), String> {
+pub fn namespaces_work(bwrap: &Path) -> Result<(), SandboxError> {
     try_bwrap(bwrap, &["--unshare-user", "--unshare-pid", "--unshare-net", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"])
-        .map_err(|e| format!("bubblewrap cannot create the sandbox's namespaces here ({e}); user namespaces may be disabled"))
+        .map_err(|e| SandboxError::Probe(format!("bubblewrap cannot create the sandbox's namespaces here ({e}); user namespaces may be disabled")))
 }
 
 /// Whether Warden's own builder (`crate::builder`, in the `helper` binary) can build the
 /// sandbox's namespaces; `Err` is the diagnosis.
-pub fn builder_works(helper: &Path) -> Result<(), String> {
+pub fn builder_works(helper: &Path) -> Result<(), SandboxError> {
     let h = helper.to_string_lossy();
     let out = Command::new(helper)
         .args([
@@ -91,14 +106,14 @@ pub fn builder_works(helper: &Path) -> Result<(), String> {
         .env_clear()
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("cannot run {h}: {e}"))?;
+        .map_err(|e| SandboxError::Probe(format!("cannot run {h}: {e}")))?;
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!(
+        Err(SandboxError::Probe(format!(
             "Warden's namespace builder cannot create the sandbox's namespaces here ({}); user namespaces may be disabled",
             String::from_utf8_lossy(&out.stderr).trim()
-        ))
+        )))
     }
 }
 
@@ -126,7 +141,10 @@ pub fn probe(bwrap_dirs: &[PathBuf]) -> Report {
             checks.push(check(
                 "user namespaces",
                 userns.is_ok(),
-                userns.clone().err().unwrap_or_else(|| "available".into()),
+                userns
+                    .clone()
+                    .err()
+                    .map_or_else(|| "available".into(), |e| e.0),
             ));
             let proc_ok = try_bwrap(
                 &bwrap,
@@ -143,7 +161,10 @@ pub fn probe(bwrap_dirs: &[PathBuf]) -> Report {
             checks.push(check(
                 "fresh /proc",
                 proc_ok.is_ok(),
-                proc_ok.clone().err().unwrap_or_else(|| "mountable".into()),
+                proc_ok
+                    .clone()
+                    .err()
+                    .map_or_else(|| "mountable".into(), |e| e.0),
             ));
             if let Err(e) = userns.and(proc_ok) {
                 unavailable = Some(format!("bubblewrap cannot create its namespaces here: {e}"));

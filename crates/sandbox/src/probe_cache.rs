@@ -21,6 +21,8 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
+use crate::SandboxError;
+
 /// Bumped when the probe's flags change, so old entries stop matching.
 const PROBE_VERSION: &str = "namespaces-v2";
 
@@ -65,7 +67,7 @@ fn key(program: &Path) -> std::io::Result<String> {
 /// Whether bubblewrap can build the sandbox's namespaces, answered from `cache` when it
 /// holds a success under the current key, else by probing (and remembering a success).
 /// `Err` is the diagnosis.
-pub fn namespaces_work_cached(bwrap: &Path, cache: &Path) -> Result<(), String> {
+pub fn namespaces_work_cached(bwrap: &Path, cache: &Path) -> Result<(), SandboxError> {
     cached(bwrap, cache, crate::probe::namespaces_work)
 }
 
@@ -79,7 +81,7 @@ pub fn namespaces_work_cached(bwrap: &Path, cache: &Path) -> Result<(), String> 
 pub fn builder_works_cached(
     helper: &caps::process::OpenedProgram,
     cache: &Path,
-) -> Result<(), String> {
+) -> Result<(), SandboxError> {
     // Keyed by the file where it was found (its exec path names this process's
     // descriptor, different in every process), run through the opened file.
     let (found, helper) = (helper.real_path(), helper.exec_path());
@@ -95,7 +97,7 @@ pub fn builder_works_cached(
     match std::fs::read_to_string(&cache) {
         Ok(stored) if stored == key => return Ok(()),
         Ok(stored) if stored.starts_with(&failed) => {
-            return Err(stored[failed.len()..].to_owned());
+            return Err(SandboxError::Probe(stored[failed.len()..].to_owned()));
         }
         _ => {}
     }
@@ -117,8 +119,8 @@ pub fn builder_works_cached(
 fn cached(
     program: &Path,
     cache: &Path,
-    probe: fn(&Path) -> Result<(), String>,
-) -> Result<(), String> {
+    probe: fn(&Path) -> Result<(), SandboxError>,
+) -> Result<(), SandboxError> {
     let Ok(key) = key(program) else {
         return probe(program);
     };
@@ -198,7 +200,9 @@ mod tests {
         let cache = tmp.path().join("state/cache/probe");
         let bwrap = fake_bwrap(tmp.path(), false);
         for _ in 0..2 {
-            let err = namespaces_work_cached(&bwrap, &cache).unwrap_err();
+            let err = namespaces_work_cached(&bwrap, &cache)
+                .unwrap_err()
+                .to_string();
             assert!(err.contains("No permissions"), "{err}");
         }
         assert_eq!(runs(tmp.path()), 2, "a failure must be probed again");
@@ -231,7 +235,9 @@ mod tests {
         let open = |path: &Path| caps::process::OpenedProgram::open(path).unwrap();
         let helper = open(&fake_bwrap(tmp.path(), false));
         for _ in 0..2 {
-            let err = builder_works_cached(&helper, &cache).unwrap_err();
+            let err = builder_works_cached(&helper, &cache)
+                .unwrap_err()
+                .to_string();
             assert!(err.contains("No permissions"), "{err}");
         }
         assert_eq!(

@@ -26,7 +26,7 @@ pub fn is_subcommand(name: &std::ffi::OsStr) -> bool {
 /// failure of the sandbox.
 pub fn run(args: &[OsString]) -> ! {
     let Some((name, rest)) = args.split_first() else {
-        crate::helper::fail("no helper subcommand")
+        crate::setup_failure::fail("no helper subcommand")
     };
     if name == caps::process::REAPER_SUBCOMMAND {
         caps::process::run_reaper(rest);
@@ -43,7 +43,7 @@ pub fn run(args: &[OsString]) -> ! {
         .iter()
         .map(|a| {
             a.clone().into_string().unwrap_or_else(|a| {
-                crate::helper::fail(&format!("helper argument {a:?} is not UTF-8"))
+                crate::setup_failure::fail(format!("helper argument {a:?} is not UTF-8"))
             })
         })
         .collect();
@@ -53,5 +53,5 @@ pub fn run(args: &[OsString]) -> ! {
     if name == crate::helper::SUBCOMMAND {
         crate::helper::main(&text);
     }
-    crate::helper::fail(&format!("unknown helper subcommand {name:?}"))
+    crate::setup_failure::fail(format!("unknown helper subcommand {name:?}"))
 }

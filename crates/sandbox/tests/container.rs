@@ -56,7 +56,7 @@ fn shell(fx: &Fixture) -> ContainerShell {
 fn read_only_shell(fx: &Fixture) -> ContainerShell {
     let container = container(fx);
     assert_eq!(
-        container.read_only(),
+        container.read_only().map_err(|e| e.to_string()),
         Ok(()),
         "the read-only view works here"
     );
@@ -821,7 +821,7 @@ async fn without_a_read_only_root_there_is_no_read_only_view() {
         return;
     };
     let container = container(&fx);
-    let why = container.read_only().unwrap_err().to_owned();
+    let why = container.read_only().unwrap_err().to_string();
     assert!(why.contains("was not started with --read-only"), "{why}");
     assert!(
         why.contains(&format!("podman run -d --name {} --read-only", fx.name)),
@@ -850,7 +850,7 @@ fn the_read_only_view_needs_its_programs_and_user_namespaces() {
     ) else {
         return;
     };
-    let why = container(&no_unshare).read_only().unwrap_err().to_owned();
+    let why = container(&no_unshare).read_only().unwrap_err().to_string();
     assert!(why.contains("no unshare"), "{why}");
     drop(no_unshare);
     // A seccomp profile that refuses unshare(2), as Docker's default does for
@@ -873,6 +873,6 @@ fn the_read_only_view_needs_its_programs_and_user_namespaces() {
         },
     )
     .unwrap();
-    let why = container(&no_userns).read_only().unwrap_err().to_owned();
+    let why = container(&no_userns).read_only().unwrap_err().to_string();
     assert!(why.contains("user namespaces must be allowed"), "{why}");
 }

@@ -19,8 +19,8 @@
 //! the same file (device and inode) — else nothing runs.
 
 use std::ffi::CString;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::path::{Component, Path, PathBuf};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
 
 use rustix::fs::{Mode, OFlags, ResolveFlags};
 use rustix::mount::{
@@ -28,6 +28,9 @@ use rustix::mount::{
 };
 
 use super::spec::Op;
+use crate::SandboxError;
+use crate::exec_allowlist::keep_executable_only;
+use crate::mount_api::{attach, clone_tree, err, open_in, relative, set_attrs, tmpfs};
 
 /// Device nodes a minimal `/dev` gets from the host (bubblewrap's set).
 const DEVICE_NODES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
@@ -49,160 +52,21 @@ pub struct FdSource {
 
 impl FdSource {
     /// What descriptor `fd` is, read before any namespace is made.
-    pub fn of(fd: i32) -> Result<FdSource, String> {
+    pub fn of(fd: i32) -> Result<FdSource, SandboxError> {
         let path = std::fs::read_link(format!("/proc/self/fd/{fd}"))
-            .map_err(|e| format!("descriptor {fd} to bind: {e}"))?;
+            .map_err(|e| SandboxError::Tree(format!("descriptor {fd} to bind: {e}")))?;
         // SAFETY: the descriptor was handed to this process for this bind and stays open
         // for its whole life; it is only borrowed here.
         let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
-        let st = rustix::fs::fstat(borrowed)
-            .map_err(|e| format!("descriptor {fd} to bind ({}): {e}", path.display()))?;
+        let st = rustix::fs::fstat(borrowed).map_err(|e| {
+            SandboxError::Tree(format!("descriptor {fd} to bind ({}): {e}", path.display()))
+        })?;
         Ok(FdSource {
             fd,
             path,
             id: (st.st_dev, st.st_ino),
         })
     }
-}
-
-fn err(what: &str, path: &Path, e: impl std::fmt::Display) -> String {
-    format!("{what} {}: {e}", path.display())
-}
-
-/// `path` relative to `/` (a plan path is absolute).
-fn relative(path: &Path) -> PathBuf {
-    path.components()
-        .filter(|c| !matches!(c, Component::RootDir))
-        .collect()
-}
-
-/// `mount_setattr(2)`'s argument (rustix does not wrap the call).
-#[repr(C)]
-struct MountAttr {
-    attr_set: u64,
-    attr_clr: u64,
-    propagation: u64,
-    userns_fd: u64,
-}
-
-/// Set `attrs` on the mount (or, `recursive`, the mount tree) `fd` is the root of.
-fn set_attrs(fd: BorrowedFd<'_>, attrs: MountAttrFlags, recursive: bool) -> rustix::io::Result<()> {
-    let attr = MountAttr {
-        attr_set: u64::from(attrs.bits()),
-        attr_clr: 0,
-        propagation: 0,
-        userns_fd: 0,
-    };
-    let mut flags = nix::libc::AT_EMPTY_PATH as u32;
-    if recursive {
-        flags |= nix::libc::AT_RECURSIVE as u32;
-    }
-    // SAFETY: a valid descriptor, an empty C string, and a correctly sized struct that
-    // lives across the call.
-    let r = unsafe {
-        nix::libc::syscall(
-            nix::libc::SYS_mount_setattr,
-            fd.as_raw_fd(),
-            c"".as_ptr(),
-            flags,
-            &attr as *const MountAttr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(rustix::io::Errno::from_raw_os_error(
-            nix::errno::Errno::last_raw(),
-        ))
-    }
-}
-
-/// A detached tmpfs (`mode=0755`), mounted with `attrs`.
-fn tmpfs(attrs: MountAttrFlags) -> rustix::io::Result<OwnedFd> {
-    let fs = rustix::mount::fsopen("tmpfs", FsOpenFlags::FSOPEN_CLOEXEC)?;
-    rustix::mount::fsconfig_set_string(&fs, "mode", "0755")?;
-    rustix::mount::fsconfig_create(&fs)?;
-    rustix::mount::fsmount(&fs, FsMountFlags::FSMOUNT_CLOEXEC, attrs)
-}
-
-/// A detached copy of the mount tree rooted where `fd` is (it and every mount beneath).
-fn clone_tree(fd: BorrowedFd<'_>) -> rustix::io::Result<OwnedFd> {
-    rustix::mount::open_tree(
-        fd,
-        "",
-        OpenTreeFlags::OPEN_TREE_CLONE
-            | OpenTreeFlags::OPEN_TREE_CLOEXEC
-            | OpenTreeFlags::AT_EMPTY_PATH
-            | OpenTreeFlags::AT_RECURSIVE,
-    )
-}
-
-/// Attach the detached mount `tree` on `target` (a descriptor of the mount point).
-fn attach(tree: &OwnedFd, target: BorrowedFd<'_>) -> rustix::io::Result<()> {
-    rustix::mount::move_mount(
-        tree,
-        "",
-        target,
-        "",
-        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
-    )
-}
-
-/// `path` opened (`O_PATH`) beneath `root`, as if `root` were `/`: symlinks resolve
-/// inside it.
-fn open_in(root: BorrowedFd<'_>, path: &Path) -> Result<OwnedFd, String> {
-    rustix::fs::openat2(
-        root,
-        relative(path),
-        OFlags::PATH | OFlags::CLOEXEC,
-        Mode::empty(),
-        ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS,
-    )
-    .map_err(|e| err("open", path, e))
-}
-
-/// With an exec allowlist, every mount of the tree at `root` becomes `noexec` except
-/// `allowed` — the listed programs, their loaders and the directories of the libraries
-/// they need (real paths; one the tree hides or lacks is skipped: it allows nothing).
-/// Each is cloned as it is now, before the tree is marked, and attached again on top of
-/// itself: a clone keeps the flags it was made with. A file clone is made read-only too,
-/// so a listed program inside a writable path cannot be changed into another during the
-/// run (and, a mount point, not renamed or removed). Warden's builder does this before
-/// the new root is entered; under bubblewrap, the helper does it to its own root with
-/// the capability bubblewrap left it for this, before dropping it.
-pub(crate) fn keep_executable_only(
-    root: BorrowedFd<'_>,
-    allowed: &[PathBuf],
-) -> Result<(), String> {
-    let mut ordered: Vec<&PathBuf> = allowed.iter().collect();
-    ordered.sort_by_key(|p| p.components().count());
-    let mut clones: Vec<(&PathBuf, OwnedFd)> = Vec::new();
-    for path in ordered {
-        // Beneath a directory already kept: it comes with it.
-        if clones.iter().any(|(kept, _)| path.starts_with(kept)) {
-            continue;
-        }
-        let Ok(at) = open_in(root, path) else {
-            continue; // hidden or missing inside: nothing to allow
-        };
-        let is_dir = rustix::fs::fstat(&at)
-            .map(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_dir())
-            .map_err(|e| err("stat", path, e))?;
-        let clone = clone_tree(at.as_fd()).map_err(|e| err("clone", path, e))?;
-        if !is_dir {
-            set_attrs(clone.as_fd(), MountAttrFlags::MOUNT_ATTR_RDONLY, false)
-                .map_err(|e| err("make read-only", path, e))?;
-        }
-        clones.push((path, clone));
-    }
-    set_attrs(root, MountAttrFlags::MOUNT_ATTR_NOEXEC, true)
-        .map_err(|e| err("make noexec", Path::new("/"), e))?;
-    for (path, clone) in clones {
-        let target = open_in(root, path)?;
-        attach(&clone, target.as_fd()).map_err(|e| err("keep executable", path, e))?;
-    }
-    Ok(())
 }
 
 /// The tree being built: the host's under `/oldroot`, the sandbox's under `/newroot`.
@@ -215,7 +79,7 @@ impl Tree {
     /// Step 1: a private tmpfs as `/` with the host's tree at `/oldroot`, and the host's
     /// tree cloned read-only at `/newroot`. The caller is in new user and mount
     /// namespaces.
-    pub fn start() -> Result<Tree, String> {
+    pub fn start() -> Result<Tree, SandboxError> {
         let root = Path::new("/");
         // Nothing propagates either way from here on: not the sandbox's mounts to the
         // host, and — stricter than bubblewrap, which keeps the tree a downstream (slave)
@@ -265,7 +129,7 @@ impl Tree {
     }
 
     /// Step 2: one operation of the plan.
-    pub fn apply(&self, op: &Op, fd_sources: &[FdSource]) -> Result<(), String> {
+    pub fn apply(&self, op: &Op, fd_sources: &[FdSource]) -> Result<(), SandboxError> {
         let plain = MountAttrFlags::MOUNT_ATTR_NOSUID | MountAttrFlags::MOUNT_ATTR_NODEV;
         let bind_attrs = |writable: bool| {
             if writable {
@@ -308,7 +172,9 @@ impl Tree {
             }
             Op::BindFd { fd, dest, writable } => {
                 let known = fd_sources.iter().find(|s| s.fd == *fd).ok_or_else(|| {
-                    format!("descriptor {fd} was not looked at before the namespaces were made")
+                    SandboxError::Tree(format!(
+                        "descriptor {fd} was not looked at before the namespaces were made"
+                    ))
                 })?;
                 let src = rustix::fs::openat2(
                     &self.old_root,
@@ -320,10 +186,9 @@ impl Tree {
                 .map_err(|e| err("open again", &known.path, e))?;
                 let st = rustix::fs::fstat(&src).map_err(|e| err("stat", &known.path, e))?;
                 if (st.st_dev, st.st_ino) != known.id {
-                    return Err(format!(
-                        "{} changed between its check and the sandbox's start; nothing was run",
-                        known.path.display()
-                    ));
+                    return Err(SandboxError::Changed {
+                        path: known.path.clone(),
+                    });
                 }
                 self.bind(src.as_fd(), dest, bind_attrs(*writable), true)
             }
@@ -338,7 +203,7 @@ impl Tree {
         dest: &Path,
         attrs: MountAttrFlags,
         is_dir: bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), SandboxError> {
         let clone = clone_tree(src).map_err(|e| err("clone for", dest, e))?;
         set_attrs(clone.as_fd(), attrs, true).map_err(|e| err("set flags for", dest, e))?;
         let target = self.ensure(dest, is_dir)?;
@@ -346,13 +211,13 @@ impl Tree {
     }
 
     /// `path` opened (`O_PATH`) inside the new root; symlinks resolve inside it.
-    fn inside(&self, path: &Path) -> Result<OwnedFd, String> {
+    fn inside(&self, path: &Path) -> Result<OwnedFd, SandboxError> {
         open_in(self.new_root.as_fd(), path)
     }
 
     /// `path` inside the new root, created if missing (a directory with its parents, or
     /// an empty file) — possible only where the sandbox's own tmpfs is, as bubblewrap.
-    fn ensure(&self, path: &Path, is_dir: bool) -> Result<OwnedFd, String> {
+    fn ensure(&self, path: &Path, is_dir: bool) -> Result<OwnedFd, SandboxError> {
         match self.inside(path) {
             Ok(fd) => return Ok(fd),
             Err(_) if path.parent().is_none() => return self.inside(path),
@@ -360,9 +225,9 @@ impl Tree {
         }
         let parent = path.parent().unwrap_or(Path::new("/"));
         let parent_fd = self.ensure(parent, true)?;
-        let name = path
-            .file_name()
-            .ok_or_else(|| format!("{} has no name to create", path.display()))?;
+        let name = path.file_name().ok_or_else(|| {
+            SandboxError::Tree(format!("{} has no name to create", path.display()))
+        })?;
         let created = if is_dir {
             rustix::fs::mkdirat(&parent_fd, name, Mode::from_raw_mode(0o755))
         } else {
@@ -382,7 +247,7 @@ impl Tree {
 
     /// A minimal `/dev` at `dest`: a tmpfs with the host's harmless device nodes bound in,
     /// a private devpts, and the usual links.
-    fn dev(&self, dest: &Path) -> Result<(), String> {
+    fn dev(&self, dest: &Path) -> Result<(), SandboxError> {
         let mut nodes = Vec::new();
         for name in DEVICE_NODES {
             let host = Path::new("/dev").join(name);
@@ -459,7 +324,7 @@ impl Tree {
 
     /// A fresh `/proc` of the sandbox's pid namespace at `dest`, its kernel settings
     /// read-only. The caller is that namespace's pid 1.
-    fn proc(&self, dest: &Path) -> Result<(), String> {
+    fn proc(&self, dest: &Path) -> Result<(), SandboxError> {
         let fs = rustix::mount::fsopen("proc", FsOpenFlags::FSOPEN_CLOEXEC)
             .and_then(|fs| {
                 rustix::mount::fsconfig_create(&fs)?;
@@ -509,12 +374,12 @@ impl Tree {
     }
 
     /// Step 2b, with an exec allowlist: see [`keep_executable_only`].
-    pub fn exec_only(&self, allowed: &[PathBuf]) -> Result<(), String> {
+    pub fn exec_only(&self, allowed: &[PathBuf]) -> Result<(), SandboxError> {
         keep_executable_only(self.new_root.as_fd(), allowed)
     }
 
     /// Step 3: the new root becomes `/`, the host's tree and the base are gone.
-    pub fn finish(self, chdir: Option<&Path>) -> Result<(), String> {
+    pub fn finish(self, chdir: Option<&Path>) -> Result<(), SandboxError> {
         let root = Path::new("/");
         drop(self.old_root);
         rustix::mount::unmount("/oldroot", UnmountFlags::DETACH)
@@ -529,10 +394,10 @@ impl Tree {
             .map_err(|e| err("detach the base", root, e))?;
         rustix::process::chdir("/").map_err(|e| err("chdir", root, e))?;
         if let Some(dir) = chdir {
-            let c = CString::new(dir.as_os_str().as_encoded_bytes())
-                .map_err(|_| format!("{} contains a NUL byte", dir.display()))?;
-            rustix::process::chdir(c.as_c_str())
-                .map_err(|e| format!("Can't chdir to {}: {e}", dir.display()))?;
+            let c = CString::new(dir.as_os_str().as_encoded_bytes()).map_err(|_| {
+                SandboxError::Tree(format!("{} contains a NUL byte", dir.display()))
+            })?;
+            rustix::process::chdir(c.as_c_str()).map_err(|e| err("Can't chdir to", dir, e))?;
         }
         Ok(())
     }

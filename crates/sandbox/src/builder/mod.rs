@@ -12,7 +12,7 @@
 //!    sandbox's pid 1, and exits with its status. It dies with Warden. Started by Warden's
 //!    companion (`caps::process::start_companion`), the builder is *born* as pid 1 of
 //!    those namespaces (`caps::process::ProcessSpec::born_in`, asked for by
-//!    `Bwrap::born_in`): there is no launcher, and pid 1 checks that every namespace its
+//!    `NamespaceSandbox::born_in`): there is no launcher, and pid 1 checks that every namespace its
 //!    command line needs was made (`check_born_in`).
 //! 2. **pid 1** builds the filesystem (`fs.rs`), brings the loopback interface up in a new
 //!    network namespace, drops every capability, makes itself non-dumpable (the command,
@@ -35,16 +35,16 @@
 mod fs;
 mod spec;
 
-pub(crate) use fs::keep_executable_only;
 pub use spec::{Op, Spec, parse};
 
 use std::os::fd::AsRawFd;
 
 use nix::libc;
 
+use crate::SandboxError;
 use crate::confine::{drop_privileges, install_merged, read_program};
 use crate::exit_report::End;
-use crate::helper::fail;
+use crate::setup_failure::fail;
 
 /// The helper's argument that selects the builder: `HELPER __sandbox-build <bubblewrap's
 /// arguments>`.
@@ -52,7 +52,7 @@ pub const SUBCOMMAND: &str = "__sandbox-build";
 
 /// The builder's `main` (the launcher): never returns.
 pub fn main(args: &[String]) -> ! {
-    let spec = parse(args).unwrap_or_else(|e| fail(&e));
+    let spec = parse(args).unwrap_or_else(|e| fail(e));
     // The command is always the helper, which runs in the command's process without
     // another exec: this binary is the helper.
     let helper_args = match spec.command.get(1) {
@@ -66,7 +66,7 @@ pub fn main(args: &[String]) -> ! {
             die_with_parent();
         }
         let fd_sources = bound_sources(&spec);
-        check_born_in(&spec).unwrap_or_else(|e| fail(&e));
+        check_born_in(&spec).unwrap_or_else(|e| fail(e));
         pid1(&spec, &fd_sources, &helper_args)
     }
     let fd_sources = bound_sources(&spec);
@@ -85,12 +85,12 @@ pub fn main(args: &[String]) -> ! {
     // SAFETY: this process has one thread, so no other thread can see a changed
     // descriptor table (FILES is not asked for anyway).
     unsafe { rustix::thread::unshare_unsafe(flags) }.unwrap_or_else(|e| {
-        fail(&format!(
+        fail(format!(
             "cannot create the sandbox's namespaces ({e}); user namespaces may be disabled"
         ))
     });
     crate::confine::map_ids((uid.as_raw(), gid.as_raw()), (uid.as_raw(), gid.as_raw()))
-        .unwrap_or_else(|e| fail(&e));
+        .unwrap_or_else(|e| fail(e));
     // SAFETY: one thread; the child only makes system calls and runs the helper.
     match unsafe { nix::unistd::fork() } {
         Ok(nix::unistd::ForkResult::Child) => pid1(&spec, &fd_sources, &helper_args),
@@ -98,10 +98,10 @@ pub fn main(args: &[String]) -> ! {
             close_from(3);
             // It only waits from here on: nothing it holds in the new user namespace is
             // needed (if this fails, pid 1 dies with it, and the sandbox with pid 1).
-            drop_privileges().unwrap_or_else(|e| fail(&e));
+            drop_privileges().unwrap_or_else(|e| fail(e));
             std::process::exit(wait_for(child))
         }
-        Err(e) => fail(&format!("fork: {e}")),
+        Err(e) => fail(format!("fork: {e}")),
     }
 }
 
@@ -113,7 +113,7 @@ fn bound_sources(spec: &Spec) -> Vec<fs::FdSource> {
             Op::BindFd { fd, .. } => Some(*fd),
             _ => None,
         })
-        .map(|fd| fs::FdSource::of(fd).unwrap_or_else(|e| fail(&e)))
+        .map(|fd| fs::FdSource::of(fd).unwrap_or_else(|e| fail(e)))
         .collect()
 }
 
@@ -122,7 +122,7 @@ fn bound_sources(spec: &Spec) -> Vec<fs::FdSource> {
 /// caller's ids mapped to themselves, one each), and the other namespaces are owned by
 /// that user namespace, so they were made with it. Whoever started it cannot have left
 /// one out unnoticed.
-fn check_born_in(spec: &Spec) -> Result<(), String> {
+fn check_born_in(spec: &Spec) -> Result<(), SandboxError> {
     let (uid, gid) = (
         nix::unistd::getuid().as_raw(),
         nix::unistd::getgid().as_raw(),
@@ -133,7 +133,9 @@ fn check_born_in(spec: &Spec) -> Result<(), String> {
         fields == [id.to_string(), id.to_string(), "1".to_owned()]
     };
     if !one_line("/proc/self/uid_map", uid) || !one_line("/proc/self/gid_map", gid) {
-        return Err("started as pid 1 but not in a new user namespace".into());
+        return Err(SandboxError::Confine(
+            "started as pid 1 but not in a new user namespace".into(),
+        ));
     }
     let user = ns_inode("user")?;
     let mut needed = vec!["mnt", "pid", "ipc", "uts"];
@@ -142,43 +144,44 @@ fn check_born_in(spec: &Spec) -> Result<(), String> {
     }
     for kind in needed {
         if owner_inode(kind)? != Some(user) {
-            return Err(format!(
+            return Err(SandboxError::Confine(format!(
                 "started as pid 1 but its {kind} namespace was not made with its user namespace"
-            ));
+            )));
         }
     }
     Ok(())
 }
 
 /// The inode of this process's `kind` namespace.
-fn ns_inode(kind: &str) -> Result<u64, String> {
+fn ns_inode(kind: &str) -> Result<u64, SandboxError> {
     let path = format!("/proc/self/ns/{kind}");
     std::fs::metadata(&path)
         .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
-        .map_err(|e| format!("{path}: {e}"))
+        .map_err(|e| SandboxError::Confine(format!("{path}: {e}")))
 }
 
 /// The inode of the user namespace that owns this process's `kind` namespace
 /// (`NS_GET_USERNS`); `None` when that is above this process's own (the kernel does not
 /// show it: EPERM).
-fn owner_inode(kind: &str) -> Result<Option<u64>, String> {
+fn owner_inode(kind: &str) -> Result<Option<u64>, SandboxError> {
     /// `NS_GET_USERNS` (`_IO(0xb7, 0x1)`, `linux/nsfs.h`).
     const NS_GET_USERNS: libc::c_ulong = 0xb701;
     let path = format!("/proc/self/ns/{kind}");
-    let ns = std::fs::File::open(&path).map_err(|e| format!("{path}: {e}"))?;
+    let ns =
+        std::fs::File::open(&path).map_err(|e| SandboxError::Confine(format!("{path}: {e}")))?;
     // SAFETY: NS_GET_USERNS takes no argument and returns a new descriptor (or -1).
     let owner = unsafe { libc::ioctl(ns.as_raw_fd(), NS_GET_USERNS as _) };
     if owner < 0 {
         return match nix::errno::Errno::last() {
             nix::errno::Errno::EPERM => Ok(None),
-            e => Err(format!("owner of {path}: {e}")),
+            e => Err(SandboxError::Confine(format!("owner of {path}: {e}"))),
         };
     }
     // SAFETY: the kernel just returned this descriptor to us.
     let owner = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(owner) };
     rustix::fs::fstat(&owner)
         .map(|st| Some(st.st_ino))
-        .map_err(|e| format!("owner of {path}: {e}"))
+        .map_err(|e| SandboxError::Confine(format!("owner of {path}: {e}")))
 }
 
 /// Killed when the parent ends (bubblewrap's `--die-with-parent`).
@@ -196,7 +199,7 @@ fn wait_for(child: nix::unistd::Pid) -> i32 {
             Ok(WaitStatus::Exited(_, code)) => return code,
             Ok(WaitStatus::Signaled(_, signal, _)) => return 128 + signal as i32,
             Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => fail(&format!("waitpid: {e}")),
+            Err(e) => fail(format!("waitpid: {e}")),
         }
     }
 }
@@ -213,10 +216,10 @@ fn pid1(spec: &Spec, fd_sources: &[fs::FdSource], helper_args: &[String]) -> ! {
     if spec.die_with_parent {
         die_with_parent();
     }
-    let mut helper = crate::helper::decode(helper_args).unwrap_or_else(|e| fail(&e));
-    let tree = fs::Tree::start().unwrap_or_else(|e| fail(&e));
+    let mut helper = crate::helper::decode(helper_args).unwrap_or_else(|e| fail(e));
+    let tree = fs::Tree::start().unwrap_or_else(|e| fail(e));
     for op in &spec.ops {
-        tree.apply(op, fd_sources).unwrap_or_else(|e| fail(&e));
+        tree.apply(op, fd_sources).unwrap_or_else(|e| fail(e));
     }
     // An exec allowlist's first layer: nothing but the listed programs, their loaders
     // and their libraries' directories on a mount that allows code (the helper adds
@@ -227,16 +230,16 @@ fn pid1(spec: &Spec, fd_sources: &[fs::FdSource], helper_args: &[String]) -> ! {
             .chain(&helper.exec_libraries)
             .cloned()
             .collect();
-        tree.exec_only(&allowed).unwrap_or_else(|e| fail(&e));
+        tree.exec_only(&allowed).unwrap_or_else(|e| fail(e));
     }
     tree.finish(spec.chdir.as_deref())
-        .unwrap_or_else(|e| fail(&e));
+        .unwrap_or_else(|e| fail(e));
     if spec.unshare_net {
-        loopback_up().unwrap_or_else(|e| fail(&e));
+        loopback_up().unwrap_or_else(|e| fail(e));
     }
     // Built: like bubblewrap's pid 1, it keeps nothing while the command runs — no
     // capability, no new privileges — and the command's process starts from that.
-    drop_privileges().unwrap_or_else(|e| fail(&e));
+    drop_privileges().unwrap_or_else(|e| fail(e));
     // Nor may the command, the same user, reach into pid 1 through /proc (its
     // descriptors: the status and watch reports).
     // SAFETY: plain prctl.
@@ -262,7 +265,7 @@ fn pid1(spec: &Spec, fd_sources: &[fs::FdSource], helper_args: &[String]) -> ! {
             None,
             nix::sys::socket::SockFlag::SOCK_CLOEXEC,
         )
-        .unwrap_or_else(|e| fail(&format!("socketpair for the write watch: {e}")))
+        .unwrap_or_else(|e| fail(format!("socketpair for the write watch: {e}")))
     });
     // SAFETY: one thread; the child only makes system calls and runs the helper.
     match unsafe { nix::unistd::fork() } {
@@ -289,7 +292,7 @@ fn pid1(spec: &Spec, fd_sources: &[fs::FdSource], helper_args: &[String]) -> ! {
             };
             exit_reporting(spec.status_fd, end)
         }
-        Err(e) => fail(&format!("fork: {e}")),
+        Err(e) => fail(format!("fork: {e}")),
     }
 }
 
@@ -324,7 +327,7 @@ fn reap_until(command: nix::unistd::Pid) -> End {
                 return End::from_wait(status);
             }
             Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => fail(&format!("waitpid: {e}")),
+            Err(e) => fail(format!("waitpid: {e}")),
         }
     }
 }
@@ -351,7 +354,7 @@ fn exit_reporting(status_fd: Option<i32>, end: End) -> ! {
 
 /// `lo` up in the new network namespace (bubblewrap does the same), so that a command can
 /// still talk to itself; nothing else is there.
-fn loopback_up() -> Result<(), String> {
+fn loopback_up() -> Result<(), SandboxError> {
     /// `struct ifreq` as far as the flags.
     #[repr(C)]
     struct IfReq {
@@ -365,7 +368,10 @@ fn loopback_up() -> Result<(), String> {
         nix::sys::socket::SockFlag::SOCK_CLOEXEC,
         None,
     )
-    .map_err(|e| format!("socket for lo: {e}"))?;
+    .map_err(|errno| SandboxError::Syscall {
+        step: "socket for lo",
+        errno,
+    })?;
     let mut req = IfReq {
         name: [0; libc::IFNAMSIZ],
         flags: 0,
@@ -376,11 +382,11 @@ fn loopback_up() -> Result<(), String> {
     // calls.
     unsafe {
         if libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req as *mut IfReq) != 0 {
-            return Err(format!("lo: {}", nix::errno::Errno::last()));
+            return Err(SandboxError::last_errno("lo"));
         }
         req.flags |= libc::IFF_UP as libc::c_short;
         if libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req as *const IfReq) != 0 {
-            return Err(format!("lo up: {}", nix::errno::Errno::last()));
+            return Err(SandboxError::last_errno("lo up"));
         }
     }
     Ok(())
@@ -396,16 +402,16 @@ fn command(
     watch: Option<std::os::fd::OwnedFd>,
 ) -> ! {
     if spec.new_session {
-        nix::unistd::setsid().unwrap_or_else(|e| fail(&format!("setsid: {e}")));
+        nix::unistd::setsid().unwrap_or_else(|e| fail(format!("setsid: {e}")));
     }
     if spec.die_with_parent {
         die_with_parent();
     }
-    drop_privileges().unwrap_or_else(|e| fail(&e));
+    drop_privileges().unwrap_or_else(|e| fail(e));
     let mut programs: Vec<Vec<libc::sock_filter>> = spec
         .seccomp_fds
         .iter()
-        .map(|fd| read_program(*fd).unwrap_or_else(|e| fail(&e)))
+        .map(|fd| read_program(*fd).unwrap_or_else(|e| fail(e)))
         .collect();
     if let Some(socket) = watch {
         // Notifications installed first: the merged program runs the latest installed
@@ -415,23 +421,27 @@ fn command(
             Ok(notify) => {
                 programs.insert(0, crate::seccomp::to_raw(&notify));
                 match install_merged(&programs, true) {
-                    Ok(listener) => listener.ok_or_else(|| "no listener".to_owned()),
+                    Ok(listener) => {
+                        listener.ok_or_else(|| SandboxError::Watch("no listener".to_owned()))
+                    }
                     // Without notifications here: the denials still, alone.
                     Err(e) => {
                         programs.remove(0);
-                        install_merged(&programs, false).unwrap_or_else(|e| fail(&e));
-                        Err(format!("seccomp user notification is not available: {e}"))
+                        install_merged(&programs, false).unwrap_or_else(|e| fail(e));
+                        Err(SandboxError::Watch(format!(
+                            "seccomp user notification is not available: {e}"
+                        )))
                     }
                 }
             }
             Err(e) => {
-                install_merged(&programs, false).unwrap_or_else(|e| fail(&e));
-                Err(e.to_string())
+                install_merged(&programs, false).unwrap_or_else(|e| fail(e));
+                Err(SandboxError::from(e))
             }
         };
         crate::watch::send_listener(socket.as_raw_fd(), listener);
     } else if !programs.is_empty() {
-        install_merged(&programs, false).unwrap_or_else(|e| fail(&e));
+        install_merged(&programs, false).unwrap_or_else(|e| fail(e));
     }
     crate::helper::run(helper)
 }

@@ -1,10 +1,12 @@
 //! What the builder is asked to build: the subset of bubblewrap's command line that
-//! [`crate::bwrap::Bwrap::command_line`] writes, parsed strictly. One command line serves
+//! [`crate::namespace::NamespaceSandbox::command_line`] writes, parsed strictly. One command line serves
 //! both engines, so the mount plan, the descriptors and the helper's arguments cannot
 //! drift apart between them; anything outside the subset is refused (fail closed), never
 //! skipped.
 
 use std::path::{Path, PathBuf};
+
+use crate::SandboxError;
 
 /// One mount operation, in command-line order (parents first, as the plan orders them).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,26 +74,27 @@ const ALWAYS: &[&str] = &[
 ];
 
 /// Parse `args` (bubblewrap's arguments, without the program).
-pub fn parse(args: &[String]) -> Result<Spec, String> {
+pub fn parse(args: &[String]) -> Result<Spec, SandboxError> {
     let mut spec = Spec::default();
     let mut seen_always = vec![false; ALWAYS.len()];
     let mut i = 0;
-    let value = |i: usize, n: usize| -> Result<&[String], String> {
+    let value = |i: usize, n: usize| -> Result<&[String], SandboxError> {
         args.get(i + 1..i + 1 + n)
-            .ok_or_else(|| format!("{} needs {n} argument(s)", args[i]))
+            .ok_or_else(|| SandboxError::Spec(format!("{} needs {n} argument(s)", args[i])))
     };
-    let path = |s: &String| -> Result<PathBuf, String> {
+    let path = |s: &String| -> Result<PathBuf, SandboxError> {
         let p = PathBuf::from(s);
         if !p.is_absolute() {
-            return Err(format!("mount path {s:?} is not absolute"));
+            return Err(SandboxError::Spec(format!(
+                "mount path {s:?} is not absolute"
+            )));
         }
         Ok(p)
     };
-    let fd = |s: &String| -> Result<i32, String> {
-        s.parse::<i32>()
-            .ok()
-            .filter(|n| *n >= 3)
-            .ok_or_else(|| format!("descriptor {s:?} is not a number of 3 or more"))
+    let fd = |s: &String| -> Result<i32, SandboxError> {
+        s.parse::<i32>().ok().filter(|n| *n >= 3).ok_or_else(|| {
+            SandboxError::Spec(format!("descriptor {s:?} is not a number of 3 or more"))
+        })
     };
     while i < args.len() {
         let arg = args[i].as_str();
@@ -116,7 +119,10 @@ pub fn parse(args: &[String]) -> Result<Spec, String> {
             "--cap-drop" => {
                 let v = value(i, 1)?;
                 if v[0] != "ALL" {
-                    return Err(format!("--cap-drop {} is not supported (only ALL)", v[0]));
+                    return Err(SandboxError::Spec(format!(
+                        "--cap-drop {} is not supported (only ALL)",
+                        v[0]
+                    )));
                 }
                 1
             }
@@ -154,7 +160,9 @@ pub fn parse(args: &[String]) -> Result<Spec, String> {
                 let writable = arg == "--bind";
                 if source == Path::new("/") && dest == source {
                     if writable {
-                        return Err("a writable root is not supported".into());
+                        return Err(SandboxError::Spec(
+                            "a writable root is not supported".into(),
+                        ));
                     }
                     spec.ops.push(Op::RootReadOnly);
                 } else {
@@ -180,22 +188,33 @@ pub fn parse(args: &[String]) -> Result<Spec, String> {
                     seen_always[n] = true;
                     0
                 }
-                None => return Err(format!("unsupported sandbox option {other:?}")),
+                None => {
+                    return Err(SandboxError::Spec(format!(
+                        "unsupported sandbox option {other:?}"
+                    )));
+                }
             },
         };
         i += 1 + taken;
     }
     if let Some(n) = seen_always.iter().position(|seen| !seen) {
-        return Err(format!("the command line does not ask for {}", ALWAYS[n]));
+        return Err(SandboxError::Spec(format!(
+            "the command line does not ask for {}",
+            ALWAYS[n]
+        )));
     }
     if spec.ops.first() != Some(&Op::RootReadOnly) {
-        return Err("the first mount must be the read-only root (--ro-bind / /)".into());
+        return Err(SandboxError::Spec(
+            "the first mount must be the read-only root (--ro-bind / /)".into(),
+        ));
     }
     if spec.ops[1..].contains(&Op::RootReadOnly) {
-        return Err("the root can only be mounted once".into());
+        return Err(SandboxError::Spec(
+            "the root can only be mounted once".into(),
+        ));
     }
     if spec.command.is_empty() {
-        return Err("no command after --".into());
+        return Err(SandboxError::Spec("no command after --".into()));
     }
     Ok(spec)
 }
@@ -266,7 +285,8 @@ mod tests {
             let err = parse(&strings(&format!(
                 "{BASE} --ro-bind / / {extra} -- /bin/true"
             )))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
             assert!(err.contains(why), "{extra}: {err}");
         }
     }
@@ -277,13 +297,20 @@ mod tests {
         let err = parse(&strings(&format!(
             "{without_pid} --ro-bind / / -- /bin/true"
         )))
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("--unshare-pid"), "{err}");
-        let err = parse(&strings(&format!("{BASE} --tmpfs /tmp -- /bin/true"))).unwrap_err();
+        let err = parse(&strings(&format!("{BASE} --tmpfs /tmp -- /bin/true")))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("read-only root"), "{err}");
-        let err = parse(&strings(&format!("{BASE} --ro-bind / / --"))).unwrap_err();
+        let err = parse(&strings(&format!("{BASE} --ro-bind / / --")))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("no command"), "{err}");
-        let err = parse(&strings(&format!("{BASE} --ro-bind / / --tmpfs"))).unwrap_err();
+        let err = parse(&strings(&format!("{BASE} --ro-bind / / --tmpfs")))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("needs 1 argument"), "{err}");
     }
 }

@@ -13,6 +13,7 @@ use super::view::check_promises;
 use crate::SandboxPolicy;
 use crate::probe::Check;
 
+/// A step's line: what it found, or (`Err`) the diagnosis.
 fn check(name: &str, result: Result<String, String>) -> Check {
     let ok = result.is_ok();
     Check {
@@ -90,12 +91,14 @@ pub fn diagnose(config: &ContainerConfig, policy: &SandboxPolicy) -> Vec<Check> 
             return checks;
         }
     };
-    let view = read_only_view(&target, &probe, &inspected, &config.engine, policy).map(|tools| {
-        format!(
-            "commands can run read-only (locked by {} and {} in new namespaces)",
-            tools.unshare, tools.mount
-        )
-    });
+    let view = read_only_view(&target, &probe, &inspected, &config.engine, policy)
+        .map(|tools| {
+            format!(
+                "commands can run read-only (locked by {} and {} in new namespaces)",
+                tools.unshare, tools.mount
+            )
+        })
+        .map_err(|e| e.to_string());
     checks.push(check("read-only view", view));
     checks
 }

@@ -45,7 +45,7 @@ use caps::ExitStatus;
 use super::command::{CONTAINER_SHELL, Target};
 use super::engine::{ENGINE_QUERY_TIMEOUT, describe_status, first_line, run_blocking};
 use super::view::{Inspected, run_command};
-use crate::SandboxPolicy;
+use crate::{SandboxError, SandboxPolicy};
 
 /// Directories whose programs and libraries the view relies on; none may be writable.
 const SYSTEM_TREES: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc"];
@@ -176,12 +176,12 @@ pub(super) fn tools_from_probe(
     probe_output: &str,
     inspected: &Inspected,
     container: &str,
-) -> Result<ReadOnlyTools, String> {
+) -> Result<ReadOnlyTools, SandboxError> {
     if !inspected.read_only_root {
-        return Err(format!(
+        return Err(SandboxError::Container(format!(
             "container {container} was not started with --read-only, so a command run \
              writable could replace the programs that make the read-only view"
-        ));
+        )));
     }
     let system_writable: Vec<String> = inspected
         .mounts
@@ -195,39 +195,39 @@ pub(super) fn tools_from_probe(
         .map(|m| m.destination.display().to_string())
         .collect();
     if !system_writable.is_empty() {
-        return Err(format!(
+        return Err(SandboxError::Container(format!(
             "container {container} has writable mounts in its system directories ({}), where \
              a command could replace the programs that make the read-only view",
             system_writable.join(", ")
-        ));
+        )));
     }
-    let found = |name: &str| -> Result<String, String> {
+    let found = |name: &str| -> Result<String, SandboxError> {
         let line = probe_output.lines().find_map(|l| {
             l.strip_prefix("warden-found ")
                 .and_then(|rest| rest.strip_prefix(name))
                 .and_then(|rest| rest.strip_prefix(' '))
         });
         let Some(line) = line else {
-            return Err(format!(
+            return Err(SandboxError::Container(format!(
                 "the image has no {name} in /usr/bin, /bin, /usr/sbin or /sbin (install \
                  util-linux or busybox in the image)"
-            ));
+            )));
         };
         let (path, real) = line.split_once(' ').unwrap_or((line, ""));
         if real.is_empty() {
-            return Err(format!(
+            return Err(SandboxError::Container(format!(
                 "where {path} really lies cannot be resolved (the image needs readlink)"
-            ));
+            )));
         }
         for p in [path, real] {
             let p = Path::new(p);
             let in_system = SYSTEM_TREES.iter().any(|t| p.starts_with(t));
             if !in_system || !inspected.on_read_only_root(p) {
-                return Err(format!(
+                return Err(SandboxError::Container(format!(
                     "{name} resolves to {}, outside the container's read-only system \
                      directories",
                     p.display()
-                ));
+                )));
             }
         }
         Ok(path.to_owned())
@@ -249,14 +249,14 @@ pub(super) fn read_only_view(
     inspected: &Inspected,
     engine: &str,
     policy: &SandboxPolicy,
-) -> Result<ReadOnlyTools, String> {
+) -> Result<ReadOnlyTools, SandboxError> {
     tools_from_probe(probe_output, inspected, &target.container)
         .and_then(|tools| target.trial_read_only(&tools).map(|()| tools))
         .map_err(|why| {
-            format!(
+            SandboxError::Container(format!(
                 "{why} (to run commands read-only, start the container like `{}`)",
                 run_command(engine, &target.container, policy)
-            )
+            ))
         })
 }
 
@@ -270,7 +270,7 @@ echo warden-readonly-ok
 impl Target {
     /// Build the view once, for real, and check it is locked. `Err` says why this
     /// container cannot run commands read-only.
-    pub(super) fn trial_read_only(&self, tools: &ReadOnlyTools) -> Result<(), String> {
+    pub(super) fn trial_read_only(&self, tools: &ReadOnlyTools) -> Result<(), SandboxError> {
         let argv = [
             CONTAINER_SHELL.to_owned(),
             "-c".to_owned(),
@@ -280,8 +280,9 @@ impl Target {
         ];
         let options = caps::ExecOptions::new("/", ENGINE_QUERY_TIMEOUT);
         let spec = self.exec_spec(&argv, &options, "trial", Some(tools));
-        let out = run_blocking(spec, ENGINE_QUERY_TIMEOUT)
-            .map_err(|e| format!("the read-only trial could not run: {e}"))?;
+        let out = run_blocking(spec, ENGINE_QUERY_TIMEOUT).map_err(|e| {
+            SandboxError::Container(format!("the read-only trial could not run: {e}"))
+        })?;
         if out.status == ExitStatus::Code(0) && out.stdout.contains("warden-readonly-ok") {
             return Ok(());
         }
@@ -290,13 +291,13 @@ impl Target {
         } else {
             first_line(&out.stderr).to_owned()
         };
-        Err(format!(
+        Err(SandboxError::Container(format!(
             "the read-only view could not be made in container {} ({}): {said} — user \
              namespaces must be allowed inside the container (Podman's default; Docker's \
              default seccomp profile refuses them)",
             self.container,
             describe_status(&out)
-        ))
+        )))
     }
 }
 
@@ -326,25 +327,35 @@ mod tests {
                 mount: "/bin/mount".into()
             }
         );
-        let why = tools_from_probe(FOUND, &inspected(false, "[]"), "box").unwrap_err();
+        let why = tools_from_probe(FOUND, &inspected(false, "[]"), "box")
+            .unwrap_err()
+            .to_string();
         assert!(why.contains("--read-only"), "{why}");
         let lib = inspected(
             true,
             r#"[{"Type":"volume","Source":"/v","Destination":"/usr/local","RW":true}]"#,
         );
-        let why = tools_from_probe(FOUND, &lib, "box").unwrap_err();
+        let why = tools_from_probe(FOUND, &lib, "box")
+            .unwrap_err()
+            .to_string();
         assert!(why.contains("/usr/local"), "{why}");
         let missing = FOUND.replace(
             "warden-found unshare /bin/unshare /bin/busybox",
             "warden-missing unshare",
         );
-        let why = tools_from_probe(&missing, &ok, "box").unwrap_err();
+        let why = tools_from_probe(&missing, &ok, "box")
+            .unwrap_err()
+            .to_string();
         assert!(why.contains("no unshare"), "{why}");
         let elsewhere = FOUND.replace("/bin/mount /bin/busybox", "/bin/mount /opt/bb/busybox");
-        let why = tools_from_probe(&elsewhere, &ok, "box").unwrap_err();
+        let why = tools_from_probe(&elsewhere, &ok, "box")
+            .unwrap_err()
+            .to_string();
         assert!(why.contains("/opt/bb/busybox"), "{why}");
         let unresolved = FOUND.replace("/bin/sh /bin/busybox", "/bin/sh ");
-        let why = tools_from_probe(&unresolved, &ok, "box").unwrap_err();
+        let why = tools_from_probe(&unresolved, &ok, "box")
+            .unwrap_err()
+            .to_string();
         assert!(why.contains("readlink"), "{why}");
     }
 

@@ -17,7 +17,7 @@ use super::engine::{ContainerConfig, engine_env, find_engine};
 use super::kill::KillGuard;
 use super::readonly::{ReadOnlyTools, read_only_view};
 use super::view::{Inspected, check_promises};
-use crate::{Profile, SandboxPolicy, Unavailable};
+use crate::{Profile, SandboxError, SandboxPolicy, Unavailable};
 
 /// A running container, checked once, that [`ContainerShell`]s run commands in.
 #[derive(Debug)]
@@ -25,7 +25,7 @@ pub struct Container {
     target: Arc<Target>,
     inspected: Arc<Inspected>,
     /// The programs that make the read-only view, or why this container cannot.
-    read_only: Result<ReadOnlyTools, String>,
+    read_only: Result<ReadOnlyTools, SandboxError>,
 }
 
 impl Container {
@@ -62,8 +62,8 @@ impl Container {
 
     /// `Ok` when commands can run read-only here (the `readonly` permission mode and
     /// approval mode's first run), else why not.
-    pub fn read_only(&self) -> Result<(), &str> {
-        self.read_only.as_ref().map(|_| ()).map_err(String::as_str)
+    pub fn read_only(&self) -> Result<(), &SandboxError> {
+        self.read_only.as_ref().map(|_| ())
     }
 
     /// A shell running commands with `profile`: [`Profile::Writable`] with the
@@ -74,7 +74,7 @@ impl Container {
         let mode = match (profile, &self.read_only) {
             (Profile::Writable, _) => Mode::Writable,
             (Profile::ReadOnly, Ok(tools)) => Mode::ReadOnly(tools.clone()),
-            (Profile::ReadOnly, Err(why)) => Mode::Refused(why.clone()),
+            (Profile::ReadOnly, Err(why)) => Mode::Refused(why.to_string()),
         };
         ContainerShell {
             target: Arc::clone(&self.target),

@@ -33,13 +33,16 @@
 mod diagnose;
 mod elf;
 mod libraries;
+mod noexec;
 
 pub use diagnose::{diagnose, dynamic_loaders};
 pub use elf::interpreter;
 pub use libraries::{library_dirs, system_dirs};
+pub(crate) use noexec::keep_executable_only;
 
 use std::path::{Path, PathBuf};
 
+use crate::SandboxError;
 use landlock::{
     AccessFs, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
     RulesetCreatedAttr, RulesetStatus,
@@ -47,11 +50,13 @@ use landlock::{
 
 /// Whether a kernel offering Landlock ABI `abi` can enforce an exec allowlist:
 /// `LANDLOCK_ACCESS_FS_EXECUTE` exists from ABI 1 on.
-pub fn kernel_support(abi: i64) -> Result<(), String> {
+pub fn kernel_support(abi: i64) -> Result<(), SandboxError> {
     if abi >= 1 {
         Ok(())
     } else {
-        Err("this kernel does not offer Landlock, which enforces the exec allowlist".into())
+        Err(SandboxError::Landlock(
+            "this kernel does not offer Landlock, which enforces the exec allowlist".into(),
+        ))
     }
 }
 
@@ -137,7 +142,7 @@ fn executable(entries: &[PathBuf]) -> Vec<PathBuf> {
 
 /// `memfd_create` without `MFD_NOEXEC_SEAL` fails with EPERM: such a file could be
 /// written and executed from memory, where no Landlock rule reaches.
-pub fn memfd_program() -> Result<seccompiler::BpfProgram, String> {
+pub fn memfd_program() -> Result<seccompiler::BpfProgram, SandboxError> {
     use crate::seccomp::{compile, cond, rule};
     use seccompiler::{SeccompAction, SeccompCmpArgLen, SeccompCmpOp};
     const MFD_NOEXEC_SEAL: u64 = 0x0008;
@@ -147,39 +152,45 @@ pub fn memfd_program() -> Result<seccompiler::BpfProgram, String> {
         SeccompCmpOp::MaskedEq(MFD_NOEXEC_SEAL),
         0,
     )
-    .and_then(|c| rule(vec![c]))
-    .map_err(|e| e.to_string())?;
+    .and_then(|c| rule(vec![c]))?;
     let rules =
         std::collections::BTreeMap::from([(nix::libc::SYS_memfd_create, vec![without_seal])]);
-    compile(rules, SeccompAction::Errno(nix::libc::EPERM as u32)).map_err(|e| e.to_string())
+    Ok(compile(
+        rules,
+        SeccompAction::Errno(nix::libc::EPERM as u32),
+    )?)
 }
 
 /// Restrict the calling process (and its future children) to executing only files that
 /// are, or lie beneath, `paths`, and to memfds that cannot be executed. Inside the
 /// sandbox, by the (single-threaded) helper. All or nothing: a kernel that cannot enforce
 /// it is an error, never a silent pass.
-pub fn restrict(paths: &[PathBuf]) -> Result<(), String> {
+pub fn restrict(paths: &[PathBuf]) -> Result<(), SandboxError> {
     let memfd = memfd_program()?;
     let ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(AccessFs::Execute)
-        .map_err(|e| e.to_string())?;
-    let mut created = ruleset.create().map_err(|e| e.to_string())?;
+        .map_err(SandboxError::landlock)?;
+    let mut created = ruleset.create().map_err(SandboxError::landlock)?;
     for path in paths {
         // Hidden inside (a home, Warden's state) or gone since it was resolved: nothing
         // there can be executed anyway.
         let Ok(fd) = PathFd::new(path) else { continue };
         created = created
             .add_rule(PathBeneath::new(fd, AccessFs::Execute))
-            .map_err(|e| e.to_string())?;
+            .map_err(SandboxError::landlock)?;
     }
-    let status = created.restrict_self().map_err(|e| e.to_string())?;
+    let status = created.restrict_self().map_err(SandboxError::landlock)?;
     if status.ruleset != RulesetStatus::FullyEnforced {
-        return Err(format!("the kernel enforces it only {:?}", status.ruleset));
+        return Err(SandboxError::Landlock(format!(
+            "the kernel enforces it only {:?}",
+            status.ruleset
+        )));
     }
     // no_new_privs is set (by bubblewrap, and by restrict_self), so an unprivileged
     // process may install it.
-    seccompiler::apply_filter(&memfd).map_err(|e| format!("memfd filter: {e}"))
+    seccompiler::apply_filter(&memfd)
+        .map_err(|e| SandboxError::Landlock(format!("memfd filter: {e}")))
 }
 
 /// True when `path` is one of `entries` or lies beneath one (both real paths): what the
@@ -194,10 +205,15 @@ mod tests {
 
     #[test]
     fn only_a_kernel_with_landlock_can_enforce_it() {
-        assert!(kernel_support(0).unwrap_err().contains("Landlock"));
+        assert!(
+            kernel_support(0)
+                .unwrap_err()
+                .to_string()
+                .contains("Landlock")
+        );
         assert!(kernel_support(-1).is_err());
-        assert_eq!(kernel_support(1), Ok(()));
-        assert_eq!(kernel_support(7), Ok(()));
+        assert!(kernel_support(1).is_ok());
+        assert!(kernel_support(7).is_ok());
     }
 
     #[test]

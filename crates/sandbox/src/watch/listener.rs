@@ -6,8 +6,10 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use nix::libc;
 use seccompiler::BpfProgram;
 
+use crate::SandboxError;
+
 /// Install the notification filter on the calling thread; returns the listener.
-pub(super) fn install(program: &BpfProgram) -> Result<OwnedFd, String> {
+pub(super) fn install(program: &BpfProgram) -> Result<OwnedFd, SandboxError> {
     let filter: Vec<libc::sock_filter> = program
         .iter()
         .map(|i| libc::sock_filter {
@@ -18,14 +20,18 @@ pub(super) fn install(program: &BpfProgram) -> Result<OwnedFd, String> {
         })
         .collect();
     let prog = libc::sock_fprog {
-        len: u16::try_from(filter.len()).map_err(|_| "filter too long".to_string())?,
+        len: u16::try_from(filter.len())
+            .map_err(|_| SandboxError::Watch("filter too long".to_string()))?,
         filter: filter.as_ptr() as *mut libc::sock_filter,
     };
     // SAFETY: plain prctl; and seccomp reads `prog`, which points at `filter`, both alive
     // for the duration of the call.
     let fd = unsafe {
         if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-            return Err(format!("no_new_privs: {}", std::io::Error::last_os_error()));
+            return Err(SandboxError::Watch(format!(
+                "no_new_privs: {}",
+                std::io::Error::last_os_error()
+            )));
         }
         libc::syscall(
             libc::SYS_seccomp,
@@ -35,17 +41,17 @@ pub(super) fn install(program: &BpfProgram) -> Result<OwnedFd, String> {
         )
     };
     if fd < 0 {
-        return Err(format!(
+        return Err(SandboxError::Watch(format!(
             "seccomp user notification is not available: {}",
             std::io::Error::last_os_error()
-        ));
+        )));
     }
     // SAFETY: the kernel just returned this new descriptor to us.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 /// Hand the listener (or why there is none) to the observer, in the child.
-pub(crate) fn send_listener(socket: RawFd, listener: Result<OwnedFd, String>) {
+pub(crate) fn send_listener(socket: RawFd, listener: Result<OwnedFd, SandboxError>) {
     use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
     use std::io::IoSlice;
     match listener {
@@ -62,7 +68,7 @@ pub(crate) fn send_listener(socket: RawFd, listener: Result<OwnedFd, String>) {
         Err(why) => {
             let _ = sendmsg::<()>(
                 socket,
-                &[IoSlice::new(why.as_bytes())],
+                &[IoSlice::new(why.to_string().as_bytes())],
                 &[],
                 MsgFlags::empty(),
                 None,
@@ -72,7 +78,7 @@ pub(crate) fn send_listener(socket: RawFd, listener: Result<OwnedFd, String>) {
 }
 
 /// Take the listener (or the reason there is none) from the child, in the observer.
-pub(super) fn receive_listener(socket: RawFd) -> Result<OwnedFd, String> {
+pub(super) fn receive_listener(socket: RawFd) -> Result<OwnedFd, SandboxError> {
     use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
     use std::io::IoSliceMut;
     let mut buf = [0u8; 512];
@@ -84,7 +90,7 @@ pub(super) fn receive_listener(socket: RawFd) -> Result<OwnedFd, String> {
         Some(&mut space),
         MsgFlags::MSG_CMSG_CLOEXEC,
     )
-    .map_err(|e| format!("receiving the listener: {e}"))?;
+    .map_err(|e| SandboxError::Watch(format!("receiving the listener: {e}")))?;
     let mut fd = None;
     if let Ok(cmsgs) = msg.cmsgs() {
         for cmsg in cmsgs {
@@ -98,5 +104,5 @@ pub(super) fn receive_listener(socket: RawFd) -> Result<OwnedFd, String> {
         }
     }
     let n = msg.bytes;
-    fd.ok_or_else(|| String::from_utf8_lossy(&buf[..n]).into_owned())
+    fd.ok_or_else(|| SandboxError::Watch(String::from_utf8_lossy(&buf[..n]).into_owned()))
 }

@@ -53,6 +53,7 @@ use listener::{install, receive_listener};
 use observer::Observer;
 use report::write_all;
 
+use crate::SandboxError;
 pub use crate::exit_report::Exec;
 
 /// The report descriptor as the observer needs it: close-on-exec (the command must not
@@ -70,9 +71,9 @@ fn prepare_report(report_fd: RawFd) {
 }
 
 /// Say on `report_fd` that this run is not watched, and why.
-pub(crate) fn report_unavailable(report_fd: RawFd, why: String) {
+pub(crate) fn report_unavailable(report_fd: RawFd, why: SandboxError) {
     prepare_report(report_fd);
-    write_all(report_fd, &report::unavailable(why));
+    write_all(report_fd, &report::unavailable(why.to_string()));
 }
 
 /// The watch as the namespace builder runs it: the sandbox's pid 1 is the observer. Its
@@ -103,7 +104,7 @@ pub(crate) fn observe_as_pid1(
         });
     let Ok(signals) = signals else {
         // Cannot happen on a kernel with user notifications; reap blindly then.
-        crate::helper::fail("cannot watch for the command's end")
+        crate::setup_failure::fail("cannot watch for the command's end")
     };
     let listener = receive_listener(socket.as_raw_fd());
     drop(socket);
@@ -149,7 +150,7 @@ pub(crate) fn observe_as_pid1(
     };
     let report = match &listener {
         Ok(_) => observer.report(),
-        Err(why) => report::unavailable(why.clone()),
+        Err(why) => report::unavailable(why.to_string()),
     };
     write_all(report_fd, &report);
     crate::exit_report::End::from_wait(status)
@@ -183,7 +184,7 @@ pub fn run(
         SockFlag::SOCK_CLOEXEC,
     );
     if let Err(why) = available() {
-        write_all(report_fd, &report::unavailable(why));
+        write_all(report_fd, &report::unavailable(why.to_string()));
         unwatched()
     }
     let (Ok(program), Ok((parent_end, child_end))) = (program, pair) else {
@@ -220,7 +221,7 @@ pub fn run(
                     let status = serve(&listener, child, &mut observer);
                     (status, observer.report())
                 }
-                Err(why) => (waitpid(child, None), report::unavailable(why)),
+                Err(why) => (waitpid(child, None), report::unavailable(why.to_string())),
             };
             write_all(report_fd, &report);
             if let (Some(fd), Ok(status)) = (status_fd, &status) {
@@ -284,15 +285,15 @@ fn serve(
 
 /// Whether this kernel can run the watch: `CONTINUE` answers need Linux 5.5. Without
 /// them the watch is not installed at all (and the runner falls back to the text).
-pub fn available() -> Result<(), String> {
+pub fn available() -> Result<(), SandboxError> {
     let uname = rustix::system::uname();
     let release = uname.release().to_string_lossy();
     if release_at_least(&release, (5, 5)) {
         Ok(())
     } else {
-        Err(format!(
+        Err(SandboxError::Watch(format!(
             "the write watch needs Linux 5.5 or later (seccomp CONTINUE answers); this kernel is {release}"
-        ))
+        )))
     }
 }
 

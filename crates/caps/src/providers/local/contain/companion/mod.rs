@@ -361,7 +361,7 @@ pub(crate) struct Started {
 
 /// Ask this process's companion, if it has one, to keep a process ready in
 /// `namespaces` for the next run that asks for exactly them (a sandboxed run with
-/// Warden's builder: `sandbox`'s `Bwrap::born_in`). A one-shot caller asks right after
+/// Warden's builder: `sandbox`'s `NamespaceSandbox::born_in`). A one-shot caller asks right after
 /// starting the companion, so that the namespaces are made while it decides.
 pub fn prepare_companion(namespaces: crate::providers::local::process::NewNamespaces) {
     if let Some(companion) = get() {

@@ -1,4 +1,4 @@
-//! Running commands in a [`Bwrap`] sandbox: [`SandboxShell`] (one profile, optionally
+//! Running commands in a [`NamespaceSandbox`]: [`SandboxShell`] (one profile, optionally
 //! watched) is the `caps::Shell`; each run is supervised, its write-watch report read, and
 //! git's post-run checks done — also, shortly after, when the run is cancelled.
 
@@ -8,10 +8,10 @@ use std::sync::Arc;
 use caps::process::{ProcessSpec, WorkingDir, supervise_live};
 use caps::{CapsError, ExecOptions, ExecOutput, Script, Shell};
 
-use super::sandbox::Bwrap;
+use super::sandbox::NamespaceSandbox;
 use crate::{Profile, git};
 
-impl Bwrap {
+impl NamespaceSandbox {
     /// A shell running commands in this sandbox with `profile`.
     pub fn shell(self: &Arc<Self>, profile: Profile) -> SandboxShell {
         SandboxShell {
@@ -154,10 +154,10 @@ fn unix_millis() -> u128 {
         .unwrap_or(0)
 }
 
-/// A `caps::Shell` that runs everything in a [`Bwrap`] sandbox with one profile.
+/// A `caps::Shell` that runs everything in a [`NamespaceSandbox`] sandbox with one profile.
 #[derive(Clone, Debug)]
 pub struct SandboxShell {
-    sandbox: Arc<Bwrap>,
+    sandbox: Arc<NamespaceSandbox>,
     profile: Profile,
     watch_writes: bool,
 }
@@ -192,7 +192,10 @@ impl Shell for SandboxShell {
             .await
     }
 
+    // `caps::Shell` answers in text (its providers live in other crates): the diagnosis.
     fn exec_allowlist_support(&self) -> Result<(), String> {
-        self.sandbox.exec_allowlist_support()
+        self.sandbox
+            .exec_allowlist_support()
+            .map_err(|e| e.to_string())
     }
 }

@@ -12,12 +12,16 @@
 //! programs. The helper then applies Landlock and executes the
 //! command.
 //!
-//! `sandbox.rs` owns the sandbox (a trusted bwrap, the checks when it is built) and the
-//! command line it builds for one run; `shell.rs` runs commands with it (the
+//! Named for what it is, not for bubblewrap: [`NamespaceSandbox`] is the same sandbox
+//! whichever [`Builder`] makes it (only `find_bwrap` and `TRUSTED_BWRAP_DIRS` are
+//! bubblewrap's own). `sandbox.rs` owns the sandbox (a trusted bwrap, the checks when it
+//! is built) and `sandbox/command_line.rs` the command line it builds for one run; `shell.rs` runs commands with it (the
 //! `caps::Shell`, the write-watch report, git's post-run checks).
 
 mod sandbox;
 mod shell;
 
-pub use sandbox::{Builder, Bwrap, DEFAULT_BORN_IN, Launch, TRUSTED_BWRAP_DIRS, find_bwrap};
+pub use sandbox::{
+    Builder, DEFAULT_BORN_IN, Launch, NamespaceSandbox, TRUSTED_BWRAP_DIRS, find_bwrap,
+};
 pub use shell::SandboxShell;
