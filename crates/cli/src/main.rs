@@ -38,6 +38,7 @@ mod cmd_gateway;
 mod cmd_node;
 mod cmd_nodes;
 mod cmd_policy;
+mod cmd_sandbox;
 mod compose;
 mod compose_node;
 mod exec_allowlist;
@@ -94,7 +95,7 @@ enum Command {
     Doctor(cmd_doctor::DoctorArgs),
     /// Operator controls for the sandbox host (time-limited direct mode).
     #[command(subcommand)]
-    Sandbox(cmd_doctor::SandboxCommand),
+    Sandbox(cmd_sandbox::SandboxCommand),
     /// Print a completion script for a shell (bash, zsh, fish) on stdout.
     Completions(CompletionsArgs),
 }
@@ -264,7 +265,7 @@ fn main() {
         Command::Node(command) => cmd_node::run(command),
         Command::Nodes(command) => cmd_nodes::run(command),
         Command::Doctor(args) => cmd_doctor::run(args),
-        Command::Sandbox(command) => cmd_doctor::sandbox(command),
+        Command::Sandbox(command) => cmd_sandbox::sandbox(command),
         Command::Completions(args) => completions(args),
     };
     exit_now(code)
