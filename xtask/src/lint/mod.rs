@@ -18,14 +18,18 @@
 //!
 //! One module a job: [`scan`] the token scan, [`seam`] where it applies and its canaries,
 //! [`metadata`] the dependency graph, [`deps`] the direction of workspace edges,
-//! [`external`] the outside crates.
+//! [`external`] the outside crates. And a check that keeps the documents true to the
+//! code: [`unsafe_list`] (ARCHITECTURE.md's account of `unsafe`), reading Markdown with
+//! [`markdown`].
 
 mod deps;
 mod external;
 mod files;
+mod markdown;
 mod metadata;
 mod scan;
 mod seam;
+mod unsafe_list;
 
 use std::path::Path;
 
@@ -38,19 +42,21 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
         eprintln!("{problem}");
     }
     if !report.is_empty() {
-        bail!("{} seam violation(s)", report.len());
+        bail!("{} problem(s)", report.len());
     }
-    eprintln!("xtask lint: seam and dependency direction OK");
+    eprintln!("xtask lint: seam, dependency direction and unsafe list OK");
     Ok(())
 }
 
-/// Every problem in the workspace at `root`: seam findings, missing canaries, and
-/// dependency edges that break the direction rule.
+/// Every problem in the workspace at `root`: seam findings, missing canaries, dependency
+/// edges that break the direction rule, and documents that no longer say what the code
+/// does.
 pub fn check_workspace(root: &Path) -> anyhow::Result<Vec<String>> {
     let mut problems = seam::problems(root)?;
     let graph = metadata::read(root)?;
     problems.extend(deps::problems(&graph.workspace));
     problems.extend(external::problems(&graph.built_with, &graph.workspace));
+    problems.extend(unsafe_list::problems(root)?);
     Ok(problems)
 }
 
