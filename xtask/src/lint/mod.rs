@@ -18,11 +18,12 @@
 //!
 //! One module a job: [`scan`] the token scan, [`seam`] where it applies and its canaries,
 //! [`metadata`] the dependency graph, [`deps`] the direction of workspace edges,
-//! [`external`] the outside crates. And a check that keeps the documents true to the
-//! code: [`unsafe_list`] (ARCHITECTURE.md's account of `unsafe`), reading Markdown with
-//! [`markdown`].
+//! [`external`] the outside crates. And checks that keep the documents true to the code:
+//! [`unsafe_list`] (ARCHITECTURE.md's account of `unsafe`) and [`doc_list`] (README.md's
+//! list of docs/), reading Markdown with [`markdown`].
 
 mod deps;
+mod doc_list;
 mod external;
 mod files;
 mod markdown;
@@ -44,7 +45,7 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
     if !report.is_empty() {
         bail!("{} problem(s)", report.len());
     }
-    eprintln!("xtask lint: seam, dependency direction and unsafe list OK");
+    eprintln!("xtask lint: seam, dependency direction, unsafe list and document list OK");
     Ok(())
 }
 
@@ -57,6 +58,7 @@ pub fn check_workspace(root: &Path) -> anyhow::Result<Vec<String>> {
     problems.extend(deps::problems(&graph.workspace));
     problems.extend(external::problems(&graph.built_with, &graph.workspace));
     problems.extend(unsafe_list::problems(root)?);
+    problems.extend(doc_list::problems(root)?);
     Ok(problems)
 }
 
