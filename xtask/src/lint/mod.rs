@@ -18,12 +18,14 @@
 //!
 //! One module a job: [`scan`] the token scan, [`seam`] where it applies and its canaries,
 //! [`metadata`] the dependency graph, [`deps`] the direction of workspace edges,
-//! [`external`] the outside crates. And checks that keep the documents true to the code:
-//! [`unsafe_list`] (ARCHITECTURE.md's account of `unsafe`) and [`doc_list`] (README.md's
-//! list of docs/), reading Markdown with [`markdown`].
+//! [`external`] the outside crates. And three checks that keep the documents true to the
+//! code: [`unsafe_list`] (ARCHITECTURE.md's account of `unsafe`), [`doc_list`] (README.md's
+//! list of docs/) and [`exit_codes`] (configuration.md's exit-code table), reading
+//! Markdown with [`markdown`].
 
 mod deps;
 mod doc_list;
+mod exit_codes;
 mod external;
 mod files;
 mod markdown;
@@ -45,7 +47,9 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
     if !report.is_empty() {
         bail!("{} problem(s)", report.len());
     }
-    eprintln!("xtask lint: seam, dependency direction, unsafe list and document list OK");
+    eprintln!(
+        "xtask lint: seam, dependency direction, unsafe list, document list and exit codes OK"
+    );
     Ok(())
 }
 
@@ -59,6 +63,7 @@ pub fn check_workspace(root: &Path) -> anyhow::Result<Vec<String>> {
     problems.extend(external::problems(&graph.built_with, &graph.workspace));
     problems.extend(unsafe_list::problems(root)?);
     problems.extend(doc_list::problems(root)?);
+    problems.extend(exit_codes::problems(root)?);
     Ok(problems)
 }
 
