@@ -10,6 +10,7 @@ mod bridge_bench;
 mod decide;
 mod fixtures;
 mod harness;
+mod in_process;
 mod ipc_bench;
 mod mcp_bench;
 mod sandbox_bench;
