@@ -13,6 +13,7 @@ mod harness;
 mod in_process;
 mod ipc_bench;
 mod mcp_bench;
+mod mcp_sandbox_bench;
 mod sandbox_bench;
 mod soak_bench;
 mod suites;

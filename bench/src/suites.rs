@@ -26,6 +26,9 @@ pub async fn run_all(report: &mut Report, quick: bool, filter: &[&String]) -> an
     if crate::sandbox_bench::ROWS.iter().any(|id| wanted(id)) {
         crate::sandbox_bench::run(report, quick, &wanted).await?;
     }
+    if wanted("mcp-exec-sandbox") {
+        crate::mcp_sandbox_bench::run(report, quick).await?;
+    }
     if wanted("decide") {
         decide(report, quick).await?;
     }
