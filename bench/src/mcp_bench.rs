@@ -8,7 +8,7 @@
 //! interleaved call by call so machine noise hits both sides. `mcp-read` reads a 1 KiB
 //! file over stdio and is judged in absolute time.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use rmcp::model::{CallToolRequestParams, JsonObject};
@@ -73,7 +73,8 @@ impl Drop for Setup {
     }
 }
 
-type Client = RunningService<RoleClient, ()>;
+/// An MCP client connected to a Warden server.
+pub type Client = RunningService<RoleClient, ()>;
 
 fn args(value: Value) -> JsonObject {
     match value {
@@ -83,7 +84,7 @@ fn args(value: Value) -> JsonObject {
 }
 
 /// One `exec` of `/bin/true`; an error unless it ran and exited 0.
-async fn exec_true(client: &Client) -> anyhow::Result<()> {
+pub async fn exec_true(client: &Client) -> anyhow::Result<()> {
     let r = client
         .call_tool(
             CallToolRequestParams::new("exec").with_arguments(args(json!({"argv": ["/bin/true"]}))),
@@ -121,11 +122,20 @@ async fn read_kib(client: &Client, warmup: usize, iterations: usize) -> anyhow::
     Ok(ms(median(&samples)))
 }
 
+/// A client of `warden mcp --agent bench --workspace WORKSPACE`, the server started by
+/// `warden` (the binary, its environment and directory set).
+pub async fn serve_stdio(
+    mut warden: tokio::process::Command,
+    workspace: &Path,
+) -> anyhow::Result<Client> {
+    warden
+        .args(["mcp", "--agent", "bench", "--workspace"])
+        .arg(workspace);
+    Ok(().serve(TokioChildProcess::new(warden)?).await?)
+}
+
 async fn stdio_client(setup: &Setup) -> anyhow::Result<Client> {
-    let mut cmd = setup.warden()?;
-    cmd.args(["mcp", "--agent", "bench", "--workspace"])
-        .arg(&setup.workspace);
-    Ok(().serve(TokioChildProcess::new(cmd)?).await?)
+    serve_stdio(setup.warden()?, &setup.workspace).await
 }
 
 /// A running `warden gateway run` (killed when dropped) and a client with `bench`'s
@@ -164,11 +174,14 @@ async fn http_client(setup: &Setup) -> anyhow::Result<(tokio::process::Child, Cl
     Ok((gateway, client))
 }
 
-/// Both rows.
+/// The rows [`run`] measures.
+pub const ROWS: &[&str] = &["mcp-exec-stdio", "mcp-read", "mcp-exec-http"];
+
+/// Its rows (all three: they share one server each way).
 pub async fn run(
     report: &mut Report,
     quick: bool,
-    gateway: &crate::suites::InProcess,
+    gateway: &crate::in_process::InProcess,
 ) -> anyhow::Result<()> {
     let (warmup, iterations) = if quick { (3, 10) } else { (50, 400) };
     let setup = Setup::new()?;

@@ -39,19 +39,28 @@ const MINIMAL_BWRAP: &[&str] = &[
     "/bin/true",
 ];
 
+/// The rows [`run`] measures.
+pub const ROWS: &[&str] = &[
+    "exec-sandbox",
+    "exec-sandbox-plan",
+    "exec-sandbox-plan-bwrap",
+    "exec-sandbox-cli",
+];
+
 /// A workspace and a Warden home, removed when dropped.
-struct Dirs {
-    workspace: PathBuf,
-    home: PathBuf,
+pub struct Dirs {
+    pub workspace: PathBuf,
+    pub home: PathBuf,
 }
 
 impl Dirs {
-    fn new() -> anyhow::Result<Dirs> {
+    /// Fresh directories, their names told apart by `tag` (two rows' may coexist).
+    pub fn new(tag: &str) -> anyhow::Result<Dirs> {
         // Under /var/tmp, not /tmp: the sandbox hides /tmp, so a workspace there would be
         // bound back in, which is not what a user's workspace costs.
         let base = Path::new("/var/tmp");
-        let workspace = base.join(format!("warden-bench-sb-{}", std::process::id()));
-        let home = base.join(format!("warden-bench-sbh-{}", std::process::id()));
+        let workspace = base.join(format!("warden-bench-{tag}-{}", std::process::id()));
+        let home = base.join(format!("warden-bench-{tag}h-{}", std::process::id()));
         std::fs::create_dir_all(&workspace)?;
         std::fs::create_dir_all(&home)?;
         std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
@@ -66,7 +75,18 @@ impl Drop for Dirs {
     }
 }
 
-async fn bare_bwrap(bwrap: &Path) -> anyhow::Result<()> {
+/// The trusted bubblewrap, if this machine has one.
+pub fn find_bwrap() -> Option<PathBuf> {
+    let dirs: Vec<PathBuf> = sandbox::namespace::TRUSTED_BWRAP_DIRS
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+    sandbox::namespace::find_bwrap(&dirs).ok()
+}
+
+/// The baseline of the rows that start Warden as a process: `bwrap` with the namespace
+/// flags `warden exec` uses, running `/bin/true`, as a process.
+pub async fn bare_bwrap(bwrap: &Path) -> anyhow::Result<()> {
     let status = tokio::process::Command::new(bwrap)
         .args(MINIMAL_BWRAP)
         .stdin(Stdio::null())
@@ -88,8 +108,10 @@ pub async fn run(
         .iter()
         .map(PathBuf::from)
         .collect();
-    let Ok(bwrap) = sandbox::namespace::find_bwrap(&dirs_list) else {
-        println!("exec-sandbox: SKIPPED (bubblewrap is not installed)");
+    let Some(bwrap) = find_bwrap() else {
+        for id in ROWS.iter().filter(|id| wanted(id)) {
+            println!("{id}: SKIPPED (bubblewrap is not installed)");
+        }
         return Ok(());
     };
     let bin_dir = std::env::current_exe()?
@@ -105,7 +127,7 @@ pub async fn run(
     }
     let helper = caps::process::OpenedProgram::open(&helper)?;
     let (warmup, iterations) = if quick { (2, 5) } else { (20, 200) };
-    let dirs = Dirs::new()?;
+    let dirs = Dirs::new("sb")?;
     let policy = sandbox::SandboxPolicy {
         writable_paths: vec![dirs.workspace.clone()],
         readable_extra_paths: Vec::new(),

@@ -7,6 +7,7 @@ use anyhow::{Context, bail};
 use caps::{ExecOptions, LocalShell, Shell};
 
 use crate::harness::{RatioSpec, Report, compare, median};
+use crate::in_process::InProcess;
 
 /// Run every benchmark whose id matches `filter` (all when empty).
 pub async fn run_all(report: &mut Report, quick: bool, filter: &[&String]) -> anyhow::Result<()> {
@@ -20,8 +21,13 @@ pub async fn run_all(report: &mut Report, quick: bool, filter: &[&String]) -> an
     if wanted("exec-gateway") {
         exec_gateway(report, quick).await?;
     }
-    if wanted("exec-sandbox") {
+    // A row id names its suite's rows only in part (`exec-sandbox-cli`), so each suite runs
+    // when any of its rows is wanted.
+    if crate::sandbox_bench::ROWS.iter().any(|id| wanted(id)) {
         crate::sandbox_bench::run(report, quick, &wanted).await?;
+    }
+    if wanted("mcp-exec-sandbox") {
+        crate::mcp_sandbox_bench::run(report, quick).await?;
     }
     if wanted("decide") {
         decide(report, quick).await?;
@@ -38,7 +44,7 @@ pub async fn run_all(report: &mut Report, quick: bool, filter: &[&String]) -> an
     if wanted("gateway-soak") {
         crate::soak_bench::run(report, quick).await?;
     }
-    if wanted("mcp-exec") || wanted("mcp-read") {
+    if crate::mcp_bench::ROWS.iter().any(|id| wanted(id)) {
         // The `warden` binary holds every run in the containment this host allows (a
         // cgroup per run here); the in-process baseline does the same, so that the ratio
         // is what MCP costs, not what a cgroup costs.
@@ -325,77 +331,6 @@ fn vm_hwm_kib() -> anyhow::Result<u64> {
         }
     }
     bail!("VmHWM not found in /proc/self/status")
-}
-
-/// The runner on the gateway host, in this process, with `/bin/true` allowlisted for
-/// agent `bench` (the Warden side of `exec-gateway`, and the baseline of `mcp-exec`).
-pub struct InProcess {
-    home: std::path::PathBuf,
-    runner: runner::Runner,
-    executor: runner::Executor,
-    cancel: tokio_util::sync::CancellationToken,
-}
-
-impl InProcess {
-    /// With each run held by `containment` (`None`: its process group and session only).
-    pub fn new(containment: Option<caps::process::Containment>) -> anyhow::Result<InProcess> {
-        let home = crate::fixtures::true_allowed_home("gw")?;
-        let fs: std::sync::Arc<caps::LocalFs> = std::sync::Arc::new(caps::LocalFs::new("/")?);
-        let store = crate::fixtures::store(fs.clone(), &home);
-        let clock: std::sync::Arc<dyn approvals::Clock> =
-            std::sync::Arc::new(approvals::SystemClock);
-        let runner = runner::Runner::new(
-            runner::Host::builder(
-                fs,
-                store,
-                policy::Config::parse(
-                    "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\n",
-                    std::path::Path::new("config.toml"),
-                )?,
-            )
-            .trusted_path(policy::TrustedPath::parse("/usr/bin:/bin"))
-            .default_cwd("/")
-            .clock(clock)
-            .build(),
-        );
-        let shell = match containment {
-            Some(c) => LocalShell::contained(c),
-            None => LocalShell::new(),
-        };
-        let executor = runner::Executor::Direct {
-            shell: std::sync::Arc::new(shell),
-            host: runner::RunHost::Gateway,
-        };
-        Ok(InProcess {
-            home,
-            runner,
-            executor,
-            cancel: tokio_util::sync::CancellationToken::new(),
-        })
-    }
-
-    /// One allowlisted `/bin/true` through the whole runner.
-    pub async fn exec_true(&self) -> anyhow::Result<()> {
-        let request = runner::ExecRequest::new(
-            "bench",
-            "bench",
-            runner::Command::Argv(vec!["/bin/true".into()]),
-        );
-        let report = self
-            .runner
-            .run(request, &self.executor, &runner::NoEvents, &self.cancel)
-            .await;
-        if !matches!(report.outcome, runner::Outcome::Finished { .. }) {
-            bail!("the runner did not run /bin/true: {:?}", report.outcome);
-        }
-        Ok(())
-    }
-}
-
-impl Drop for InProcess {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.home);
-    }
 }
 
 /// `exec-gateway`: an allowlisted `/bin/true` through the whole runner on the gateway

@@ -1,6 +1,7 @@
 //! `cargo xtask`: project automation that is code, not shell scripts.
 //!
-//! - `cargo xtask lint`  — the capability-seam lint and the dependency-direction rule.
+//! - `cargo xtask lint`  — the capability-seam lint, the dependency-direction rule, and
+//!   the checks that keep docs/ true to the code (unsafe list, document list, exit codes).
 //! - `cargo xtask ci`    — fmt check, clippy `-D warnings`, lint, the whole test suite.
 //! - `cargo xtask bench [--quick]` — the benchmark suite (see docs/benchmarks.md).
 // Project tooling drives cargo and reads the source tree.
