@@ -42,7 +42,7 @@ fn runner_for(home: &Path, host: &str) -> anyhow::Result<runner::Runner> {
     )?;
     let clock: Arc<dyn approvals::Clock> = Arc::new(approvals::SystemClock);
     Ok(runner::Runner::new(
-        runner::Host::builder(fs, store, config)
+        runner::HostContext::builder(fs, store, config)
             .trusted_path(policy::TrustedPath::parse("/usr/bin:/bin"))
             .default_cwd("/")
             .clock(clock)
@@ -57,7 +57,7 @@ fn node_service(home: &Path, id: &str) -> anyhow::Result<NodeService> {
     Ok(NodeService {
         node_id: id.to_owned(),
         runner,
-        executor: runner::Executor::Direct {
+        executor: runner::Executor::Plain {
             shell: Arc::new(LocalShell::new()),
             host: runner::RunHost::Node(id.to_owned()),
         },
@@ -159,7 +159,7 @@ pub async fn exec_node(report: &mut Report, quick: bool) -> anyhow::Result<()> {
     connect_node(&addr, 0, service, Heartbeat::default()).await?;
     wait_connected(&hub, 1).await?;
     let local = runner_for(&node_home, "gateway")?;
-    let executor = runner::Executor::Direct {
+    let executor = runner::Executor::Plain {
         shell: Arc::new(LocalShell::new()),
         host: runner::RunHost::Gateway,
     };
@@ -456,7 +456,7 @@ pub fn fleet_gateway(args: &[String]) -> anyhow::Result<()> {
         std::fs::write(&path, serde_json::to_vec(&approvals)?)?;
         std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
         let local = runner_for(&local_home, "gateway")?;
-        let executor = runner::Executor::Direct {
+        let executor = runner::Executor::Plain {
             shell: Arc::new(LocalShell::new()),
             host: runner::RunHost::Gateway,
         };

@@ -23,7 +23,7 @@ impl InProcess {
         let clock: std::sync::Arc<dyn approvals::Clock> =
             std::sync::Arc::new(approvals::SystemClock);
         let runner = runner::Runner::new(
-            runner::Host::builder(
+            runner::HostContext::builder(
                 fs,
                 store,
                 policy::Config::parse(
@@ -40,7 +40,7 @@ impl InProcess {
             Some(c) => LocalShell::contained(c),
             None => LocalShell::new(),
         };
-        let executor = runner::Executor::Direct {
+        let executor = runner::Executor::Plain {
             shell: std::sync::Arc::new(shell),
             host: runner::RunHost::Gateway,
         };

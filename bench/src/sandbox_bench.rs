@@ -263,7 +263,7 @@ fn in_process_runner(dirs: &Dirs) -> anyhow::Result<runner::Runner> {
     let store = crate::fixtures::store(fs.clone(), &dirs.home);
     let clock: Arc<dyn approvals::Clock> = Arc::new(approvals::SystemClock);
     Ok(runner::Runner::new(
-        runner::Host::builder(
+        runner::HostContext::builder(
             fs,
             store,
             policy::Config::parse(

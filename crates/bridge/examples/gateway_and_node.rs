@@ -22,7 +22,7 @@ use bridge::registry::NodeEntry;
 use bridge::{Hub, HubConfig, NodeService, Registry, Transport, TransportKind};
 use caps::{LocalFs, LocalShell};
 use policy::{CaseMode, Config, TrustedPath};
-use runner::{Executor, Host, RunHost, Runner};
+use runner::{Executor, HostContext, RunHost, Runner};
 use tokio_util::sync::CancellationToken;
 
 /// The node's token: shared by the gateway's registry and the node's `node.json`.
@@ -61,12 +61,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let service = Arc::new(NodeService {
         node_id: "n1".into(),
         runner: Runner::new(
-            Host::builder(fs.clone(), store(), config)
+            HostContext::builder(fs.clone(), store(), config)
                 .trusted_path(trusted.clone())
                 .default_cwd(node_dir.path())
                 .build(),
         ),
-        executor: Executor::Direct {
+        executor: Executor::Plain {
             shell: Arc::new(LocalShell::new()),
             host: RunHost::Node("n1".into()),
         },

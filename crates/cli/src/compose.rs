@@ -16,7 +16,7 @@ use gateway::{
     DirectMode, DirectSwitch, FileTools, Gateway, PathAuthorization, Routes, SandboxRoute,
 };
 use policy::{Config, SandboxBackend};
-use runner::{Executor, Host, RunHost, Runner, SandboxShells, SocketApprovals};
+use runner::{Executor, HostContext, RunHost, Runner, SandboxShells, SocketApprovals};
 use sandbox::protect::{Authorized, Guard, Protection, WardenLayout, plan_paths, warden_paths};
 use sandbox::{LandlockMode, NamespaceSandbox, Profile, SandboxPolicy};
 
@@ -358,9 +358,9 @@ impl HostFacts {
         config: Config,
         workspace: &Path,
         protected: Vec<PathBuf>,
-    ) -> Host {
+    ) -> HostContext {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        Host::builder(self.fs(), store.clone(), config)
+        HostContext::builder(self.fs(), store.clone(), config)
             .protected(protected)
             .env(self.env.clone())
             .trusted_path(self.trusted_path.clone())
@@ -417,7 +417,7 @@ impl HostFacts {
             })
         };
         let routes = Routes {
-            gateway: Executor::Direct {
+            gateway: Executor::Plain {
                 shell: Arc::clone(&local),
                 host: RunHost::Gateway,
             },

@@ -30,7 +30,7 @@ impl HostFacts {
         Ok(NodeService {
             node_id: node_id.to_owned(),
             runner: Runner::new(host),
-            executor: Executor::Direct {
+            executor: Executor::Plain {
                 shell,
                 host: RunHost::Node(node_id.to_owned()),
             },

@@ -23,7 +23,7 @@ use caps::testkit::{read_pid, wait_gone};
 use caps::{LocalFs, LocalShell};
 use gateway::{Gateway, Routes, SandboxRoute, SessionKey};
 use policy::{CaseMode, Config, TrustedPath};
-use runner::{Command, ExecRequest, Executor, Host, Outcome, RunHost, Runner};
+use runner::{Command, ExecRequest, Executor, HostContext, Outcome, RunHost, Runner};
 use serde_json::json;
 
 const TOKEN: &str = "wnd_test-token-0123456789abcdef0123456789";
@@ -62,7 +62,7 @@ fn runner(dir: &Path, host: &str, approvals: &str) -> Runner {
     )
     .unwrap();
     Runner::new(
-        Host::builder(
+        HostContext::builder(
             Arc::new(LocalFs::new("/").unwrap()),
             store(dir, approvals),
             config,
@@ -101,7 +101,7 @@ fn lab_with(gateway_approvals: &str) -> Lab {
         .unwrap();
     let hub = Hub::new(registry, HubConfig::default(), Arc::new(|| 0));
     let routes = Routes {
-        gateway: Executor::Direct {
+        gateway: Executor::Plain {
             shell: Arc::new(LocalShell::new()),
             host: RunHost::Gateway,
         },
@@ -163,7 +163,7 @@ fn open_node(dir: &Path) -> Arc<NodeService> {
     Arc::new(NodeService {
         node_id: "n1".into(),
         runner: runner(dir, "node", OPEN),
-        executor: Executor::Direct {
+        executor: Executor::Plain {
             shell: Arc::new(LocalShell::new()),
             host: RunHost::Node("n1".into()),
         },

@@ -17,7 +17,7 @@ use policy::{CaseMode, Config, TrustedPath};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
-use runner::{Executor, Host, RunHost, Runner, SandboxShells};
+use runner::{Executor, HostContext, RunHost, Runner, SandboxShells};
 use serde_json::{Value, json};
 
 const APPROVALS: &str = r#"{"version":1,
@@ -48,7 +48,7 @@ async fn lab(sandbox: bool) -> Lab {
             case: CaseMode::Sensitive,
         },
     );
-    let host = Host::builder(
+    let host = HostContext::builder(
         fs.clone(),
         store,
         Config::parse(CONFIG, Path::new("config.toml")).unwrap(),
@@ -63,7 +63,7 @@ async fn lab(sandbox: bool) -> Lab {
     sandbox_shell.respond_with(|_| Ok(ok_output("from the sandbox\n")));
     let sandboxed: Arc<dyn caps::Shell> = Arc::new(sandbox_shell.clone());
     let routes = Routes {
-        gateway: Executor::Direct {
+        gateway: Executor::Plain {
             shell: Arc::new(gateway_shell.clone()),
             host: RunHost::Gateway,
         },

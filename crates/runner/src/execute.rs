@@ -55,7 +55,7 @@ impl Runner {
                     reason: AllowReason::Sandboxed | AllowReason::Unconfined,
                     ..
                 },
-                Executor::Direct { .. },
+                Executor::Plain { .. },
             )
             | (_, Executor::Sandbox(_)) => {
                 let rule = format!(
@@ -65,10 +65,10 @@ impl Runner {
                 );
                 deny(report, DenyReason::HostUnavailable, rule, events)
             }
-            (Decision::Deny { reason, rule }, Executor::Direct { .. }) => {
+            (Decision::Deny { reason, rule }, Executor::Plain { .. }) => {
                 deny(report, *reason, rule.clone(), events)
             }
-            (Decision::Ask { reason, .. }, Executor::Direct { shell, .. }) => {
+            (Decision::Ask { reason, .. }, Executor::Plain { shell, .. }) => {
                 let plan = match decided.explanation.plans.as_written.as_ref() {
                     Ok(plan) => plan.clone(),
                     Err(e) => return plan_error(report, e),
@@ -101,7 +101,7 @@ impl Runner {
                 self.run_decided(report, &decided, &decision, shell.as_ref(), events, cancel)
                     .await
             }
-            (Decision::Allow { .. }, Executor::Direct { shell, .. }) => {
+            (Decision::Allow { .. }, Executor::Plain { shell, .. }) => {
                 self.run_decided(report, &decided, &decision, shell.as_ref(), events, cancel)
                     .await
             }

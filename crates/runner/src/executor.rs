@@ -12,8 +12,11 @@ use crate::report::RunHost;
 /// Where a decided request runs.
 #[derive(Clone)]
 pub enum Executor {
-    /// The approved plan runs as it is, with this shell (the gateway host, a node).
-    Direct {
+    /// The approved plan runs as plain processes of this host, with this shell (the
+    /// gateway host, a node): policy — security, ask, the allowlist — is the boundary, not
+    /// a sandbox. (The operator's direct mode is not this: it serves `host = sandbox`
+    /// unconfined, as a `Sandbox` executor whose `unconfined` says so.)
+    Plain {
         /// The processes of this host.
         shell: Arc<dyn Shell>,
         /// Its name in reports and events.
@@ -26,7 +29,7 @@ pub enum Executor {
 impl std::fmt::Debug for Executor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Executor::Direct { host, .. } => write!(f, "Executor::Direct({host})"),
+            Executor::Plain { host, .. } => write!(f, "Executor::Plain({host})"),
             Executor::Sandbox(s) => write!(f, "Executor::Sandbox(unconfined: {:?})", s.unconfined),
         }
     }
@@ -71,7 +74,7 @@ impl Executor {
     /// The host name of runs here.
     pub(crate) fn run_host(&self) -> RunHost {
         match self {
-            Executor::Direct { host, .. } => host.clone(),
+            Executor::Plain { host, .. } => host.clone(),
             Executor::Sandbox(s) if s.unconfined.is_some() => RunHost::Direct,
             Executor::Sandbox(_) => RunHost::Sandbox,
         }

@@ -13,8 +13,8 @@ use policy::{Config, TrustedPath};
 
 use crate::approver::{Approvals, NoApprover};
 
-/// A host's facts and providers (see the module header). Build with [`Host::builder`].
-pub struct Host {
+/// A host's facts and providers (see the module header). Build with [`HostContext::builder`].
+pub struct HostContext {
     pub(crate) fs: Arc<dyn Fs>,
     pub(crate) store: Store,
     pub(crate) config: Config,
@@ -26,28 +26,28 @@ pub struct Host {
     pub(crate) protected: Vec<PathBuf>,
 }
 
-impl std::fmt::Debug for Host {
+impl std::fmt::Debug for HostContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Host")
+        f.debug_struct("HostContext")
             .field("store", &self.store)
             .field("default_cwd", &self.default_cwd)
             .finish()
     }
 }
 
-/// Builds a [`Host`]: the files, the approvals store and the config are required; the
+/// Builds a [`HostContext`]: the files, the approvals store and the config are required; the
 /// rest defaults to an empty environment, `/usr/bin:/bin`, `/`, no approver and the
 /// system clock.
-pub struct HostBuilder {
-    host: Host,
+pub struct HostContextBuilder {
+    host: HostContext,
 }
 
-impl Host {
+impl HostContext {
     /// Start describing a host whose files are `fs`, whose approvals file is `store` and
     /// whose config is `config`.
-    pub fn builder(fs: Arc<dyn Fs>, store: Store, config: Config) -> HostBuilder {
-        HostBuilder {
-            host: Host {
+    pub fn builder(fs: Arc<dyn Fs>, store: Store, config: Config) -> HostContextBuilder {
+        HostContextBuilder {
+            host: HostContext {
                 fs,
                 store,
                 config,
@@ -62,7 +62,7 @@ impl Host {
     }
 }
 
-impl HostBuilder {
+impl HostContextBuilder {
     /// The host's own environment (only allowlisted names reach commands).
     pub fn env(mut self, env: BTreeMap<String, String>) -> Self {
         self.host.env = env;
@@ -101,7 +101,7 @@ impl HostBuilder {
     }
 
     /// The host.
-    pub fn build(self) -> Host {
+    pub fn build(self) -> HostContext {
         self.host
     }
 }

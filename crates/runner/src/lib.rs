@@ -36,7 +36,7 @@ pub use approver::{Approvals, NoApprover, SocketApprovals};
 pub use decide::Decided;
 pub use events::{CollectEvents, EventSink, ExecEvent, NoEvents};
 pub use executor::{Executor, SandboxShells};
-pub use host::{Host, HostBuilder};
+pub use host::{HostContext, HostContextBuilder};
 pub use launch::launch;
 pub use policy::Command;
 pub use report::{

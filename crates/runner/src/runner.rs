@@ -1,6 +1,6 @@
 //! The runner of one host: the pipeline's steps as methods — [`Runner::decide`]
 //! (`decide.rs`), [`Runner::execute`] (`execute.rs`), asking a human (`ask.rs`) — over one
-//! shared [`Host`].
+//! shared [`HostContext`].
 
 use std::sync::Arc;
 
@@ -8,19 +8,19 @@ use tokio_util::sync::CancellationToken;
 
 use crate::events::EventSink;
 use crate::executor::Executor;
-use crate::host::Host;
+use crate::host::HostContext;
 use crate::report::RunReport;
 use crate::request::ExecRequest;
 
 /// Runs commands on one host. Cheap to clone: the host is shared.
 #[derive(Clone, Debug)]
 pub struct Runner {
-    pub(crate) host: Arc<Host>,
+    pub(crate) host: Arc<HostContext>,
 }
 
 impl Runner {
     /// The runner of `host`.
-    pub fn new(host: Host) -> Self {
+    pub fn new(host: HostContext) -> Self {
         Runner {
             host: Arc::new(host),
         }

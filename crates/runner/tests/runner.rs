@@ -21,7 +21,7 @@ use policy::{
 };
 use runner::{
     Approvals, CollectEvents, Command, EXIT_CANCELLED, EXIT_DENIED, EXIT_NO_APPROVER, ExecEvent,
-    ExecRequest, Executor, Host, Outcome, RunHost, RunReport, Runner, SandboxShells,
+    ExecRequest, Executor, HostContext, Outcome, RunHost, RunReport, Runner, SandboxShells,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -114,7 +114,7 @@ struct World {
 
 impl World {
     fn gateway(&self) -> Executor {
-        Executor::Direct {
+        Executor::Plain {
             shell: Arc::new(self.shell.clone()),
             host: RunHost::Gateway,
         }
@@ -163,7 +163,7 @@ fn world(approvals_json: &str, config: &str, human: Human) -> World {
         seen: Mutex::new(Vec::new()),
         while_asked: Mutex::new(None),
     });
-    let host = Host::builder(
+    let host = HostContext::builder(
         fs.clone(),
         store.clone(),
         Config::parse(config, Path::new("config.toml")).unwrap(),
@@ -1014,7 +1014,7 @@ async fn a_best_effort_exec_allowlist_that_cannot_be_enforced_is_off_and_says_so
         unconfined: Some("direct mode".into()),
         ..match w.executor() {
             Executor::Sandbox(s) => s,
-            Executor::Direct { .. } => unreachable!(),
+            Executor::Plain { .. } => unreachable!(),
         }
     });
     let report = w
@@ -1050,7 +1050,7 @@ async fn direct_mode_is_part_of_the_decision_and_a_plan_runs_only_as_it_was_deci
         unconfined: Some("direct mode".into()),
         ..match w.executor() {
             Executor::Sandbox(s) => s,
-            Executor::Direct { .. } => unreachable!(),
+            Executor::Plain { .. } => unreachable!(),
         }
     });
     // Decided as the direct executor serves it: the decision and the plan say so, and
@@ -1300,7 +1300,7 @@ async fn a_cancelled_run_ends_with_130_on_the_gateway_and_in_the_sandbox() {
         Human::Absent,
     );
     let never: Arc<dyn caps::Shell> = Arc::new(NeverFinishes);
-    let gateway = Executor::Direct {
+    let gateway = Executor::Plain {
         shell: Arc::clone(&never),
         host: RunHost::Gateway,
     };
@@ -1361,7 +1361,7 @@ async fn cancelling_while_a_human_is_asked_runs_nothing_even_with_a_permissive_f
         "[tools.exec]\nhost = \"gateway\"\nsecurity = \"full\"\nask = \"always\"\n",
         Human::Absent,
     );
-    let host = Host::builder(
+    let host = HostContext::builder(
         w.fs.clone(),
         w.store.clone(),
         Config::parse(
