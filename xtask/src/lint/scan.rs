@@ -1,6 +1,7 @@
-//! The token scan: which `std`, `tokio` and `nix` paths a file's code reaches, read from
-//! token streams parsed by `syn`, so mentions in strings and comments never count while
-//! `use` trees, paths and macro bodies do. Items under `#[cfg(test)]` are skipped.
+//! The token scan: which `std`, `tokio`, `nix` and concrete `caps` provider paths a
+//! file's code reaches, read from token streams parsed by `syn`, so mentions in strings
+//! and comments never count while `use` trees, paths and macro bodies do. Items under
+//! `#[cfg(test)]` are skipped.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -39,7 +40,45 @@ const BANNED: &[Banned] = &[
         path: "nix",
         instead: "outside providers only nix::sys::socket and nix::errno (a socket the crate owns); reach processes, files and the environment through caps",
     },
+    // The concrete providers that reach the OS, and the process supervisor and mount
+    // table behind them: a library is handed an `Arc<dyn Fs>` / `Arc<dyn Shell>` by the
+    // composition root and never picks (or opens) one itself.
+    Banned {
+        path: "caps::LocalFs",
+        instead: "take an Arc<dyn caps::Fs> from the composition root",
+    },
+    Banned {
+        path: "caps::BoundedFs",
+        instead: "take an Arc<dyn caps::Fs> from the composition root (a closure that opens one, like gateway::OpenRoot, when the library decides where)",
+    },
+    Banned {
+        path: "caps::LocalShell",
+        instead: "take an Arc<dyn caps::Shell> from the composition root",
+    },
+    Banned {
+        path: "caps::BoundedShell",
+        instead: "take an Arc<dyn caps::Shell> from the composition root",
+    },
+    Banned {
+        path: "caps::process",
+        instead: "run programs through caps::Shell",
+    },
+    Banned {
+        path: "caps::mounts",
+        instead: "take the facts as values from the composition root",
+    },
 ];
+
+/// What `use KRATE::*` or `KRATE as alias` is reported as: it reaches every banned
+/// module of that crate at once (`None`: the crate is not scanned here).
+fn whole_crate(krate: &str) -> Option<&'static str> {
+    match krate {
+        "std" => Some("std::fs"),
+        "tokio" => Some("tokio::fs"),
+        "caps" => Some("caps::LocalFs"),
+        _ => None,
+    }
+}
 
 /// The `nix` modules code outside providers may use: calls on a socket the crate owns.
 const NIX_OUTSIDE_PROVIDERS: &[&[&str]] = &[&["sys", "socket"], &["errno"]];
@@ -269,19 +308,17 @@ fn scan_tokens(file: &Path, stream: TokenStream, findings: &mut Vec<Finding>) {
             }
             continue;
         }
-        if krate != "std" && krate != "tokio" {
+        let Some(whole) = whole_crate(krate) else {
+            continue;
+        };
+        // A path that only ends in a segment named like the crate (`crate::caps::…`) is
+        // someone else's module.
+        if i >= 2 && toks[i - 1] == Tok::PathSep && matches!(toks[i - 2], Tok::Ident(..)) {
             continue;
         }
         // `use std as s;` / `extern crate std as s;` would hide later paths.
         if matches!(toks.get(i + 1), Some(Tok::Ident(kw, _)) if kw == "as") {
-            report(
-                *line,
-                if krate == "std" {
-                    "std::fs"
-                } else {
-                    "tokio::fs"
-                },
-            );
+            report(*line, whole);
             continue;
         }
         if toks.get(i + 1) != Some(&Tok::PathSep) {
@@ -296,14 +333,7 @@ fn scan_tokens(file: &Path, stream: TokenStream, findings: &mut Vec<Finding>) {
                 }
             }
             // `use std::*;` imports every banned module at once.
-            Some(Tok::Star) => report(
-                *line,
-                if krate == "std" {
-                    "std::fs"
-                } else {
-                    "tokio::fs"
-                },
-            ),
+            Some(Tok::Star) => report(*line, whole),
             // `use std::{fs, io::Read};`: check the first identifier of each element.
             Some(Tok::Open(Delimiter::Brace)) => {
                 for j in tree_elements(&toks, i + 3) {
@@ -385,6 +415,37 @@ mod tests {
         ];
         for src in clean {
             assert!(scan(src).is_empty(), "{src}: {:?}", scan(src));
+        }
+    }
+
+    #[test]
+    fn a_library_names_no_concrete_provider_and_no_supervisor() {
+        for (src, banned) in [
+            ("use caps::LocalFs;", "caps::LocalFs"),
+            ("use caps::{Fs, BoundedFs};", "caps::BoundedFs"),
+            (
+                "fn f() { let _ = caps::BoundedFs::open(\"/x\"); }",
+                "caps::BoundedFs",
+            ),
+            ("use caps::{Shell, LocalShell as S};", "caps::LocalShell"),
+            (
+                "fn f() -> caps::BoundedShell { todo!() }",
+                "caps::BoundedShell",
+            ),
+            ("use caps::process::supervise;", "caps::process"),
+            ("use caps::mounts::read_mount_table;", "caps::mounts"),
+            ("use caps::*;", "caps::LocalFs"),
+            ("use caps as c;", "caps::LocalFs"),
+        ] {
+            assert_eq!(scan(src), vec![banned], "{src}");
+        }
+        for clean in [
+            "use caps::{Fs, Shell, FileKind, WriteOptions};",
+            "fn f(fs: std::sync::Arc<dyn caps::Fs>) {}",
+            "use crate::caps::LocalFs;",
+            "/// Give it a `caps::LocalFs`.\nfn f() {}",
+        ] {
+            assert!(scan(clean).is_empty(), "{clean}: {:?}", scan(clean));
         }
     }
 

@@ -27,6 +27,7 @@ const CANARIES: &[(&str, &str)] = &[
     ("crates/cli/", "std::env"),
     ("crates/cli/", "std::process"),
     ("crates/caps/src/providers/local/", "nix"),
+    ("crates/cli/", "caps::BoundedFs"),
 ];
 
 /// Seam findings outside the allowed prefixes and canaries that found nothing.
