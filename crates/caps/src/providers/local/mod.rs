@@ -5,6 +5,7 @@
 pub mod contain;
 mod fs;
 pub mod mount_table;
+mod proc_stat;
 pub mod process;
 mod program;
 mod shell;

@@ -21,6 +21,8 @@ use nix::sys::signal::{SigHandler, SigSet, SigmaskHow, Signal, kill, signal, sig
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, execv, fork};
 
+use crate::providers::local::proc_stat::process_stats;
+
 /// The helper binary's subcommand that runs [`run_reaper`].
 pub const REAPER_SUBCOMMAND: &str = "__warden-reaper";
 
@@ -32,30 +34,10 @@ pub(crate) fn stop(pid: i32) {
 /// Every descendant of this process, from `/proc` (parents before children).
 fn descendants() -> Vec<i32> {
     let me = std::process::id() as i32;
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut parent_of = Vec::new();
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // The command name may hold spaces and parentheses: parse after the last `)`.
-        let ppid = stat
-            .rfind(')')
-            .and_then(|i| stat[i + 1..].split_whitespace().nth(1))
-            .and_then(|p| p.parse::<i32>().ok());
-        if let Some(ppid) = ppid {
-            parent_of.push((pid, ppid));
-        }
-    }
+    let parent_of: Vec<(i32, i32)> = process_stats()
+        .into_iter()
+        .filter_map(|(pid, fields)| Some((pid, fields.get(1)?.parse::<i32>().ok()?)))
+        .collect();
     let mut found = vec![me];
     let mut i = 0;
     while i < found.len() {

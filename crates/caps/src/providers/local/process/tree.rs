@@ -10,6 +10,7 @@ use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::Pid;
 
 use crate::providers::local::contain::{Removal, Unit};
+use crate::providers::local::proc_stat::process_stats;
 use crate::shell::ExitStatus;
 
 /// Owns the run's process tree until it is reaped: kills the group on timeout, and when
@@ -173,32 +174,23 @@ impl Drop for TreeGuard {
 
 /// Pids whose session id is `sid`, read from `/proc/*/stat`.
 pub(super) fn session_members(sid: i32) -> Vec<i32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut members = Vec::new();
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        if stat_session(&stat) == Some(sid) {
-            members.push(pid);
-        }
-    }
-    members
+    process_stats()
+        .into_iter()
+        .filter(|(_, fields)| session_of(fields) == Some(sid))
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
+/// The session field (after state, ppid and pgrp) of a stat line's fields.
+fn session_of(fields: &[String]) -> Option<i32> {
+    fields.get(3)?.parse().ok()
 }
 
 /// The session field of a `/proc/PID/stat` line. The command name (field 2) may contain
 /// spaces and parentheses, so parse from the last `)`.
+#[cfg(test)]
 pub(super) fn stat_session(stat: &str) -> Option<i32> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    // Fields after the name: state, ppid, pgrp, session.
-    rest.split_whitespace().nth(3)?.parse().ok()
+    session_of(&crate::providers::local::proc_stat::fields_after_name(
+        stat,
+    )?)
 }
