@@ -1396,6 +1396,78 @@ fn commands_start_with_sigpipe_at_its_default_wherever_they_run() {
     }
 }
 
+/// A server (`warden mcp`) starts its sandboxed runs through its companion, and keeps the
+/// sandbox's pid 1 made ahead for EVERY run, not only the first: each of several calls in
+/// a row runs in a pid 1 made ahead (`warden-pid1`); with the companion off, none does.
+#[test]
+fn a_server_keeps_a_sandbox_pid_1_ready_for_every_run() {
+    use std::io::{BufRead, BufReader, Write};
+    if !bwrap_usable() || !builder_in_use() {
+        eprintln!("SKIPPED: needs Warden's own builder (user namespaces) here");
+        return;
+    }
+    for companion in ["on", "off"] {
+        let home = warden_home();
+        configure(
+            home.path(),
+            "[sandbox]\npermission_mode = \"readonly\"\n",
+            r#"{"version":1}"#,
+        );
+        let ws = tempfile::tempdir().unwrap();
+        let mut server = warden_in(home.path())
+            .env("WARDEN_COMPANION", companion)
+            .args(["mcp", "--agent", "coder", "--session", "s1", "--workspace"])
+            .arg(ws.path())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = server.stdin.take().unwrap();
+        let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
+        let mut ask = |id: u64, line: serde_json::Value, then: Option<&str>| {
+            writeln!(stdin, "{line}").unwrap();
+            stdin.flush().unwrap();
+            let answer = loop {
+                let v: serde_json::Value =
+                    serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+                if v["id"] == id {
+                    break v;
+                }
+            };
+            if let Some(notification) = then {
+                writeln!(stdin, "{notification}").unwrap();
+            }
+            answer
+        };
+        ask(
+            0,
+            serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"}}}),
+            Some(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+        );
+        for id in 1..=4 {
+            let v = ask(
+                id,
+                serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+                    "name": "exec", "arguments": {"command": "cat /proc/1/comm"}}}),
+                None,
+            );
+            let result = &v["result"]["structuredContent"];
+            assert_eq!(result["exitCode"], 0, "{v}");
+            let pid1 = result["stdout"].as_str().unwrap().trim();
+            assert_eq!(
+                pid1 == "warden-pid1",
+                companion == "on",
+                "companion {companion}, call {id}: pid 1 is {pid1:?}"
+            );
+        }
+        drop(stdin);
+        assert!(server.wait().unwrap().success());
+    }
+}
+
 /// Whether `warden exec` builds the sandbox with Warden's own builder here (as
 /// `sandbox.builder = "auto"` does where its probe succeeds).
 fn builder_in_use() -> bool {

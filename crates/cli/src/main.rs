@@ -138,13 +138,14 @@ fn stderr_colour() -> bool {
     std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
-/// `warden exec` starts its companion (`caps::process::start_companion`: the helper
-/// binary, running, which starts the sandbox's builder for each run without executing a
-/// binary, and is the cgroup watchdog) from a constructor, before `main`: from the main
+/// `warden exec` and `warden mcp` start their companion
+/// (`caps::process::start_companion`: the helper binary, running, which starts the
+/// sandbox's builder for each run without executing a binary, and is the cgroup
+/// watchdog) from a constructor, before `main`: from the main
 /// thread, which lives as long as the process (the companion's children are that
 /// thread's), and as early as can be, so that its own start-up overlaps Warden's.
 /// Without the small helper binary next to `warden`, or with `WARDEN_COMPANION=off`,
-/// there is none (runs then execute the helper, as servers' runs do).
+/// there is none (runs then execute the helper).
 #[used]
 #[unsafe(link_section = ".init_array")]
 static START_COMPANION: extern "C" fn(
@@ -163,18 +164,30 @@ extern "C" fn start_companion_for_exec(
     }
     // SAFETY: glibc calls constructors with the program's argc and argv, which hold
     // `argc` valid NUL-terminated strings.
-    let first = unsafe { std::ffi::CStr::from_ptr(*argv.add(1)) };
-    if first.to_bytes() != b"exec"
-        || std::env::var_os("WARDEN_COMPANION").is_some_and(|v| v == "off")
-    {
+    let word = |i: usize| unsafe { std::ffi::CStr::from_ptr(*argv.add(i)) }.to_bytes();
+    // `warden mcp` serves many runs from one process, whose main thread lives as long as
+    // it does (it drives the runtime). Not yet `warden gateway run`: with a companion
+    // its mcp-exec-http row measured 1.43× → 1.52×, not yet explained
+    // (docs/benchmarks.md, stop 41).
+    let server = match word(1) {
+        b"exec" => false,
+        b"mcp" => true,
+        _ => return,
+    };
+    if std::env::var_os("WARDEN_COMPANION").is_some_and(|v| v == "off") {
         return;
     }
     if let Some(helper) = host::small_helper() {
         // Without it, runs start the helper binary; nothing else changes. Started from
         // the opened file, like every run's helper.
         let _ = caps::process::start_companion(helper.exec_path());
-        // A default sandboxed run's namespaces, made while Warden decides.
-        caps::process::prepare_companion(sandbox::namespace::DEFAULT_BORN_IN);
+        // A default sandboxed run's namespaces, made while Warden decides — for a
+        // server, again after every run that used them.
+        if server {
+            caps::process::keep_companion_standby(sandbox::namespace::DEFAULT_BORN_IN);
+        } else {
+            caps::process::prepare_companion(sandbox::namespace::DEFAULT_BORN_IN);
+        }
     }
 }
 

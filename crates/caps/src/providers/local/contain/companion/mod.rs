@@ -216,7 +216,12 @@ impl Companion {
             v2_optional,
         };
         let (pid, outside_v2) = match self.hand_to_standby(&spawn, &fds) {
-            Some(pid) => (pid, v2.is_some()),
+            Some(pid) => {
+                if let Some(keep) = KEEP_STANDBY.get() {
+                    self.prepare(*keep);
+                }
+                (pid, v2.is_some())
+            }
             None => {
                 let message = wire::Message::Spawn(spawn);
                 let reply = self.with_socket(|socket| {
@@ -367,6 +372,18 @@ pub fn prepare_companion(namespaces: crate::providers::local::process::NewNamesp
     if let Some(companion) = get() {
         companion.prepare(namespaces);
     }
+}
+
+/// The namespaces a long-lived process keeps a standby in (see
+/// [`keep_companion_standby`]): after each run a standby served, the next is asked for.
+static KEEP_STANDBY: OnceLock<crate::providers::local::process::NewNamespaces> = OnceLock::new();
+
+/// Like [`prepare_companion`], for a server: keep a process ready in `namespaces` for
+/// every run, not only the first — each run a standby serves asks for the next, made
+/// while the companion has nothing else to do (off every run's critical path).
+pub fn keep_companion_standby(namespaces: crate::providers::local::process::NewNamespaces) {
+    let _ = KEEP_STANDBY.set(namespaces);
+    prepare_companion(namespaces);
 }
 
 /// Whether `e` says the other end of the socket has gone.
