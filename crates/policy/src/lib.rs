@@ -5,8 +5,9 @@
 //!
 //! ```
 //! use caps::{Fs, MemoryFs, WriteOptions};
-//! use policy::{explain, Allowlist, CaseMode, CommandInput, Config, EvalContext, ExecParams,
-//!              HostCeiling, Launch, Requester, SessionOverrides, TrustedPath, Ask, AskFallback, Security};
+//! use policy::{explain, Allowlist, CaseMode, CommandInput, Config, Confinement, EvalContext,
+//!              ExecParams, HostCeiling, Launch, Requester, SessionOverrides, TrustedPath, Ask,
+//!              AskFallback, Security};
 //! use std::collections::BTreeMap;
 //! use std::path::Path;
 //!
@@ -23,13 +24,15 @@
 //! let who = Requester { agent: "coder", session_id: "s1", session: &session, params: &params, env: &env };
 //! let host_env = BTreeMap::from([("HOME".to_string(), "/home/u".to_string())]);
 //!
-//! let ok = explain(CommandInput::Shell("rg -n TODO"), &who, &config, &ceiling, &ctx, &host_env);
+//! // `Confinement` is how this host serves `host = sandbox` now (an OS sandbox here).
+//! let sandboxed = Confinement::Sandbox;
+//! let ok = explain(CommandInput::Shell("rg -n TODO"), &who, &config, &ceiling, &ctx, &host_env, sandboxed);
 //! assert!(ok.decision.is_allow());
 //! // What runs is the plan: the resolved file, under the name it was called by.
 //! let plan = ok.plan_for(&ok.decision).unwrap();
 //! assert!(matches!(&plan.launch, Launch::Exec { program, argv, .. }
 //!     if program == "/usr/bin/rg" && argv[0] == "rg"));
-//! let miss = explain(CommandInput::Shell("rg TODO > out.txt"), &who, &config, &ceiling, &ctx, &host_env);
+//! let miss = explain(CommandInput::Shell("rg TODO > out.txt"), &who, &config, &ceiling, &ctx, &host_env, sandboxed);
 //! assert!(!miss.decision.is_allow()); // a redirection is never allowlisted: ask
 //! ```
 
