@@ -194,7 +194,8 @@ impl Gateway {
         };
         // Route first: a request for a node is decided there, against the node's own
         // file; this host only learns where it goes and what it asks for.
-        if self.runner.host_of(&request) == Host::Node {
+        let host = self.runner.host_of(&request);
+        if host == Host::Node {
             let requested = self.runner.requested(&request);
             let run_id = request.run_id.clone().unwrap_or_else(runner::new_run_id);
             let node = requested
@@ -226,59 +227,37 @@ impl Gateway {
                 &events,
             );
         }
-        // The route is fixed before the decision: the sandbox host's executor (direct
-        // mode read once, here) says how the run will be confined, and the decision and
-        // plan say the same.
-        let sandbox = match self.runner.host_of(&request) {
-            Host::Sandbox => Some(self.routes.sandbox()),
-            _ => None,
+        // The route is fixed before the decision (direct mode read once, here): its
+        // executor says how the run will be confined, and the decision and plan say the
+        // same. The run goes to exactly this executor.
+        let (route, run_host) = match host {
+            Host::Sandbox => (self.routes.sandbox(), RunHost::Sandbox),
+            _ => (Ok(&self.routes.gateway), RunHost::Gateway),
         };
-        let confinement = match &sandbox {
-            Some(Ok(executor)) => executor.confinement(),
-            _ => Confinement::Sandbox,
-        };
+        let confinement = route
+            .as_ref()
+            .map_or(Confinement::Sandbox, |executor| executor.confinement());
         let decided = self.runner.decide(request, confinement);
         if slot.is_none() {
-            let host = match decided.host() {
-                Host::Sandbox => RunHost::Sandbox,
-                _ => RunHost::Gateway,
-            };
             return self.runner.refuse(
                 decided,
-                host,
+                run_host,
                 DenyReason::RunLimit,
                 self.run_limit_message(key),
                 &events,
             );
         }
-        match decided.host() {
-            Host::Sandbox => match sandbox.unwrap_or_else(|| self.routes.sandbox()) {
-                Ok(executor) => {
-                    self.runner
-                        .execute(decided, executor, &events, cancel)
-                        .await
-                }
-                Err(why) => self.runner.refuse(
-                    decided,
-                    RunHost::Sandbox,
-                    DenyReason::SandboxUnavailable,
-                    format!(
-                        "host=sandbox but no sandbox backend is available: {why}; nothing was run"
-                    ),
-                    &events,
-                ),
-            },
-            Host::Gateway => {
+        match route {
+            Ok(executor) => {
                 self.runner
-                    .execute(decided, &self.routes.gateway, &events, cancel)
+                    .execute(decided, executor, &events, cancel)
                     .await
             }
-            // Routed above, before any decision; never run here (fail closed).
-            Host::Node => self.runner.refuse(
+            Err(why) => self.runner.refuse(
                 decided,
-                RunHost::Node("node".into()),
-                DenyReason::NoNode,
-                "a host=node request reached this host's own route; nothing was run".into(),
+                RunHost::Sandbox,
+                DenyReason::SandboxUnavailable,
+                format!("host=sandbox but no sandbox backend is available: {why}; nothing was run"),
                 &events,
             ),
         }
