@@ -735,11 +735,16 @@ struct SandboxWorld {
 
 impl SandboxWorld {
     fn executor(&self) -> Executor {
+        self.executor_unconfined(None)
+    }
+
+    /// The same shells, as the operator's direct mode serves them (`why`) or confining.
+    fn executor_unconfined(&self, why: Option<&str>) -> Executor {
         Executor::Sandbox(SandboxShells {
             readonly: Arc::new(self.readonly.clone()),
             watched: Arc::new(self.watched.clone()),
             writable: Arc::new(self.writable.clone()),
-            unconfined: None,
+            unconfined: why.map(str::to_owned),
             read_only_unavailable: None,
             network: false,
         })
@@ -1010,13 +1015,7 @@ async fn a_best_effort_exec_allowlist_that_cannot_be_enforced_is_off_and_says_so
         Human::Absent,
         ok_output(""),
     );
-    let direct = Executor::Sandbox(SandboxShells {
-        unconfined: Some("direct mode".into()),
-        ..match w.executor() {
-            Executor::Sandbox(s) => s,
-            Executor::Plain { .. } => unreachable!(),
-        }
-    });
+    let direct = w.executor_unconfined(Some("direct mode"));
     let report = w
         .world
         .runner
@@ -1046,13 +1045,7 @@ async fn direct_mode_is_part_of_the_decision_and_a_plan_runs_only_as_it_was_deci
         ok_output(""),
     );
     let confined = w.executor();
-    let direct = Executor::Sandbox(SandboxShells {
-        unconfined: Some("direct mode".into()),
-        ..match w.executor() {
-            Executor::Sandbox(s) => s,
-            Executor::Plain { .. } => unreachable!(),
-        }
-    });
+    let direct = w.executor_unconfined(Some("direct mode"));
     // Decided as the direct executor serves it: the decision and the plan say so, and
     // the plan carries no exec allowlist and no network setting (the host's own).
     let decided = w
