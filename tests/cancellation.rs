@@ -330,6 +330,26 @@ impl Drop for RawStdio {
     }
 }
 
+/// SIGKILL gives `warden mcp` no shutdown. Its companion (the helper binary it starts
+/// before `main`, which is also its cgroup watchdog) sees its socket close and ends the
+/// runs left in its cgroups; a sandboxed run's pid 1 dies with its parent too. Both
+/// halves of the command — one of them in a session of its own — must go.
+#[test]
+fn a_killed_mcp_server_leaves_no_run_behind() {
+    let home = open_gateway_home();
+    let workspace = tempfile::tempdir().unwrap();
+    for (i, host) in hosts(home.path()).into_iter().enumerate() {
+        let what = format!("warden mcp SIGKILL, host={host}");
+        let m = marker(90 + i as u32);
+        let mut raw = RawStdio::start(home.path(), workspace.path());
+        raw.exec(2, &command(&m), host);
+        wait_running(&m);
+        raw.child.kill().unwrap(); // SIGKILL
+        raw.child.wait().unwrap();
+        wait_gone(&m, &what);
+    }
+}
+
 #[test]
 fn raw_stdio_cancellation_and_end_of_input_stop_the_run() {
     let home = open_gateway_home();
