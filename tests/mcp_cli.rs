@@ -113,7 +113,9 @@ async fn stdio_exec_allowed_denied_asked_and_events() {
         .collect();
     assert_eq!(
         tools,
-        vec!["exec", "read", "write", "edit", "list", "grep", "session"]
+        vec![
+            "exec", "process", "read", "write", "edit", "list", "grep", "session"
+        ]
     );
 
     // Allowed by the allowlist.
@@ -840,7 +842,7 @@ async fn http_endpoint_requires_the_token_checks_hosts_and_serves_the_tools() {
     );
 
     let client = http_client(&g, &token).await;
-    assert_eq!(client.list_all_tools().await.unwrap().len(), 7);
+    assert_eq!(client.list_all_tools().await.unwrap().len(), 8);
     let r = call(&client, "exec", json!({"command": "echo over http"})).await;
     assert_eq!(structured(&r)["stdout"], "over http\n");
     let r = call(

@@ -128,7 +128,9 @@ fn drive(mut client: Command, marker: &str, what: &str) {
             "{what}: {check:?} was not checked: {passed:#?}"
         );
     }
-    for tool in ["exec", "read", "write", "edit", "list", "grep", "session"] {
+    for tool in [
+        "exec", "process", "read", "write", "edit", "list", "grep", "session",
+    ] {
         assert!(
             passed
                 .iter()

@@ -27,7 +27,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import Ajv2020 from 'ajv/dist/2020.js';
 
-const TOOLS = ['exec', 'read', 'write', 'edit', 'list', 'grep', 'session'];
+const TOOLS = ['exec', 'process', 'read', 'write', 'edit', 'list', 'grep', 'session'];
 const [transportKind, marker, ...target] = process.argv.slice(2);
 
 function ok(name) {
@@ -168,6 +168,7 @@ async function calls(c) {
     ['list', {}],
     ['grep', { pattern: 'alpha' }],
     ['session', { command: '/exec' }],
+    ['process', { action: 'list' }],
   ]) {
     r = await c.callTool({ name, arguments: args });
     check(!r.isError && r.structuredContent.ok === true && r.structuredContent.message, `${name} allowed`, r.structuredContent);
@@ -185,6 +186,7 @@ async function calls(c) {
   await refused(c, 'list', { path: false }, 'path');
   await refused(c, 'grep', { pattern: 'x', glob: '' }, 'glob');
   await refused(c, 'session', { command: 7 }, 'command');
+  await refused(c, 'process', { action: 'write', runId: 'run-1' }, 'input');
 }
 
 async function progress(c) {

@@ -36,7 +36,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 
 from mcp_cancel import sleeps
 
-TOOLS = ["exec", "read", "write", "edit", "list", "grep", "session"]
+TOOLS = ["exec", "process", "read", "write", "edit", "list", "grep", "session"]
 
 # A call of every tool that succeeds in the test's workspace.
 VALID = [
@@ -46,6 +46,7 @@ VALID = [
     ("list", {}),
     ("grep", {"pattern": "alpha"}),
     ("session", {"command": "/exec"}),
+    ("process", {"action": "list"}),
 ]
 
 # Arguments every tool refuses, and the field the refusal must name.
@@ -64,6 +65,8 @@ INVALID = [
     ("list", {"path": 3}, "path"),
     ("grep", {"pattern": "x", "surprise": True}, "surprise"),
     ("session", {}, "command"),
+    ("process", {"action": "jump"}, "action"),
+    ("process", {"action": "poll"}, "runId"),
 ]
 
 

@@ -315,6 +315,12 @@ async fn run(
             "system.run's request names no host or node: the gateway chose this node",
         ));
     }
+    if p.request.yield_after.is_some() || p.request.background {
+        return Err(InvokeError::new(
+            "invalid",
+            "system.run's request has no `yield` or `background`: a node runs it to its end and answers once (the gateway keeps a run that goes on)",
+        ));
+    }
     let mut request = ExecRequest::from_args(p.agent, p.session, p.request)
         .map_err(|e| InvokeError::new("invalid", format!("system.run: {e}")))?;
     request.run_id = Some(p.run_id);

@@ -24,6 +24,7 @@
 mod error;
 mod exec_output;
 mod fs;
+mod input;
 mod output;
 mod providers;
 mod shell;
@@ -32,9 +33,10 @@ pub mod testkit;
 
 pub use error::CapsError;
 pub use fs::{DirEntry, FileId, FileKind, Fs, FsLock, Metadata, WriteOptions};
+pub use input::{INPUT_QUEUE_CHUNKS, InputError, InputSender, InputStream, input_channel};
 pub use output::{
-    DROPPED_MARKER_PREFIX, LiveOutput, OutputCollector, Stream, TRUNCATION_MARKER, dropped_marker,
-    truncate_utf8_head, truncate_utf8_tail,
+    CursorPastEnd, DROPPED_MARKER_PREFIX, LiveOutput, OutputCollector, OutputSince, Stream,
+    TRUNCATION_MARKER, dropped_marker, truncate_utf8_head, truncate_utf8_tail,
 };
 pub use providers::bounded::{Access, BoundedFs, BoundedShell, Guard};
 pub use providers::local::{LocalFs, LocalShell};

@@ -45,6 +45,10 @@ pub enum Stdin {
     Null,
     /// These bytes, then end-of-file.
     Bytes(Vec<u8>),
+    /// What the stream's sender writes while the command runs, until it closes it (or
+    /// is gone). Providers that cannot feed a running command's input give it
+    /// `/dev/null` and drop the stream, so the sender hears that it is closed.
+    Stream(crate::InputStream),
 }
 
 /// Everything about a run except what to run. There is no implicit inheritance: the

@@ -3,11 +3,14 @@
 //! route by the resolved host, execute on that route's executor, report — with the
 //! session's overrides going in and its lifecycle events coming out.
 
+use std::sync::Arc;
+
 use policy::{Confinement, DenyReason, Host};
-use runner::{Decided, ExecRequest, Executor, RunHost, RunReport, Runner};
+use runner::{Decided, EventSink, ExecEvent, ExecRequest, Executor, RunHost, RunReport, Runner};
 use tokio_util::sync::CancellationToken;
 
 use crate::files::FileTools;
+use crate::processes::{OUTPUT_BUFFER_BYTES, Process, Processes};
 use crate::route::Routes;
 use crate::runs::RunSlots;
 use crate::sessions::{SessionEvents, SessionKey, Sessions};
@@ -18,6 +21,7 @@ pub struct Gateway {
     routes: Routes,
     sessions: Sessions,
     runs: RunSlots,
+    processes: Processes,
     files: Option<FileTools>,
     shutdown: CancellationToken,
 }
@@ -39,6 +43,7 @@ impl Gateway {
             routes,
             sessions: Sessions::default(),
             runs: RunSlots::default(),
+            processes: Processes::default(),
             files,
             shutdown: CancellationToken::new(),
         }
@@ -74,6 +79,18 @@ impl Gateway {
     /// The per-agent run slots.
     pub fn runs(&self) -> &RunSlots {
         &self.runs
+    }
+
+    /// The runs that outlive their call (`exec` with `yield` or `background`).
+    pub fn processes(&self) -> &Processes {
+        &self.processes
+    }
+
+    /// End `key`'s session: its `/exec` settings and pending events are forgotten, and
+    /// the runs it started and left running end (their trees killed).
+    pub fn end_session(&self, key: &SessionKey) {
+        self.processes.end_session(key);
+        self.sessions.end(key);
     }
 
     /// The file tools, if a workspace is configured.
@@ -176,7 +193,42 @@ impl Gateway {
         stop: impl Future<Output = ()>,
     ) -> RunReport {
         let cancel = self.shutdown.child_token();
-        until(self.run(key, request, &cancel), &cancel, stop).await
+        until(self.run(key, request, &cancel, None), &cancel, stop).await
+    }
+
+    /// Start one exec for `key`'s session that goes on without its caller: the same
+    /// pipeline as [`Gateway::exec`] (decided once, on its exact plan; counted in the
+    /// agent's run slots), with its output kept for the `process` tool and its standard
+    /// input open for it to write. It ends when it ends, when [`Process::kill`] is
+    /// called, when the session ends ([`Gateway::end_session`]) or when the gateway
+    /// shuts down; its result is then in the [`Process`], and its `exec.finished` event
+    /// (with the output's tail) goes to the session as any run's.
+    pub fn start(self: &Arc<Self>, key: &SessionKey, mut request: ExecRequest) -> Arc<Process> {
+        let id = request.run_id.clone().unwrap_or_else(runner::new_run_id);
+        request.run_id = Some(id.clone());
+        let output = caps::LiveOutput::new(OUTPUT_BUFFER_BYTES);
+        request.live = Some(output.clone());
+        let (input, stream) = caps::input_channel();
+        request.input = Some(stream);
+        let host = self.runner.host_of(&self.in_session(key, request.clone()));
+        let process = Arc::new(Process::new(
+            id,
+            key.clone(),
+            (request.command.display(), host),
+            output,
+            input,
+            self.shutdown.child_token(),
+        ));
+        self.processes.insert(Arc::clone(&process));
+        let gateway = Arc::clone(self);
+        let watched = Arc::clone(&process);
+        let key = key.clone();
+        tokio::spawn(async move {
+            let cancel = watched.stop().clone();
+            let report = gateway.run(&key, request, &cancel, Some(&watched)).await;
+            watched.finish(report);
+        });
+        process
     }
 
     async fn run(
@@ -184,13 +236,17 @@ impl Gateway {
         key: &SessionKey,
         request: ExecRequest,
         cancel: &CancellationToken,
+        watcher: Option<&Process>,
     ) -> RunReport {
         // Held until this future ends, however it ends (dropped with its client too).
         let slot = self.runs.take(&key.agent);
         let request = self.in_session(key, request);
-        let events = SessionEvents {
-            sessions: &self.sessions,
-            key: key.clone(),
+        let events = Watched {
+            session: SessionEvents {
+                sessions: &self.sessions,
+                key: key.clone(),
+            },
+            process: watcher,
         };
         // Route first: a request for a node is decided there, against the node's own
         // file; this host only learns where it goes and what it asks for.
@@ -271,6 +327,22 @@ impl Gateway {
             self.runs.in_progress(&key.agent),
             self.runs.limit()
         )
+    }
+}
+
+/// A run's events go to its session and, for a run that outlives its call, to its
+/// entry in the process table (which learns when its command started).
+struct Watched<'a> {
+    session: SessionEvents<'a>,
+    process: Option<&'a Process>,
+}
+
+impl EventSink for Watched<'_> {
+    fn emit(&self, event: ExecEvent) {
+        if let Some(process) = self.process {
+            process.saw(&event);
+        }
+        self.session.emit(event);
     }
 }
 

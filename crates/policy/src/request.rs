@@ -104,6 +104,18 @@ pub struct ExecArgs {
     )]
     #[schemars(with = "String", length(min = 1))]
     pub node: Option<String>,
+    /// Seconds to wait for the command to end; if it is still running then, the call returns its run id, its state and the output so far, and the command goes on (read its output, write to its input and stop it with the `process` tool). Without `yield` or `background` the call waits for the end.
+    #[serde(
+        rename = "yield",
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "yield_seconds"
+    )]
+    #[schemars(schema_with = "yield_schema")]
+    pub yield_after: Option<f64>,
+    /// Return at once with the run's id (`yield: 0`); the command goes on, under the same policy and limits.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub background: bool,
 }
 
 /// What to run: a shell command line or a program with its arguments.
@@ -207,6 +219,16 @@ impl ExecArgs {
                 .timeout
                 .and_then(|t| Duration::try_from_secs_f64(t).ok()),
         }
+    }
+
+    /// How long the caller waits before the run goes on without it: `None` to its end
+    /// (the default), zero for `background`.
+    pub fn yield_for(&self) -> Option<Duration> {
+        if self.background {
+            return Some(Duration::ZERO);
+        }
+        self.yield_after
+            .map(|t| Duration::try_from_secs_f64(t).unwrap_or(Duration::MAX))
     }
 
     /// The JSON Schema of the arguments, generated from this type: a flat object.
@@ -372,6 +394,22 @@ fn env_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
         "additionalProperties": {"type": "string"},
     }))
+}
+
+/// `yield`: a number of seconds, zero (return at once) included.
+fn yield_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    let t = f64::deserialize(d)?;
+    if (0.0..=MAX_TIMEOUT_SECONDS).contains(&t) {
+        Ok(Some(t))
+    } else {
+        Err(de::Error::custom(format!(
+            "must be a number of seconds from 0 to {MAX_TIMEOUT_SECONDS}, got {t}"
+        )))
+    }
+}
+
+fn yield_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schema(json!({"type": "number", "minimum": 0, "maximum": MAX_TIMEOUT_SECONDS}))
 }
 
 fn timeout_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {

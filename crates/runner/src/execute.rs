@@ -229,7 +229,13 @@ impl Runner {
         let result = tokio::select! {
             biased;
             _ = cancel.cancelled() => None,
-            result = launch_restricted(shell, plan, exec_allowlist.cloned(), decided.request.live.clone()) => Some(result),
+            result = launch_restricted(
+                shell,
+                plan,
+                exec_allowlist.cloned(),
+                decided.request.live.clone(),
+                decided.request.input.clone(),
+            ) => Some(result),
         };
         conclude(report, events, result)
     }

@@ -44,18 +44,23 @@ pub async fn launch(
             Err(_) => None,
         },
     };
-    launch_restricted(shell, plan, exec_allowlist, live).await
+    launch_restricted(shell, plan, exec_allowlist, live, None).await
 }
 
 /// [`launch`] with the exec allowlist the caller worked out for `shell` (the runner
-/// checks every profile of a sandbox at once, and direct mode runs without one).
+/// checks every profile of a sandbox at once, and direct mode runs without one), and
+/// the standard input its driver writes while it runs, if any (else `/dev/null`).
 pub(crate) async fn launch_restricted(
     shell: &dyn Shell,
     plan: &RunPlan,
     exec_allowlist: Option<ExecAllowlist>,
     live: Option<caps::LiveOutput>,
+    input: Option<caps::InputStream>,
 ) -> caps::Result<ExecOutput> {
     let mut options = ExecOptions::new(&plan.cwd, plan.limits.timeout());
+    if let Some(input) = input {
+        options.stdin = caps::Stdin::Stream(input);
+    }
     options.env = plan.env.clone();
     options.resources = plan.limits.resources();
     options.exec_allowlist = exec_allowlist;

@@ -27,6 +27,11 @@ pub struct ExecRequest {
     pub session_overrides: SessionOverrides,
     /// Where the output is also copied while the command runs, for progress reports.
     pub live: Option<caps::LiveOutput>,
+    /// What the command reads on standard input while it runs, written by whoever drives
+    /// the run (a background run's `process write`); `None`: `/dev/null`. Hosts that
+    /// cannot feed a running command (a node, the approver's run-here) drop it, and the
+    /// writer hears that its input is closed.
+    pub input: Option<caps::InputStream>,
 }
 
 impl ExecRequest {
@@ -42,6 +47,7 @@ impl ExecRequest {
             params: ExecParams::default(),
             session_overrides: SessionOverrides::default(),
             live: None,
+            input: None,
         }
     }
 }

@@ -24,17 +24,19 @@
 //!
 //! The parts: `ends.rs` (a stream's two ends while it is written, and the shares),
 //! `text.rs` (kept bytes as text, and the markers), `within.rs` (holding output built
-//! elsewhere to the limits again).
+//! elsewhere to the limits again), `live.rs` (a running command's output as it arrives, for
+//! progress reports and background runs read from a cursor).
 
 mod ends;
+mod live;
 mod text;
 mod within;
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::exec_output::{ExecOutput, ExitStatus, OutputLimits, StreamSize};
-use ends::{Ends, Kept, TailRing};
+use ends::{Ends, Kept};
+pub use live::{CursorPastEnd, LiveOutput, OutputSince};
 pub use text::{
     DROPPED_MARKER_PREFIX, TRUNCATION_MARKER, dropped_marker, truncate_utf8_head,
     truncate_utf8_tail,
@@ -188,67 +190,6 @@ fn raw(text: &str, bytes: Option<&[u8]>, size: &StreamSize) -> Vec<u8> {
 fn lossy_bytes(kept: Kept) -> Option<Vec<u8>> {
     text::is_lossy(&kept.bytes, kept.first, kept.written).then_some(kept.bytes)
 }
-
-/// The last bytes a run has written so far, shared with whoever reports its progress
-/// while it runs (a snapshot at any time; bounded whatever the run writes).
-#[derive(Clone, Debug)]
-pub struct LiveOutput(Arc<Mutex<Live>>);
-
-#[derive(Debug)]
-struct Live {
-    tail: TailRing,
-    bytes: u64,
-    /// Where the run goes on when its output cannot be watched from here.
-    elsewhere: Option<String>,
-}
-
-impl LiveOutput {
-    /// Keep the last `capacity` bytes.
-    pub fn new(capacity: usize) -> Self {
-        LiveOutput(Arc::new(Mutex::new(Live {
-            tail: TailRing::new(capacity),
-            bytes: 0,
-            elsewhere: None,
-        })))
-    }
-
-    fn push(&self, chunk: &[u8]) {
-        let mut inner = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        inner.tail.push(chunk);
-        inner.bytes += chunk.len() as u64;
-    }
-
-    /// The kept tail as text (marked when earlier bytes were dropped) and the number of
-    /// bytes written so far.
-    pub fn snapshot(&self) -> (String, u64) {
-        let inner = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let cut = inner.bytes > inner.tail.capacity as u64;
-        (truncate_utf8_tail(&inner.tail.contents(), cut), inner.bytes)
-    }
-
-    /// Say that the run goes on at `place` (a remote node), whose output arrives only
-    /// with its result: a progress report then says so rather than "no output yet".
-    pub fn runs_elsewhere(&self, place: impl Into<String>) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).elsewhere = Some(place.into());
-    }
-
-    /// Where the run goes on, if [`LiveOutput::runs_elsewhere`] said.
-    pub fn elsewhere(&self) -> Option<String> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .elsewhere
-            .clone()
-    }
-}
-
-impl PartialEq for LiveOutput {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-impl Eq for LiveOutput {}
 
 #[cfg(test)]
 pub(super) mod tests {

@@ -314,7 +314,7 @@ impl Owners {
 
     /// Drop the Warden state of a session that ended.
     fn forget(&self, agent: &str, session: &str) {
-        self.gateway.sessions().forget(&SessionKey {
+        self.gateway.end_session(&SessionKey {
             agent: agent.to_owned(),
             session: session.to_owned(),
         });

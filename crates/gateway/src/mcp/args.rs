@@ -55,6 +55,47 @@ pub struct SessionArgs {
     pub command: String,
 }
 
+/// What the `process` tool is asked to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProcessAction {
+    List,
+    Poll,
+    Write,
+    Close,
+    Kill,
+    Wait,
+}
+
+impl ProcessAction {
+    pub const NAMES: [&'static str; 6] = ["list", "poll", "write", "close", "kill", "wait"];
+
+    fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "list" => ProcessAction::List,
+            "poll" => ProcessAction::Poll,
+            "write" => ProcessAction::Write,
+            "close" => ProcessAction::Close,
+            "kill" => ProcessAction::Kill,
+            "wait" => ProcessAction::Wait,
+            _ => return None,
+        })
+    }
+}
+
+/// Longest a `process` call waits (`wait`), in seconds: below the request timeout of
+/// common clients (60 s in the TypeScript SDK) with room for the answer.
+pub const MAX_WAIT_SECONDS: f64 = 50.0;
+
+#[derive(Debug)]
+pub struct ProcessArgs {
+    pub action: ProcessAction,
+    /// Every action but `list`.
+    pub run_id: String,
+    pub cursor: Option<u64>,
+    pub wait: Option<std::time::Duration>,
+    pub input: Option<String>,
+}
+
 /// A tool call with its arguments decoded.
 #[derive(Debug)]
 pub enum ToolCall {
@@ -65,6 +106,7 @@ pub enum ToolCall {
     List(ListArgs),
     Grep(GrepArgs),
     Session(SessionArgs),
+    Process(ProcessArgs),
 }
 
 /// `-32602` for `field` of `tool`: the message names both, `data` carries them.
@@ -155,6 +197,38 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// An optional integer from 0 to [`MAX_COUNT`].
+    fn offset(&mut self, field: &str) -> Result<Option<u64>, ErrorData> {
+        let Some(v) = self.map.remove(field) else {
+            return Ok(None);
+        };
+        match v.as_u64().or_else(|| {
+            v.as_f64()
+                .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= MAX_COUNT as f64)
+                .map(|f| f as u64)
+        }) {
+            Some(n) if n <= MAX_COUNT => Ok(Some(n)),
+            _ => Err(self.err(
+                field,
+                format!("must be an integer from 0 to {MAX_COUNT}, got {v}"),
+            )),
+        }
+    }
+
+    /// An optional number of seconds from 0 to `max`.
+    fn seconds(&mut self, field: &str, max: f64) -> Result<Option<std::time::Duration>, ErrorData> {
+        let Some(v) = self.map.remove(field) else {
+            return Ok(None);
+        };
+        match v.as_f64() {
+            Some(t) if (0.0..=max).contains(&t) => Ok(Some(std::time::Duration::from_secs_f64(t))),
+            _ => Err(self.err(
+                field,
+                format!("must be a number of seconds from 0 to {max}, got {v}"),
+            )),
+        }
+    }
+
     /// Refuse whatever was not read.
     fn finish(self) -> Result<(), ErrorData> {
         match self.map.keys().next() {
@@ -203,10 +277,11 @@ pub fn decode(name: &str, args: Option<JsonObject>) -> Result<ToolCall, ErrorDat
         "session" => ToolCall::Session(SessionArgs {
             command: f.required_string("command", true)?,
         }),
+        "process" => ToolCall::Process(process_args(&mut f)?),
         other => {
             return Err(ErrorData::invalid_params(
                 format!(
-                    "unknown tool {other:?}: the tools are exec, read, write, edit, list, grep and session"
+                    "unknown tool {other:?}: the tools are exec, process, read, write, edit, list, grep and session"
                 ),
                 Some(json!({"field": "name"})),
             ));
@@ -214,6 +289,36 @@ pub fn decode(name: &str, args: Option<JsonObject>) -> Result<ToolCall, ErrorDat
     };
     f.finish()?;
     Ok(call)
+}
+
+/// The `process` tool's arguments: `action`, and what that action takes.
+fn process_args(f: &mut Fields<'_>) -> Result<ProcessArgs, ErrorData> {
+    let name = f.required_string("action", true)?;
+    let Some(action) = ProcessAction::parse(&name) else {
+        return Err(f.err(
+            "action",
+            format!(
+                "must be one of {}, got {name:?}",
+                ProcessAction::NAMES.join(", ")
+            ),
+        ));
+    };
+    // Which fields an action needs is said in the fields' descriptions (a flat schema
+    // cannot say it) and checked here; a field an action does not use is ignored.
+    let run_id = match action {
+        ProcessAction::List => f.string("runId", true)?.unwrap_or_default(),
+        _ => f.required_string("runId", true)?,
+    };
+    Ok(ProcessArgs {
+        action,
+        run_id,
+        cursor: f.offset("cursor")?,
+        wait: f.seconds("wait", MAX_WAIT_SECONDS)?,
+        input: match action {
+            ProcessAction::Write => Some(f.required_string("input", true)?),
+            _ => f.string("input", true)?,
+        },
+    })
 }
 
 #[cfg(test)]
@@ -427,6 +532,7 @@ mod tests {
             Just(Value::from("")),
             Just(Value::from("gateway")),
             Just(Value::from("on-miss")),
+            proptest::sample::select(super::ProcessAction::NAMES.to_vec()).prop_map(Value::from),
             Just(Value::from("x".repeat(100_000))),
         ];
         leaf.prop_recursive(4, 32, 6, |inner| {
@@ -460,6 +566,11 @@ mod tests {
                 "replace_all",
                 "pattern",
                 "glob",
+                "action",
+                "runId",
+                "cursor",
+                "wait",
+                "input",
                 "PATH",
                 "LANG",
             ])
@@ -472,7 +583,7 @@ mod tests {
     /// Tool names, and a few that are no tool's.
     fn tool() -> impl Strategy<Value = &'static str> {
         proptest::sample::select(vec![
-            "exec", "read", "write", "edit", "list", "grep", "session", "", "rm",
+            "exec", "process", "read", "write", "edit", "list", "grep", "session", "", "rm",
         ])
     }
 
@@ -510,7 +621,13 @@ mod tests {
             let args: JsonObject = fields.into_iter().collect();
             let one_command = tool != "exec"
                 || (args.contains_key("command") != args.contains_key("argv"));
-            let schema_ok = validator.is_valid(&Value::Object(args.clone())) && one_command;
+            // `process`: every action but `list` names its run, `write` its input.
+            let action = args.get("action").and_then(Value::as_str);
+            let needs = tool != "process"
+                || ((action == Some("list") || args.contains_key("runId"))
+                    && (action != Some("write") || args.contains_key("input")));
+            let schema_ok =
+                validator.is_valid(&Value::Object(args.clone())) && one_command && needs;
             let decoded = decode(tool, Some(args.clone()));
             prop_assert_eq!(schema_ok, decoded.is_ok(), "{} {:?}: {:?}", tool, args, decoded.err());
         }

@@ -5,9 +5,12 @@
 //!
 //! `tools.rs` lists the tools and their schemas, `args.rs` decodes (and refuses, naming
 //! the field) what a client sends, `result.rs` shapes what goes back, `progress.rs`
-//! reports long calls, and `protocol.rs` keeps JSON-RPC error codes to the specification.
+//! reports long calls, `process_tool.rs` serves runs that outlive their call (`exec`'s
+//! `yield`, the `process` tool), and `protocol.rs` keeps JSON-RPC error codes to the
+//! specification.
 
 mod args;
+mod process_tool;
 mod progress;
 pub mod protocol;
 mod result;
@@ -162,12 +165,18 @@ impl WardenMcp {
         events: Vec<String>,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let yield_for = args.yield_for();
         // The agent and session come from the connection, never from the arguments.
         let mut request = match ExecRequest::from_args(&key.agent, &key.session, args) {
             Ok(request) => request,
             // Decoding already refused these; a request built otherwise says why here.
             Err(e) => return result::failed(format!("exec: {e}"), events),
         };
+        if let Some(yield_for) = yield_for {
+            return self
+                .exec_yielding(request, key, yield_for, events, context)
+                .await;
+        }
         let progress = Progress::of(context);
         request.live = progress.as_ref().map(|p| p.live.clone());
         let run = self.gateway.exec(key, request, stop_of(context));
@@ -198,6 +207,7 @@ impl WardenMcp {
         };
         Ok(match call {
             ToolCall::Exec(a) => self.exec(a, key, events, context).await,
+            ToolCall::Process(a) => self.process(a, key, events, context).await,
             ToolCall::Read(a) => match files()?.read(&a.path, a.offset, a.limit) {
                 Ok(text) => result::done(
                     json!({"path": a.path, "text": text}),

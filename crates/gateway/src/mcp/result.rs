@@ -80,7 +80,7 @@ fn size_json(size: &caps::StreamSize) -> Value {
 }
 
 /// The first line of a run's result: how it ended, with the exit code, where, how long.
-fn headline(report: &RunReport) -> String {
+pub fn headline(report: &RunReport) -> String {
     let code = report.exit_code();
     match &report.outcome {
         Outcome::Finished { output } => {

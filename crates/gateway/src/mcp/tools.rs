@@ -63,8 +63,8 @@ fn exec_output() -> Value {
         "type": "object",
         "properties": {
             "message": {"type": "string", "description": "What happened, in words: the exit code, or the denial with its rule, or the error."},
-            "status": {"type": "string", "enum": ["finished", "denied", "error", "cancelled"]},
-            "exitCode": {"type": "integer", "description": "The command's code (124 timed out, 128+N signal N), 77 denied, 75 nobody answered, 130 cancelled, 125-127 not run."},
+            "status": {"type": "string", "enum": ["finished", "denied", "error", "cancelled", "pending", "running"], "description": "pending and running: the call returned at its `yield` (or at once, `background`) and the run goes on; read it with the `process` tool."},
+            "exitCode": {"type": ["integer", "null"], "description": "The command's code (124 timed out, 128+N signal N), 77 denied, 75 nobody answered, 130 cancelled, 125-127 not run; null while it runs."},
             "runId": {"type": "string"},
             "host": {"type": "string", "description": "Where it ran or would have run."},
             "decision": {
@@ -91,9 +91,65 @@ fn exec_output() -> Value {
             "rule": {"type": "string", "description": "The rule that denied it."},
             "error": {"type": "string"},
             "started": {"type": "boolean", "description": "For a cancelled run: whether the command had started."},
+            "output": {"type": "string", "description": "pending, running: the output so far (stdout and stderr as they arrived), up to `cursor`."},
+            "cursor": {"type": "integer", "minimum": 0, "description": "pending, running: where `process` poll goes on reading."},
             "events": events_schema()
         },
-        "required": ["message", "status", "exitCode", "signal", "timedOut", "cancelled", "truncated", "runId", "host", "decision", "events"]
+        "required": ["message", "status", "exitCode", "signal", "timedOut", "cancelled", "truncated", "runId", "host", "events"]
+    })
+}
+
+/// The `process` tool's arguments: a flat object (which action needs which field is in
+/// the descriptions, and checked by the server).
+fn process_input() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "action": {"type": "string", "enum": super::args::ProcessAction::NAMES, "description": "list: your runs. poll: a run's output since `cursor`. write: `input` to its standard input. close: end its standard input. kill: end it and its whole process tree. wait: wait up to `wait` seconds for its end."},
+            "runId": {"type": "string", "minLength": 1, "description": "The run (`runId` of exec's result). Required by every action but list."},
+            "cursor": {"type": "integer", "minimum": 0, "maximum": super::args::MAX_COUNT, "description": "poll, wait: the output offset to read from (the `cursor` a previous answer gave; 0 from the start). Absent: where the last answer about this run stopped."},
+            "wait": {"type": "number", "minimum": 0, "maximum": super::args::MAX_WAIT_SECONDS, "description": "poll: seconds to wait for new output if there is none yet; wait: seconds to wait for the end (default 30). The answer comes at once when the run ends."},
+            "input": {"type": "string", "minLength": 1, "description": "write (required): text for the run's standard input, sent as UTF-8; include \\n to end a line."}
+        },
+        "required": ["action"], "additionalProperties": false
+    })
+}
+
+/// What `process` returns: the run's state and output, or the list of runs.
+fn process_output() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "message": {"type": "string", "description": "What happened, in words."},
+            "ok": {"type": "boolean", "description": "False when the call failed; `error` says why."},
+            "error": {"type": "string"},
+            "runs": {"type": "array", "description": "list: your runs, oldest first.", "items": run_summary()},
+            "run": run_summary(),
+            "output": {"type": "string", "description": "poll, wait, kill: output (stdout and stderr as they arrived) from `from` to `cursor`."},
+            "from": {"type": "integer", "minimum": 0, "description": "The offset of the first byte of `output`."},
+            "cursor": {"type": "integer", "minimum": 0, "description": "The offset to read from next time."},
+            "dropped": {"type": "integer", "minimum": 0, "description": "Bytes between the cursor asked for and `from` that are no longer kept (each run keeps its last 1 MiB of output)."},
+            "more": {"type": "boolean", "description": "More output is already there past `cursor` (this answer stopped at the 200,000-byte cap)."},
+            "result": {"type": "object", "description": "Once the run has ended: its result as `exec` gives it (without stdout and stderr, which are in `output`)."},
+            "events": events_schema()
+        },
+        "required": ["message", "ok", "events"]
+    })
+}
+
+/// One run as `process` lists it.
+fn run_summary() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "runId": {"type": "string"},
+            "command": {"type": "string"},
+            "state": {"type": "string", "enum": ["pending", "running", "ended"], "description": "pending: being decided or waiting for a human; running; ended (see `exitCode`)."},
+            "exitCode": {"type": ["integer", "null"], "description": "Once ended, as exec's exitCode; null before."},
+            "elapsedMs": {"type": "integer", "minimum": 0},
+            "written": {"type": "integer", "minimum": 0, "description": "Bytes of output written so far."}
+        },
+        "required": ["runId", "command", "state", "exitCode", "elapsedMs", "written"]
     })
 }
 
@@ -127,6 +183,24 @@ fn build() -> Vec<Tool> {
         .with_raw_output_schema(object(exec_output()))
         .with_annotations(
             ToolAnnotations::with_title("Run a command")
+                .read_only(false)
+                .destructive(true)
+                .idempotent(false)
+                .open_world(true),
+        ),
+        Tool::new(
+            "process",
+            "Runs started by `exec` with `yield` or `background` that are still going (or ended \
+             recently): `list` them; `poll` one's new output (from `cursor`, or from where the last \
+             poll stopped; `wait` seconds for more); `write` text to its standard input; `close` its \
+             input; `kill` it (its whole process tree); `wait` for its end. Only your own runs are \
+             visible. Each answer carries at most 200,000 bytes of output.",
+            object(process_input()),
+        )
+        .with_title("Manage running commands")
+        .with_raw_output_schema(object(process_output()))
+        .with_annotations(
+            ToolAnnotations::with_title("Manage running commands")
                 .read_only(false)
                 .destructive(true)
                 .idempotent(false)

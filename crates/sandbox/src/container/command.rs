@@ -107,7 +107,7 @@ impl Target {
         read_only: Option<&ReadOnlyTools>,
     ) -> ProcessSpec {
         let mut args: Vec<OsString> = vec!["exec".into()];
-        if matches!(options.stdin, Stdin::Bytes(_)) {
+        if matches!(options.stdin, Stdin::Bytes(_) | Stdin::Stream(_)) {
             args.push("--interactive".into());
         }
         args.push("--workdir".into());

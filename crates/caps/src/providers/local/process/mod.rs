@@ -90,9 +90,14 @@ pub async fn supervise_live(
     if argv.is_empty() {
         return Err(CapsError::invalid("argv must not be empty"));
     }
-    let (stdin_kind, stdin_bytes) = match stdin {
+    let (stdin_kind, feed) = match stdin {
         Stdin::Null => (StdinKind::Null, None),
-        Stdin::Bytes(bytes) => (StdinKind::Piped, Some(bytes)),
+        Stdin::Bytes(bytes) => (StdinKind::Piped, Some(Feed::Bytes(bytes))),
+        Stdin::Stream(stream) => match stream.take() {
+            Some(chunks) => (StdinKind::Piped, Some(Feed::Stream(chunks))),
+            // Already fed another run: this one reads nothing.
+            None => (StdinKind::Null, None),
+        },
     };
     let mut unit = containment
         .unit(resources)
@@ -125,7 +130,7 @@ pub async fn supervise_live(
     let (stdout, stderr) = (child.stdout, child.stderr);
     let mut reader =
         tokio::task::spawn_blocking(move || read_output(stdout, stderr, wake_r, limits, live));
-    let writer = write_stdin(child.stdin, stdin_bytes);
+    let writer = write_stdin(child.stdin, feed);
     let exited = wait_for_end(child.pid, exit_report);
     tokio::pin!(writer);
     tokio::pin!(exited);
@@ -286,15 +291,36 @@ fn read_output(
     collector
 }
 
-async fn write_stdin(stdin: Option<OwnedFd>, bytes: Option<Vec<u8>>) {
-    let (Some(fd), Some(bytes)) = (stdin, bytes) else {
+/// What goes to a child's standard input.
+enum Feed {
+    /// These bytes, then end-of-file.
+    Bytes(Vec<u8>),
+    /// What the run's driver sends while it runs, until it closes it.
+    Stream(crate::input::InputChunks),
+}
+
+async fn write_stdin(stdin: Option<OwnedFd>, feed: Option<Feed>) {
+    let (Some(fd), Some(feed)) = (stdin, feed) else {
         return;
     };
     let Ok(mut sender) = tokio::net::unix::pipe::Sender::from_owned_fd(fd) else {
         return;
     };
     // A child that exits without reading all its input is not an error.
-    let _ = sender.write_all(&bytes).await;
+    match feed {
+        Feed::Bytes(bytes) => {
+            let _ = sender.write_all(&bytes).await;
+        }
+        Feed::Stream(mut chunks) => {
+            while let Some(bytes) = chunks.next().await {
+                if sender.write_all(&bytes).await.is_err() {
+                    // Nobody reads any more (the command closed its input or ended).
+                    return;
+                }
+            }
+        }
+    }
+    // Dropping the sender is the end-of-file.
 }
 
 #[cfg(test)]

@@ -1,0 +1,346 @@
+//! Runs that outlive their call, as an agent sees them: `exec` with `yield` or
+//! `background` (the call returns while the command goes on, with its run id and its
+//! output so far), and the `process` tool that lists such runs, reads their output from
+//! a cursor, writes to their standard input, closes it, kills them and waits for their
+//! end. Every answer holds at most [`caps::DEFAULT_MAX_OUTPUT_BYTES`] of output; the run
+//! keeps its last [`crate::processes::OUTPUT_BUFFER_BYTES`], and a reader further behind
+//! is told how much it missed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::RoleServer;
+use rmcp::model::CallToolResult;
+use rmcp::service::RequestContext;
+use runner::{ExecRequest, Outcome, RunReport};
+use serde_json::{Value, json};
+
+use super::args::{ProcessAction, ProcessArgs};
+use super::progress::Progress;
+use super::{WardenMcp, result, stop_of};
+use crate::processes::{Process, ProcessState};
+use crate::sessions::SessionKey;
+
+/// Output in one answer, at most.
+const ANSWER_BYTES: usize = caps::DEFAULT_MAX_OUTPUT_BYTES;
+
+/// How long `wait` waits when the call does not say.
+const DEFAULT_WAIT: Duration = Duration::from_secs(30);
+
+/// How long `kill` waits for the run's end before answering (the tree is killed at
+/// once; a pending question is withdrawn at once; this only bounds the answer).
+const KILL_WAIT: Duration = Duration::from_secs(10);
+
+impl WardenMcp {
+    /// `exec` with `yield` (or `background`, a yield of zero): start the run, wait up to
+    /// `yield_for` for its end, and answer with its whole result if it ended, else with
+    /// its id and its output so far while it goes on.
+    pub(super) async fn exec_yielding(
+        &self,
+        request: ExecRequest,
+        key: &SessionKey,
+        yield_for: Duration,
+        events: Vec<String>,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let process = self.gateway.start(key, request);
+        let stop = stop_of(context);
+        let waited = async {
+            if yield_for.is_zero() {
+                return None;
+            }
+            tokio::select! {
+                report = process.ended() => Some(report),
+                () = tokio::time::sleep(yield_for) => None,
+                () = stop => {
+                    // The caller gave up before the run was handed over: it ends.
+                    process.kill();
+                    Some(process.ended().await)
+                }
+            }
+        };
+        let ended = match Progress::of(context) {
+            Some(mut progress) => {
+                progress.live = process.output().clone();
+                progress.during(waited).await
+            }
+            None => waited.await,
+        };
+        match ended {
+            Some(report) => {
+                // The whole result goes back now, as a plain exec's would.
+                self.gateway.processes().remove(&process.id);
+                if !matches!(report.outcome, Outcome::Cancelled { .. }) {
+                    self.gateway.sessions().mark_delivered(key, &report.run_id);
+                }
+                result::exec_result(&report, events)
+            }
+            None => going_on(&process, events),
+        }
+    }
+
+    /// The `process` tool.
+    pub(super) async fn process(
+        &self,
+        args: ProcessArgs,
+        key: &SessionKey,
+        events: Vec<String>,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let processes = self.gateway.processes();
+        if args.action == ProcessAction::List {
+            let runs: Vec<Value> = processes
+                .of_agent(&key.agent)
+                .iter()
+                .map(|p| summary(p))
+                .collect();
+            let text = if runs.is_empty() {
+                "no runs: start one with exec and `yield` or `background`".to_owned()
+            } else {
+                processes
+                    .of_agent(&key.agent)
+                    .iter()
+                    .map(|p| summary_line(p))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            let message = format!("{} run(s)", runs.len());
+            return result::done(json!({"runs": runs}), message, text, events);
+        }
+        let process = match processes.get(&key.agent, &args.run_id) {
+            Ok(process) => process,
+            Err(e) => return result::failed(e.to_string(), events),
+        };
+        let stop = stop_of(context);
+        match args.action {
+            ProcessAction::List => unreachable!("answered above"),
+            ProcessAction::Write => {
+                let input = args.input.unwrap_or_default();
+                let n = input.len();
+                match process.input().write(input.into_bytes()) {
+                    Ok(()) => {
+                        let message =
+                            format!("sent {n} bytes to the standard input of run {}", process.id);
+                        result::done(
+                            json!({"run": summary(&process)}),
+                            message.clone(),
+                            message,
+                            events,
+                        )
+                    }
+                    Err(e) => result::failed(format!("run {}: {e}", process.id), events),
+                }
+            }
+            ProcessAction::Close => match process.input().close() {
+                Ok(()) => {
+                    let message = format!(
+                        "closed the standard input of run {} (it reads end-of-file after what was sent)",
+                        process.id
+                    );
+                    result::done(
+                        json!({"run": summary(&process)}),
+                        message.clone(),
+                        message,
+                        events,
+                    )
+                }
+                Err(e) => result::failed(format!("run {}: {e}", process.id), events),
+            },
+            ProcessAction::Kill => {
+                process.kill();
+                tokio::select! {
+                    _ = process.ended() => {}
+                    () = tokio::time::sleep(KILL_WAIT) => {}
+                    () = stop => {}
+                }
+                self.read(&process, key, args.cursor, events)
+            }
+            ProcessAction::Poll => {
+                let cursor = args.cursor.unwrap_or_else(|| process.read_to());
+                if let Some(wait) = args.wait.filter(|w| !w.is_zero())
+                    && process.report().is_none()
+                {
+                    tokio::select! {
+                        () = process.output().more_than(cursor) => {}
+                        _ = process.ended() => {}
+                        () = tokio::time::sleep(wait) => {}
+                        () = stop => {}
+                    }
+                }
+                self.read(&process, key, Some(cursor), events)
+            }
+            ProcessAction::Wait => {
+                tokio::select! {
+                    _ = process.ended() => {}
+                    () = tokio::time::sleep(args.wait.unwrap_or(DEFAULT_WAIT)) => {}
+                    () = stop => {}
+                }
+                self.read(&process, key, args.cursor, events)
+            }
+        }
+    }
+
+    /// The answer about `process`: its output from `cursor` (or from where the last
+    /// answer stopped), and its result once it has ended and everything has been read.
+    fn read(
+        &self,
+        process: &Arc<Process>,
+        key: &SessionKey,
+        cursor: Option<u64>,
+        events: Vec<String>,
+    ) -> CallToolResult {
+        let cursor = cursor.unwrap_or_else(|| process.read_to());
+        // The result is read before the output: a run that ended has written all it will.
+        let report = process.report();
+        let read = match process.output().since(cursor, ANSWER_BYTES) {
+            Ok(read) => read,
+            Err(e) => return result::failed(format!("run {}: {e}", process.id), events),
+        };
+        process.mark_read(read.next);
+        let more = read.next < read.written;
+        let mut value = json!({
+            "run": summary(process),
+            "output": read.text,
+            "from": read.from,
+            "cursor": read.next,
+            "dropped": read.dropped,
+            "more": more,
+        });
+        let mut head = format!(
+            "run {} ({}): {}",
+            process.id,
+            process.command,
+            state_words(process, report.as_deref())
+        );
+        if read.dropped > 0 {
+            head.push_str(&format!(
+                "; {} earlier bytes are no longer kept (a run keeps its last {} bytes)",
+                read.dropped,
+                crate::processes::OUTPUT_BUFFER_BYTES
+            ));
+        }
+        head.push_str(&format!(
+            "\noutput bytes {}..{} of {}{}",
+            read.from,
+            read.next,
+            read.written,
+            if more {
+                " (more follows: poll again)"
+            } else {
+                ""
+            }
+        ));
+        if let Some(report) = &report {
+            let mut ended = result::report_json(report);
+            if let Some(fields) = ended.as_object_mut() {
+                for field in ["stdout", "stderr", "stdoutBase64", "stderrBase64"] {
+                    fields.remove(field);
+                }
+            }
+            value["result"] = ended;
+            if !more {
+                // The agent has the end and every byte kept: the run's finish event
+                // need not repeat the output.
+                self.gateway.sessions().mark_delivered(key, &report.run_id);
+            }
+        }
+        let text = if read.text.is_empty() {
+            format!("{head}\n(no new output)")
+        } else {
+            format!("{head}\n{}", read.text)
+        };
+        let message = head.lines().next().unwrap_or_default().to_owned();
+        result::done(value, message, text, events)
+    }
+}
+
+/// The answer of an `exec` whose call returned while its run goes on.
+fn going_on(process: &Process, events: Vec<String>) -> CallToolResult {
+    let read = process
+        .output()
+        .since(0, ANSWER_BYTES)
+        .unwrap_or_else(|_| nothing_read());
+    process.mark_read(read.next);
+    let state = match process.state() {
+        ProcessState::Pending => "pending",
+        _ => "running",
+    };
+    let message = format!(
+        "{} after {:.1} s (run {}); it goes on: read its output with `process` poll, write to its input with `process` write, stop it with `process` kill. An `Exec finished` event comes when it ends.",
+        if state == "pending" {
+            "not started yet (being decided, or waiting for a human's answer)"
+        } else {
+            "still running"
+        },
+        process.elapsed().as_secs_f64(),
+        process.id
+    );
+    let value = json!({
+        "message": message,
+        "status": state,
+        "runId": process.id,
+        "host": process.host,
+        "exitCode": Value::Null,
+        "signal": Value::Null,
+        "timedOut": false,
+        "cancelled": false,
+        "truncated": read.next < read.written,
+        "output": read.text,
+        "cursor": read.next,
+    });
+    let text = if read.text.is_empty() {
+        format!("{message}\n(no output yet)")
+    } else {
+        format!("{message}\noutput so far:\n{}", read.text)
+    };
+    result::tool_result(value, text, events, false)
+}
+
+/// No output (reading from offset 0 is never past the end; this is never used).
+fn nothing_read() -> caps::OutputSince {
+    caps::OutputSince {
+        from: 0,
+        next: 0,
+        dropped: 0,
+        text: String::new(),
+        written: 0,
+    }
+}
+
+/// One run, as `list` shows it and every answer names it.
+fn summary(process: &Process) -> Value {
+    let report = process.report();
+    json!({
+        "runId": process.id,
+        "command": process.command,
+        "state": process.state(),
+        "exitCode": report.as_ref().map(|r| r.exit_code()),
+        "elapsedMs": process.elapsed().as_millis() as u64,
+        "written": process.output().written(),
+    })
+}
+
+/// One run on a line.
+fn summary_line(process: &Process) -> String {
+    format!(
+        "{} · {} · {} · {}",
+        process.id,
+        state_words(process, process.report().as_deref()),
+        process.host,
+        process.command
+    )
+}
+
+/// Where a run is, in words.
+fn state_words(process: &Process, report: Option<&RunReport>) -> String {
+    match report {
+        Some(report) => format!("ended: {}", result::headline(report)),
+        None => match process.state() {
+            ProcessState::Pending => format!(
+                "not started after {:.1} s (being decided, or waiting for a human's answer)",
+                process.elapsed().as_secs_f64()
+            ),
+            _ => format!("running for {:.1} s", process.elapsed().as_secs_f64()),
+        },
+    }
+}

@@ -1,0 +1,350 @@
+//! Runs that outlive the call that started them (`exec` with `yield` or `background`):
+//! the table the `process` tool reads, one entry per run, visible only to the agent
+//! that started it. A run here is an ordinary run — decided once, at start, on its
+//! exact plan, held to the plan's limits, counted in its agent's run slots — whose
+//! output is kept in a bounded buffer ([`OUTPUT_BUFFER_BYTES`]) that the agent reads
+//! from a cursor, and whose standard input stays open for the agent to write to.
+//!
+//! A run ends as any run does (its end, its timeout, the gateway's shutdown), when its
+//! agent kills it, or when the session that started it ends. A finished run's entry is
+//! kept for [`KEEP_FINISHED`] so that its result can still be read (at most
+//! [`MAX_FINISHED_PER_AGENT`] per agent, the oldest forgotten first).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use caps::{InputSender, LiveOutput};
+use runner::{ExecEvent, RunReport};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::sessions::SessionKey;
+
+/// Output kept per run, most recent last: 1 MiB. A reader further behind is told how
+/// many bytes it missed.
+pub const OUTPUT_BUFFER_BYTES: usize = 1 << 20;
+
+/// How long a finished run's result stays readable.
+pub const KEEP_FINISHED: Duration = Duration::from_secs(15 * 60);
+
+/// Finished runs kept per agent.
+pub const MAX_FINISHED_PER_AGENT: usize = 32;
+
+/// Where a run is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ProcessState {
+    /// Being decided, or waiting for a human's answer: nothing runs yet.
+    Pending,
+    /// The command runs.
+    Running,
+    /// It ended (its result says how: finished, denied, error, cancelled).
+    Ended,
+}
+
+/// One run in the table.
+#[derive(Debug)]
+pub struct Process {
+    /// The run id (also the report's).
+    pub id: String,
+    /// Who started it, and in which session.
+    pub key: SessionKey,
+    /// The command as the agent wrote it.
+    pub command: String,
+    /// Where it was asked to run (before the decision: `sandbox`, `gateway`, `node`).
+    pub host: policy::Host,
+    /// When it was started.
+    pub started_at: SystemTime,
+    started: Instant,
+    output: LiveOutput,
+    input: InputSender,
+    stop: CancellationToken,
+    state: Mutex<ProcessState>,
+    report: watch::Sender<Option<Arc<RunReport>>>,
+    ended_at: Mutex<Option<Instant>>,
+    /// Where the last answer about its output stopped (a poll without a cursor goes on
+    /// from here).
+    read_to: Mutex<u64>,
+}
+
+impl Process {
+    /// A run about to be started by `key` (its id already chosen).
+    pub(crate) fn new(
+        id: String,
+        key: SessionKey,
+        (command, host): (String, policy::Host),
+        output: LiveOutput,
+        input: InputSender,
+        stop: CancellationToken,
+    ) -> Self {
+        Process {
+            id,
+            key,
+            command,
+            host,
+            started_at: SystemTime::now(),
+            started: Instant::now(),
+            output,
+            input,
+            stop,
+            state: Mutex::new(ProcessState::Pending),
+            report: watch::channel(None).0,
+            ended_at: Mutex::new(None),
+            read_to: Mutex::new(0),
+        }
+    }
+
+    /// Where the last answer about its output stopped.
+    pub fn read_to(&self) -> u64 {
+        *self.read_to.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// An answer gave its output up to `cursor`.
+    pub fn mark_read(&self, cursor: u64) {
+        *self.read_to.lock().unwrap_or_else(|p| p.into_inner()) = cursor;
+    }
+
+    /// Its output as it arrives.
+    pub fn output(&self) -> &LiveOutput {
+        &self.output
+    }
+
+    /// Its standard input.
+    pub fn input(&self) -> &InputSender {
+        &self.input
+    }
+
+    /// Where it is in its life.
+    pub fn state(&self) -> ProcessState {
+        *self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How long since it was started.
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Its result, once it has ended.
+    pub fn report(&self) -> Option<Arc<RunReport>> {
+        self.report.borrow().clone()
+    }
+
+    /// Resolves with its result when it ends.
+    pub async fn ended(&self) -> Arc<RunReport> {
+        let mut seen = self.report.subscribe();
+        loop {
+            if let Some(report) = seen.borrow_and_update().clone() {
+                return report;
+            }
+            if seen.changed().await.is_err() {
+                // The sender lives in `self`: unreachable while `self` is borrowed.
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    /// End it: a pending question is withdrawn, a running command's whole tree killed.
+    /// Its result then says it was cancelled.
+    pub fn kill(&self) {
+        self.stop.cancel();
+    }
+
+    /// The token whose cancellation ends it.
+    pub(crate) fn stop(&self) -> &CancellationToken {
+        &self.stop
+    }
+
+    /// Record one of its lifecycle events.
+    pub(crate) fn saw(&self, event: &ExecEvent) {
+        if matches!(event, ExecEvent::Started { .. }) {
+            *self.state.lock().unwrap_or_else(|p| p.into_inner()) = ProcessState::Running;
+        }
+    }
+
+    /// Record its result.
+    pub(crate) fn finish(&self, report: RunReport) {
+        *self.state.lock().unwrap_or_else(|p| p.into_inner()) = ProcessState::Ended;
+        *self.ended_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        self.report.send_replace(Some(Arc::new(report)));
+    }
+
+    fn ended_at(&self) -> Option<Instant> {
+        *self.ended_at.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Why the `process` tool cannot act on a run.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProcessError {
+    /// No run of this agent has this id (another agent's runs are not named either).
+    #[error(
+        "no run {0:?} of yours is known here (it never existed, belongs to another agent, or ended more than 15 minutes ago); `process` with action `list` shows your runs"
+    )]
+    Unknown(String),
+}
+
+/// The table of runs that outlive their call.
+#[derive(Debug, Default)]
+pub struct Processes {
+    runs: Mutex<BTreeMap<String, Arc<Process>>>,
+}
+
+impl Processes {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Arc<Process>>> {
+        self.runs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Add a run.
+    pub(crate) fn insert(&self, process: Arc<Process>) {
+        let mut runs = self.lock();
+        prune(&mut runs, &process.key.agent);
+        runs.insert(process.id.clone(), process);
+    }
+
+    /// Forget a run (its whole result went back with the call that started it).
+    pub(crate) fn remove(&self, id: &str) {
+        self.lock().remove(id);
+    }
+
+    /// `agent`'s run `id`.
+    pub fn get(&self, agent: &str, id: &str) -> Result<Arc<Process>, ProcessError> {
+        let mut runs = self.lock();
+        prune(&mut runs, agent);
+        runs.get(id)
+            .filter(|p| p.key.agent == agent)
+            .cloned()
+            .ok_or_else(|| ProcessError::Unknown(id.to_owned()))
+    }
+
+    /// `agent`'s runs, oldest first: live ones and those finished recently.
+    pub fn of_agent(&self, agent: &str) -> Vec<Arc<Process>> {
+        let mut runs = self.lock();
+        prune(&mut runs, agent);
+        let mut mine: Vec<Arc<Process>> = runs
+            .values()
+            .filter(|p| p.key.agent == agent)
+            .cloned()
+            .collect();
+        mine.sort_by_key(|p| p.started);
+        mine
+    }
+
+    /// The session `key` ended: its runs end with it.
+    pub fn end_session(&self, key: &SessionKey) {
+        for process in self.lock().values().filter(|p| &p.key == key) {
+            process.kill();
+        }
+    }
+}
+
+/// Forget `agent`'s finished runs older than [`KEEP_FINISHED`], and the oldest past
+/// [`MAX_FINISHED_PER_AGENT`].
+fn prune(runs: &mut BTreeMap<String, Arc<Process>>, agent: &str) {
+    let mut finished: Vec<(Instant, String)> = runs
+        .values()
+        .filter(|p| p.key.agent == agent)
+        .filter_map(|p| p.ended_at().map(|at| (at, p.id.clone())))
+        .collect();
+    finished.sort();
+    let excess = finished.len().saturating_sub(MAX_FINISHED_PER_AGENT);
+    for (i, (at, id)) in finished.into_iter().enumerate() {
+        if i < excess || at.elapsed() > KEEP_FINISHED {
+            runs.remove(&id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn process(agent: &str, session: &str, id: &str) -> Arc<Process> {
+        let (input, _) = caps::input_channel();
+        Arc::new(Process::new(
+            id.into(),
+            SessionKey {
+                agent: agent.into(),
+                session: session.into(),
+            },
+            ("sleep 1".into(), policy::Host::Gateway),
+            LiveOutput::new(16),
+            input,
+            CancellationToken::new(),
+        ))
+    }
+
+    /// Ended, as far as the table's bookkeeping goes (the result is read in the
+    /// gateway's tests, which run real commands).
+    fn mark_ended(p: &Process) {
+        *p.state.lock().unwrap() = ProcessState::Ended;
+        *p.ended_at.lock().unwrap() = Some(Instant::now());
+    }
+
+    #[test]
+    fn another_agents_run_is_unknown_exactly_like_a_run_that_never_was() {
+        let table = Processes::default();
+        table.insert(process("a", "s", "run-1"));
+        assert!(table.get("a", "run-1").is_ok());
+        let theirs = table.get("b", "run-1").unwrap_err();
+        let nobodys = table.get("b", "run-2").unwrap_err();
+        assert_eq!(
+            theirs.to_string().replace("run-1", "X"),
+            nobodys.to_string().replace("run-2", "X"),
+        );
+        assert!(table.of_agent("b").is_empty());
+        assert_eq!(table.of_agent("a").len(), 1);
+    }
+
+    #[test]
+    fn a_session_ending_ends_its_runs_and_no_others() {
+        let table = Processes::default();
+        let (mine, other, elsewhere) = (
+            process("a", "s1", "r1"),
+            process("a", "s2", "r2"),
+            process("b", "s1", "r3"),
+        );
+        for p in [&mine, &other, &elsewhere] {
+            table.insert(Arc::clone(p));
+        }
+        table.end_session(&mine.key);
+        assert!(mine.stop().is_cancelled());
+        assert!(!other.stop().is_cancelled());
+        assert!(!elsewhere.stop().is_cancelled());
+    }
+
+    #[test]
+    fn finished_runs_are_kept_up_to_a_bound() {
+        let table = Processes::default();
+        for i in 0..MAX_FINISHED_PER_AGENT + 5 {
+            let p = process("a", "s", &format!("r{i:03}"));
+            mark_ended(&p);
+            table.insert(p);
+        }
+        let live = process("a", "s", "live");
+        table.insert(Arc::clone(&live));
+        let kept = table.of_agent("a");
+        assert_eq!(
+            kept.len(),
+            MAX_FINISHED_PER_AGENT + 1,
+            "the live run is never pruned"
+        );
+        assert!(
+            table.get("a", "r000").is_err(),
+            "the oldest finished run went first"
+        );
+        assert!(table.get("a", "live").is_ok());
+    }
+
+    #[test]
+    fn a_run_is_running_once_its_command_started() {
+        let p = process("a", "s", "r");
+        assert_eq!(p.state(), ProcessState::Pending);
+        p.saw(&ExecEvent::Started {
+            run_id: "r".into(),
+            host: runner::RunHost::Gateway,
+        });
+        assert_eq!(p.state(), ProcessState::Running);
+        assert!(p.report().is_none());
+    }
+}

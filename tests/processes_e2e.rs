@@ -1,0 +1,402 @@
+//! End-to-end: runs that outlive their call, driven by a real MCP client (rmcp) over
+//! `warden mcp` (stdio) and `warden gateway run` (Streamable HTTP): a server started in
+//! the background and polled, a program's question answered through standard input (on
+//! the gateway host and in the sandbox), a flood of output nobody reads, a run killed by
+//! the agent and by the end of its session with its whole tree gone (a `setsid` child
+//! included), and another agent that can neither see nor touch the run.
+
+// Tests set up and inspect real files and processes.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+// Test helpers panic on failure by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+/// A workspace and a home where agents may run anything, asking nobody.
+struct Setup {
+    workspace: tempfile::TempDir,
+    home: tempfile::TempDir,
+}
+
+fn setup() -> Setup {
+    Setup {
+        workspace: tempfile::tempdir().unwrap(),
+        home: support::open_gateway_home(),
+    }
+}
+
+impl Setup {
+    fn ws(&self) -> PathBuf {
+        std::fs::canonicalize(self.workspace.path()).unwrap()
+    }
+}
+
+async fn stdio_client(s: &Setup) -> RunningService<RoleClient, ()> {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_warden"));
+    cmd.args(["mcp", "--agent", "coder", "--session", "s1", "--workspace"])
+        .arg(s.ws())
+        .env("WARDEN_HOME", s.home.path())
+        .env("WARDEN_LOG", "warn");
+    ().serve(TokioChildProcess::new(cmd).unwrap())
+        .await
+        .unwrap()
+}
+
+async fn http_client(addr: &str, token: &str) -> RunningService<RoleClient, ()> {
+    let config =
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            format!("http://{addr}/mcp"),
+        )
+        .auth_header(token);
+    ().serve(rmcp::transport::StreamableHttpClientTransport::from_config(
+        config,
+    ))
+    .await
+    .unwrap()
+}
+
+async fn call(client: &RunningService<RoleClient, ()>, tool: &str, args: Value) -> CallToolResult {
+    let Value::Object(map) = args else {
+        panic!("arguments must be an object")
+    };
+    client
+        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(map))
+        .await
+        .unwrap_or_else(|e| panic!("{tool}: {e}"))
+}
+
+async fn structured(client: &RunningService<RoleClient, ()>, tool: &str, args: Value) -> Value {
+    call(client, tool, args)
+        .await
+        .structured_content
+        .unwrap_or(Value::Null)
+}
+
+/// Poll `run` until its output contains `needle` (within 20 s); the output seen.
+async fn poll_until(client: &RunningService<RoleClient, ()>, run: &str, needle: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut seen = String::new();
+    while Instant::now() < deadline {
+        let r = structured(
+            client,
+            "process",
+            json!({"action": "poll", "runId": run, "wait": 2}),
+        )
+        .await;
+        assert_eq!(r["ok"], true, "{r}");
+        seen.push_str(r["output"].as_str().unwrap());
+        if seen.contains(needle) {
+            return seen;
+        }
+    }
+    panic!("{needle:?} never appeared in run {run}'s output: {seen:?}");
+}
+
+/// Whether process `pid` is gone (or a zombie nobody will run again).
+fn gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z')),
+    }
+}
+
+fn wait_gone(pid: i32) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !gone(pid) {
+        assert!(Instant::now() < deadline, "process {pid} survived");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A script that starts a `setsid` grandchild (leaving the run's session and group),
+/// prints both pids, says it is ready and serves until killed.
+const SERVER: &str = "setsid sleep 300 & echo child=$!; echo self=$$; echo ready; exec sleep 300";
+
+fn pid_of(output: &str, name: &str) -> i32 {
+    output
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}=")))
+        .unwrap_or_else(|| panic!("no {name}= in {output:?}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_server_is_polled_listed_and_killed_with_its_whole_tree() {
+    let s = setup();
+    let client = stdio_client(&s).await;
+    let started = structured(
+        &client,
+        "exec",
+        json!({"command": SERVER, "background": true}),
+    )
+    .await;
+    assert!(
+        matches!(started["status"].as_str(), Some("pending" | "running")),
+        "{started}"
+    );
+    assert_eq!(started["exitCode"], Value::Null);
+    let run = started["runId"].as_str().unwrap().to_owned();
+    let seen = poll_until(&client, &run, "ready").await;
+    let (child, this) = (pid_of(&seen, "child"), pid_of(&seen, "self"));
+    assert!(!gone(child) && !gone(this));
+
+    let listed = structured(&client, "process", json!({"action": "list"})).await;
+    let runs = listed["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{listed}");
+    assert_eq!(runs[0]["runId"], run.as_str());
+    assert_eq!(runs[0]["state"], "running");
+
+    // Nothing new: a poll from where the last stopped answers at once with nothing.
+    let quiet = structured(&client, "process", json!({"action": "poll", "runId": run})).await;
+    assert_eq!(quiet["output"], "", "{quiet}");
+    // A cursor past the end is refused, saying how far the output goes.
+    let past = call(
+        &client,
+        "process",
+        json!({"action": "poll", "runId": run, "cursor": 1_000_000}),
+    )
+    .await;
+    assert_eq!(past.is_error, Some(true));
+    assert!(structured_text(&past).contains("past the end"), "{past:?}");
+
+    let killed = structured(&client, "process", json!({"action": "kill", "runId": run})).await;
+    assert_eq!(killed["run"]["state"], "ended", "{killed}");
+    assert_eq!(killed["result"]["cancelled"], true, "{killed}");
+    wait_gone(this);
+    wait_gone(child);
+
+    // The kill was answered whole: the run's finish event is one line without output.
+    let next = call(&client, "exec", json!({"command": "true"})).await;
+    let events = next.structured_content.unwrap()["events"].clone();
+    let events: Vec<&str> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.starts_with("Exec finished") && e.contains(&run) && !e.contains('\n')),
+        "{events:?}"
+    );
+    client.cancel().await.unwrap();
+}
+
+fn structured_text(r: &CallToolResult) -> String {
+    r.structured_content
+        .as_ref()
+        .map(|v| v["message"].as_str().unwrap_or_default().to_owned())
+        .unwrap_or_default()
+}
+
+/// A program that asks a question gets the answer through its standard input, on
+/// `host`; the call that started it returned at its yield.
+async fn answers_a_question_on(host: &str) {
+    let s = setup();
+    let client = stdio_client(&s).await;
+    let asked = structured(
+        &client,
+        "exec",
+        json!({
+            "command": "printf 'name? '; read -r name; echo \"hello $name\"; read -r more; echo \"then $more\"",
+            "host": host,
+            "yield": 0.5
+        }),
+    )
+    .await;
+    assert_eq!(asked["status"], "running", "{asked}");
+    let run = asked["runId"].as_str().unwrap().to_owned();
+    // The call returned the output so far; a poll goes on from there.
+    if !asked["output"].as_str().unwrap().contains("name?") {
+        poll_until(&client, &run, "name?").await;
+    }
+    let wrote = structured(
+        &client,
+        "process",
+        json!({"action": "write", "runId": run, "input": "world\n"}),
+    )
+    .await;
+    assert_eq!(wrote["ok"], true, "{wrote}");
+    poll_until(&client, &run, "hello world").await;
+    // Closing its input is the end-of-file the second `read` sees.
+    let closed = structured(&client, "process", json!({"action": "close", "runId": run})).await;
+    assert_eq!(closed["ok"], true, "{closed}");
+    let ended = structured(
+        &client,
+        "process",
+        json!({"action": "wait", "runId": run, "wait": 20}),
+    )
+    .await;
+    assert_eq!(ended["run"]["state"], "ended", "{ended}");
+    assert_eq!(ended["result"]["exitCode"], 0, "{ended}");
+    assert!(
+        ended["output"].as_str().unwrap().ends_with("then \n"),
+        "the second read saw end-of-file: {ended}"
+    );
+    assert_eq!(ended["result"]["host"], host, "{ended}");
+    // Its input is closed now: a write says so and sends nothing.
+    let late = call(
+        &client,
+        "process",
+        json!({"action": "write", "runId": run, "input": "x\n"}),
+    )
+    .await;
+    assert_eq!(late.is_error, Some(true));
+    assert!(structured_text(&late).contains("closed"), "{late:?}");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_is_answered_through_standard_input_on_the_gateway_host() {
+    answers_a_question_on("gateway").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_is_answered_through_standard_input_in_the_sandbox() {
+    if !support::bwrap_usable() {
+        return;
+    }
+    answers_a_question_on("sandbox").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_ends_within_its_yield_returns_its_whole_result() {
+    let s = setup();
+    let client = stdio_client(&s).await;
+    let r = structured(
+        &client,
+        "exec",
+        json!({"command": "echo out; echo err >&2", "yield": 30}),
+    )
+    .await;
+    assert_eq!(r["status"], "finished", "{r}");
+    assert_eq!(
+        (r["stdout"].as_str(), r["stderr"].as_str()),
+        (Some("out\n"), Some("err\n"))
+    );
+    let listed = structured(&client, "process", json!({"action": "list"})).await;
+    assert_eq!(
+        listed["runs"],
+        json!([]),
+        "a run returned whole is not kept"
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_nobody_reads_is_bounded_and_every_answer_within_the_cap() {
+    let s = setup();
+    let client = stdio_client(&s).await;
+    let started = structured(
+        &client,
+        "exec",
+        json!({"command": "head -c 5000000 /dev/zero | tr '\\0' x; echo; echo end", "background": true}),
+    )
+    .await;
+    let run = started["runId"].as_str().unwrap().to_owned();
+    let ended = structured(
+        &client,
+        "process",
+        json!({"action": "wait", "runId": run, "wait": 30, "cursor": 0}),
+    )
+    .await;
+    assert_eq!(ended["result"]["exitCode"], 0, "{ended}");
+    let dropped = ended["dropped"].as_u64().unwrap();
+    assert!(dropped >= 5_000_000 - (1 << 20), "{dropped} dropped");
+    assert!(ended["output"].as_str().unwrap().len() <= 200_000);
+    assert_eq!(ended["more"], true);
+    // Reading on reaches the end in answers within the cap.
+    let mut last = ended;
+    for _ in 0..10 {
+        if last["more"] == false {
+            break;
+        }
+        last = structured(&client, "process", json!({"action": "poll", "runId": run})).await;
+        assert!(last["output"].as_str().unwrap().len() <= 200_000);
+    }
+    assert!(
+        last["output"].as_str().unwrap().ends_with("end\n"),
+        "{}",
+        last["cursor"]
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_ends_with_the_session_that_started_it() {
+    let s = setup();
+    let client = stdio_client(&s).await;
+    let started = structured(
+        &client,
+        "exec",
+        json!({"command": SERVER, "background": true}),
+    )
+    .await;
+    let run = started["runId"].as_str().unwrap().to_owned();
+    let seen = poll_until(&client, &run, "ready").await;
+    let (child, this) = (pid_of(&seen, "child"), pid_of(&seen, "self"));
+    // The client goes away: the stdio session ends, and its runs with it.
+    client.cancel().await.unwrap();
+    wait_gone(this);
+    wait_gone(child);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_agent_can_neither_see_nor_touch_a_run() {
+    let s = setup();
+    let gateway = support::GatewayProcess::start(s.home.path(), &s.ws(), &[]);
+    let coder = http_client(
+        &gateway.addr,
+        &support::gateway_token(s.home.path(), "coder"),
+    )
+    .await;
+    let other = http_client(
+        &gateway.addr,
+        &support::gateway_token(s.home.path(), "other"),
+    )
+    .await;
+    let started = structured(
+        &coder,
+        "exec",
+        json!({"command": SERVER, "background": true}),
+    )
+    .await;
+    let run = started["runId"].as_str().unwrap().to_owned();
+    let seen = poll_until(&coder, &run, "ready").await;
+    let this = pid_of(&seen, "self");
+
+    let listed = structured(&other, "process", json!({"action": "list"})).await;
+    assert_eq!(listed["runs"], json!([]), "{listed}");
+    for action in ["poll", "kill", "wait", "close"] {
+        let r = call(&other, "process", json!({"action": action, "runId": run})).await;
+        assert_eq!(r.is_error, Some(true), "{action}");
+        assert!(structured_text(&r).contains("no run"), "{action}: {r:?}");
+    }
+    let r = call(
+        &other,
+        "process",
+        json!({"action": "write", "runId": run, "input": "x"}),
+    )
+    .await;
+    assert_eq!(r.is_error, Some(true));
+    assert!(!gone(this), "the other agent's kill did nothing");
+
+    // Its owner's HTTP session ends (DELETE): the run ends with it.
+    coder.cancel().await.unwrap();
+    wait_gone(this);
+    drop(other);
+}
