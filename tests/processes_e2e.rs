@@ -133,12 +133,11 @@ fn pid_of(output: &str, name: &str) -> i32 {
         .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_background_server_is_polled_listed_and_killed_with_its_whole_tree() {
-    let s = setup();
-    let client = stdio_client(&s).await;
+/// Start [`SERVER`] in the background and wait until it is ready: its run id, its own
+/// pid and its `setsid` child's.
+async fn start_server(client: &RunningService<RoleClient, ()>) -> (String, i32, i32) {
     let started = structured(
-        &client,
+        client,
         "exec",
         json!({"command": SERVER, "background": true}),
     )
@@ -149,9 +148,17 @@ async fn a_background_server_is_polled_listed_and_killed_with_its_whole_tree() {
     );
     assert_eq!(started["exitCode"], Value::Null);
     let run = started["runId"].as_str().unwrap().to_owned();
-    let seen = poll_until(&client, &run, "ready").await;
-    let (child, this) = (pid_of(&seen, "child"), pid_of(&seen, "self"));
+    let seen = poll_until(client, &run, "ready").await;
+    let (this, child) = (pid_of(&seen, "self"), pid_of(&seen, "child"));
     assert!(!gone(child) && !gone(this));
+    (run, this, child)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_server_is_polled_listed_and_killed_with_its_whole_tree() {
+    let s = setup();
+    let client = stdio_client(&s).await;
+    let (run, this, child) = start_server(&client).await;
 
     let listed = structured(&client, "process", json!({"action": "list"})).await;
     let runs = listed["runs"].as_array().unwrap();
@@ -340,15 +347,7 @@ async fn a_flood_nobody_reads_is_bounded_and_every_answer_within_the_cap() {
 async fn a_run_ends_with_the_session_that_started_it() {
     let s = setup();
     let client = stdio_client(&s).await;
-    let started = structured(
-        &client,
-        "exec",
-        json!({"command": SERVER, "background": true}),
-    )
-    .await;
-    let run = started["runId"].as_str().unwrap().to_owned();
-    let seen = poll_until(&client, &run, "ready").await;
-    let (child, this) = (pid_of(&seen, "child"), pid_of(&seen, "self"));
+    let (_, this, child) = start_server(&client).await;
     // The client goes away: the stdio session ends, and its runs with it.
     client.cancel().await.unwrap();
     wait_gone(this);
@@ -369,15 +368,7 @@ async fn another_agent_can_neither_see_nor_touch_a_run() {
         &support::gateway_token(s.home.path(), "other"),
     )
     .await;
-    let started = structured(
-        &coder,
-        "exec",
-        json!({"command": SERVER, "background": true}),
-    )
-    .await;
-    let run = started["runId"].as_str().unwrap().to_owned();
-    let seen = poll_until(&coder, &run, "ready").await;
-    let this = pid_of(&seen, "self");
+    let (run, this, _) = start_server(&coder).await;
 
     let listed = structured(&other, "process", json!({"action": "list"})).await;
     assert_eq!(listed["runs"], json!([]), "{listed}");

@@ -117,35 +117,25 @@ impl WardenMcp {
             ProcessAction::Write => {
                 let input = args.input.unwrap_or_default();
                 let n = input.len();
-                match process.input().write(input.into_bytes()) {
-                    Ok(()) => {
-                        let message =
-                            format!("sent {n} bytes to the standard input of run {}", process.id);
-                        result::done(
-                            json!({"run": summary(&process)}),
-                            message.clone(),
-                            message,
-                            events,
-                        )
-                    }
-                    Err(e) => result::failed(format!("run {}: {e}", process.id), events),
-                }
+                let sent = process.input().write(input.into_bytes());
+                acknowledged(
+                    &process,
+                    sent,
+                    || format!("sent {n} bytes to the standard input of run {}", process.id),
+                    events,
+                )
             }
-            ProcessAction::Close => match process.input().close() {
-                Ok(()) => {
-                    let message = format!(
+            ProcessAction::Close => acknowledged(
+                &process,
+                process.input().close(),
+                || {
+                    format!(
                         "closed the standard input of run {} (it reads end-of-file after what was sent)",
                         process.id
-                    );
-                    result::done(
-                        json!({"run": summary(&process)}),
-                        message.clone(),
-                        message,
-                        events,
                     )
-                }
-                Err(e) => result::failed(format!("run {}: {e}", process.id), events),
-            },
+                },
+                events,
+            ),
             ProcessAction::Kill => {
                 process.kill();
                 tokio::select! {
@@ -251,6 +241,27 @@ impl WardenMcp {
         };
         let message = head.lines().next().unwrap_or_default().to_owned();
         result::done(value, message, text, events)
+    }
+}
+
+/// The answer to a write or a close of `process`'s input: what was done, or why not.
+fn acknowledged(
+    process: &Process,
+    done: Result<(), caps::InputError>,
+    message: impl FnOnce() -> String,
+    events: Vec<String>,
+) -> CallToolResult {
+    match done {
+        Ok(()) => {
+            let message = message();
+            result::done(
+                json!({"run": summary(process)}),
+                message.clone(),
+                message,
+                events,
+            )
+        }
+        Err(e) => result::failed(format!("run {}: {e}", process.id), events),
     }
 }
 

@@ -248,6 +248,7 @@ impl Hierarchies {
             }
             return Err("no cgroup hierarchy where this process may create cgroups".into());
         }
+        LIVE_HIERARCHIES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(Hierarchies {
             list: Arc::new(list),
             spare: Arc::default(),
@@ -319,13 +320,19 @@ impl Hierarchies {
     }
 }
 
+/// `Hierarchies` alive in this process: they share its `warden.<pid>` parents, which
+/// only the last one dropped may remove (another's next run would find no parent, if
+/// it had none there at that instant; tests make several).
+static LIVE_HIERARCHIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 impl Drop for Hierarchies {
     fn drop(&mut self) {
+        let others = LIVE_HIERARCHIES.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) > 1;
         // The companion, told the parents, clears them once this process has ended.
-        if matches!(*lock(&WATCHDOG), Watchdog::Companion) {
+        if others || matches!(*lock(&WATCHDOG), Watchdog::Companion) {
             return;
         }
-        // Fails (harmlessly) while another `Hierarchies` of this process has runs there.
+        // Fails (harmlessly) while a run of this process is still there.
         for h in self.list.iter() {
             let _ = fs::remove_dir(&h.parent);
         }
