@@ -10,114 +10,14 @@
 // Test helpers panic on failure by design.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/mcp_runs.rs"]
+mod mcp_runs;
 mod support;
 
-use std::path::PathBuf;
-use std::time::{Duration, Instant};
-
-use rmcp::model::{CallToolRequestParams, CallToolResult};
+use mcp_runs::*;
+use rmcp::RoleClient;
 use rmcp::service::RunningService;
-use rmcp::transport::TokioChildProcess;
-use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
-
-/// A workspace and a home where agents may run anything, asking nobody.
-struct Setup {
-    workspace: tempfile::TempDir,
-    home: tempfile::TempDir,
-}
-
-fn setup() -> Setup {
-    Setup {
-        workspace: tempfile::tempdir().unwrap(),
-        home: support::open_gateway_home(),
-    }
-}
-
-impl Setup {
-    fn ws(&self) -> PathBuf {
-        std::fs::canonicalize(self.workspace.path()).unwrap()
-    }
-}
-
-async fn stdio_client(s: &Setup) -> RunningService<RoleClient, ()> {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_warden"));
-    cmd.args(["mcp", "--agent", "coder", "--session", "s1", "--workspace"])
-        .arg(s.ws())
-        .env("WARDEN_HOME", s.home.path())
-        .env("WARDEN_LOG", "warn");
-    ().serve(TokioChildProcess::new(cmd).unwrap())
-        .await
-        .unwrap()
-}
-
-async fn http_client(addr: &str, token: &str) -> RunningService<RoleClient, ()> {
-    let config =
-        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
-            format!("http://{addr}/mcp"),
-        )
-        .auth_header(token);
-    ().serve(rmcp::transport::StreamableHttpClientTransport::from_config(
-        config,
-    ))
-    .await
-    .unwrap()
-}
-
-async fn call(client: &RunningService<RoleClient, ()>, tool: &str, args: Value) -> CallToolResult {
-    let Value::Object(map) = args else {
-        panic!("arguments must be an object")
-    };
-    client
-        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(map))
-        .await
-        .unwrap_or_else(|e| panic!("{tool}: {e}"))
-}
-
-async fn structured(client: &RunningService<RoleClient, ()>, tool: &str, args: Value) -> Value {
-    call(client, tool, args)
-        .await
-        .structured_content
-        .unwrap_or(Value::Null)
-}
-
-/// Poll `run` until its output contains `needle` (within 20 s); the output seen.
-async fn poll_until(client: &RunningService<RoleClient, ()>, run: &str, needle: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut seen = String::new();
-    while Instant::now() < deadline {
-        let r = structured(
-            client,
-            "process",
-            json!({"action": "poll", "runId": run, "wait": 2}),
-        )
-        .await;
-        assert_eq!(r["ok"], true, "{r}");
-        seen.push_str(r["output"].as_str().unwrap());
-        if seen.contains(needle) {
-            return seen;
-        }
-    }
-    panic!("{needle:?} never appeared in run {run}'s output: {seen:?}");
-}
-
-/// Whether process `pid` is gone (or a zombie nobody will run again).
-fn gone(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with('Z')),
-    }
-}
-
-fn wait_gone(pid: i32) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !gone(pid) {
-        assert!(Instant::now() < deadline, "process {pid} survived");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 /// A script that starts a `setsid` grandchild (leaving the run's session and group),
 /// prints both pids, says it is ready and serves until killed.
@@ -203,13 +103,6 @@ async fn a_background_server_is_polled_listed_and_killed_with_its_whole_tree() {
     client.cancel().await.unwrap();
 }
 
-fn structured_text(r: &CallToolResult) -> String {
-    r.structured_content
-        .as_ref()
-        .map(|v| v["message"].as_str().unwrap_or_default().to_owned())
-        .unwrap_or_default()
-}
-
 /// A program that asks a question gets the answer through its standard input, on
 /// `host`; the call that started it returned at its yield.
 async fn answers_a_question_on(host: &str) {
@@ -275,6 +168,7 @@ async fn a_question_is_answered_through_standard_input_on_the_gateway_host() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_question_is_answered_through_standard_input_in_the_sandbox() {
     if !support::bwrap_usable() {
+        eprintln!("SKIP: bubblewrap / user namespaces unavailable here");
         return;
     }
     answers_a_question_on("sandbox").await;
@@ -377,14 +271,19 @@ async fn another_agent_can_neither_see_nor_touch_a_run() {
         assert_eq!(r.is_error, Some(true), "{action}");
         assert!(structured_text(&r).contains("no run"), "{action}: {r:?}");
     }
-    let r = call(
-        &other,
-        "process",
+    for args in [
         json!({"action": "write", "runId": run, "input": "x"}),
-    )
-    .await;
-    assert_eq!(r.is_error, Some(true));
-    assert!(!gone(this), "the other agent's kill did nothing");
+        json!({"action": "signal", "runId": run, "signal": "KILL"}),
+        json!({"action": "resize", "runId": run, "rows": 5, "cols": 5}),
+    ] {
+        let r = call(&other, "process", args.clone()).await;
+        assert_eq!(r.is_error, Some(true), "{args}");
+        assert!(structured_text(&r).contains("no run"), "{args}: {r:?}");
+    }
+    assert!(
+        !gone(this),
+        "the other agent's kill and SIGKILL did nothing"
+    );
 
     // Its owner's HTTP session ends (DELETE): the run ends with it.
     coder.cancel().await.unwrap();

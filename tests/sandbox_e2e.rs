@@ -9,6 +9,8 @@
 // Skips and the probe report on stdout/stderr.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+#[path = "sandbox_terminal.rs"]
+mod sandbox_terminal;
 mod support;
 
 use std::collections::BTreeMap;
@@ -54,6 +56,15 @@ impl Lab {
     }
 
     fn sandbox(&self, network: bool) -> Arc<NamespaceSandbox> {
+        self.sandbox_held_by(network, caps::process::Containment::session_only())
+    }
+
+    /// [`Lab::sandbox`] with each run held by `containment`.
+    fn sandbox_held_by(
+        &self,
+        network: bool,
+        containment: caps::process::Containment,
+    ) -> Arc<NamespaceSandbox> {
         let policy = SandboxPolicy {
             writable_paths: vec![self.ws()],
             readable_extra_paths: Vec::new(),
@@ -66,10 +77,11 @@ impl Lab {
         // Warden's own builder, as `sandbox.builder = "auto"` picks it here; `cargo xtask
         // ci` runs this file again with WARDEN_TEST_BUILDER=bubblewrap, so that both
         // builders pass the same checks.
-        Arc::new(match std::env::var("WARDEN_TEST_BUILDER").as_deref() {
+        let sandbox = match std::env::var("WARDEN_TEST_BUILDER").as_deref() {
             Ok("bubblewrap") => NamespaceSandbox::new(policy, helper, &trusted_dirs()).unwrap(),
             _ => NamespaceSandbox::built_by_warden(policy, helper).unwrap(),
-        })
+        };
+        Arc::new(sandbox.with_containment(containment))
     }
 
     fn options(&self, env: &[(&str, &str)]) -> ExecOptions {

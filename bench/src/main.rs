@@ -14,6 +14,7 @@ mod in_process;
 mod ipc_bench;
 mod mcp_bench;
 mod mcp_sandbox_bench;
+mod process_bench;
 mod sandbox_bench;
 mod soak_bench;
 mod suites;

@@ -20,15 +20,16 @@ use serde_json::{Value, json};
 
 use crate::harness::{RatioSpec, Report, compare, median, ms, time_async};
 
-/// A Warden home where agent `bench` may run `/bin/true` on the gateway host without
+/// A Warden home where agent `bench` may run `/bin/true` (and, for the process rows,
+/// `/bin/cat` and `/bin/sleep`, up to 128 runs at once) on the gateway host without
 /// asking, and a workspace with a 1 KiB file.
-struct Setup {
+pub(crate) struct Setup {
     home: PathBuf,
     workspace: PathBuf,
 }
 
 impl Setup {
-    fn new() -> anyhow::Result<Setup> {
+    pub(crate) fn new() -> anyhow::Result<Setup> {
         let root = std::env::temp_dir().join(format!("warden-bench-mcp-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         let home = root.join("home");
@@ -38,12 +39,16 @@ impl Setup {
         std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
         std::fs::write(
             home.join("config.toml"),
-            "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\nask = \"off\"\n[[agents.list]]\nid = \"bench\"\n",
+            "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\nask = \"off\"\n[gateway]\nmax_runs_per_agent = 128\n[[agents.list]]\nid = \"bench\"\n",
         )?;
+        let allowed = ["/bin/true", "/bin/cat", "/bin/sleep"]
+            .into_iter()
+            .map(|p| Ok(json!({"pattern": std::fs::canonicalize(p)?})))
+            .collect::<anyhow::Result<Vec<Value>>>()?;
         let approvals = json!({
             "version": 1,
             "defaults": {"security": "allowlist", "ask": "off", "askFallback": "deny"},
-            "agents": {"bench": {"allowlist": [{"pattern": std::fs::canonicalize("/bin/true")?}]}}
+            "agents": {"bench": {"allowlist": allowed}}
         });
         let path = home.join("exec-approvals.json");
         std::fs::write(&path, serde_json::to_vec(&approvals)?)?;
@@ -53,7 +58,7 @@ impl Setup {
         Ok(Setup { home, workspace })
     }
 
-    fn warden(&self) -> anyhow::Result<tokio::process::Command> {
+    pub(crate) fn warden(&self) -> anyhow::Result<tokio::process::Command> {
         let exe = std::env::current_exe()?.with_file_name("warden");
         if !exe.is_file() {
             bail!("{} is missing (cargo xtask bench builds it)", exe.display());
@@ -76,7 +81,7 @@ impl Drop for Setup {
 /// An MCP client connected to a Warden server.
 pub type Client = RunningService<RoleClient, ()>;
 
-fn args(value: Value) -> JsonObject {
+pub(crate) fn args(value: Value) -> JsonObject {
     match value {
         Value::Object(map) => map,
         _ => JsonObject::new(),
@@ -134,13 +139,13 @@ pub async fn serve_stdio(
     Ok(().serve(TokioChildProcess::new(warden)?).await?)
 }
 
-async fn stdio_client(setup: &Setup) -> anyhow::Result<Client> {
+pub(crate) async fn stdio_client(setup: &Setup) -> anyhow::Result<Client> {
     serve_stdio(setup.warden()?, &setup.workspace).await
 }
 
 /// A running `warden gateway run` (killed when dropped) and a client with `bench`'s
 /// credential.
-async fn http_client(setup: &Setup) -> anyhow::Result<(tokio::process::Child, Client)> {
+pub(crate) async fn http_client(setup: &Setup) -> anyhow::Result<(tokio::process::Child, Client)> {
     let token = setup
         .warden()?
         .args(["gateway", "token", "--agent", "bench"])

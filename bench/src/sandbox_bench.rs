@@ -291,7 +291,7 @@ async fn same_plan_without_warden(
         None,
         None,
         None,
-        None,
+        &caps::ExecOptions::new(cwd, std::time::Duration::from_secs(10)),
     )?;
     let Some(cut) = launch.args.iter().position(|a| a == "--") else {
         bail!("no `--` before the helper in {:?}", launch.args);

@@ -44,6 +44,9 @@ pub async fn run_all(report: &mut Report, quick: bool, filter: &[&String]) -> an
     if wanted("gateway-soak") {
         crate::soak_bench::run(report, quick).await?;
     }
+    if crate::process_bench::ROWS.iter().any(|id| wanted(id)) {
+        crate::process_bench::run(report, quick, &wanted).await?;
+    }
     if crate::mcp_bench::ROWS.iter().any(|id| wanted(id)) {
         // The `warden` binary holds every run in the containment this host allows (a
         // cgroup per run here); the in-process baseline does the same, so that the ratio

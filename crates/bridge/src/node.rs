@@ -321,6 +321,12 @@ async fn run(
             "system.run's request has no `yield` or `background`: a node runs it to its end and answers once (the gateway keeps a run that goes on)",
         ));
     }
+    if p.request.tty {
+        return Err(InvokeError::new(
+            "invalid",
+            "system.run's request has no `tty`: the Bridge carries no terminal stream to a node (yet); run it on the gateway or in its sandbox",
+        ));
+    }
     let mut request = ExecRequest::from_args(p.agent, p.session, p.request)
         .map_err(|e| InvokeError::new("invalid", format!("system.run: {e}")))?;
     request.run_id = Some(p.run_id);

@@ -1,16 +1,36 @@
 //! Standard input written while a command runs ([`crate::Stdin::Stream`]): whoever
 //! started the run holds an [`InputSender`]; the provider feeds what it sends to the
 //! command's standard input, in order, and closes it when asked or when the sender is
-//! gone. The channel holds a bounded number of chunks: a command that does not read its
-//! input makes the sender's next write fail ([`InputError::Full`]) instead of growing
-//! Warden's memory.
+//! gone. The channel holds a bounded number of chunks and bytes: a command that does not
+//! read its input makes the sender's next write fail ([`InputError::Full`]) instead of
+//! growing Warden's memory, whatever size of write a client may send.
+//!
+//! The same sender also carries the run's controls — a signal, a terminal's new size —
+//! on a channel of their own, so that a command which stopped reading its input can
+//! still be interrupted.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
 
 /// Chunks that may wait for a command to read them.
 pub const INPUT_QUEUE_CHUNKS: usize = 64;
+
+/// Bytes that may wait for a command to read them (also the largest single write).
+pub const INPUT_QUEUE_BYTES: usize = 1024 * 1024;
+
+/// Controls that may wait for the supervisor to act on them (it does at once).
+const CONTROL_QUEUE: usize = 16;
+
+/// What a run's driver asks of the run besides input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Control {
+    /// Send this signal to the run's processes.
+    Signal(i32),
+    /// Resize the run's terminal.
+    Resize(crate::TerminalSize),
+}
 
 /// What the sender sends.
 #[derive(Debug)]
@@ -19,18 +39,28 @@ enum Input {
     Close,
 }
 
-/// The sending end: write to a running command's standard input.
+/// The sending end: write to a running command's standard input, signal it, resize its
+/// terminal.
 #[derive(Clone, Debug)]
-pub struct InputSender(mpsc::Sender<Input>);
+pub struct InputSender {
+    input: mpsc::Sender<Input>,
+    control: mpsc::Sender<Control>,
+    /// Bytes queued and not yet taken by the provider.
+    queued: Arc<AtomicUsize>,
+}
 
 /// Why input could not be sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum InputError {
-    /// The command has not read what was sent before ([`INPUT_QUEUE_CHUNKS`] chunks wait).
+    /// The command has not read what was sent before ([`INPUT_QUEUE_CHUNKS`] chunks or
+    /// [`INPUT_QUEUE_BYTES`] bytes wait).
     #[error(
-        "the command is not reading its standard input ({INPUT_QUEUE_CHUNKS} earlier writes are still waiting); nothing was sent"
+        "the command is not reading its standard input fast enough (earlier writes are still waiting: at most {INPUT_QUEUE_CHUNKS} writes and {INPUT_QUEUE_BYTES} bytes may); nothing was sent"
     )]
     Full,
+    /// One write larger than [`INPUT_QUEUE_BYTES`].
+    #[error("one write sends at most {INPUT_QUEUE_BYTES} bytes; nothing was sent (split it)")]
+    TooLarge,
     /// Its standard input is closed: it was closed, the command ended, or the host that
     /// runs it takes no input.
     #[error(
@@ -42,7 +72,18 @@ pub enum InputError {
 impl InputSender {
     /// Queue `bytes` for the command's standard input.
     pub fn write(&self, bytes: Vec<u8>) -> Result<(), InputError> {
-        self.send(Input::Bytes(bytes))
+        let len = bytes.len();
+        if len > INPUT_QUEUE_BYTES {
+            return Err(InputError::TooLarge);
+        }
+        let before = self.queued.fetch_add(len, Ordering::AcqRel);
+        if before + len > INPUT_QUEUE_BYTES {
+            self.queued.fetch_sub(len, Ordering::AcqRel);
+            return Err(InputError::Full);
+        }
+        self.send(Input::Bytes(bytes)).inspect_err(|_| {
+            self.queued.fetch_sub(len, Ordering::AcqRel);
+        })
     }
 
     /// Close the command's standard input (end-of-file) once what was queued is written.
@@ -50,18 +91,37 @@ impl InputSender {
         self.send(Input::Close)
     }
 
+    /// Send `signal` to the run's processes (those Warden started and their
+    /// descendants; see the provider for how far that reaches).
+    pub fn signal(&self, signal: i32) -> Result<(), InputError> {
+        self.control(Control::Signal(signal))
+    }
+
+    /// Resize the run's terminal (nothing happens for a run without one).
+    pub fn resize(&self, size: crate::TerminalSize) -> Result<(), InputError> {
+        self.control(Control::Resize(size))
+    }
+
     fn send(&self, input: Input) -> Result<(), InputError> {
-        self.0.try_send(input).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(_) => InputError::Full,
-            mpsc::error::TrySendError::Closed(_) => InputError::Closed,
-        })
+        self.input.try_send(input).map_err(refused)
+    }
+
+    fn control(&self, control: Control) -> Result<(), InputError> {
+        self.control.try_send(control).map_err(refused)
+    }
+}
+
+fn refused<T>(e: mpsc::error::TrySendError<T>) -> InputError {
+    match e {
+        mpsc::error::TrySendError::Full(_) => InputError::Full,
+        mpsc::error::TrySendError::Closed(_) => InputError::Closed,
     }
 }
 
 /// The receiving end, handed to a shell as [`crate::Stdin::Stream`]; the provider takes
 /// it once.
 #[derive(Clone, Debug)]
-pub struct InputStream(Arc<Mutex<Option<mpsc::Receiver<Input>>>>);
+pub struct InputStream(Arc<Mutex<Option<InputChunks>>>);
 
 impl PartialEq for InputStream {
     fn eq(&self, other: &Self) -> bool {
@@ -73,33 +133,67 @@ impl Eq for InputStream {}
 
 /// A new channel: the sender for whoever drives the run, the stream for its options.
 pub fn input_channel() -> (InputSender, InputStream) {
-    let (tx, rx) = mpsc::channel(INPUT_QUEUE_CHUNKS);
-    (InputSender(tx), InputStream(Arc::new(Mutex::new(Some(rx)))))
+    let (input, input_rx) = mpsc::channel(INPUT_QUEUE_CHUNKS);
+    let (control, control_rx) = mpsc::channel(CONTROL_QUEUE);
+    let queued = Arc::new(AtomicUsize::new(0));
+    let chunks = InputChunks {
+        input: input_rx,
+        control: Some(control_rx),
+        queued: Arc::clone(&queued),
+    };
+    (
+        InputSender {
+            input,
+            control,
+            queued,
+        },
+        InputStream(Arc::new(Mutex::new(Some(chunks)))),
+    )
 }
 
 impl InputStream {
     /// The chunks to write, in order, until the input is closed; `None` once taken (a
     /// stream feeds one run).
     pub(crate) fn take(&self) -> Option<InputChunks> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-            .map(InputChunks)
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 }
 
 /// What a provider reads from an [`InputStream`].
 #[derive(Debug)]
-pub(crate) struct InputChunks(mpsc::Receiver<Input>);
+pub(crate) struct InputChunks {
+    input: mpsc::Receiver<Input>,
+    control: Option<mpsc::Receiver<Control>>,
+    queued: Arc<AtomicUsize>,
+}
 
 impl InputChunks {
     /// The next chunk, or `None` when the input is to be closed.
     pub(crate) async fn next(&mut self) -> Option<Vec<u8>> {
-        match self.0.recv().await {
-            Some(Input::Bytes(bytes)) => Some(bytes),
+        match self.input.recv().await {
+            Some(Input::Bytes(bytes)) => {
+                self.queued.fetch_sub(bytes.len(), Ordering::AcqRel);
+                Some(bytes)
+            }
             Some(Input::Close) | None => None,
         }
+    }
+
+    /// The controls, taken once by whoever acts on them (the supervisor), apart from
+    /// the input, which may wait on a command that does not read.
+    pub(crate) fn take_controls(&mut self) -> Option<Controls> {
+        self.control.take().map(Controls)
+    }
+}
+
+/// A run's controls as the supervisor receives them.
+#[derive(Debug)]
+pub(crate) struct Controls(mpsc::Receiver<Control>);
+
+impl Controls {
+    /// The next control; `None` once every sender is gone.
+    pub(crate) async fn next(&mut self) -> Option<Control> {
+        self.0.recv().await
     }
 }
 
@@ -120,6 +214,25 @@ mod tests {
         assert_eq!(chunks.next().await, None);
     }
 
+    #[tokio::test]
+    async fn queued_bytes_are_bounded_whatever_the_size_of_each_write() {
+        let (sender, stream) = input_channel();
+        assert_eq!(
+            sender.write(vec![0; INPUT_QUEUE_BYTES + 1]),
+            Err(InputError::TooLarge)
+        );
+        sender.write(vec![0; INPUT_QUEUE_BYTES - 10]).unwrap();
+        assert_eq!(sender.write(vec![0; 11]), Err(InputError::Full));
+        sender.write(vec![0; 10]).unwrap();
+        // Taken by the provider: room again.
+        let mut chunks = stream.take().unwrap();
+        assert_eq!(
+            chunks.next().await.map(|b| b.len()),
+            Some(INPUT_QUEUE_BYTES - 10)
+        );
+        sender.write(vec![0; INPUT_QUEUE_BYTES - 10]).unwrap();
+    }
+
     #[test]
     fn a_command_that_does_not_read_fills_the_queue_and_the_sender_hears_it() {
         let (sender, stream) = input_channel();
@@ -127,7 +240,17 @@ mod tests {
             sender.write(vec![0; 10]).unwrap();
         }
         assert_eq!(sender.write(vec![0]), Err(InputError::Full));
-        drop(stream);
+        // Controls do not wait behind input a command does not read.
+        sender.signal(2).unwrap();
+        let mut chunks = stream.take().unwrap();
+        let mut controls = chunks.take_controls().unwrap();
+        assert!(chunks.take_controls().is_none());
+        assert_eq!(
+            controls.0.try_recv().ok(),
+            Some(Control::Signal(2)),
+            "the signal arrived while the input queue was full"
+        );
+        drop((stream, chunks, controls));
         assert_eq!(sender.write(vec![0]), Err(InputError::Closed));
     }
 }

@@ -28,12 +28,15 @@ mod input;
 mod output;
 mod providers;
 mod shell;
+mod terminal;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
 pub use error::CapsError;
 pub use fs::{DirEntry, FileId, FileKind, Fs, FsLock, Metadata, WriteOptions};
-pub use input::{INPUT_QUEUE_CHUNKS, InputError, InputSender, InputStream, input_channel};
+pub use input::{
+    INPUT_QUEUE_BYTES, INPUT_QUEUE_CHUNKS, InputError, InputSender, InputStream, input_channel,
+};
 pub use output::{
     CursorPastEnd, DROPPED_MARKER_PREFIX, LiveOutput, OutputCollector, OutputSince, Stream,
     TRUNCATION_MARKER, dropped_marker, truncate_utf8_head, truncate_utf8_tail,
@@ -46,6 +49,7 @@ pub use shell::{
     ExitStatus, OutputLimits, RefusedWrites, ResourceLimits, Script, Shell, Stdin, StreamSize,
     TIMED_OUT_EXIT_CODE,
 };
+pub use terminal::TerminalSize;
 
 /// The process supervisor used by the local and bounded shells, for providers in other
 /// crates (the OS sandbox) that wrap a program such as `bwrap` around the command, and
@@ -60,8 +64,8 @@ pub mod process {
         Containment, Mechanism, REAPER_SUBCOMMAND, WATCHDOG_SUBCOMMAND, run_reaper, run_watchdog,
     };
     pub use crate::providers::local::process::{
-        DRAIN_AFTER_EXIT, KILL_GRACE, NewNamespaces, ProcessSpec, WorkingDir, supervise,
-        supervise_live,
+        DRAIN_AFTER_EXIT, KILL_GRACE, NewNamespaces, ProcessSpec, TerminalOwner, WorkingDir,
+        supervise, supervise_live,
     };
 }
 

@@ -81,6 +81,12 @@ pub struct ExecOptions {
     /// Where the run's output is also copied while it runs (progress reports). Providers
     /// that cannot stream leave it empty; the final output is unaffected either way.
     pub live: Option<crate::LiveOutput>,
+    /// Run the command on a pseudo-terminal of this size, made for the run: its standard
+    /// input, output and error and its controlling terminal. The output is then the
+    /// terminal's stream (all in `stdout`, with the terminal's line endings and escape
+    /// sequences) and [`Stdin::Stream`] is typed on the terminal. Providers that cannot
+    /// make one refuse the run ([`CapsError::Unsupported`]); none ignores it.
+    pub terminal: Option<crate::TerminalSize>,
 }
 
 impl ExecOptions {
@@ -98,6 +104,7 @@ impl ExecOptions {
             expect_program: None,
             exec_allowlist: None,
             live: None,
+            terminal: None,
         }
     }
 

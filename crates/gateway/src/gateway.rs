@@ -219,6 +219,7 @@ impl Gateway {
             input,
             self.shutdown.child_token(),
         ));
+        process.set_terminal(request.terminal);
         self.processes.insert(Arc::clone(&process));
         let gateway = Arc::clone(self);
         let watched = Arc::clone(&process);

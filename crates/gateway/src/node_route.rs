@@ -86,6 +86,13 @@ pub async fn run(
     args.ask = Some(requested.ask.value);
     args.timeout = (requested.timeout.source != Source::Default)
         .then_some(requested.timeout.value.as_secs_f64());
+    // The node decides whether it can give the command a terminal (today it refuses:
+    // the Bridge carries no terminal stream), never the gateway by leaving it out.
+    if let Some(size) = request.terminal {
+        args.tty = true;
+        args.rows = Some(size.rows);
+        args.cols = Some(size.cols);
+    }
     let params = RunParams {
         run_id: run_id.clone(),
         agent: request.agent.clone(),

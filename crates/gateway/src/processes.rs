@@ -56,6 +56,8 @@ pub struct Process {
     pub host: policy::Host,
     /// When it was started.
     pub started_at: SystemTime,
+    /// The terminal it runs on (`exec` `tty`), at its latest size.
+    terminal: Mutex<Option<caps::TerminalSize>>,
     started: Instant,
     output: LiveOutput,
     input: InputSender,
@@ -84,6 +86,7 @@ impl Process {
             command,
             host,
             started_at: SystemTime::now(),
+            terminal: Mutex::new(None),
             started: Instant::now(),
             output,
             input,
@@ -110,9 +113,19 @@ impl Process {
         &self.output
     }
 
-    /// Its standard input.
+    /// Its standard input (and its controls: signals, a terminal's size).
     pub fn input(&self) -> &InputSender {
         &self.input
+    }
+
+    /// The terminal it runs on, at its latest size; `None` without `tty`.
+    pub fn terminal(&self) -> Option<caps::TerminalSize> {
+        *self.terminal.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Record the terminal's size (at the start, and after each resize).
+    pub(crate) fn set_terminal(&self, size: Option<caps::TerminalSize>) {
+        *self.terminal.lock().unwrap_or_else(|p| p.into_inner()) = size;
     }
 
     /// Where it is in its life.

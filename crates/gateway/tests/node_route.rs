@@ -463,6 +463,11 @@ async fn a_node_refuses_a_run_request_the_exec_request_type_does_not_allow_and_r
         with(json!({"command": touch, "env": {"A=B": "x"}})),
         with(json!({"command": touch, "timeout": -1})),
         with(json!({"command": touch, "shell": touch})),
+        // What a node cannot do: a run that goes on, a terminal (never run without one).
+        with(json!({"command": touch, "background": true})),
+        with(json!({"command": touch, "yield": 1})),
+        with(json!({"command": touch, "tty": true, "security": "full", "ask": "off"})),
+        with(json!({"command": touch, "rows": 10})),
         // Version 1's shape.
         json!({"runId": "r", "agent": "a", "session": "s", "shell": touch,
                "security": "full", "ask": "off"}),

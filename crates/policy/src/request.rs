@@ -116,6 +116,25 @@ pub struct ExecArgs {
     /// Return at once with the run's id (`yield: 0`); the command goes on, under the same policy and limits.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub background: bool,
+    /// Run the command on a terminal made for the run (its stdin, stdout, stderr and controlling terminal): for programs that need one (REPLs, prompts, full-screen tools). The output is the terminal's stream, all in `stdout`; type on it with the `process` tool's `write` (`input`, `keys` such as Enter or C-c).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tty: bool,
+    /// The terminal's rows, with `tty` (default 24).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "terminal_cells"
+    )]
+    #[schemars(schema_with = "terminal_cells_schema")]
+    pub rows: Option<u16>,
+    /// The terminal's columns, with `tty` (default 80).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "terminal_cells"
+    )]
+    #[schemars(schema_with = "terminal_cells_schema")]
+    pub cols: Option<u16>,
 }
 
 /// What to run: a shell command line or a program with its arguments.
@@ -189,6 +208,7 @@ impl ExecArgs {
         let args: ExecArgs = serde_path_to_error::deserialize(Value::Object(fields))
             .map_err(|e| ArgsError::new(&e.path().to_string(), e.inner().to_string()))?;
         args.command()?;
+        args.terminal()?;
         Ok(args)
     }
 
@@ -229,6 +249,26 @@ impl ExecArgs {
         }
         self.yield_after
             .map(|t| Duration::try_from_secs_f64(t).unwrap_or(Duration::MAX))
+    }
+
+    /// The terminal the command runs on: `None` without `tty`; refused when `rows` or
+    /// `cols` come without it (a size for no terminal is a mistake worth naming).
+    pub fn terminal(&self) -> Result<Option<caps::TerminalSize>, ArgsError> {
+        if !self.tty {
+            for (field, given) in [("rows", self.rows), ("cols", self.cols)] {
+                if given.is_some() {
+                    return Err(ArgsError::new(
+                        field,
+                        "is the size of the run's terminal: give it with `tty: true`",
+                    ));
+                }
+            }
+            return Ok(None);
+        }
+        Ok(Some(caps::TerminalSize {
+            rows: self.rows.unwrap_or(caps::TerminalSize::DEFAULT.rows),
+            cols: self.cols.unwrap_or(caps::TerminalSize::DEFAULT.cols),
+        }))
     }
 
     /// The JSON Schema of the arguments, generated from this type: a flat object.
@@ -410,6 +450,22 @@ fn yield_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Erro
 
 fn yield_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schema(json!({"type": "number", "minimum": 0, "maximum": MAX_TIMEOUT_SECONDS}))
+}
+
+/// `rows`, `cols`: a terminal's cells, 1 to [`caps::TerminalSize::MAX`].
+fn terminal_cells<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u16>, D::Error> {
+    let n = u64::deserialize(d)?;
+    match u16::try_from(n) {
+        Ok(n) if (1..=caps::TerminalSize::MAX).contains(&n) => Ok(Some(n)),
+        _ => Err(de::Error::custom(format!(
+            "must be a whole number from 1 to {}, got {n}",
+            caps::TerminalSize::MAX
+        ))),
+    }
+}
+
+fn terminal_cells_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schema(json!({"type": "integer", "minimum": 1, "maximum": caps::TerminalSize::MAX}))
 }
 
 fn timeout_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {

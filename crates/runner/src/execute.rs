@@ -75,6 +75,15 @@ impl Runner {
                 };
                 let policy = &decided.explanation.policy;
                 let in_approver = policy.runs_in_approver().then_some(policy.timeout.value);
+                if in_approver.is_some() && decided.request.terminal.is_some() {
+                    // The approver runs what it approves without a terminal to hand over;
+                    // a program that asked for one must not silently run without it.
+                    report.outcome = crate::report::Outcome::Error {
+                        message: "this run would be run by the approver (tools.exec.run_in_approver), which cannot give it a terminal: run it without `tty`, or on a host that runs it here; nothing was run".to_owned(),
+                        exit_code: 2,
+                    };
+                    return report;
+                }
                 let Some((decision, ran)) = self
                     .ask_command(&decided, &plan, *reason, in_approver, cancel)
                     .await
@@ -235,6 +244,7 @@ impl Runner {
                 exec_allowlist.cloned(),
                 decided.request.live.clone(),
                 decided.request.input.clone(),
+                decided.request.terminal,
             ) => Some(result),
         };
         conclude(report, events, result)

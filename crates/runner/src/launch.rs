@@ -44,23 +44,26 @@ pub async fn launch(
             Err(_) => None,
         },
     };
-    launch_restricted(shell, plan, exec_allowlist, live, None).await
+    launch_restricted(shell, plan, exec_allowlist, live, None, None).await
 }
 
 /// [`launch`] with the exec allowlist the caller worked out for `shell` (the runner
-/// checks every profile of a sandbox at once, and direct mode runs without one), and
-/// the standard input its driver writes while it runs, if any (else `/dev/null`).
+/// checks every profile of a sandbox at once, and direct mode runs without one), the
+/// standard input its driver writes while it runs, if any (else `/dev/null`), and the
+/// terminal it runs on, if any.
 pub(crate) async fn launch_restricted(
     shell: &dyn Shell,
     plan: &RunPlan,
     exec_allowlist: Option<ExecAllowlist>,
     live: Option<caps::LiveOutput>,
     input: Option<caps::InputStream>,
+    terminal: Option<caps::TerminalSize>,
 ) -> caps::Result<ExecOutput> {
     let mut options = ExecOptions::new(&plan.cwd, plan.limits.timeout());
     if let Some(input) = input {
         options.stdin = caps::Stdin::Stream(input);
     }
+    options.terminal = terminal;
     options.env = plan.env.clone();
     options.resources = plan.limits.resources();
     options.exec_allowlist = exec_allowlist;

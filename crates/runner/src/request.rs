@@ -32,6 +32,9 @@ pub struct ExecRequest {
     /// cannot feed a running command (a node, the approver's run-here) drop it, and the
     /// writer hears that its input is closed.
     pub input: Option<caps::InputStream>,
+    /// Run on a terminal of this size (`exec`'s `tty`): hosts that make one give it to
+    /// the command; the others refuse the run rather than run it without.
+    pub terminal: Option<caps::TerminalSize>,
 }
 
 impl ExecRequest {
@@ -48,6 +51,7 @@ impl ExecRequest {
             session_overrides: SessionOverrides::default(),
             live: None,
             input: None,
+            terminal: None,
         }
     }
 }
@@ -63,8 +67,10 @@ impl ExecRequest {
     ) -> Result<Self, ArgsError> {
         let command = args.command()?;
         let params = args.params();
+        let terminal = args.terminal()?;
         let mut request = ExecRequest::new(agent, session, command);
         request.cwd = args.cwd.map(PathBuf::from);
+        request.terminal = terminal;
         request.env = args.env;
         request.params = params;
         Ok(request)

@@ -61,6 +61,11 @@ pub struct HelperArgs {
     /// The `argv[0]` the program sees, when it differs from the file executed (a
     /// program resolved to its canonical file, e.g. `unxz` → `/usr/bin/xz`).
     pub arg0: Option<String>,
+    /// The run is on a terminal (descriptors 0–2, made by Warden for the run): the
+    /// helper, a new session's leader, makes it its controlling terminal, and the
+    /// command is the terminal's foreground process group (so Ctrl-C and a resize reach
+    /// it).
+    pub terminal: bool,
     /// The program and its arguments.
     pub argv: Vec<String>,
 }
@@ -94,6 +99,9 @@ pub fn encode(args: &HelperArgs) -> Vec<String> {
     if let Some((uid, gid)) = args.run_as {
         out.push("--run-as".into());
         out.push(format!("{uid}:{gid}"));
+    }
+    if args.terminal {
+        out.extend(["--terminal".to_owned(), "take".to_owned()]);
     }
     if let Some(fd) = args.status_fd {
         out.push("--status-fd".into());
@@ -190,6 +198,14 @@ pub fn decode(args: &[String]) -> Result<HelperArgs, SandboxError> {
                 })?);
             }
             "--watch-root" => parsed.watch_roots.push(value("a path")?.into()),
+            "--terminal" => match value("a value")?.as_str() {
+                "take" => parsed.terminal = true,
+                other => {
+                    return Err(SandboxError::Helper(format!(
+                        "invalid --terminal value {other:?}"
+                    )));
+                }
+            },
             "--arg0" => parsed.arg0 = Some(value("a name")?),
             "--watch-writes" => {
                 parsed.watch_fd = Some(descriptor(&value("a descriptor")?, "--watch-writes")?)
@@ -229,6 +245,51 @@ struct Target {
     argv: Vec<CString>,
     /// An exec allowlist applies: a refused execution says where to look.
     exec_restricted: bool,
+    /// The run is on a terminal: the command becomes its foreground process group.
+    terminal: bool,
+}
+
+/// Make the run's terminal (descriptor 0) this session's controlling terminal. The
+/// terminal is nobody's yet: Warden made it for this run and passed it on without taking
+/// it. Only a session's leader can take one: under Warden's builder the helper is (its
+/// `setsid`); under bubblewrap, `--new-session` made bubblewrap's own pid 1 the leader, so
+/// the helper starts a session of its own first — one more, never one less, boundary.
+fn take_terminal() {
+    let me = nix::unistd::getpid();
+    if nix::unistd::getsid(None).ok() != Some(me)
+        && let Err(e) = nix::unistd::setsid()
+    {
+        fail(format!("setsid for the run's terminal: {e}"));
+    }
+    // SAFETY: TIOCSCTTY takes an integer argument (0: never steal a terminal another
+    // session holds).
+    if unsafe { nix::libc::ioctl(0, nix::libc::TIOCSCTTY, 0) } != 0 {
+        fail(format!(
+            "cannot make the run's terminal the command's controlling terminal: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+}
+
+/// In a process the helper forked to run the command (its session's leader waits for
+/// it): a process group of its own, made the terminal's foreground group, so that the
+/// terminal's signals (Ctrl-C, a resize) go to the command and not to the waiting helper.
+fn become_foreground() {
+    use nix::sys::signal::{SigHandler, Signal, signal};
+    use nix::unistd::{Pid, getpid, getsid, setpgid, tcsetpgrp};
+    if getsid(None).ok() == Some(getpid()) {
+        // The session's leader itself: its group is the foreground one already.
+        return;
+    }
+    let _ = setpgid(Pid::from_raw(0), Pid::from_raw(0));
+    // A background group that sets the foreground group is stopped by SIGTTOU unless it
+    // ignores it; the default comes back before the command starts.
+    // SAFETY: setting a signal to be ignored, then back to its default; no handler.
+    unsafe {
+        let _ = signal(Signal::SIGTTOU, SigHandler::SigIgn);
+        let _ = tcsetpgrp(std::io::stdin(), getpid());
+        let _ = signal(Signal::SIGTTOU, SigHandler::SigDfl);
+    }
 }
 
 /// Apply Landlock for `writable`. Returns the enforcement status.
@@ -293,6 +354,9 @@ pub fn run(parsed: HelperArgs) -> ! {
             nix::sys::signal::SigHandler::SigDfl,
         )
     };
+    if parsed.terminal {
+        take_terminal();
+    }
     if !parsed.seccomp_fds.is_empty() {
         finish_confinement(&parsed);
     }
@@ -349,6 +413,7 @@ pub fn run(parsed: HelperArgs) -> ! {
         program,
         argv,
         exec_restricted: parsed.exec_allowlist.is_some(),
+        terminal: parsed.terminal,
     };
     match (parsed.watch_fd, parsed.status_fd) {
         (Some(fd), status) => crate::watch::run(fd, status, &parsed.watch_roots, &target),
@@ -424,6 +489,9 @@ impl crate::watch::Exec for Target {
 /// bare name looked up in the command's `PATH`, absolute entries only (no `PATH`, no
 /// lookup); on failure report and exit 126/127.
 fn exec_command(target: &Target) -> ! {
+    if target.terminal {
+        become_foreground();
+    }
     let name = target.program.to_string_lossy().into_owned();
     let program = if name.contains('/') {
         Some(PathBuf::from(&name))

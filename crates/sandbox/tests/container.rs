@@ -876,3 +876,36 @@ fn the_read_only_view_needs_its_programs_and_user_namespaces() {
     let why = container(&no_userns).read_only().unwrap_err().to_string();
     assert!(why.contains("user namespaces must be allowed"), "{why}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_on_a_terminal_gets_one_inside_the_container_and_ctrl_c_reaches_it() {
+    let Some(fx) = Fixture::start("tty") else {
+        return;
+    };
+    let shell = shell(&fx);
+    let (sender, stream) = caps::input_channel();
+    let live = caps::LiveOutput::new(64 * 1024);
+    let mut options = opts(&fx);
+    options.stdin = Stdin::Stream(stream);
+    options.terminal = Some(caps::TerminalSize { rows: 27, cols: 91 });
+    options.live = Some(live.clone());
+    let script = Script {
+        shell: PathBuf::from("/bin/sh"),
+        source: "test -t 0 && test -t 1 && echo on-a-tty; stty size; \
+                 trap 'echo interrupted; exit 7' INT; echo ready; while :; do sleep 0.1; done"
+            .into(),
+    };
+    let run = shell.run(&script, &options);
+    let drive = async {
+        caps::testkit::wait_for_output(&live, "ready", Duration::from_secs(30))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        sender.write(vec![0x03]).unwrap();
+    };
+    let (out, ()) = tokio::join!(run, drive);
+    let out = out.unwrap();
+    assert_eq!(out.status, ExitStatus::Code(7), "{out:?}");
+    for want in ["on-a-tty", "27 91", "interrupted"] {
+        assert!(out.stdout.contains(want), "{want:?} in {:?}", out.stdout);
+    }
+}

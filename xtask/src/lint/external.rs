@@ -104,6 +104,9 @@ const ALLOWED_EXTERNAL: &[(&str, &[&str])] = &[
             "serde",
             "serde_json",
             "sha2",
+            // Text in, text out (a terminal's escape sequences parsed by vte and dropped):
+            // no file, process or environment access.
+            "strip-ansi-escapes",
             "subtle",
             "thiserror",
             "tokio",

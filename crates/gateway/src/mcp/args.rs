@@ -64,10 +64,14 @@ pub enum ProcessAction {
     Close,
     Kill,
     Wait,
+    Signal,
+    Resize,
 }
 
 impl ProcessAction {
-    pub const NAMES: [&'static str; 6] = ["list", "poll", "write", "close", "kill", "wait"];
+    pub const NAMES: [&'static str; 8] = [
+        "list", "poll", "write", "close", "kill", "wait", "signal", "resize",
+    ];
 
     fn parse(name: &str) -> Option<Self> {
         Some(match name {
@@ -77,6 +81,8 @@ impl ProcessAction {
             "close" => ProcessAction::Close,
             "kill" => ProcessAction::Kill,
             "wait" => ProcessAction::Wait,
+            "signal" => ProcessAction::Signal,
+            "resize" => ProcessAction::Resize,
             _ => return None,
         })
     }
@@ -93,7 +99,41 @@ pub struct ProcessArgs {
     pub run_id: String,
     pub cursor: Option<u64>,
     pub wait: Option<std::time::Duration>,
+    /// `write`: the text, then the keys' bytes.
     pub input: Option<String>,
+    pub keys: Vec<u8>,
+    /// `signal`: which, by number and name.
+    pub signal: Option<(i32, &'static str)>,
+    /// `resize`: the terminal's new size.
+    pub size: Option<caps::TerminalSize>,
+    /// The output as plain text (a terminal's escape sequences and control characters
+    /// other than newlines removed).
+    pub plain: bool,
+}
+
+/// The signals `process` `signal` sends, by name.
+pub const SIGNALS: [(&str, i32); 11] = [
+    ("INT", 2),
+    ("TERM", 15),
+    ("HUP", 1),
+    ("QUIT", 3),
+    ("KILL", 9),
+    ("USR1", 10),
+    ("USR2", 12),
+    ("STOP", 19),
+    ("CONT", 18),
+    ("WINCH", 28),
+    ("ALRM", 14),
+];
+
+/// The signal `name` names (`INT` or `SIGINT`, any case).
+fn signal_named(name: &str) -> Option<(i32, &'static str)> {
+    let upper = name.trim().to_ascii_uppercase();
+    let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
+    SIGNALS
+        .iter()
+        .find(|(n, _)| *n == bare)
+        .map(|(n, number)| (*number, *n))
 }
 
 /// A tool call with its arguments decoded.
@@ -229,6 +269,26 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// An optional array of strings.
+    fn strings(&mut self, field: &str) -> Result<Option<Vec<String>>, ErrorData> {
+        match self.map.remove(field) {
+            None => Ok(None),
+            Some(Value::Array(items)) => items
+                .into_iter()
+                .enumerate()
+                .map(|(i, item)| match item {
+                    Value::String(s) => Ok(s),
+                    other => Err(self.err(
+                        &format!("{field}[{i}]"),
+                        format!("must be a string, got {}", kind(&other)),
+                    )),
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some),
+            Some(other) => Err(self.err(field, format!("must be an array, got {}", kind(&other)))),
+        }
+    }
+
     /// Refuse whatever was not read.
     fn finish(self) -> Result<(), ErrorData> {
         match self.map.keys().next() {
@@ -309,15 +369,78 @@ fn process_args(f: &mut Fields<'_>) -> Result<ProcessArgs, ErrorData> {
         ProcessAction::List => f.string("runId", true)?.unwrap_or_default(),
         _ => f.required_string("runId", true)?,
     };
+    let input = f.string("input", true)?;
+    let mut keys = Vec::new();
+    let names = f.strings("keys")?.unwrap_or_default();
+    if names.len() > crate::mcp::keys::MAX_KEYS {
+        return Err(f.err(
+            "keys",
+            format!(
+                "takes at most {} keys per write, got {}",
+                crate::mcp::keys::MAX_KEYS,
+                names.len()
+            ),
+        ));
+    }
+    for (i, name) in names.iter().enumerate() {
+        match crate::mcp::keys::key_bytes(name) {
+            Some(bytes) => keys.extend(bytes),
+            None => {
+                return Err(f.err(
+                    &format!("keys[{i}]"),
+                    format!(
+                        "{name:?} is not a key name (Enter, Tab, Escape, Backspace, Space, Up, Down, Left, Right, Home, End, PageUp, PageDown, Insert, Delete, F1-F12, C-a..C-z and C-@ C-[ C-\\ C-] C-^ C-_ C-Space)"
+                    ),
+                ));
+            }
+        }
+    }
+    if action == ProcessAction::Write && input.is_none() && keys.is_empty() {
+        return Err(f.err("input", "is required for write (or `keys`): what to send"));
+    }
+    let signal = match f.string("signal", true)? {
+        Some(name) => Some(signal_named(&name).ok_or_else(|| {
+            let names: Vec<&str> = SIGNALS.iter().map(|(n, _)| *n).collect();
+            f.err(
+                "signal",
+                format!("must be one of {}, got {name:?}", names.join(", ")),
+            )
+        })?),
+        None if action == ProcessAction::Signal => {
+            return Err(f.err("signal", "is required for signal (INT, TERM, ...)"));
+        }
+        None => None,
+    };
+    let rows = f.positive_integer("rows")?;
+    let cols = f.positive_integer("cols")?;
+    let size = match (rows, cols) {
+        (Some(rows), Some(cols)) => {
+            let max = usize::from(caps::TerminalSize::MAX);
+            for (field, n) in [("rows", rows), ("cols", cols)] {
+                if n > max {
+                    return Err(f.err(field, format!("must be from 1 to {max}, got {n}")));
+                }
+            }
+            let cell = |n: usize| u16::try_from(n).unwrap_or(u16::MAX);
+            Some(caps::TerminalSize {
+                rows: cell(rows),
+                cols: cell(cols),
+            })
+        }
+        (None, None) if action != ProcessAction::Resize => None,
+        (_, None) => return Err(f.err("cols", "is required for resize (with `rows`)")),
+        (None, _) => return Err(f.err("rows", "is required for resize (with `cols`)")),
+    };
     Ok(ProcessArgs {
         action,
         run_id,
         cursor: f.offset("cursor")?,
         wait: f.seconds("wait", MAX_WAIT_SECONDS)?,
-        input: match action {
-            ProcessAction::Write => Some(f.required_string("input", true)?),
-            _ => f.string("input", true)?,
-        },
+        input,
+        keys,
+        signal,
+        size,
+        plain: f.boolean("plain")?.unwrap_or(false),
     })
 }
 

@@ -10,6 +10,7 @@
 //! specification.
 
 mod args;
+mod keys;
 mod process_tool;
 mod progress;
 pub mod protocol;

@@ -115,24 +115,88 @@ impl WardenMcp {
         match args.action {
             ProcessAction::List => unreachable!("answered above"),
             ProcessAction::Write => {
-                let input = args.input.unwrap_or_default();
-                let n = input.len();
-                let sent = process.input().write(input.into_bytes());
+                let mut bytes = args.input.unwrap_or_default().into_bytes();
+                bytes.extend_from_slice(&args.keys);
+                let n = bytes.len();
+                let sent = process.input().write(bytes);
+                let place = if process.terminal().is_some() {
+                    "typed on the terminal of"
+                } else {
+                    "to the standard input of"
+                };
                 acknowledged(
                     &process,
                     sent,
-                    || format!("sent {n} bytes to the standard input of run {}", process.id),
+                    || format!("sent {n} bytes {place} run {}", process.id),
+                    events,
+                )
+            }
+            ProcessAction::Signal => {
+                let Some((number, name)) = args.signal else {
+                    return result::failed("signal: `signal` is required".to_owned(), events);
+                };
+                if let Some(why) = not_running(&process) {
+                    return result::failed(why, events);
+                }
+                acknowledged(
+                    &process,
+                    process.input().signal(number),
+                    || {
+                        format!(
+                            "sent SIG{name} to the processes of run {} (the command and what it started, wherever they moved to in the run)",
+                            process.id
+                        )
+                    },
+                    events,
+                )
+            }
+            ProcessAction::Resize => {
+                let Some(size) = args.size else {
+                    return result::failed(
+                        "resize: `rows` and `cols` are required".to_owned(),
+                        events,
+                    );
+                };
+                if process.terminal().is_none() {
+                    return result::failed(
+                        format!(
+                            "run {} has no terminal (it was started without `tty`): nothing to resize",
+                            process.id
+                        ),
+                        events,
+                    );
+                }
+                if let Some(why) = not_running(&process) {
+                    return result::failed(why, events);
+                }
+                let sent = process.input().resize(size);
+                if sent.is_ok() {
+                    process.set_terminal(Some(size));
+                }
+                acknowledged(
+                    &process,
+                    sent,
+                    || {
+                        format!(
+                            "resized the terminal of run {} to {} rows × {} columns",
+                            process.id, size.rows, size.cols
+                        )
+                    },
                     events,
                 )
             }
             ProcessAction::Close => acknowledged(
                 &process,
                 process.input().close(),
-                || {
-                    format!(
+                || match process.terminal() {
+                    Some(_) => format!(
+                        "typed Ctrl-D (end of input at the start of a line) on the terminal of run {} after what was sent; nothing more can be written",
+                        process.id
+                    ),
+                    None => format!(
                         "closed the standard input of run {} (it reads end-of-file after what was sent)",
                         process.id
-                    )
+                    ),
                 },
                 events,
             ),
@@ -143,7 +207,7 @@ impl WardenMcp {
                     () = tokio::time::sleep(KILL_WAIT) => {}
                     () = stop => {}
                 }
-                self.read(&process, key, args.cursor, events)
+                self.read(&process, key, args.cursor, args.plain, events)
             }
             ProcessAction::Poll => {
                 let cursor = args.cursor.unwrap_or_else(|| process.read_to());
@@ -157,7 +221,7 @@ impl WardenMcp {
                         () = stop => {}
                     }
                 }
-                self.read(&process, key, Some(cursor), events)
+                self.read(&process, key, Some(cursor), args.plain, events)
             }
             ProcessAction::Wait => {
                 tokio::select! {
@@ -165,18 +229,20 @@ impl WardenMcp {
                     () = tokio::time::sleep(args.wait.unwrap_or(DEFAULT_WAIT)) => {}
                     () = stop => {}
                 }
-                self.read(&process, key, args.cursor, events)
+                self.read(&process, key, args.cursor, args.plain, events)
             }
         }
     }
 
     /// The answer about `process`: its output from `cursor` (or from where the last
-    /// answer stopped), and its result once it has ended and everything has been read.
+    /// answer stopped) — as plain text with `plain` — and its result once it has ended and
+    /// everything has been read.
     fn read(
         &self,
         process: &Arc<Process>,
         key: &SessionKey,
         cursor: Option<u64>,
+        plain: bool,
         events: Vec<String>,
     ) -> CallToolResult {
         let cursor = cursor.unwrap_or_else(|| process.read_to());
@@ -188,6 +254,14 @@ impl WardenMcp {
         };
         process.mark_read(read.next);
         let more = read.next < read.written;
+        let read = caps::OutputSince {
+            text: if plain {
+                plain_text(&read.text)
+            } else {
+                read.text
+            },
+            ..read
+        };
         let mut value = json!({
             "run": summary(process),
             "output": read.text,
@@ -242,6 +316,26 @@ impl WardenMcp {
         let message = head.lines().next().unwrap_or_default().to_owned();
         result::done(value, message, text, events)
     }
+}
+
+/// A terminal's output as plain text: escape sequences (colours, cursor moves, titles)
+/// and control characters other than newlines removed. Cursors still count the bytes
+/// as written.
+fn plain_text(text: &str) -> String {
+    strip_ansi_escapes::strip_str(text)
+}
+
+/// Why a signal or a resize cannot reach `process` now, if it cannot.
+fn not_running(process: &Process) -> Option<String> {
+    if process.report().is_some() {
+        return Some(format!("run {} has ended: nothing was sent", process.id));
+    }
+    (process.state() == ProcessState::Pending).then(|| {
+        format!(
+            "run {} has not started yet (being decided, or waiting for a human's answer): nothing was sent",
+            process.id
+        )
+    })
 }
 
 /// The answer to a write or a close of `process`'s input: what was done, or why not.
@@ -328,6 +422,7 @@ fn summary(process: &Process) -> Value {
         "exitCode": report.as_ref().map(|r| r.exit_code()),
         "elapsedMs": process.elapsed().as_millis() as u64,
         "written": process.output().written(),
+        "tty": process.terminal().map(|size| json!({"rows": size.rows, "cols": size.cols})),
     })
 }
 

@@ -105,11 +105,16 @@ fn process_input() -> Value {
     json!({
         "type": "object",
         "properties": {
-            "action": {"type": "string", "enum": super::args::ProcessAction::NAMES, "description": "list: your runs. poll: a run's output since `cursor`. write: `input` to its standard input. close: end its standard input. kill: end it and its whole process tree. wait: wait up to `wait` seconds for its end."},
+            "action": {"type": "string", "enum": super::args::ProcessAction::NAMES, "description": "list: your runs. poll: a run's output since `cursor`. write: `input` and `keys` to its standard input (typed on its terminal, with `tty`). close: end its standard input (on a terminal: Ctrl-D). kill: end it and its whole process tree. wait: wait up to `wait` seconds for its end. signal: send `signal` to its processes. resize: set its terminal to `rows` × `cols`."},
             "runId": {"type": "string", "minLength": 1, "description": "The run (`runId` of exec's result). Required by every action but list."},
             "cursor": {"type": "integer", "minimum": 0, "maximum": super::args::MAX_COUNT, "description": "poll, wait: the output offset to read from (the `cursor` a previous answer gave; 0 from the start). Absent: where the last answer about this run stopped."},
             "wait": {"type": "number", "minimum": 0, "maximum": super::args::MAX_WAIT_SECONDS, "description": "poll: seconds to wait for new output if there is none yet; wait: seconds to wait for the end (default 30). The answer comes at once when the run ends."},
-            "input": {"type": "string", "minLength": 1, "description": "write (required): text for the run's standard input, sent as UTF-8; include \\n to end a line."}
+            "input": {"type": "string", "minLength": 1, "description": "write (this or `keys`): text for the run's standard input, sent as UTF-8; include \\n to end a line (on a terminal, \\r or the Enter key)."},
+            "keys": {"type": "array", "maxItems": super::keys::MAX_KEYS, "items": {"type": "string", "minLength": 1}, "description": "write: named keys sent after `input`, in order: Enter, Tab, Escape, Backspace, Space, Up, Down, Left, Right, Home, End, PageUp, PageDown, Insert, Delete, F1-F12, and control keys as C-c (Ctrl-C), C-d, C-z, C-\\ ... (case-insensitive)."},
+            "signal": {"type": "string", "enum": super::args::SIGNALS.map(|(name, _)| name), "description": "signal (required): which signal (SIG prefix optional) goes to every process of the run."},
+            "rows": {"type": "integer", "minimum": 1, "maximum": caps::TerminalSize::MAX, "description": "resize (required): the terminal's rows."},
+            "cols": {"type": "integer", "minimum": 1, "maximum": caps::TerminalSize::MAX, "description": "resize (required): the terminal's columns."},
+            "plain": {"type": "boolean", "description": "poll, wait, kill: `output` as plain text, a terminal's escape sequences and control characters (but newlines) removed; `cursor` still counts the bytes written."}
         },
         "required": ["action"], "additionalProperties": false
     })
@@ -147,7 +152,8 @@ fn run_summary() -> Value {
             "state": {"type": "string", "enum": ["pending", "running", "ended"], "description": "pending: being decided or waiting for a human; running; ended (see `exitCode`)."},
             "exitCode": {"type": ["integer", "null"], "description": "Once ended, as exec's exitCode; null before."},
             "elapsedMs": {"type": "integer", "minimum": 0},
-            "written": {"type": "integer", "minimum": 0, "description": "Bytes of output written so far."}
+            "written": {"type": "integer", "minimum": 0, "description": "Bytes of output written so far."},
+            "tty": {"type": ["object", "null"], "description": "The run's terminal (exec's `tty`) at its latest size; null without one.", "properties": {"rows": {"type": "integer"}, "cols": {"type": "integer"}}}
         },
         "required": ["runId", "command", "state", "exitCode", "elapsedMs", "written"]
     })
@@ -192,9 +198,10 @@ fn build() -> Vec<Tool> {
             "process",
             "Runs started by `exec` with `yield` or `background` that are still going (or ended \
              recently): `list` them; `poll` one's new output (from `cursor`, or from where the last \
-             poll stopped; `wait` seconds for more); `write` text to its standard input; `close` its \
-             input; `kill` it (its whole process tree); `wait` for its end. Only your own runs are \
-             visible. Each answer carries at most 200,000 bytes of output.",
+             poll stopped; `wait` seconds for more); `write` text and named keys to its standard \
+             input (its terminal, with `tty`); `close` its input; `signal` it; `resize` its \
+             terminal; `kill` it (its whole process tree); `wait` for its end. Only your own runs \
+             are visible. Each answer carries at most 200,000 bytes of output.",
             object(process_input()),
         )
         .with_title("Manage running commands")

@@ -54,8 +54,12 @@ const SWEEP_FUNCTION: &str = r#"warden_sweep() {
 "#;
 
 /// Runs `"$@"` (`ENV -i -- K=V... ARGV...`), then sweeps its own session so nothing the
-/// command left behind outlives the run, and exits with the command's status.
-const WRAPPER_BODY: &str = r#""$@"
+/// command left behind outlives the run, and exits with the command's status. Ctrl-C and
+/// Ctrl-\ on a run's terminal reach the whole foreground group, this wrapper included:
+/// it traps them with a no-op (a handler, which the command's exec resets to the default
+/// — an ignored signal would stay ignored) so that it lives to report the command's end.
+const WRAPPER_BODY: &str = r#"trap : INT QUIT
+"$@"
 warden_status=$?
 warden_sweep $$ $$
 exit "$warden_status"
@@ -110,6 +114,11 @@ impl Target {
         if matches!(options.stdin, Stdin::Bytes(_) | Stdin::Stream(_)) {
             args.push("--interactive".into());
         }
+        if options.terminal.is_some() {
+            // The engine client runs on the terminal Warden made for the run and gives
+            // the command one inside the container, relaying keys, output and resizes.
+            args.push("--tty".into());
+        }
         args.push("--workdir".into());
         args.push(options.cwd.clone().into_os_string());
         args.push(self.container.clone().into());
@@ -132,6 +141,7 @@ impl Target {
         args.extend(argv.iter().map(OsString::from));
         let mut spec = self.spec(args);
         spec.stdin = options.stdin.clone();
+        spec.terminal = options.terminal;
         spec.display_name = argv[0].clone();
         spec
     }

@@ -133,6 +133,10 @@ pub(super) fn engine_spec(
         resources: caps::ResourceLimits::default(),
         born_in: Default::default(),
         exit_report: None,
+        terminal: None,
+        terminal_owner: Default::default(),
+        launches_command: false,
+        watches_its_parent: false,
     }
 }
 

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use caps::process::supervise;
+use caps::process::supervise_live;
 use caps::{CapsError, ExecOptions, ExecOutput, ExitStatus, Script, Shell};
 
 use super::check::check_container_name;
@@ -149,7 +149,8 @@ impl ContainerShell {
             started: Instant::now(),
             armed: true,
         };
-        let result = supervise(spec, options.timeout, options.limits).await;
+        let result =
+            supervise_live(spec, options.timeout, options.limits, options.live.clone()).await;
         // A clean exit means the wrapper ran to its end and swept its own session. Anything
         // else (timeout, the client killed by a signal, a supervision error) may have left
         // the command running inside: the engine does not stop it with its client.

@@ -15,6 +15,7 @@ fn arguments_round_trip() {
         status_fd: Some(9),
         watch_roots: vec![PathBuf::from("/w s"), PathBuf::from("/other")],
         arg0: Some("unxz".into()),
+        terminal: true,
         argv: vec![
             "/usr/bin/xz".to_string(),
             "-c".into(),

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use caps::process::{ProcessSpec, WorkingDir, supervise_live};
+use caps::process::{ProcessSpec, TerminalOwner, WorkingDir, supervise_live};
 use caps::{CapsError, ExecOptions, ExecOutput, Script, Shell};
 
 use super::sandbox::NamespaceSandbox;
@@ -67,7 +67,7 @@ impl NamespaceSandbox {
             arg0,
             report_write,
             Some(status_write),
-            options.exec_allowlist.as_ref(),
+            options,
         )?;
         let (program, prefix) = self.launcher();
         let mut full = vec![program.to_string_lossy().into_owned()];
@@ -78,6 +78,11 @@ impl NamespaceSandbox {
             containment: self.containment().clone(),
             born_in: self.born_in(),
             exit_report: Some(status_read),
+            // The helper takes the terminal inside, after the sandbox's own session.
+            terminal_owner: TerminalOwner::Inside,
+            launches_command: true,
+            // bubblewrap's `--die-with-parent`, and Warden's builder's.
+            watches_its_parent: true,
             ..ProcessSpec::for_request(
                 program.to_path_buf(),
                 full.into_iter().map(Into::into).collect(),

@@ -8,6 +8,7 @@ pub mod mount_table;
 mod proc_stat;
 pub mod process;
 mod program;
+pub(crate) mod pty;
 mod shell;
 pub(crate) mod shell_support;
 pub(crate) mod spawn;

@@ -32,6 +32,20 @@ pub(crate) enum StdinKind {
     SocketPair,
 }
 
+/// A run's terminal as its child gets it (see `super::pty`).
+#[derive(Debug)]
+pub(crate) struct SpawnTerminal {
+    /// The command's side, given to the child as descriptors 0, 1 and 2.
+    pub slave: OwnedFd,
+    /// Its path, which the child opens (as descriptor 0) to make it its controlling
+    /// terminal when `controlling`.
+    pub path: CString,
+    /// Whether the child takes it as its controlling terminal as it starts. It can: it
+    /// is a new session's leader, and posix_spawn makes the session before the file
+    /// actions; opening a terminal without `O_NOCTTY` then makes it the session's.
+    pub controlling: bool,
+}
+
 /// Where the child starts.
 #[derive(Clone, Copy)]
 enum SpawnCwd<'a> {
@@ -59,34 +73,27 @@ pub(crate) struct SpawnRequest {
     /// New namespaces the child may be born in (only the companion does that; see
     /// `ProcessSpec::born_in`).
     pub born_in: crate::providers::local::process::NewNamespaces,
+    /// A terminal instead of stdin, stdout and stderr (`stdin` is then ignored).
+    pub terminal: Option<SpawnTerminal>,
+    /// See `ProcessSpec::watches_its_parent`.
+    pub watches_its_parent: bool,
 }
 
 impl SpawnRequest {
     /// Start the child (in the v2 cgroup `cgroup`, if given).
     pub(crate) fn spawn(&self, cgroup: Option<RawFd>) -> io::Result<SpawnedChild> {
-        let cwd = match &self.cwd {
-            OwnedCwd::Path(p) => SpawnCwd::Path(p),
-            OwnedCwd::Fd(fd) => SpawnCwd::Fd(fd.as_raw_fd()),
-        };
-        spawn(
-            &self.program,
-            &self.argv,
-            &self.env,
-            cwd,
-            self.stdin,
-            &self.keep,
-            cgroup,
-        )
+        spawn(self, cgroup)
     }
 }
 
-/// A started child: its pid and our ends of its pipes.
+/// A started child: its pid and our ends of its pipes (none on a terminal: its output
+/// is read from the terminal).
 #[derive(Debug)]
 pub(crate) struct SpawnedChild {
     pub pid: libc::pid_t,
     pub stdin: Option<OwnedFd>,
-    pub stdout: OwnedFd,
-    pub stderr: OwnedFd,
+    pub stdout: Option<OwnedFd>,
+    pub stderr: Option<OwnedFd>,
 }
 
 fn cstring(bytes: &[u8], what: &str) -> io::Result<CString> {
@@ -251,18 +258,26 @@ fn dup_at_least(fd: RawFd, min: RawFd) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(new) })
 }
 
-/// Spawn `program` with exactly `argv` and `env`. `keep` descriptors appear in the child
-/// as 3, 4, ... in order; everything else above 2 is closed in the child. With
+/// Spawn `request.program` with exactly its `argv` and `env`. `keep` descriptors appear in
+/// the child as 3, 4, ... in order; everything else above 2 is closed in the child. With
 /// `cgroup` (a cgroup v2 directory's descriptor) the child starts as a member of it.
-fn spawn(
-    program: &Path,
-    argv: &[OsString],
-    env: &[(OsString, OsString)],
-    cwd: SpawnCwd<'_>,
-    stdin: StdinKind,
-    keep: &[OwnedFd],
-    cgroup: Option<RawFd>,
-) -> io::Result<SpawnedChild> {
+fn spawn(request: &SpawnRequest, cgroup: Option<RawFd>) -> io::Result<SpawnedChild> {
+    let SpawnRequest {
+        program,
+        argv,
+        env,
+        cwd,
+        stdin,
+        keep,
+        born_in: _,
+        terminal,
+        watches_its_parent: _,
+    } = request;
+    let (stdin, terminal) = (*stdin, terminal.as_ref());
+    let cwd = match cwd {
+        OwnedCwd::Path(p) => SpawnCwd::Path(p),
+        OwnedCwd::Fd(fd) => SpawnCwd::Fd(fd.as_raw_fd()),
+    };
     let program_c = cstring(program.as_os_str().as_bytes(), "program path")?;
     let argv_c = argv
         .iter()
@@ -282,9 +297,12 @@ fn spawn(
     let mut env_p: Vec<*mut libc::c_char> = env_c.iter().map(|c| c.as_ptr().cast_mut()).collect();
     env_p.push(std::ptr::null_mut());
 
-    let (out_r, out_w) = pipe()?;
-    let (err_r, err_w) = pipe()?;
+    let pipes = match terminal {
+        Some(_) => None,
+        None => Some((pipe()?, pipe()?)),
+    };
     let stdin_pipe = match stdin {
+        _ if terminal.is_some() => None,
         StdinKind::Piped => Some(pipe()?),
         StdinKind::SocketPair => {
             use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
@@ -317,12 +335,26 @@ fn spawn(
         (SpawnCwd::Path(_), Some(c)) => actions.chdir(c)?,
         (SpawnCwd::Path(_), None) => {}
     }
-    match &stdin_pipe {
-        Some((r, _)) => actions.dup2(r.as_raw_fd(), 0)?,
-        None => actions.open(0, &cstring(b"/dev/null", "path")?, libc::O_RDONLY)?,
+    match (terminal, &pipes) {
+        (Some(tty), _) => {
+            if tty.controlling {
+                actions.open(0, &tty.path, libc::O_RDWR)?;
+            } else {
+                actions.dup2(tty.slave.as_raw_fd(), 0)?;
+            }
+            actions.dup2(0, 1)?;
+            actions.dup2(0, 2)?;
+        }
+        (None, Some(((_, out_w), (_, err_w)))) => {
+            match &stdin_pipe {
+                Some((r, _)) => actions.dup2(r.as_raw_fd(), 0)?,
+                None => actions.open(0, &cstring(b"/dev/null", "path")?, libc::O_RDONLY)?,
+            }
+            actions.dup2(out_w.as_raw_fd(), 1)?;
+            actions.dup2(err_w.as_raw_fd(), 2)?;
+        }
+        (None, None) => unreachable!("pipes are made for every run without a terminal"),
     }
-    actions.dup2(out_w.as_raw_fd(), 1)?;
-    actions.dup2(err_w.as_raw_fd(), 2)?;
     for (i, fd) in keep_high.iter().enumerate() {
         actions.dup2(fd.as_raw_fd(), 3 + i as RawFd)?;
     }
@@ -344,11 +376,15 @@ fn spawn(
         )
     };
     check(ret)?;
-    drop((out_w, err_w));
+    let (stdout, stderr) = match pipes {
+        // Our copies of the child's ends go: the reader sees end-of-file with the child.
+        Some(((out_r, _), (err_r, _))) => (Some(out_r), Some(err_r)),
+        None => (None, None),
+    };
     Ok(SpawnedChild {
         pid,
         stdin: stdin_pipe.map(|(_, w)| w),
-        stdout: out_r,
-        stderr: err_r,
+        stdout,
+        stderr,
     })
 }

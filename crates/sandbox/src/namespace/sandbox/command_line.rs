@@ -16,8 +16,9 @@ impl NamespaceSandbox {
     /// How to launch `argv` in this sandbox. `report`, if given, is the write end of the
     /// pipe the helper's write watch reports to; `status`, the write end of the pipe the
     /// command's exit status is reported on (`--json-status-fd`: Warden's builder reports
-    /// it before the sandbox is torn down); `exec_allowlist`, if given, the only programs
-    /// the command may execute (refused when this kernel cannot enforce it).
+    /// it before the sandbox is torn down). From the run's `options`: its exec allowlist,
+    /// if any, the only programs the command may execute (refused when this kernel cannot
+    /// enforce it), and whether it runs on a terminal (which the helper then takes).
     #[allow(clippy::too_many_arguments)]
     pub fn command_line(
         &self,
@@ -27,11 +28,11 @@ impl NamespaceSandbox {
         arg0: Option<&str>,
         report: Option<OwnedFd>,
         status: Option<OwnedFd>,
-        exec_allowlist: Option<&caps::ExecAllowlist>,
+        options: &caps::ExecOptions,
     ) -> Result<Launch, CapsError> {
         // Checked before anything is prepared: a run that asked for an allowlist never
         // runs without one.
-        let exec_allowlist = match exec_allowlist {
+        let exec_allowlist = match options.exec_allowlist.as_ref() {
             None => None,
             Some(list) => {
                 self.exec_allowlist_support().map_err(|why| {
@@ -262,6 +263,7 @@ impl NamespaceSandbox {
             status_fd,
             watch_roots: self.policy.writable_paths.clone(),
             arg0: arg0.map(str::to_owned),
+            terminal: options.terminal.is_some(),
             argv: argv.to_vec(),
         }));
         Ok(Launch {

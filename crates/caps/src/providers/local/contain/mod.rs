@@ -234,6 +234,15 @@ impl Unit {
         }
     }
 
+    /// The run's processes that can still act, never this process: `None` where the
+    /// unit cannot list them (no cgroup).
+    pub(crate) fn members(&self) -> Option<Vec<i32>> {
+        match self {
+            Unit::Cgroup(group) => Some(group.members()),
+            _ => None,
+        }
+    }
+
     /// After the run: wait until nothing in the unit can act any more and remove it (a
     /// cgroup still listing a process on its way out, as `removal` says). Returns what
     /// the caller should know (a limit the kernel enforced).

@@ -9,9 +9,11 @@
 //! for ending it).
 //!
 //! The thread joins the cgroups in the background, waits for one spawn request, starts
-//! the child (which inherits the thread's cgroups), and stays until the run ends: a
-//! child's parent-death signal (bubblewrap's `--die-with-parent`) follows the *thread*
-//! that started it. Then it exits — leaving the cgroups without a migration either.
+//! the child (which inherits the thread's cgroups), and — for a child that asks for a
+//! parent-death signal (bubblewrap's `--die-with-parent`), which follows the *thread*
+//! that started it — stays until the run ends; for any other child it ends at once (a
+//! run that goes on for hours holds no thread). Then it exits — leaving the cgroups
+//! without a migration either.
 
 use std::io;
 use std::os::fd::AsRawFd;

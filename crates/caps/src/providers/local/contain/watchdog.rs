@@ -45,6 +45,8 @@ pub(crate) fn start(
         stdin: StdinKind::Piped,
         keep: Vec::new(),
         born_in: Default::default(),
+        terminal: None,
+        watches_its_parent: false,
     };
     let child = request.spawn(None)?;
     // Its stdout and stderr pipes are closed here: it has nothing to say (a write would

@@ -21,8 +21,10 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use tokio::io::AsyncWriteExt;
 
+use crate::input::{Control, Controls};
 use crate::output::{OutputCollector, Stream};
-use crate::providers::local::spawn::{OwnedCwd, SpawnRequest, StdinKind};
+use crate::providers::local::pty;
+use crate::providers::local::spawn::{OwnedCwd, SpawnRequest, SpawnTerminal, StdinKind};
 use crate::shell::{ExecOutput, OutputLimits, Stdin};
 use crate::{CapsError, Result};
 
@@ -31,7 +33,7 @@ mod spec;
 mod tree;
 
 use exit::wait_for_end;
-pub use spec::{NewNamespaces, ProcessSpec, WorkingDir};
+pub use spec::{NewNamespaces, ProcessSpec, TerminalOwner, WorkingDir};
 use tree::TreeGuard;
 
 /// Time a process tree gets between SIGTERM and SIGKILL after a timeout: enough for a
@@ -46,6 +48,11 @@ pub const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
 /// Read size for the output pipes: twice the default pipe capacity, so one read empties
 /// a full pipe.
 const READ_CHUNK: usize = 128 * 1024;
+
+/// The read buffer's first size, made when the first output arrives: a run that says
+/// little (or nothing, idling for hours in the background) costs little; the first read
+/// that fills it grows it to [`READ_CHUNK`] for bulk output.
+const FIRST_READ_CHUNK: usize = 8 * 1024;
 
 /// How long an exit report already written is read for once the process has exited (see
 /// `wait_for_end`): what is in the pipe is there at once; only a writer that escaped
@@ -86,11 +93,15 @@ pub async fn supervise_live(
         resources,
         born_in,
         exit_report,
+        terminal,
+        terminal_owner,
+        launches_command,
+        watches_its_parent,
     } = spec;
     if argv.is_empty() {
         return Err(CapsError::invalid("argv must not be empty"));
     }
-    let (stdin_kind, feed) = match stdin {
+    let (stdin_kind, mut feed) = match stdin {
         Stdin::Null => (StdinKind::Null, None),
         Stdin::Bytes(bytes) => (StdinKind::Piped, Some(Feed::Bytes(bytes))),
         Stdin::Stream(stream) => match stream.take() {
@@ -98,6 +109,23 @@ pub async fn supervise_live(
             // Already fed another run: this one reads nothing.
             None => (StdinKind::Null, None),
         },
+    };
+    let mut controls = match &mut feed {
+        Some(Feed::Stream(chunks)) => chunks.take_controls(),
+        _ => None,
+    };
+    let (master, spawn_terminal) = match terminal {
+        Some(size) => {
+            let made = pty::open(size)
+                .map_err(|e| CapsError::from_io("make a terminal for", &display_name, e))?;
+            let tty = SpawnTerminal {
+                slave: made.slave,
+                path: made.path,
+                controlling: terminal_owner == TerminalOwner::Started,
+            };
+            (Some(made.master), Some(tty))
+        }
+        None => (None, None),
     };
     let mut unit = containment
         .unit(resources)
@@ -118,19 +146,42 @@ pub async fn supervise_live(
         stdin: stdin_kind,
         keep: keep_fds,
         born_in,
+        // Moved: once the child has it, the command side's only holders are the run's
+        // processes, so the terminal reports its end when they are gone.
+        terminal: spawn_terminal,
+        watches_its_parent,
     };
     let child = unit
         .spawn(request)
         .map_err(|e| spawn_error(&display_name, e))?;
     let pid = child.pid;
     let mut guard = TreeGuard::new(Pid::from_raw(pid), unit);
+    guard.spare_leader_from_signals = launches_command;
     let (wake_r, wake_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| CapsError::from_io("pipe", &display_name, e.into()))?;
     guard.reader_wake = Some(wake_w);
-    let (stdout, stderr) = (child.stdout, child.stderr);
+    let sources = match &master {
+        Some(master) => {
+            let copy = master
+                .try_clone()
+                .map_err(|e| CapsError::from_io("dup", &display_name, e))?;
+            vec![(Stream::Stdout, copy)]
+        }
+        None => [
+            (Stream::Stdout, child.stdout),
+            (Stream::Stderr, child.stderr),
+        ]
+        .into_iter()
+        .filter_map(|(stream, fd)| Some((stream, fd?)))
+        .collect(),
+    };
     let mut reader =
-        tokio::task::spawn_blocking(move || read_output(stdout, stderr, wake_r, limits, live));
-    let writer = write_stdin(child.stdin, feed);
+        tokio::task::spawn_blocking(move || read_output(sources, wake_r, limits, live));
+    let input_to = match &master {
+        Some(master) => master.try_clone().ok().map(InputTarget::Terminal),
+        None => child.stdin.map(InputTarget::Pipe),
+    };
+    let writer = write_stdin(input_to, feed);
     let exited = wait_for_end(child.pid, exit_report);
     tokio::pin!(writer);
     tokio::pin!(exited);
@@ -149,6 +200,20 @@ pub async fn supervise_live(
         };
         tokio::select! {
             _ = &mut writer, if !writer_done => writer_done = true,
+            control = next_control(&mut controls) => match control {
+                Some(Control::Signal(number)) => match Signal::try_from(number) {
+                    Ok(signal) => guard.signal_run(signal),
+                    Err(_) => tracing::debug!("not a signal: {number}"),
+                },
+                Some(Control::Resize(size)) => {
+                    if let Some(master) = &master
+                        && let Err(e) = pty::resize(master, size)
+                    {
+                        tracing::debug!("resizing the terminal of {display_name}: {e}");
+                    }
+                }
+                None => controls = None,
+            },
             result = &mut exited => {
                 break result.map_err(|e| CapsError::from_io("wait", &display_name, e))?;
             }
@@ -228,19 +293,21 @@ fn spawn_error(program: &str, e: std::io::Error) -> CapsError {
     }
 }
 
-/// Read stdout and stderr until both reach end-of-file (or `wake` becomes readable),
-/// on a blocking thread: a tight `poll`+`read` loop moves bulk output several times
-/// faster than readiness-driven async reads, and keeps memory bounded by the collector.
+/// Read the output sources (stdout and stderr, or the terminal) until each reaches
+/// end-of-file (or `wake` becomes readable), on a blocking thread: a tight `poll`+`read`
+/// loop moves bulk output several times faster than readiness-driven async reads, and
+/// keeps memory bounded by the collector. A terminal reports its end as an error (EIO)
+/// once the run's processes are gone; every error ends a source.
 fn read_output(
-    stdout: OwnedFd,
-    stderr: OwnedFd,
+    sources: Vec<(Stream, OwnedFd)>,
     wake: OwnedFd,
     limits: OutputLimits,
     live: Option<crate::LiveOutput>,
 ) -> OutputCollector {
     let mut collector = OutputCollector::new(limits).with_live(live);
-    let mut buf = vec![0u8; READ_CHUNK];
-    let mut open = [Some(stdout), Some(stderr)];
+    let mut buf: Vec<u8> = Vec::new();
+    let streams: Vec<Stream> = sources.iter().map(|(stream, _)| *stream).collect();
+    let mut open: Vec<Option<OwnedFd>> = sources.into_iter().map(|(_, fd)| Some(fd)).collect();
     while open.iter().any(Option::is_some) {
         let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(3);
         let mut which: Vec<usize> = Vec::with_capacity(2);
@@ -272,16 +339,17 @@ fn read_output(
         drop(fds);
         for i in ready {
             let Some(fd) = &open[i] else { continue };
+            if buf.is_empty() {
+                buf = vec![0u8; FIRST_READ_CHUNK];
+            }
             match nix::unistd::read(fd, &mut buf) {
                 Ok(0) => open[i] = None,
-                Ok(n) => collector.push(
-                    if i == 0 {
-                        Stream::Stdout
-                    } else {
-                        Stream::Stderr
-                    },
-                    &buf[..n],
-                ),
+                Ok(n) => {
+                    collector.push(streams[i], &buf[..n]);
+                    if n == buf.len() && buf.len() < READ_CHUNK {
+                        buf = vec![0u8; READ_CHUNK];
+                    }
+                }
                 Err(nix::errno::Errno::EINTR) | Err(nix::errno::Errno::EAGAIN) => {}
                 // A read error on a pipe means it is gone; what we have is what there is.
                 Err(_) => open[i] = None,
@@ -291,6 +359,19 @@ fn read_output(
     collector
 }
 
+/// Where a child's standard input is written.
+enum InputTarget {
+    /// Its stdin pipe; dropping it is the end-of-file.
+    Pipe(OwnedFd),
+    /// Its terminal (non-blocking): input is typed; "end of input" is the terminal's
+    /// end-of-file key, Ctrl-D, which a program reading a line at its start takes as
+    /// such.
+    Terminal(OwnedFd),
+}
+
+/// The terminal's end-of-file character in its default (canonical) mode.
+const TERMINAL_EOF: u8 = 0x04;
+
 /// What goes to a child's standard input.
 enum Feed {
     /// These bytes, then end-of-file.
@@ -299,28 +380,80 @@ enum Feed {
     Stream(crate::input::InputChunks),
 }
 
-async fn write_stdin(stdin: Option<OwnedFd>, feed: Option<Feed>) {
-    let (Some(fd), Some(feed)) = (stdin, feed) else {
+async fn write_stdin(target: Option<InputTarget>, feed: Option<Feed>) {
+    let (Some(target), Some(feed)) = (target, feed) else {
         return;
     };
-    let Ok(mut sender) = tokio::net::unix::pipe::Sender::from_owned_fd(fd) else {
-        return;
+    let mut writer = match target {
+        InputTarget::Pipe(fd) => match tokio::net::unix::pipe::Sender::from_owned_fd(fd) {
+            Ok(sender) => InputWriter::Pipe(sender),
+            Err(_) => return,
+        },
+        // SAFETY: `register` needs the descriptor to stay open while registered: the
+        // AsyncFd owns it (an OwnedFd of its own, not shared) and closes it only on drop,
+        // after deregistering.
+        InputTarget::Terminal(fd) => match unsafe {
+            tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::WRITABLE)
+        } {
+            Ok(fd) => InputWriter::Terminal(fd),
+            Err(_) => return,
+        },
     };
     // A child that exits without reading all its input is not an error.
-    match feed {
-        Feed::Bytes(bytes) => {
-            let _ = sender.write_all(&bytes).await;
-        }
-        Feed::Stream(mut chunks) => {
-            while let Some(bytes) = chunks.next().await {
-                if sender.write_all(&bytes).await.is_err() {
-                    // Nobody reads any more (the command closed its input or ended).
-                    return;
+    let bytes_then_end = match feed {
+        Feed::Bytes(bytes) => writer.write_all(&bytes).await.is_ok(),
+        Feed::Stream(mut chunks) => loop {
+            match chunks.next().await {
+                Some(bytes) => {
+                    if writer.write_all(&bytes).await.is_err() {
+                        // Nobody reads any more (the command closed its input or ended).
+                        break false;
+                    }
                 }
+                None => break true,
+            }
+        },
+    };
+    if bytes_then_end && let InputWriter::Terminal(_) = writer {
+        let _ = writer.write_all(&[TERMINAL_EOF]).await;
+    }
+    // Dropping a pipe's sender is the end-of-file; a terminal stays open.
+}
+
+/// [`write_stdin`]'s open target.
+enum InputWriter {
+    Pipe(tokio::net::unix::pipe::Sender),
+    Terminal(tokio::io::unix::AsyncFd<OwnedFd>),
+}
+
+impl InputWriter {
+    async fn write_all(&mut self, mut bytes: &[u8]) -> std::io::Result<()> {
+        match self {
+            InputWriter::Pipe(sender) => sender.write_all(bytes).await,
+            InputWriter::Terminal(fd) => {
+                while !bytes.is_empty() {
+                    let mut ready = fd.writable().await?;
+                    match ready.try_io(|fd| {
+                        nix::unistd::write(fd.get_ref(), bytes).map_err(std::io::Error::from)
+                    }) {
+                        Ok(Ok(n)) => bytes = &bytes[n..],
+                        Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Ok(Err(e)) => return Err(e),
+                        Err(_would_block) => {}
+                    }
+                }
+                Ok(())
             }
         }
     }
-    // Dropping the sender is the end-of-file.
+}
+
+/// The run's next control, or never when it has none (any more).
+async fn next_control(controls: &mut Option<Controls>) -> Option<Control> {
+    match controls {
+        Some(controls) => controls.next().await,
+        None => std::future::pending().await,
+    }
 }
 
 #[cfg(test)]

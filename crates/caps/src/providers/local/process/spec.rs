@@ -53,6 +53,35 @@ pub struct ProcessSpec {
     /// namespaces are torn down — not when the process is gone (it is reaped later). A
     /// pipe that closes without one changes nothing: the run ends with the process.
     pub exit_report: Option<OwnedFd>,
+    /// Run on a pseudo-terminal of this size (see [`ExecOptions::terminal`]): the
+    /// supervisor makes it, keeps its controlling side and gives the process the other
+    /// as descriptors 0, 1 and 2.
+    pub terminal: Option<crate::TerminalSize>,
+    /// Which process makes [`ProcessSpec::terminal`] its controlling terminal.
+    pub terminal_owner: TerminalOwner,
+    /// The started process only launches the command inside something (a sandbox): a
+    /// signal for the run (`InputSender::signal`) goes to the processes in there, not to
+    /// it, nor to a pid namespace's init. Without a cgroup to list them by, such a run
+    /// takes no signals.
+    pub launches_command: bool,
+    /// The started process asks for a parent-death signal (the sandbox's
+    /// `--die-with-parent`), which follows the *thread* that started it: a thread
+    /// started for the spawn (a spare spawner) then lives as long as the run. Without
+    /// it, that thread ends at once, and a long-lived run costs no thread.
+    pub watches_its_parent: bool,
+}
+
+/// Which process makes a run's terminal its controlling terminal: the one a terminal
+/// belongs to gets the keys' signals (Ctrl-C, Ctrl-Z...) for its foreground programs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TerminalOwner {
+    /// The started process, as it starts (it is a session leader).
+    #[default]
+    Started,
+    /// A process inside what was started, which takes it itself (the sandbox's helper,
+    /// after the sandbox made its own session): the started process only passes the
+    /// terminal on.
+    Inside,
 }
 
 /// New namespaces to be born in (see [`ProcessSpec::born_in`]).
@@ -123,6 +152,10 @@ impl ProcessSpec {
             resources: options.resources,
             born_in: NewNamespaces::default(),
             exit_report: None,
+            terminal: options.terminal,
+            terminal_owner: TerminalOwner::Started,
+            launches_command: false,
+            watches_its_parent: false,
         }
     }
 }

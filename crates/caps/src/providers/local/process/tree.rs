@@ -13,6 +13,19 @@ use crate::providers::local::contain::{Removal, Unit};
 use crate::providers::local::proc_stat::process_stats;
 use crate::shell::ExitStatus;
 
+/// Whether `pid` is the first process (init) of a pid namespace below this one: its
+/// `NSpid` ends in 1 after this namespace's number.
+fn is_namespace_init(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|l| l.starts_with("NSpid:"))?;
+            let ids: Vec<&str> = line["NSpid:".len()..].split_whitespace().collect();
+            Some(ids.len() > 1 && ids.last() == Some(&"1"))
+        })
+        .unwrap_or(false)
+}
+
 /// Owns the run's process tree until it is reaped: kills the group on timeout, and when
 /// the supervising future is dropped early kills the group, the session and the
 /// containment unit, releases the output reader, and reaps the child on a helper thread
@@ -25,6 +38,9 @@ pub(super) struct TreeGuard {
     /// finished, on that thread, without the run waiting for it.
     reap_later: bool,
     pub(super) reader_wake: Option<OwnedFd>,
+    /// The leader launches the command (a sandbox): [`TreeGuard::signal_run`] passes it
+    /// over.
+    pub(super) spare_leader_from_signals: bool,
 }
 
 impl TreeGuard {
@@ -35,12 +51,33 @@ impl TreeGuard {
             reaped: false,
             reap_later: false,
             reader_wake: None,
+            spare_leader_from_signals: false,
         }
     }
 
     pub(super) fn signal(&self, signal: Signal) {
         // ESRCH (nothing left in the group) is the normal case after a clean exit.
         let _ = killpg(self.leader, signal);
+    }
+
+    /// Send `signal` to the run's processes, as its driver asked: every member of the
+    /// run's cgroup that can still act (however it left the group or session), else the
+    /// leader's process group. A launching leader and pid namespace inits are passed
+    /// over: the signal is for the command, and a namespace's init ends everything in it.
+    pub(super) fn signal_run(&self, signal: Signal) {
+        match self.unit.as_ref().and_then(Unit::members) {
+            Some(pids) => {
+                for pid in pids {
+                    let spared = (self.spare_leader_from_signals && pid == self.leader.as_raw())
+                        || is_namespace_init(pid);
+                    if !spared {
+                        let _ = kill(Pid::from_raw(pid), signal);
+                    }
+                }
+            }
+            None if !self.spare_leader_from_signals => self.signal(signal),
+            None => tracing::debug!("no cgroup lists the sandbox's processes: {signal} not sent"),
+        }
     }
 
     /// End every process of the run: the unit (which also reaches what left the group),

@@ -69,8 +69,11 @@ impl RunGroup {
                 })
         };
         if let Some(parked) = self.spawner.take() {
+            let keep_thread = request.watches_its_parent;
             let (child, keeper) = parked.spawn(request, open_v2())?;
-            self.keeper = Some(keeper);
+            // Only a child whose parent-death signal follows that thread needs it kept;
+            // otherwise it ends now, and a long-lived run holds no thread of ours.
+            self.keeper = keep_thread.then_some(keeper);
             return Ok(child);
         }
         let _serial = SPAWN_LOCK.lock().unwrap_or_else(|p| p.into_inner());
@@ -224,6 +227,14 @@ impl RunGroup {
             .iter()
             .find(|m| m.flavor == Flavor::V2)
             .or_else(|| self.dirs.iter().find(|m| m.flavor == Flavor::V1Pids))
+    }
+
+    /// The run's members that can still act — never this process.
+    pub(crate) fn members(&self) -> Vec<i32> {
+        let me = std::process::id() as i32;
+        self.listing()
+            .map(|listed| live_members(&listed.dir, me))
+            .unwrap_or_default()
     }
 
     /// Kill every member of the run — never this process.

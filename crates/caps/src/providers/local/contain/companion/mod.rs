@@ -120,6 +120,8 @@ pub fn start_companion(helper: &std::path::Path) -> io::Result<()> {
         stdin: StdinKind::SocketPair,
         keep: Vec::new(),
         born_in: Default::default(),
+        terminal: None,
+        watches_its_parent: false,
     };
     let child = request.spawn(None)?;
     // Its stdout and stderr pipes are closed here: it has nothing to say.
@@ -178,14 +180,27 @@ impl Companion {
                 "an argument or environment entry contains a NUL byte",
             )));
         }
-        let (out_r, out_w) = pipe().ok()?;
-        let (err_r, err_w) = pipe().ok()?;
-        let stdin = match request.stdin {
-            StdinKind::Piped => Some(pipe().ok()?),
-            StdinKind::Null => None,
-            StdinKind::SocketPair => return None,
+        // On a terminal, the child's three standard descriptors are the terminal's
+        // command side. Only a terminal the child does not take as its controlling one
+        // (a sandbox, whose helper takes it inside) can come this way: the companion's
+        // child-side start has no step that would.
+        let (pipes, stdin) = match &request.terminal {
+            Some(tty) if tty.controlling => return None,
+            Some(_) => (None, None),
+            None => {
+                let stdin = match request.stdin {
+                    StdinKind::Piped => Some(pipe().ok()?),
+                    StdinKind::Null => None,
+                    StdinKind::SocketPair => return None,
+                };
+                (Some((pipe().ok()?, pipe().ok()?)), stdin)
+            }
         };
-        let mut fds: Vec<RawFd> = vec![out_w.as_raw_fd(), err_w.as_raw_fd()];
+        let mut fds: Vec<RawFd> = match (&pipes, &request.terminal) {
+            (Some(((_, out_w), (_, err_w))), _) => vec![out_w.as_raw_fd(), err_w.as_raw_fd()],
+            (None, Some(tty)) => vec![tty.slave.as_raw_fd(); 3],
+            (None, None) => return None,
+        };
         if let Some((r, _)) = &stdin {
             fds.push(r.as_raw_fd());
         }
@@ -208,7 +223,7 @@ impl Companion {
             argv: request.argv.clone(),
             env: request.env.clone(),
             cwd,
-            stdin_piped: stdin.is_some(),
+            stdin_piped: stdin.is_some() || request.terminal.is_some(),
             v2: v2.is_some(),
             v1: v1.len() as u32,
             keep: request.keep.len() as u32,
@@ -236,13 +251,16 @@ impl Companion {
             }
         };
         // The child has its own copies; ours of its ends go now, as posix_spawn's would.
-        drop((out_w, err_w));
+        let (stdout, stderr) = match pipes {
+            Some(((out_r, _), (err_r, _))) => (Some(out_r), Some(err_r)),
+            None => (None, None),
+        };
         Some(Ok(Started {
             child: SpawnedChild {
                 pid,
                 stdin: stdin.map(|(_, w)| w),
-                stdout: out_r,
-                stderr: err_r,
+                stdout,
+                stderr,
             },
             outside_v2,
         }))
