@@ -222,6 +222,36 @@ fn bad_arguments_are_refused_before_anything_runs() {
     assert_eq!(out.status.code(), Some(2));
     let out = warden().args(["exec"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
+    // A negative timeout is a timeout that is not above zero — not, as clap would
+    // suggest, a word to pass after `--` (which would make it the command).
+    let out = warden()
+        .args(["exec", "--timeout", "-1", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("greater than zero, got -1"), "{err}");
+    assert!(!err.contains("'-- -1'"), "{err}");
+    // A program without the `--` before it: the line that works, quoted as typed.
+    for (args, tip) in [
+        (
+            &["exec", "ls", "-la", "a b"][..],
+            "`warden exec -- ls -la 'a b'`",
+        ),
+        (
+            &["exec", "--host", "gateway", "make", "test"][..],
+            "`warden exec --host gateway -- make test`",
+        ),
+        (
+            &["policy", "explain", "git", "status"][..],
+            "`warden policy explain -- git status`",
+        ),
+    ] {
+        let out = warden().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(tip), "{args:?}: {err}");
+    }
 }
 
 #[test]

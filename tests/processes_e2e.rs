@@ -249,6 +249,39 @@ async fn a_run_ends_with_the_session_that_started_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_run_outlives_its_session_for_the_configured_time_only() {
+    let s = setup();
+    let config = s.home.path().join("config.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("[gateway]\nkeep_runs_after_session = \"3s\"\n");
+    std::fs::write(&config, text).unwrap();
+    let gateway = support::GatewayProcess::start(s.home.path(), &s.ws(), &[]);
+    let token = support::gateway_token(s.home.path(), "coder");
+    let first = http_client(&gateway.addr, &token).await;
+    let (run, this, child) = start_server(&first).await;
+    // The session that started it ends (DELETE): the run goes on, for now.
+    let ended_at = std::time::Instant::now();
+    first.cancel().await.unwrap();
+    let second = http_client(&gateway.addr, &token).await;
+    let listed = structured(&second, "process", json!({"action": "list"})).await;
+    assert_eq!(listed["runs"][0]["runId"], run.as_str(), "{listed}");
+    assert_eq!(listed["runs"][0]["state"], "running", "{listed}");
+    // Its agent, in another session, can still drive it.
+    let polled = structured(&second, "process", json!({"action": "poll", "runId": run})).await;
+    assert_eq!(polled["ok"], true, "{polled}");
+    assert!(!gone(this) && !gone(child));
+    // Then it ends, its whole tree with it, when the configured time has passed.
+    wait_gone(this);
+    wait_gone(child);
+    assert!(
+        ended_at.elapsed() >= std::time::Duration::from_secs(3),
+        "ended {:?} after its session, before the 3 s it was to be kept",
+        ended_at.elapsed()
+    );
+    second.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_agent_can_neither_see_nor_touch_a_run() {
     let s = setup();
     let gateway = support::GatewayProcess::start(s.home.path(), &s.ws(), &[]);

@@ -879,4 +879,12 @@ fn based_edits_apply_only_to_the_version_they_were_based_on() {
     assert!(err.to_string().contains("already in the file"), "{err}");
     let err = store.create_agent_based(Some(&h), "a\nb").unwrap_err();
     assert!(err.to_string().contains("invalid agent id"), "{err}");
+    // A new agent gets the id a gateway credential could have, whichever way it is made.
+    let err = store.create_agent_based(Some(&h), "bad id!").unwrap_err();
+    assert!(err.to_string().contains("letters, digits"), "{err}");
+    let err = store
+        .add_patterns_based(Some(&h), "bad id!", &["/usr/bin/ls".into()], &known, true)
+        .unwrap_err();
+    assert!(err.to_string().contains("letters, digits"), "{err}");
+    assert!(!store.load().unwrap().file.agents.contains_key("bad id!"));
 }

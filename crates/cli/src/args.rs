@@ -23,7 +23,9 @@ pub struct PolicyArgs {
     node: Option<String>,
     /// Kill the command's whole process tree after this long (e.g. 30s, 5m). Default and
     /// maximum come from config.toml (5 minutes and 1 hour unless set).
-    #[arg(long, value_parser = parse_duration)]
+    // Negative numbers reach the parser (which says what a timeout must be) instead of
+    // clap's generic advice to pass them after `--`, which would make them the command.
+    #[arg(long, value_parser = parse_duration, allow_negative_numbers = true)]
     timeout: Option<Duration>,
 }
 
@@ -76,6 +78,11 @@ fn parse<T: std::str::FromStr<Err = policy::InvalidChoice>>(
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
+    if s.trim_start().starts_with('-') {
+        return Err(format!(
+            "the timeout must be greater than zero, got {s} (e.g. 30, 30s or 5m)"
+        ));
+    }
     let d = match s.parse::<u64>() {
         Ok(secs) => Duration::from_secs(secs),
         Err(_) => {

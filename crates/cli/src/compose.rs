@@ -441,15 +441,15 @@ impl HostFacts {
             &|root, guard| Ok(Arc::new(caps::BoundedFs::open(root)?.with_guard(guard))),
         )?;
         let settings = &config.gateway;
-        Ok(
-            Gateway::new(Runner::new(host), routes, Some(files)).with_limits(
+        Ok(Gateway::new(Runner::new(host), routes, Some(files))
+            .with_limits(
                 settings
                     .max_runs_per_agent
                     .unwrap_or(gateway::DEFAULT_RUNS_PER_AGENT),
                 settings
                     .max_sessions_per_credential
                     .unwrap_or(gateway::http::DEFAULT_SESSIONS_PER_CREDENTIAL),
-            ),
-        )
+            )
+            .with_runs_kept_after_session(settings.keep_runs_after_session.unwrap_or_default()))
     }
 }

@@ -236,7 +236,54 @@ fn parse_command_line() -> Cli {
             command: Command::Exec(args),
         };
     }
-    Cli::parse()
+    match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(mut e) => {
+            // Not `std::env::args`: it panics on an argument that is not UTF-8, which
+            // clap reports as a usage error.
+            let raw: Vec<String> = std::env::args_os()
+                .skip(1)
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            if let Some(tip) = argv_tip(&e, &raw) {
+                e.insert(
+                    clap::error::ContextKind::Suggested,
+                    clap::error::ContextValue::StyledStrs(vec![tip.into()]),
+                );
+            }
+            e.exit()
+        }
+    }
+}
+
+/// For `warden exec ls -la` (and `warden policy explain ...`): a program given without
+/// the `--` that must come before it, shown back as the line that works.
+fn argv_tip(e: &clap::Error, args: &[String]) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    let skip = match args {
+        [first, ..] if first == "exec" => 1,
+        [first, second, ..] if first == "policy" && second == "explain" => 2,
+        _ => return None,
+    };
+    let Some(ContextValue::String(bad)) = e.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    // A flag Warden does not know is a typo, not a program.
+    if bad.starts_with('-') {
+        return None;
+    }
+    let at = skip + args[skip..].iter().position(|a| a == bad)?;
+    let quote = |words: &[String]| {
+        shlex::try_join(words.iter().map(String::as_str)).unwrap_or_else(|_| words.join(" "))
+    };
+    let before = quote(&args[..at]);
+    Some(format!(
+        "the program and its arguments go after `--`: `warden {before} -- {}` (or a shell command line: `--shell '...'`)",
+        quote(&args[at..])
+    ))
 }
 
 /// `warden exec ARGS` parsed by the exec subcommand's parser alone; `None` for any other

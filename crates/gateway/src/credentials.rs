@@ -55,7 +55,7 @@ pub enum CredentialError {
         message: String,
     },
     /// An agent id that cannot name an agent.
-    #[error("invalid agent id {0:?}: use 1-128 characters from letters, digits, '.', '_' and '-'")]
+    #[error("invalid agent id {0:?}: {rule}", rule = policy::AGENT_ID_RULE)]
     InvalidAgent(String),
     /// The agent has no credential.
     #[error("agent {0:?} has no gateway credential")]
@@ -205,12 +205,7 @@ fn fingerprint(token: &str) -> String {
 
 /// Agent ids are used in messages and keys, never as paths; still, keep them plain.
 fn check_agent(agent: &str) -> Result<(), CredentialError> {
-    let ok = !agent.is_empty()
-        && agent.len() <= 128
-        && agent
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if ok {
+    if policy::is_agent_id(agent) {
         Ok(())
     } else {
         Err(CredentialError::InvalidAgent(agent.to_owned()))

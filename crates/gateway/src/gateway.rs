@@ -24,6 +24,8 @@ pub struct Gateway {
     processes: Processes,
     files: Option<FileTools>,
     shutdown: CancellationToken,
+    /// How long a session's runs outlive it (`with_runs_kept_after_session`).
+    keep_runs: std::time::Duration,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -46,7 +48,15 @@ impl Gateway {
             processes: Processes::default(),
             files,
             shutdown: CancellationToken::new(),
+            keep_runs: std::time::Duration::ZERO,
         }
+    }
+
+    /// Runs started with `yield` or `background` outlive the session that started them by
+    /// `keep` (`[gateway] keep_runs_after_session`); zero, the default: they end with it.
+    pub fn with_runs_kept_after_session(mut self, keep: std::time::Duration) -> Self {
+        self.keep_runs = keep;
+        self
     }
 
     /// At most `per_agent` runs of one agent in progress at once (default
@@ -89,7 +99,7 @@ impl Gateway {
     /// End `key`'s session: its `/exec` settings and pending events are forgotten, and
     /// the runs it started and left running end (their trees killed).
     pub fn end_session(&self, key: &SessionKey) {
-        self.processes.end_session(key);
+        self.processes.end_session_after(key, self.keep_runs);
         self.sessions.end(key);
     }
 

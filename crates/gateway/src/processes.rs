@@ -245,8 +245,35 @@ impl Processes {
 
     /// The session `key` ended: its runs end with it.
     pub fn end_session(&self, key: &SessionKey) {
-        for process in self.lock().values().filter(|p| &p.key == key) {
-            process.kill();
+        self.end_session_after(key, Duration::ZERO);
+    }
+
+    /// The runs `key`'s session started and left running end `keep` after the session
+    /// did (at once for zero, or where no runtime can wait): meanwhile their agent, in
+    /// another session, still sees them and may poll, write to or kill them. The
+    /// server's shutdown ends them either way.
+    pub fn end_session_after(&self, key: &SessionKey, keep: Duration) {
+        let left: Vec<Arc<Process>> = self
+            .lock()
+            .values()
+            .filter(|p| &p.key == key && p.report().is_none())
+            .cloned()
+            .collect();
+        let runtime = tokio::runtime::Handle::try_current();
+        match runtime {
+            Ok(runtime) if !keep.is_zero() && !left.is_empty() => {
+                runtime.spawn(async move {
+                    tokio::time::sleep(keep).await;
+                    for process in left {
+                        process.kill();
+                    }
+                });
+            }
+            _ => {
+                for process in left {
+                    process.kill();
+                }
+            }
         }
     }
 }

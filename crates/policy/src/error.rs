@@ -18,12 +18,14 @@ pub enum PolicyError {
         message: String,
     },
     /// A key the config schema does not have.
-    #[error("{file}: unknown key `{key}`")]
+    #[error("{file}: unknown key `{key}`{hint}")]
     UnknownKey {
         /// The config file.
         file: PathBuf,
         /// The dotted key path.
         key: String,
+        /// What was probably meant, as `: ...`, or empty.
+        hint: String,
     },
     /// A known key with a value it cannot take.
     #[error("{file}: invalid value {value} for `{key}`: {expected}")]

@@ -38,6 +38,7 @@
 
 #![forbid(unsafe_code)]
 
+mod agent_id;
 mod allow_always;
 mod allowlist;
 pub mod config;
@@ -65,6 +66,7 @@ mod slash;
 mod sourced;
 mod word_pattern;
 
+pub use agent_id::{AGENT_ID_RULE, is_agent_id};
 pub use allow_always::{AllowAlways, AlwaysOption, Scope, Skipped, derive_allow_always};
 pub use allowlist::{
     Allowlist, CaseMode, PatternKind, RejectedPattern, RuleMatch, escape_glob, validate_pattern,

@@ -109,9 +109,14 @@ impl Store {
                     suggestion,
                 });
             }
-            if agent.trim().is_empty() || agent.chars().any(char::is_control) {
+            // A new agent gets a plain id (as a gateway credential does); one already in
+            // the file keeps whatever it was written with.
+            if !file.agents.contains_key(agent) && !policy::is_agent_id(agent) {
                 return Err(StoreError::Invalid {
-                    problems: vec![format!("invalid agent id {agent:?}")],
+                    problems: vec![format!(
+                        "invalid agent id {agent:?}: {}",
+                        policy::AGENT_ID_RULE
+                    )],
                 });
             }
             let entry = file
@@ -377,10 +382,11 @@ impl Store {
         base_hash: Option<&str>,
         agent: &str,
     ) -> Result<Updated<()>, StoreError> {
-        if agent.trim().is_empty() || agent.chars().any(char::is_control) {
+        if !policy::is_agent_id(agent) {
             return Err(StoreError::Invalid {
                 problems: vec![format!(
-                    "invalid agent id {agent:?}: it must be non-empty, without control characters"
+                    "invalid agent id {agent:?}: {}",
+                    policy::AGENT_ID_RULE
                 )],
             });
         }

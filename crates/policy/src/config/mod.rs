@@ -132,7 +132,15 @@ pub struct GatewaySettings {
     pub connection_idle_timeout: Option<Duration>,
     /// `gateway.body_read_timeout`.
     pub body_read_timeout: Option<Duration>,
+    /// `gateway.keep_runs_after_session`: how long a run started with `yield` or
+    /// `background` outlives the session that started it (at most
+    /// [`MAX_KEEP_RUNS_AFTER_SESSION`]); `None`: it ends with the session.
+    pub keep_runs_after_session: Option<Duration>,
 }
+
+/// The longest `gateway.keep_runs_after_session` accepted: a run nobody's session holds
+/// is still bounded.
+pub const MAX_KEEP_RUNS_AFTER_SESSION: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// The OS sandbox backend.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]

@@ -92,9 +92,14 @@ fn gateway_session_bounds_parse_and_are_validated() {
         "[gateway]\nmax_sessions_per_credential = 4\nsession_idle_timeout = \"90s\"\n\
              max_streams_per_session = 2\nmax_runs_per_agent = 3\nmax_connections = 100\n\
              max_connections_per_peer = 50\nheader_read_timeout = \"500ms\"\n\
-             connection_idle_timeout = 20\nbody_read_timeout = \"1m\"\n",
+             connection_idle_timeout = 20\nbody_read_timeout = \"1m\"\n\
+             keep_runs_after_session = \"10m\"\n",
     )
     .unwrap();
+    assert_eq!(
+        c.gateway.keep_runs_after_session,
+        Some(Duration::from_secs(600))
+    );
     assert_eq!(c.gateway.max_sessions_per_credential, Some(4));
     assert_eq!(
         c.gateway.session_idle_timeout,
@@ -132,6 +137,14 @@ fn gateway_session_bounds_parse_and_are_validated() {
         ("max_runs_per_agent = -1", "gateway.max_runs_per_agent"),
         ("header_read_timeout = 0", "gateway.header_read_timeout"),
         ("body_read_timeout = \"never\"", "gateway.body_read_timeout"),
+        (
+            "keep_runs_after_session = \"25h\"",
+            "gateway.keep_runs_after_session",
+        ),
+        (
+            "keep_runs_after_session = 0",
+            "gateway.keep_runs_after_session",
+        ),
     ] {
         let err = parse(&format!("[gateway]\n{bad}\n"))
             .unwrap_err()
@@ -161,6 +174,10 @@ fn errors_name_the_key_the_value_and_the_file() {
             "invalid value 3 for `tools.exec.ask`: expected a string",
         ),
         ("[tool.exec]\nask = \"off\"", "unknown key `tool`"),
+        (
+            "[agents.coder]\ntools.exec.host = \"gateway\"",
+            "unknown key `agents.coder`: agents are entries of a list — write `[[agents.list]]` with `id = \"coder\"`",
+        ),
         (
             "[[agents.list]]\nid = \"a\"\ntools.exec.host = \"moon\"",
             "`agents.list[0].tools.exec.host`",
@@ -264,6 +281,17 @@ fn timeouts_are_read_at_both_levels() {
         c.agent("a").and_then(|a| a.exec.timeout),
         Some(Duration::from_secs(120))
     );
+    // Seconds as a number or as a string of digits read alike; "0" is still refused.
+    for text in [
+        "timeout = 5",
+        "timeout = \"5\"",
+        "timeout = \" 5 \"",
+        "timeout = \"5s\"",
+    ] {
+        let c = parse(&format!("[tools.exec]\n{text}")).unwrap();
+        assert_eq!(c.exec.timeout, Some(Duration::from_secs(5)), "{text}");
+    }
+    assert!(parse("[tools.exec]\ntimeout = \"0\"").is_err());
 }
 
 #[test]

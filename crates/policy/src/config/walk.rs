@@ -44,6 +44,7 @@ impl Walker<'_> {
         PolicyError::UnknownKey {
             file: self.file.to_path_buf(),
             key,
+            hint: String::new(),
         }
     }
 
@@ -99,6 +100,10 @@ impl Walker<'_> {
     fn duration(&self, key: &str, value: &toml::Value) -> Result<Duration, PolicyError> {
         let d = match value {
             toml::Value::Integer(secs) if *secs > 0 => Duration::from_secs(*secs as u64),
+            // A number of seconds, as a string, reads as the number does.
+            toml::Value::String(s) if s.trim().parse::<u64>().is_ok() => {
+                Duration::from_secs(s.trim().parse::<u64>().unwrap_or_default())
+            }
             toml::Value::String(s) => humantime::parse_duration(s).map_err(|e| {
                 self.invalid(
                     key,
@@ -228,7 +233,16 @@ impl Walker<'_> {
         let mut agents: Vec<AgentConfig> = Vec::new();
         for (key, value) in self.table("agents", value)? {
             if key != "list" {
-                return Err(self.unknown(format!("agents.{key}")));
+                // `[agents.coder]` is how other tools write it; here each agent is an
+                // entry of a list.
+                return Err(PolicyError::UnknownKey {
+                    file: self.file.to_path_buf(),
+                    key: format!("agents.{key}"),
+                    hint: format!(
+                        ": agents are entries of a list — write `[[agents.list]]` with `id = {}` on the next line, then that agent's settings",
+                        toml::Value::String(key.clone())
+                    ),
+                });
             }
             let list = value.as_array().ok_or_else(|| {
                 self.invalid("agents.list", value, "expected [[agents.list]] entries")
@@ -395,6 +409,17 @@ impl Walker<'_> {
                     g.connection_idle_timeout = Some(self.duration(&full, value)?)
                 }
                 "body_read_timeout" => g.body_read_timeout = Some(self.duration(&full, value)?),
+                "keep_runs_after_session" => {
+                    let d = self.duration(&full, value)?;
+                    if d > super::MAX_KEEP_RUNS_AFTER_SESSION {
+                        return Err(self.invalid(
+                            &full,
+                            value,
+                            "expected a duration of at most 24h (a run no session holds is still bounded)",
+                        ));
+                    }
+                    g.keep_runs_after_session = Some(d);
+                }
                 _ => return Err(self.unknown(full)),
             }
         }
