@@ -64,14 +64,55 @@ impl TreeGuard {
     /// run's cgroup that can still act (however it left the group or session), else the
     /// leader's process group. A launching leader and pid namespace inits are passed
     /// over: the signal is for the command, and a namespace's init ends everything in it.
+    ///
+    /// A member is signalled through a pidfd opened first and checked after: a pid still
+    /// listed in the run's cgroup once its pidfd is open names a process of the run, so
+    /// a member that exited and whose pid was reused outside the run (between reading the
+    /// list and signalling) is never signalled.
     pub(super) fn signal_run(&self, signal: Signal) {
         match self.unit.as_ref().and_then(Unit::members) {
             Some(pids) => {
-                for pid in pids {
-                    let spared = (self.spare_leader_from_signals && pid == self.leader.as_raw())
-                        || is_namespace_init(pid);
-                    if !spared {
-                        let _ = kill(Pid::from_raw(pid), signal);
+                let Some(raw) = rustix::process::Signal::from_named_raw(signal as i32) else {
+                    return;
+                };
+                // `None`: no pidfd here (a kernel before 5.3, a seccomp profile refusing
+                // it); such a member is signalled by pid, with the check still made.
+                let opened: Vec<(i32, Option<OwnedFd>)> = pids
+                    .into_iter()
+                    .filter(|pid| {
+                        let launcher =
+                            self.spare_leader_from_signals && *pid == self.leader.as_raw();
+                        !launcher && !is_namespace_init(*pid)
+                    })
+                    .filter_map(|pid| {
+                        let process = rustix::process::Pid::from_raw(pid)?;
+                        match rustix::process::pidfd_open(
+                            process,
+                            rustix::process::PidfdFlags::empty(),
+                        ) {
+                            Ok(fd) => Some((pid, Some(fd))),
+                            // Gone already: nothing to signal.
+                            Err(rustix::io::Errno::SRCH) => None,
+                            Err(_) => Some((pid, None)),
+                        }
+                    })
+                    .collect();
+                let still = self
+                    .unit
+                    .as_ref()
+                    .and_then(Unit::members)
+                    .unwrap_or_default();
+                for (pid, fd) in opened {
+                    if !still.contains(&pid) {
+                        continue;
+                    }
+                    match fd {
+                        Some(fd) => {
+                            let _ = rustix::process::pidfd_send_signal(&fd, raw);
+                        }
+                        None => {
+                            let _ = kill(Pid::from_raw(pid), signal);
+                        }
                     }
                 }
             }
