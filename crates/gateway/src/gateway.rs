@@ -355,6 +355,12 @@ impl EventSink for Watched<'_> {
         }
         self.session.emit(event);
     }
+
+    fn awaiting_approval(&self, _run_id: &str) {
+        if let Some(process) = self.process {
+            process.saw_asking();
+        }
+    }
 }
 
 /// Why a `host = node` request is refused by a process that takes no node connections.

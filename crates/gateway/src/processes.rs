@@ -11,7 +11,8 @@
 //! [`MAX_FINISHED_PER_AGENT`] per agent, the oldest forgotten first).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use caps::{InputSender, LiveOutput};
@@ -43,6 +44,37 @@ pub enum ProcessState {
     Ended,
 }
 
+/// The MCP task (`io.modelcontextprotocol/tasks`) a run's call became: how its client
+/// follows it after the call returned.
+#[derive(Debug)]
+pub struct RunTask {
+    /// The task id: 128 random bits, never derived from the run id (which is not secret:
+    /// it appears in events and logs).
+    pub id: String,
+    /// When the task was made.
+    pub created_at: SystemTime,
+    cancel_requested: AtomicBool,
+}
+
+impl RunTask {
+    /// A task with a fresh id; `None` when no randomness can be had (no task then: an id
+    /// that could be guessed would let another caller read the run).
+    pub fn new() -> Option<RunTask> {
+        let mut bytes = [0u8; 16];
+        getrandom::fill(&mut bytes).ok()?;
+        Some(RunTask {
+            id: format!("task-{}", policy::hex(&bytes)),
+            created_at: SystemTime::now(),
+            cancel_requested: AtomicBool::new(false),
+        })
+    }
+
+    /// Its client asked to cancel it (`tasks/cancel`).
+    pub fn cancel_requested(&self) -> bool {
+        self.cancel_requested.load(Ordering::Acquire)
+    }
+}
+
 /// One run in the table.
 #[derive(Debug)]
 pub struct Process {
@@ -68,6 +100,12 @@ pub struct Process {
     /// Where the last answer about its output stopped (a poll without a cursor goes on
     /// from here).
     read_to: Mutex<u64>,
+    /// Since when it waits for a human's answer (`None` when it does not).
+    awaiting: watch::Sender<Option<SystemTime>>,
+    /// When its state last changed (asked, started, ended).
+    updated_at: Mutex<SystemTime>,
+    /// The MCP task its call became, if it did.
+    task: OnceLock<RunTask>,
 }
 
 impl Process {
@@ -95,7 +133,60 @@ impl Process {
             report: watch::channel(None).0,
             ended_at: Mutex::new(None),
             read_to: Mutex::new(0),
+            awaiting: watch::channel(None).0,
+            updated_at: Mutex::new(SystemTime::now()),
+            task: OnceLock::new(),
         }
+    }
+
+    /// Since when it waits for a human's answer; `None` when it does not.
+    pub fn awaiting_approval(&self) -> Option<SystemTime> {
+        *self.awaiting.borrow()
+    }
+
+    /// Resolves once it waits for a human's answer (at once if it does now); never if it
+    /// ends without asking.
+    pub async fn asks(&self) {
+        let mut seen = self.awaiting.subscribe();
+        if seen.wait_for(Option::is_some).await.is_err() {
+            // The sender lives in `self`: unreachable while `self` is borrowed.
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// When its state last changed.
+    pub fn updated_at(&self) -> SystemTime {
+        *self.updated_at.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn touch(&self) {
+        *self.updated_at.lock().unwrap_or_else(|p| p.into_inner()) = SystemTime::now();
+    }
+
+    /// The MCP task its call became, if it did.
+    pub fn task(&self) -> Option<&RunTask> {
+        self.task.get()
+    }
+
+    /// Its call became `task` (a run's call becomes a task at most once: were it asked
+    /// twice, the first stays).
+    pub(crate) fn become_task(&self, task: RunTask) -> &RunTask {
+        self.task.get_or_init(|| task)
+    }
+
+    /// Its task's client asked to cancel it: end it as [`Process::kill`] does, and let
+    /// the task say it was cancelled.
+    pub fn cancel_task(&self) {
+        if let Some(task) = self.task.get() {
+            task.cancel_requested.store(true, Ordering::Release);
+        }
+        self.kill();
+    }
+
+    /// It now waits for a human's answer.
+    pub(crate) fn saw_asking(&self) {
+        self.awaiting.send_replace(Some(SystemTime::now()));
+        self.touch();
     }
 
     /// Where the last answer about its output stopped.
@@ -170,13 +261,18 @@ impl Process {
 
     /// Record one of its lifecycle events.
     pub(crate) fn saw(&self, event: &ExecEvent) {
+        // Whatever comes after a question ends the wait for its answer.
+        self.awaiting.send_replace(None);
         if matches!(event, ExecEvent::Started { .. }) {
             *self.state.lock().unwrap_or_else(|p| p.into_inner()) = ProcessState::Running;
         }
+        self.touch();
     }
 
     /// Record its result.
     pub(crate) fn finish(&self, report: RunReport) {
+        self.awaiting.send_replace(None);
+        self.touch();
         *self.state.lock().unwrap_or_else(|p| p.into_inner()) = ProcessState::Ended;
         *self.ended_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
         self.report.send_replace(Some(Arc::new(report)));
@@ -195,6 +291,11 @@ pub enum ProcessError {
         "no run {0:?} of yours is known here (it never existed, belongs to another agent, or ended more than 15 minutes ago); `process` with action `list` shows your runs"
     )]
     Unknown(String),
+    /// No task of this agent has this id.
+    #[error(
+        "task {0:?} not found: it never existed, belongs to another caller, or ended more than 15 minutes ago"
+    )]
+    UnknownTask(String),
 }
 
 /// The table of runs that outlive their call.
@@ -228,6 +329,18 @@ impl Processes {
             .filter(|p| p.key.agent == agent)
             .cloned()
             .ok_or_else(|| ProcessError::Unknown(id.to_owned()))
+    }
+
+    /// The run of `agent` whose call became task `task_id` (another agent's tasks are
+    /// unknown, exactly like tasks that never were).
+    pub fn task(&self, agent: &str, task_id: &str) -> Result<Arc<Process>, ProcessError> {
+        let mut runs = self.lock();
+        prune(&mut runs, agent);
+        runs.values()
+            .filter(|p| p.key.agent == agent)
+            .find(|p| p.task().is_some_and(|t| t.id == task_id))
+            .cloned()
+            .ok_or_else(|| ProcessError::UnknownTask(task_id.to_owned()))
     }
 
     /// `agent`'s runs, oldest first: live ones and those finished recently.
@@ -374,6 +487,40 @@ mod tests {
             "the oldest finished run went first"
         );
         assert!(table.get("a", "live").is_ok());
+    }
+
+    #[test]
+    fn a_task_is_found_only_by_its_agent_and_only_by_its_own_id() {
+        let table = Processes::default();
+        let mine = process("a", "s", "run-1");
+        table.insert(Arc::clone(&mine));
+        table.insert(process("a", "s", "run-2"));
+        let first = RunTask::new().unwrap();
+        let id = first.id.clone();
+        assert!(id.starts_with("task-") && id.len() == 5 + 32, "{id}");
+        assert_ne!(RunTask::new().unwrap().id, id, "ids are random");
+        assert_eq!(mine.become_task(first).id, id);
+        // A second task for the same run changes nothing.
+        assert_eq!(mine.become_task(RunTask::new().unwrap()).id, id);
+        assert_eq!(table.task("a", &id).unwrap().id, "run-1");
+        let theirs = table.task("b", &id).unwrap_err();
+        assert_eq!(theirs, ProcessError::UnknownTask(id.clone()));
+        // Neither the run id nor a run without a task is a task.
+        assert!(table.task("a", "run-1").is_err());
+        assert!(table.task("a", "run-2").is_err());
+    }
+
+    #[test]
+    fn a_question_is_awaited_until_whatever_comes_next() {
+        let p = process("a", "s", "r");
+        assert!(p.awaiting_approval().is_none());
+        p.saw_asking();
+        assert!(p.awaiting_approval().is_some());
+        p.saw(&ExecEvent::Started {
+            run_id: "r".into(),
+            host: runner::RunHost::Gateway,
+        });
+        assert!(p.awaiting_approval().is_none());
     }
 
     #[test]

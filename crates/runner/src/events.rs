@@ -123,6 +123,13 @@ impl ExecEvent {
 pub trait EventSink: Send + Sync {
     /// Record one event.
     fn emit(&self, event: ExecEvent);
+
+    /// Run `run_id` now waits for a human's answer (it is not a session event: nothing
+    /// is said to the agent; a caller that reports a run's state, such as an MCP task,
+    /// says "awaiting operator approval" from here until the next event).
+    fn awaiting_approval(&self, run_id: &str) {
+        let _ = run_id;
+    }
 }
 
 /// Discards events.

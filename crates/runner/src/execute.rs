@@ -84,6 +84,7 @@ impl Runner {
                     };
                     return report;
                 }
+                events.awaiting_approval(&decided.run_id);
                 let Some((decision, ran)) = self
                     .ask_command(&decided, &plan, *reason, in_approver, cancel)
                     .await

@@ -6,7 +6,8 @@
 //! `tools.rs` lists the tools and their schemas, `args.rs` decodes (and refuses, naming
 //! the field) what a client sends, `result.rs` shapes what goes back, `progress.rs`
 //! reports long calls, `process_tool.rs` serves runs that outlive their call (`exec`'s
-//! `yield`, the `process` tool), and `protocol.rs` keeps JSON-RPC error codes to the
+//! `yield`, the `process` tool), `tasks.rs` turns a long `exec` into an MCP task for
+//! clients that take them, and `protocol.rs` keeps JSON-RPC error codes to the
 //! specification.
 
 mod args;
@@ -15,13 +16,15 @@ mod process_tool;
 mod progress;
 pub mod protocol;
 mod result;
+mod tasks;
 mod tools;
 
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CustomRequest, CustomResult,
-    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, CustomRequest,
+    CustomResult, GetTaskParams, GetTaskResult, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -34,6 +37,7 @@ use crate::sessions::SessionKey;
 
 pub use policy::MAX_TIMEOUT_SECONDS;
 pub use result::{report_json, report_text};
+pub use tasks::{POLL_INTERVAL as TASK_POLL_INTERVAL, TASK_AFTER};
 pub use tools::tools;
 
 use args::ToolCall;
@@ -165,19 +169,38 @@ impl WardenMcp {
         key: &SessionKey,
         events: Vec<String>,
         context: &RequestContext<RoleServer>,
-    ) -> CallToolResult {
+    ) -> CallToolResponse {
         let yield_for = args.yield_for();
+        let background = args.background;
         // The agent and session come from the connection, never from the arguments.
-        let mut request = match ExecRequest::from_args(&key.agent, &key.session, args) {
+        let request = match ExecRequest::from_args(&key.agent, &key.session, args) {
             Ok(request) => request,
             // Decoding already refused these; a request built otherwise says why here.
-            Err(e) => return result::failed(format!("exec: {e}"), events),
+            Err(e) => return result::failed(format!("exec: {e}"), events).into(),
         };
-        if let Some(yield_for) = yield_for {
-            return self
-                .exec_yielding(request, key, yield_for, events, context)
-                .await;
+        // `background` asks for a run id to drive with `process`: no task for it.
+        if tasks::client_takes_tasks(context) && !background {
+            let wait = yield_for.unwrap_or(tasks::TASK_AFTER);
+            return self.exec_as_task(request, key, wait, events, context).await;
         }
+        match yield_for {
+            Some(yield_for) => {
+                self.exec_yielding(request, key, yield_for, events, context)
+                    .await
+            }
+            None => self.exec_to_end(request, key, events, context).await,
+        }
+        .into()
+    }
+
+    /// Run `request` to its end and answer with its whole result.
+    async fn exec_to_end(
+        &self,
+        mut request: ExecRequest,
+        key: &SessionKey,
+        events: Vec<String>,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
         let progress = Progress::of(context);
         request.live = progress.as_ref().map(|p| p.live.clone());
         let run = self.gateway.exec(key, request, stop_of(context));
@@ -199,15 +222,15 @@ impl WardenMcp {
         key: &SessionKey,
         events: Vec<String>,
         context: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<CallToolResponse, ErrorData> {
         let gateway = &self.gateway;
         let files = || {
             gateway.files().ok_or_else(|| {
                 ErrorData::invalid_request("no workspace is configured for file tools", None)
             })
         };
-        Ok(match call {
-            ToolCall::Exec(a) => self.exec(a, key, events, context).await,
+        let done: CallToolResult = match call {
+            ToolCall::Exec(a) => return Ok(self.exec(a, key, events, context).await),
             ToolCall::Process(a) => self.process(a, key, events, context).await,
             ToolCall::Read(a) => match files()?.read(&a.path, a.offset, a.limit) {
                 Ok(text) => result::done(
@@ -222,7 +245,7 @@ impl WardenMcp {
                 let detail = format!("{} bytes: {}", a.content.len(), result::preview(&a.content));
                 let asked = ("write", a.path.as_str(), detail.as_str());
                 if let Err(e) = authorize(gateway, key, files()?, asked, stop_of(context)).await {
-                    return Ok(result::failed(e, events));
+                    return Ok(result::failed(e, events).into());
                 }
                 match files()?.write(&a.path, &a.content) {
                     Ok(n) => {
@@ -245,7 +268,7 @@ impl WardenMcp {
                 );
                 let asked = ("edit", a.path.as_str(), detail.as_str());
                 if let Err(e) = authorize(gateway, key, files()?, asked, stop_of(context)).await {
-                    return Ok(result::failed(e, events));
+                    return Ok(result::failed(e, events).into());
                 }
                 match files()?.edit(&a.path, &a.old_string, &a.new_string, a.replace_all) {
                     Ok(n) => {
@@ -313,13 +336,19 @@ impl WardenMcp {
                 Ok(message) => result::done(json!({}), message.clone(), message, events),
                 Err(e) => result::failed(e.to_string(), events),
             },
-        })
+        };
+        Ok(done.into())
     }
 }
 
 impl ServerHandler for WardenMcp {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build(),
+        )
             .with_server_info(
                 Implementation::new("warden", env!("CARGO_PKG_VERSION"))
                     .with_title("Warden"),
@@ -355,7 +384,31 @@ impl ServerHandler for WardenMcp {
             // Not delivered after all: they wait for the next call.
             self.gateway.return_events(&key, events);
         }
-        result.map(Into::into)
+        result
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        WardenMcp::get_task(self, &request.task_id, &context)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        WardenMcp::update_task(self, &request.task_id, &context)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        WardenMcp::cancel_task(self, &request.task_id, &context)
     }
 
     async fn on_custom_request(

@@ -438,10 +438,20 @@ fn summary_line(process: &Process) -> String {
 }
 
 /// Where a run is, in words.
-fn state_words(process: &Process, report: Option<&RunReport>) -> String {
+pub(super) fn state_words(process: &Process, report: Option<&RunReport>) -> String {
     match report {
         Some(report) => format!("ended: {}", result::headline(report)),
         None => match process.state() {
+            ProcessState::Pending if process.awaiting_approval().is_some() => {
+                let asked = process
+                    .awaiting_approval()
+                    .and_then(|at| at.elapsed().ok())
+                    .unwrap_or_default();
+                format!(
+                    "awaiting operator approval (asked {:.0} s ago)",
+                    asked.as_secs_f64()
+                )
+            }
             ProcessState::Pending => format!(
                 "not started after {:.1} s (being decided, or waiting for a human's answer)",
                 process.elapsed().as_secs_f64()
