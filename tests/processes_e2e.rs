@@ -323,3 +323,123 @@ async fn another_agent_can_neither_see_nor_touch_a_run() {
     wait_gone(this);
     drop(other);
 }
+
+/// `warden runs ...` against the gateway of `home`: exit code, stdout, stderr.
+fn runs_cli(home: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let out = support::warden_in(home)
+        .arg("runs")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_lists_reads_and_kills_every_agents_runs() {
+    let s = setup();
+    // No gateway yet: the operator is told where runs live.
+    let (code, _, err) = runs_cli(s.home.path(), &[]);
+    assert_ne!(code, 0);
+    assert!(err.contains("warden gateway run"), "{err}");
+
+    let gateway = support::GatewayProcess::start(s.home.path(), &s.ws(), &[]);
+    let coder = http_client(
+        &gateway.addr,
+        &support::gateway_token(s.home.path(), "coder"),
+    )
+    .await;
+    let (run, this, child) = start_server(&coder).await;
+    // Output that would drive a terminal: a title, a screen clear, a bidi override.
+    let hostile = structured(
+        &coder,
+        "exec",
+        json!({"command": "printf 'a\\033]0;pwned\\007\\033[2Jb\\342\\200\\256c\\n'; sleep 0.3; printf 'tick\\n'", "background": true}),
+    )
+    .await;
+    let hostile_run = hostile["runId"].as_str().unwrap().to_owned();
+
+    let (code, listed, err) = runs_cli(s.home.path(), &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with(&run) && l.contains("agent coder") && l.contains("running")),
+        "{listed}"
+    );
+    let (_, as_json, _) = runs_cli(s.home.path(), &["list", "--json"]);
+    let as_json: Value = serde_json::from_str(&as_json).unwrap();
+    let entry = as_json["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["runId"] == run.as_str())
+        .unwrap();
+    assert_eq!(entry["agent"], "coder");
+    assert_eq!(entry["state"], "running");
+
+    // Following a run prints everything it writes and returns at its end; escape
+    // sequences never reach the operator's terminal unless asked for (`--raw`).
+    let (code, followed, err) = runs_cli(s.home.path(), &["logs", &hostile_run, "--follow"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        followed.contains("ab") && followed.contains("tick"),
+        "{followed:?}"
+    );
+    assert!(
+        !followed.contains('\u{1b}') && !followed.contains("pwned"),
+        "{followed:?}"
+    );
+    assert!(
+        !followed.contains('\u{202E}') && followed.contains("\\u{202e}"),
+        "{followed:?}"
+    );
+    assert!(err.contains("ended"), "{err}");
+    let (_, raw, _) = runs_cli(s.home.path(), &["logs", &hostile_run, "--raw"]);
+    assert!(raw.contains("\u{1b}]0;pwned"), "{raw:?}");
+
+    // The operator kills the server: its whole tree goes, and its agent reads who did it.
+    let (code, killed, err) = runs_cli(s.home.path(), &["kill", &run]);
+    assert_eq!(code, 0, "{err}");
+    assert!(killed.starts_with("killed "), "{killed}");
+    wait_gone(this);
+    wait_gone(child);
+    let polled = structured(&coder, "process", json!({"action": "poll", "runId": run})).await;
+    assert!(
+        polled["message"]
+            .as_str()
+            .unwrap()
+            .contains("killed by the gateway's operator"),
+        "{polled}"
+    );
+    let (code, again, _) = runs_cli(s.home.path(), &["kill", &run]);
+    assert_eq!(code, 0);
+    assert!(again.starts_with("had already ended"), "{again}");
+
+    // A run nobody has: a clear error, nothing done.
+    let (code, _, err) = runs_cli(s.home.path(), &["kill", "run-0000000000000000"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("no run \"run-0000000000000000\""), "{err}");
+
+    // Another user cannot reach the operator socket at all.
+    let socket = s.home.path().join("gateway-operator.sock");
+    let other = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .args([
+            "python3",
+            "-c",
+            "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])",
+        ])
+        .arg(&socket)
+        .output()
+        .unwrap();
+    assert!(
+        !other.status.success(),
+        "another user connected to {}",
+        socket.display()
+    );
+    coder.cancel().await.unwrap();
+}

@@ -204,6 +204,7 @@ async fn gateway_run(args: RunArgs) -> anyhow::Result<()> {
     .await?;
     let gateway =
         Arc::new(facts.gateway_with_nodes(args.workspace.as_deref(), Some(Arc::clone(&hub)))?);
+    crate::operator::serve(&facts, Arc::clone(&hub), Arc::clone(&gateway))?;
     let credentials = credentials(&facts)?;
     let limits = http_limits(&config.gateway);
     let listener = tokio::net::TcpListener::bind(args.listen)

@@ -71,7 +71,6 @@ pub async fn start(
         }));
     }
     keep_live_file(facts, Arc::clone(&hub));
-    crate::operator::serve(facts, Arc::clone(&hub))?;
     Ok(hub)
 }
 

@@ -38,6 +38,7 @@ mod cmd_gateway;
 mod cmd_node;
 mod cmd_nodes;
 mod cmd_policy;
+mod cmd_runs;
 mod cmd_sandbox;
 mod compose;
 mod compose_node;
@@ -89,6 +90,11 @@ enum Command {
     /// The gateway's nodes: list, approve or reject pairing requests, revoke, add stdio nodes.
     #[command(subcommand)]
     Nodes(cmd_nodes::NodesCommand),
+    /// The running gateway's live runs, every agent's: list, logs (--follow), kill.
+    Runs {
+        #[command(subcommand)]
+        command: Option<cmd_runs::RunsCommand>,
+    },
     /// Serve the agent-facing MCP tools over stdio (for agent clients that spawn tools).
     Mcp(cmd_gateway::McpArgs),
     /// Check what this machine can do (sandbox, namespaces, seccomp, Landlock, engines).
@@ -324,6 +330,7 @@ fn main() {
         Command::Mcp(args) => cmd_gateway::mcp(args),
         Command::Node(command) => cmd_node::run(command),
         Command::Nodes(command) => cmd_nodes::run(command),
+        Command::Runs { command } => cmd_runs::run(command),
         Command::Doctor(args) => cmd_doctor::run(args),
         Command::Sandbox(command) => cmd_sandbox::sandbox(command),
         Command::Completions(args) => completions(args),

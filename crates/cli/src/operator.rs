@@ -1,9 +1,10 @@
 //! The running gateway's operator socket (`gateway-operator.sock`, 0600, in the state
 //! directory that the sandbox hides): how `warden approvals get|set --node N` reaches a
-//! node's approvals file through the gateway. One JSON request and one JSON answer per
-//! connection, from the gateway's own user only (checked on the socket's peer
-//! credentials). The node does the edit — compare-and-swap on the hash `get` returned,
-//! and only if it tightens its file (`bridge::node`); the gateway only carries it.
+//! node's approvals file through the gateway, and how `warden runs` lists, reads and
+//! kills the gateway's live runs. One JSON request and one JSON answer per connection,
+//! from the gateway's own user only (checked on the socket's peer credentials). For
+//! approvals, the node does the edit — compare-and-swap on the hash `get` returned, and
+//! only if it tightens its file (`bridge::node`); the gateway only carries it.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use bridge::Hub;
 use bridge::message::{
     ApprovalsGetResult, ApprovalsSetResult, SYSTEM_APPROVALS_GET, SYSTEM_APPROVALS_SET,
 };
+use gateway::Gateway;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio_util::sync::CancellationToken;
@@ -31,8 +33,8 @@ fn socket_path(facts: &HostFacts) -> PathBuf {
     facts.warden_home.join(SOCKET)
 }
 
-/// Serve operator requests for `hub` until the process ends.
-pub fn serve(facts: &HostFacts, hub: Arc<Hub>) -> anyhow::Result<()> {
+/// Serve operator requests for `hub` and `gateway` until the process ends.
+pub fn serve(facts: &HostFacts, hub: Arc<Hub>, gateway: Arc<Gateway>) -> anyhow::Result<()> {
     let path = socket_path(facts);
     // A stale socket of an earlier gateway is replaced; nothing else may be there.
     if let Ok(meta) = std::fs::symlink_metadata(&path) {
@@ -53,12 +55,13 @@ pub fn serve(facts: &HostFacts, hub: Arc<Hub>) -> anyhow::Result<()> {
                 continue;
             }
             let hub = Arc::clone(&hub);
+            let gateway = Arc::clone(&gateway);
             tokio::spawn(async move {
                 let (read, mut write) = stream.into_split();
                 let mut line = String::new();
                 let mut reader = BufReader::new(tokio::io::AsyncReadExt::take(read, MAX_REQUEST));
                 let answer = match reader.read_line(&mut line).await {
-                    Ok(_) => handle(&hub, &line)
+                    Ok(_) => handle(&hub, &gateway, &line)
                         .await
                         .unwrap_or_else(|e| json!({"error": e})),
                     Err(e) => json!({"error": e.to_string()}),
@@ -70,8 +73,14 @@ pub fn serve(facts: &HostFacts, hub: Arc<Hub>) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn handle(hub: &Hub, line: &str) -> Result<Value, String> {
+async fn handle(hub: &Hub, gateway: &Gateway, line: &str) -> Result<Value, String> {
     let request: Value = serde_json::from_str(line).map_err(|e| format!("not a request: {e}"))?;
+    if let Some(op) = request["op"]
+        .as_str()
+        .and_then(|op| op.strip_prefix("runs."))
+    {
+        return runs(gateway, op, &request).await.map(|v| json!({"ok": v}));
+    }
     let node = request["node"].as_str().ok_or("no node named")?;
     let (command, params) = match request["op"].as_str() {
         Some("approvals.get") => (SYSTEM_APPROVALS_GET, json!({})),
@@ -99,17 +108,35 @@ async fn handle(hub: &Hub, line: &str) -> Result<Value, String> {
     }
 }
 
+/// `runs.list`, `runs.read` (`run`, `cursor`, `waitMs`), `runs.kill` (`run`).
+async fn runs(gateway: &Gateway, op: &str, request: &Value) -> Result<Value, String> {
+    let run = || request["run"].as_str().ok_or("no run named");
+    match op {
+        "list" => Ok(gateway::operator::list(gateway)),
+        "read" => {
+            let wait = Duration::from_millis(request["waitMs"].as_u64().unwrap_or(0));
+            gateway::operator::read(gateway, run()?, request["cursor"].as_u64(), wait)
+                .await
+                .map_err(|e| e.to_string())
+        }
+        "kill" => gateway::operator::kill(gateway, run()?)
+            .await
+            .map_err(|e| e.to_string()),
+        other => Err(format!("unknown operation \"runs.{other}\"")),
+    }
+}
+
 fn call(facts: &HostFacts, request: Value) -> anyhow::Result<(String, Value)> {
     use std::io::{BufRead, Write};
     let path = socket_path(facts);
     let mut stream = std::os::unix::net::UnixStream::connect(&path).with_context(|| {
         format!(
-            "no gateway is running with WARDEN_HOME={} ({} is not there): remote edits go through `warden gateway run`",
+            "no gateway is running with WARDEN_HOME={} ({} is not there): remote edits and `warden runs` go through `warden gateway run`",
             facts.warden_home.display(),
             path.display()
         )
     })?;
-    stream.set_read_timeout(Some(CALL_TIMEOUT + Duration::from_secs(5)))?;
+    stream.set_read_timeout(Some(CALL_TIMEOUT + Duration::from_secs(15)))?;
     stream.write_all(format!("{request}\n").as_bytes())?;
     let mut line = String::new();
     std::io::BufReader::new(stream).read_line(&mut line)?;
@@ -165,4 +192,9 @@ pub fn remote_set(
         format!("node {id}: {what} (hash {})\n", set.hash),
         json!({"node": id, "written": set.written, "hash": set.hash}),
     ))
+}
+
+/// One `runs.*` request to the running gateway: its answer.
+pub fn runs_call(facts: &HostFacts, request: Value) -> anyhow::Result<Value> {
+    call(facts, request).map(|(_, ok)| ok)
 }

@@ -12,6 +12,7 @@ mod gateway;
 pub mod http;
 pub mod mcp;
 mod node_route;
+pub mod operator;
 pub mod processes;
 mod route;
 mod runs;

@@ -106,6 +106,8 @@ pub struct Process {
     updated_at: Mutex<SystemTime>,
     /// The MCP task its call became, if it did.
     task: OnceLock<RunTask>,
+    /// The gateway's operator ended it (`warden runs kill`).
+    killed_by_operator: AtomicBool,
 }
 
 impl Process {
@@ -136,7 +138,20 @@ impl Process {
             awaiting: watch::channel(None).0,
             updated_at: Mutex::new(SystemTime::now()),
             task: OnceLock::new(),
+            killed_by_operator: AtomicBool::new(false),
         }
+    }
+
+    /// The operator ends it (`warden runs kill`): as [`Process::kill`], and its agent is
+    /// told who ended it.
+    pub fn kill_by_operator(&self) {
+        self.killed_by_operator.store(true, Ordering::Release);
+        self.kill();
+    }
+
+    /// Whether the operator ended it.
+    pub fn killed_by_operator(&self) -> bool {
+        self.killed_by_operator.load(Ordering::Acquire)
     }
 
     /// Since when it waits for a human's answer; `None` when it does not.
@@ -341,6 +356,25 @@ impl Processes {
             .find(|p| p.task().is_some_and(|t| t.id == task_id))
             .cloned()
             .ok_or_else(|| ProcessError::UnknownTask(task_id.to_owned()))
+    }
+
+    /// Every agent's runs, oldest first: the operator's view (`warden runs`), never an
+    /// agent's.
+    pub fn all(&self) -> Vec<Arc<Process>> {
+        let mut runs = self.lock();
+        let agents: std::collections::BTreeSet<String> =
+            runs.values().map(|p| p.key.agent.clone()).collect();
+        for agent in &agents {
+            prune(&mut runs, agent);
+        }
+        let mut all: Vec<Arc<Process>> = runs.values().cloned().collect();
+        all.sort_by_key(|p| p.started);
+        all
+    }
+
+    /// Run `id`, whoever started it: the operator's view.
+    pub fn find(&self, id: &str) -> Option<Arc<Process>> {
+        self.all().into_iter().find(|p| p.id == id)
     }
 
     /// `agent`'s runs, oldest first: live ones and those finished recently.

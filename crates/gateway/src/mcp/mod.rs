@@ -12,7 +12,7 @@
 
 mod args;
 mod keys;
-mod process_tool;
+pub(crate) mod process_tool;
 mod progress;
 pub mod protocol;
 mod result;

@@ -413,7 +413,7 @@ fn nothing_read() -> caps::OutputSince {
 }
 
 /// One run, as `list` shows it and every answer names it.
-fn summary(process: &Process) -> Value {
+pub(crate) fn summary(process: &Process) -> Value {
     let report = process.report();
     json!({
         "runId": process.id,
@@ -438,8 +438,12 @@ fn summary_line(process: &Process) -> String {
 }
 
 /// Where a run is, in words.
-pub(super) fn state_words(process: &Process, report: Option<&RunReport>) -> String {
+pub(crate) fn state_words(process: &Process, report: Option<&RunReport>) -> String {
     match report {
+        Some(report) if process.killed_by_operator() => format!(
+            "ended: killed by the gateway's operator (`warden runs kill`): {}",
+            result::headline(report)
+        ),
         Some(report) => format!("ended: {}", result::headline(report)),
         None => match process.state() {
             ProcessState::Pending if process.awaiting_approval().is_some() => {
