@@ -6,7 +6,8 @@
 //! `tools.exec.run_in_approver` says so; node bindings appear once a node exists and are
 //! written into config.toml with its comments kept, a concurrent edit of it being a
 //! conflict; a forged cross-origin post, a foreign origin and a wrong Host (DNS
-//! rebinding) are refused. Screenshots of the main screens are
+//! rebinding) are refused; a running gateway's live runs are listed, their output tail
+//! shown harmless, and one is killed from the page. Screenshots of the main screens are
 //! taken along the way (copied into docs/screenshots with WARDEN_UPDATE_SCREENSHOTS=1).
 //!
 //! Skips loudly without `chromium` and `chromium-driver` (CI installs them).
@@ -16,6 +17,8 @@
 // Test helpers panic on failure by design.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/mcp_runs.rs"]
+mod mcp_runs;
 mod support;
 #[path = "support/webdriver.rs"]
 mod webdriver;
@@ -875,4 +878,76 @@ fn the_page_is_served_on_loopback_only() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--web"));
+}
+
+#[test]
+fn the_console_lists_a_gateways_live_runs_and_kills_one() {
+    let Some(SignedIn {
+        driver,
+        web: _web,
+        app: _,
+        home,
+    }) = signed_in(GATEWAY_ALLOWLIST)
+    else {
+        return;
+    };
+    let h = home.path();
+    // No gateway yet: the panel says where runs would come from.
+    driver.wait_text("#runs-note", "no gateway is running");
+
+    let workspace = tempfile::tempdir().unwrap();
+    let gateway = support::GatewayProcess::start(h, workspace.path(), &[]);
+    let token = support::gateway_token(h, "main");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let client = runtime.block_on(mcp_runs::http_client(&gateway.addr, &token));
+    // A background server whose output would drive a terminal (a title, a screen clear).
+    let started = runtime.block_on(mcp_runs::structured(
+        &client,
+        "exec",
+        serde_json::json!({
+            "command": "printf 'title\\033]0;pwned\\007\\033[2Jshown\\n'; echo pid=$$; exec sleep 300",
+            "background": true
+        }),
+    ));
+    let run = started["runId"].as_str().unwrap().to_owned();
+    // It asks this approver first (allowlist, on-miss): pending in both panels.
+    driver.wait_text("#runs tr.run td.state", "awaiting operator approval");
+    driver.wait_text(".request", "exec sleep 300");
+    driver.click(".request button.allow-once", "");
+    driver.wait_text("#runs tr.run td.state", "running");
+
+    // Its output tail, made harmless, under the row clicked.
+    driver.click("#runs tr.run", &run);
+    let tail = driver.wait_text("#run-tail", "pid=");
+    assert!(tail.contains("titleshown"), "{tail:?}");
+    assert!(
+        !tail.contains('\u{1b}') && !tail.contains("pwned"),
+        "{tail:?}"
+    );
+    let pid: i32 = tail
+        .lines()
+        .find_map(|l| l.strip_prefix("pid="))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    screenshot(&driver, "web-approver-live-runs.png");
+
+    // Killed from the page: its process is gone and its agent reads who ended it.
+    driver.click("#runs button.kill", "Kill");
+    mcp_runs::wait_gone(pid);
+    driver.wait_text("#runs tr.run td.state", "killed by the gateway's operator");
+    let polled = runtime.block_on(mcp_runs::structured(
+        &client,
+        "process",
+        serde_json::json!({"action": "poll", "runId": run}),
+    ));
+    assert!(
+        polled["message"]
+            .as_str()
+            .unwrap()
+            .contains("killed by the gateway's operator"),
+        "{polled}"
+    );
+    runtime.block_on(client.cancel()).unwrap();
 }

@@ -16,6 +16,7 @@ use bridge::message::{
     ApprovalsGetResult, ApprovalsSetResult, SYSTEM_APPROVALS_GET, SYSTEM_APPROVALS_SET,
 };
 use gateway::Gateway;
+use gateway::operator::From;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio_util::sync::CancellationToken;
@@ -108,14 +109,19 @@ async fn handle(hub: &Hub, gateway: &Gateway, line: &str) -> Result<Value, Strin
     }
 }
 
-/// `runs.list`, `runs.read` (`run`, `cursor`, `waitMs`), `runs.kill` (`run`).
+/// `runs.list`, `runs.read` (`run`, then `cursor` or `tail`, and `waitMs`), `runs.kill`
+/// (`run`).
 async fn runs(gateway: &Gateway, op: &str, request: &Value) -> Result<Value, String> {
     let run = || request["run"].as_str().ok_or("no run named");
     match op {
         "list" => Ok(gateway::operator::list(gateway)),
         "read" => {
             let wait = Duration::from_millis(request["waitMs"].as_u64().unwrap_or(0));
-            gateway::operator::read(gateway, run()?, request["cursor"].as_u64(), wait)
+            let from = match request["tail"].as_u64() {
+                Some(bytes) => From::Tail(bytes),
+                None => From::Cursor(request["cursor"].as_u64().unwrap_or(0)),
+            };
+            gateway::operator::read(gateway, run()?, from, wait)
                 .await
                 .map_err(|e| e.to_string())
         }

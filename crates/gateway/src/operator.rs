@@ -48,16 +48,28 @@ pub fn list(gateway: &Gateway) -> Value {
     json!({"runs": runs})
 }
 
-/// Run `id`'s output from `cursor` (its oldest kept byte when `None`), waiting up to
-/// `wait` (at most [`MAX_READ_WAIT`]) for some if there is none yet and it goes on.
+/// Where a read starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum From {
+    /// At this byte of the run's output (0: its oldest kept byte).
+    Cursor(u64),
+    /// This many bytes before what it has written so far.
+    Tail(u64),
+}
+
+/// Run `id`'s output from `from`, waiting up to `wait` (at most [`MAX_READ_WAIT`]) for
+/// some if there is none yet and it goes on.
 pub async fn read(
     gateway: &Gateway,
     id: &str,
-    cursor: Option<u64>,
+    from: From,
     wait: Duration,
 ) -> Result<Value, OperatorError> {
     let process = find(gateway, id)?;
-    let cursor = cursor.unwrap_or(0);
+    let cursor = match from {
+        From::Cursor(cursor) => cursor,
+        From::Tail(bytes) => process.output().written().saturating_sub(bytes),
+    };
     if process.report().is_none() && !wait.is_zero() {
         tokio::select! {
             () = process.output().more_than(cursor) => {}

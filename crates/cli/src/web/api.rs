@@ -54,6 +54,9 @@ pub fn router(app: Arc<App>) -> Router {
         .route(&at("/api/answer"), post(answer))
         .route(&at("/api/edit"), post(edit))
         .route(&at("/api/explain"), post(explain))
+        .route(&at("/api/runs"), get(super::runs::list))
+        .route(&at("/api/runs/tail"), post(super::runs::tail))
+        .route(&at("/api/runs/kill"), post(super::runs::kill))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&app),
             auth::guard,
@@ -69,7 +72,7 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(json!({ "error": message.into() }))).into_response()
 }
 
-fn logged_out() -> Response {
+pub(super) fn logged_out() -> Response {
     error(
         StatusCode::UNAUTHORIZED,
         "not logged in: open the link `warden approvals ui --web` printed",

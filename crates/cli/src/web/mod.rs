@@ -4,8 +4,9 @@
 //! events), allow once / allow always / deny, the allowlist and settings of
 //! `exec-approvals.json` (edited through the store, compare-and-swap), node bindings in
 //! `config.toml` once the gateway knows a node (`bindings.rs`: the same lock and
-//! compare-and-swap, comments kept), and the effective policy as `warden policy
-//! explain` shows it.
+//! compare-and-swap, comments kept), the effective policy as `warden policy
+//! explain` shows it, and a running gateway's live runs (`runs.rs`: list, output tail,
+//! kill).
 //!
 //! Access: a one-time login link printed at start, a session cookie (HttpOnly,
 //! SameSite=Strict), a CSRF token on every mutation, and the Host and Origin headers
@@ -17,6 +18,7 @@ mod auth;
 mod bindings;
 mod console;
 mod queue;
+mod runs;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -408,6 +408,70 @@ $("#explain-form").addEventListener("submit", async (e) => {
   out.classList.toggle("error", !r.ok);
 });
 
+// ── Live runs ──────────────────────────────────────────────────────────────────────
+// Asked of the gateway (through this approver) every RUNS_PERIOD while the page is
+// visible; what a run wrote arrives already made printable and is shown as text only.
+
+const RUNS_PERIOD = 2000;
+let selectedRun = null;
+
+function runRow(r) {
+  const row = el("tr", { class: "run" + (r.runId === selectedRun ? " selected" : ""), "data-run": r.runId },
+    el("td", { text: r.runId }),
+    el("td", { text: r.agent }),
+    el("td", { text: r.host }),
+    el("td", { class: "state", text: r.status }),
+    el("td", { class: "command", text: r.command }));
+  const kill = el("button", { type: "button", class: "deny kill", text: "Kill",
+                              disabled: r.state === "ended" });
+  kill.addEventListener("click", async (e) => {
+    e.stopPropagation();
+    kill.disabled = true;
+    const done = await post("api/runs/kill", { run: r.runId });
+    if (done.ok) notice(`run ${r.runId}: ${done.data.killed ? "killed" : "had already ended"}`);
+    else notice(done.data.error || `kill refused (${done.status})`, true);
+    await loadRuns();
+  });
+  row.append(el("td", {}, kill));
+  row.addEventListener("click", () => { selectedRun = r.runId; loadRuns(); });
+  return row;
+}
+
+async function loadTail() {
+  if (!selectedRun) { $("#run-tail-box").hidden = true; return; }
+  const r = await post("api/runs/tail", { run: selectedRun });
+  $("#run-tail-box").hidden = false;
+  $("#run-tail-id").textContent = selectedRun;
+  $("#run-tail").textContent = r.ok ? (r.data.output || "(no output yet)") : (r.data.error || `refused (${r.status})`);
+}
+
+async function loadRuns() {
+  let response;
+  try { response = await fetch("api/runs", { credentials: "same-origin" }); } catch (_) { return; }
+  const data = await response.json().catch(() => ({}));
+  const body = $("#runs tbody");
+  const note = $("#runs-note");
+  if (!response.ok) {
+    body.replaceChildren();
+    $("#runs").hidden = true;
+    $("#runs-count").textContent = "";
+    note.textContent = data.error || `cannot list runs (${response.status})`;
+    note.hidden = false;
+    return;
+  }
+  const runs = data.runs || [];
+  $("#runs-count").textContent = runs.length ? `(${runs.length})` : "";
+  note.textContent = "No live runs.";
+  note.hidden = runs.length > 0;
+  $("#runs").hidden = runs.length === 0;
+  if (!runs.some((r) => r.runId === selectedRun)) selectedRun = null;
+  body.replaceChildren(...runs.map(runRow));
+  await loadTail();
+}
+
+setInterval(() => { if (!document.hidden) loadRuns(); }, RUNS_PERIOD);
+loadRuns();
+
 // ── Real time ──────────────────────────────────────────────────────────────────────
 
 function connect() {
