@@ -5,7 +5,9 @@
 //! approvals file and approver whatever the gateway's config says; selection follows
 //! product spec §6.3; pairing needs the operator; a revoked node gets nothing; a
 //! dropped connection fails the call at once and kills the node's run tree; replayed,
-//! forged and unversioned frames are refused; nodes come back after a gateway restart.
+//! forged and unversioned frames are refused; nodes come back after a gateway restart;
+//! a node's run is driven like a local one — a REPL on its terminal, a question answered
+//! on its standard input — over both transports.
 
 // Tests set up and inspect real files and processes.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
@@ -15,6 +17,8 @@
 
 #[path = "support/bridge.rs"]
 mod bridge_support;
+#[path = "support/mcp_runs.rs"]
+mod mcp_runs;
 #[path = "support/proxy.rs"]
 mod proxy;
 mod support;
@@ -849,4 +853,106 @@ fn install_writes_a_user_unit_and_status_and_run_say_what_is_missing() {
         !st.to_string().contains("wnd_0123"),
         "the token is never shown"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_run_is_driven_on_its_terminal_and_its_input_over_stdio_and_websocket() {
+    let gw = gateway_home();
+    let (stdio_node, ws_node) = (home_with("", OPEN_NODE_FILE), home_with("", OPEN_NODE_FILE));
+    let (_ws, ws) = workspace();
+    let cmd = local_stdio_command(stdio_node.path());
+    let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
+    add_stdio_node(gw.path(), stdio_node.path(), "n1", "Stdio Box", &cmd);
+    let g = Gateway::start(
+        gw.path(),
+        &ws,
+        &[
+            "--bridge-listen",
+            "127.0.0.1:0",
+            "--bridge-tls",
+            "--bridge-heartbeat",
+            "0.5",
+        ],
+    );
+    let url = format!("wss://{}", g.bridge.as_deref().unwrap());
+    pair_ws(
+        gw.path(),
+        ws_node.path(),
+        &url,
+        "ws1",
+        Some(&g.fingerprint()),
+    );
+    let _serving = KillOnDrop(spawn_node(ws_node.path(), &["run", "--heartbeat", "0.5"]));
+    for id in ["n1", "ws1"] {
+        let entry = wait_node(gw.path(), id, true, Duration::from_secs(20));
+        assert!(
+            entry["capabilities"].to_string().contains("exec.stream"),
+            "{entry:#}"
+        );
+    }
+    let c = client(&g.http, &gateway_token(gw.path(), "main")).await;
+    for node in ["n1", "ws1"] {
+        // A REPL on the node, on a terminal of the size asked for.
+        let started = exec(
+            &c,
+            json!({"command": "stty size; exec python3 -q", "tty": true, "rows": 33, "cols": 99,
+                   "background": true, "node": node}),
+        )
+        .await;
+        let run = started["runId"].as_str().unwrap().to_owned();
+        let seen = mcp_runs::poll_until(&c, &run, ">>> ").await;
+        assert!(seen.contains("33 99"), "{node}: {seen:?}");
+        let typed = mcp_runs::structured(
+            &c,
+            "process",
+            json!({"action": "write", "runId": run, "input": "print(6*7)", "keys": ["Enter"]}),
+        )
+        .await;
+        assert_eq!(typed["ok"], true, "{typed}");
+        mcp_runs::poll_until(&c, &run, "42").await;
+        // Ctrl-C reaches the REPL through its terminal; Ctrl-D ends it.
+        mcp_runs::structured(
+            &c,
+            "process",
+            json!({"action": "write", "runId": run, "keys": ["C-c"]}),
+        )
+        .await;
+        mcp_runs::poll_until(&c, &run, "KeyboardInterrupt").await;
+        mcp_runs::structured(&c, "process", json!({"action": "close", "runId": run})).await;
+        let ended = mcp_runs::structured(
+            &c,
+            "process",
+            json!({"action": "wait", "runId": run, "wait": 20}),
+        )
+        .await;
+        assert_eq!(ended["run"]["state"], "ended", "{node}: {ended:#}");
+        assert_eq!(ended["result"]["exitCode"], 0, "{node}: {ended:#}");
+
+        // A question answered on standard input, without a terminal.
+        let asked = exec(
+            &c,
+            json!({"command": "echo name?; read name; echo hello $name", "background": true, "node": node}),
+        )
+        .await;
+        let run = asked["runId"].as_str().unwrap().to_owned();
+        mcp_runs::poll_until(&c, &run, "name?").await;
+        mcp_runs::structured(
+            &c,
+            "process",
+            json!({"action": "write", "runId": run, "input": "node\n"}),
+        )
+        .await;
+        let ended = mcp_runs::structured(
+            &c,
+            "process",
+            json!({"action": "wait", "runId": run, "wait": 20}),
+        )
+        .await;
+        assert!(
+            ended["output"].as_str().unwrap().contains("hello node"),
+            "{node}: {ended:#}"
+        );
+        assert_eq!(ended["result"]["exitCode"], 0, "{node}: {ended:#}");
+    }
+    drop(g);
 }

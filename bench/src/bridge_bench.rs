@@ -491,6 +491,7 @@ pub fn fleet_gateway(args: &[String]) -> anyhow::Result<()> {
                             ask: Some(policy::Ask::Off),
                             ..policy::ExecArgs::new(policy::Command::Argv(vec!["/bin/true".into()]))
                         },
+                        stream: false,
                     })?;
                     let t = Instant::now();
                     let v = node

@@ -129,6 +129,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     argv.iter().map(|s| s.to_string()).collect(),
                 ))
             },
+            // Answered once, output in the result (no exec.output frames).
+            stream: false,
         };
         let reply = node
             .invoke(

@@ -36,6 +36,7 @@ pub mod handshake;
 pub mod hub;
 pub mod message;
 pub mod node;
+mod node_stream;
 pub mod pair;
 mod pair_keys;
 pub mod registry;
@@ -47,7 +48,7 @@ pub mod wire;
 pub mod ws;
 
 pub use error::BridgeError;
-pub use hub::{Connector, Hub, HubConfig, NodeConn, NodeStatus, RunCall};
+pub use hub::{Connector, Hub, HubConfig, NodeConn, NodeStatus, RunCall, RunStream};
 pub use node::{NodeService, serve_node};
 pub use registry::{NodeEntry, NodeState, Registry};
 pub use state::{NodeFile, NodeStateStore};

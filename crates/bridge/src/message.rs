@@ -20,13 +20,20 @@ pub const SYSTEM_WHICH: &str = "system.which";
 pub const SYSTEM_APPROVALS_GET: &str = "system.execApprovals.get";
 /// Replace the node's approvals file by a stricter one (compare-and-swap).
 pub const SYSTEM_APPROVALS_SET: &str = "system.execApprovals.set";
+/// Not a command: a node that declares it streams a `system.run` asked to (`stream`):
+/// output as it is written, standard input, signals and a terminal's size.
+pub const EXEC_STREAM: &str = "exec.stream";
 /// Everything a node of this build can do.
 pub const CAPABILITIES: &[&str] = &[
     SYSTEM_RUN,
     SYSTEM_WHICH,
     SYSTEM_APPROVALS_GET,
     SYSTEM_APPROVALS_SET,
+    EXEC_STREAM,
 ];
+
+/// Largest chunk of output one `exec.output` carries (before base64).
+pub const MAX_OUTPUT_CHUNK: usize = 64 * 1024;
 
 /// Longest node id, display name or run id accepted.
 pub const MAX_ID_LEN: usize = 128;
@@ -195,6 +202,59 @@ pub enum Msg {
         /// The gateway's run id.
         run_id: String,
     },
+    /// Node → gateway: output a streamed run wrote (stdout and stderr as they arrived,
+    /// or its terminal's stream), at most [`MAX_OUTPUT_CHUNK`] bytes, base64.
+    #[serde(rename = "exec.output", rename_all = "camelCase")]
+    ExecOutput {
+        /// The gateway's run id.
+        run_id: String,
+        /// The bytes, base64.
+        data: String,
+    },
+    /// Gateway → node: bytes for a streamed run's standard input (typed on its
+    /// terminal), base64.
+    #[serde(rename = "exec.input", rename_all = "camelCase")]
+    ExecInput {
+        /// The gateway's run id.
+        run_id: String,
+        /// The bytes, base64.
+        data: String,
+    },
+    /// Node → gateway: this many bytes of the run's input were queued for the command
+    /// (what the gateway may send again: its bound on input in flight).
+    #[serde(rename = "exec.input.taken", rename_all = "camelCase")]
+    ExecInputTaken {
+        /// The gateway's run id.
+        run_id: String,
+        /// Bytes taken.
+        bytes: u64,
+    },
+    /// Gateway → node: end a streamed run's input after what was sent (on a terminal,
+    /// Ctrl-D).
+    #[serde(rename = "exec.eof", rename_all = "camelCase")]
+    ExecEof {
+        /// The gateway's run id.
+        run_id: String,
+    },
+    /// Gateway → node: send a signal to a streamed run's processes.
+    #[serde(rename = "exec.signal", rename_all = "camelCase")]
+    ExecSignal {
+        /// The gateway's run id.
+        run_id: String,
+        /// Its name, without `SIG`: one of `caps::SIGNALS` (numbers differ between
+        /// systems).
+        signal: String,
+    },
+    /// Gateway → node: a streamed run's terminal's new size.
+    #[serde(rename = "exec.resize", rename_all = "camelCase")]
+    ExecResize {
+        /// The gateway's run id.
+        run_id: String,
+        /// Rows, 1–1000.
+        rows: u16,
+        /// Columns, 1–1000.
+        cols: u16,
+    },
     /// Gateway → node: stop an invoke (a run's whole tree is killed).
     #[serde(rename = "cancel")]
     Cancel {
@@ -307,6 +367,11 @@ pub struct RunParams {
     /// against its own list), `timeout` (capped by the node's maximum), `security` and
     /// `ask`.
     pub request: policy::ExecArgs,
+    /// Stream the run (only to a node that declared [`EXEC_STREAM`]): its output comes
+    /// as `exec.output` while it runs, and it takes `exec.input`, `exec.eof`,
+    /// `exec.signal` and `exec.resize`; a `tty` request needs it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stream: bool,
 }
 
 /// `system.run`'s result: the node's decision and how the run ended.

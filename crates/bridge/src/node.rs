@@ -3,8 +3,10 @@
 //! `exec-approvals.json` (the gateway's values are requests, capped by the node's file;
 //! a gateway's claim of approval is not an approval) and asked of the node's own
 //! approver — and runs under the node's containment. Lifecycle events go back as they
-//! happen; the result carries the aggregated output. A `cancel`, or the connection
-//! ending for any reason, kills the run's whole process tree before the loop returns.
+//! happen; the result carries the aggregated output, and a streamed run's output also
+//! goes back as it is written while its input, signals and terminal size come in
+//! (`node_stream.rs`). A `cancel`, or the connection ending for any reason, kills the
+//! run's whole process tree before the loop returns.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -25,6 +27,7 @@ use crate::message::{
     self, ApprovalsGetResult, ApprovalsSetParams, ApprovalsSetResult, InvokeError, Msg, RunParams,
     RunResult, WhichParams, WhichResult, WireDecision, WireExecuted, WireOutcome,
 };
+use crate::node_stream::{self, Streams};
 use crate::wire::Transport;
 
 /// Runs that may be in flight on one connection at once; more are refused.
@@ -76,6 +79,7 @@ pub async fn serve_node(
     let serving = Serving {
         service,
         runs: Arc::default(),
+        streams: Streams::default(),
         tasks: TaskTracker::new(),
         every_run: every_run.clone(),
     };
@@ -107,6 +111,8 @@ struct Serving {
     service: Arc<NodeService>,
     /// The invokes in progress, by id, with their cancel tokens.
     runs: Arc<Mutex<HashMap<u64, CancellationToken>>>,
+    /// The streamed runs in progress, by run id.
+    streams: Streams,
     tasks: TaskTracker,
     /// The parent of every run's token.
     every_run: CancellationToken,
@@ -146,13 +152,49 @@ impl Serving {
                     runs.insert(id, cancel.clone());
                     cancel
                 };
+                // A streamed run's input is reachable from the next message on: opened
+                // here, on the reader, before anything else is read.
+                let stream = match streamed_run_id(&command, &params) {
+                    Some(run_id) => match self.streams.open(&run_id) {
+                        Some(input) => Some((run_id, input)),
+                        None => {
+                            lock(runs).remove(&id);
+                            let e = InvokeError::new(
+                                "invalid",
+                                format!("run {run_id:?} is already streaming on this connection"),
+                            );
+                            outbox.post(result(id, Err(e)));
+                            return;
+                        }
+                    },
+                    None => None,
+                };
                 let (service, outbox, runs) =
                     (Arc::clone(&self.service), outbox.clone(), Arc::clone(runs));
+                let streams = self.streams.clone();
                 self.tasks.spawn(async move {
-                    let answer = invoke(&service, &outbox, &command, params, &cancel).await;
+                    let streaming = stream.as_ref().map(|(run_id, _)| run_id.clone());
+                    let context = Context {
+                        outbox: &outbox,
+                        streams: &streams,
+                        input: stream.map(|(_, input)| input),
+                    };
+                    let answer = invoke(&service, context, &command, params, &cancel).await;
+                    if let Some(run_id) = streaming {
+                        streams.close(&run_id);
+                    }
                     let _ = outbox.send(result(id, answer)).await;
                     lock(&runs).remove(&id);
                 });
+            }
+            msg @ (Msg::ExecInput { .. }
+            | Msg::ExecEof { .. }
+            | Msg::ExecSignal { .. }
+            | Msg::ExecResize { .. }) => {
+                if let Err(why) = self.streams.handle(msg) {
+                    tracing::warn!("bridge: {why}; closing the connection");
+                    outbox.close();
+                }
             }
             Msg::Cancel { id } => {
                 if let Some(token) = lock(runs).get(&id) {
@@ -167,6 +209,21 @@ impl Serving {
             }
         }
     }
+}
+
+/// The run id of a `system.run` that asks to be streamed.
+fn streamed_run_id(command: &str, params: &serde_json::Value) -> Option<String> {
+    (command == message::SYSTEM_RUN && params.get("stream") == Some(&serde_json::Value::Bool(true)))
+        .then(|| params.get("runId")?.as_str().map(str::to_owned))
+        .flatten()
+}
+
+/// What an invoke may use of its connection.
+struct Context<'a> {
+    outbox: &'a Outbox,
+    streams: &'a Streams,
+    /// A streamed run's input, opened when its invoke was read.
+    input: Option<caps::InputStream>,
 }
 
 fn result(id: u64, answer: Result<serde_json::Value, InvokeError>) -> Msg {
@@ -195,14 +252,14 @@ fn json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, InvokeError
 
 async fn invoke(
     service: &NodeService,
-    outbox: &Outbox,
+    context: Context<'_>,
     command: &str,
     value: serde_json::Value,
     cancel: &CancellationToken,
 ) -> Result<serde_json::Value, InvokeError> {
     match command {
         message::SYSTEM_RUN => {
-            let report = run(service, outbox, params(value)?, cancel).await?;
+            let report = run(service, context, params(value)?, cancel).await?;
             json(&run_result(&report))
         }
         message::SYSTEM_WHICH => {
@@ -303,7 +360,7 @@ impl EventSink for Forward<'_> {
 
 async fn run(
     service: &NodeService,
-    outbox: &Outbox,
+    context: Context<'_>,
     p: RunParams,
     cancel: &CancellationToken,
 ) -> Result<RunReport, InvokeError> {
@@ -321,26 +378,64 @@ async fn run(
             "system.run's request has no `yield` or `background`: a node runs it to its end and answers once (the gateway keeps a run that goes on)",
         ));
     }
-    if p.request.tty {
+    if p.request.tty && !p.stream {
         return Err(InvokeError::new(
             "invalid",
-            "system.run's request has no `tty`: the Bridge carries no terminal stream to a node (yet); run it on the gateway or in its sandbox",
+            "system.run's request has `tty` without `stream`: a terminal needs its stream (the gateway streams the runs of nodes that declare exec.stream); nothing ran",
         ));
     }
     let mut request = ExecRequest::from_args(p.agent, p.session, p.request)
         .map_err(|e| InvokeError::new("invalid", format!("system.run: {e}")))?;
-    request.run_id = Some(p.run_id);
+    request.run_id = Some(p.run_id.clone());
     // The gateway's resolution arrives at the tool-parameter level; this node's own
     // approvals file is the ceiling over it.
     request.params.host = Some(Host::Node);
-    // Output crosses the Bridge once, in the result (the protocol has no progress
-    // frame): the gateway's progress reports say the run is on this node.
-    request.live = None;
-    let sink = Forward { outbox };
-    Ok(service
+    let sink = Forward {
+        outbox: context.outbox,
+    };
+    let input = match (p.stream, context.input) {
+        (false, _) => {
+            // Output crosses the Bridge once, in the result: the gateway's progress
+            // reports say the run is on this node.
+            request.live = None;
+            return Ok(service
+                .runner
+                .run(request, &service.executor, &sink, cancel)
+                .await);
+        }
+        (true, Some(input)) => input,
+        (true, None) => {
+            return Err(InvokeError::new(
+                "internal",
+                "a streamed run without its input stream",
+            ));
+        }
+    };
+    let live = node_stream::output_buffer();
+    request.live = Some(live.clone());
+    request.input = Some(input);
+    let done = CancellationToken::new();
+    let forwarding = tokio::spawn(node_stream::forward_output(
+        live,
+        p.run_id.clone(),
+        context.outbox.clone(),
+        done.clone(),
+    ));
+    let feeding = tokio::spawn(node_stream::feed_input(
+        context.streams.clone(),
+        p.run_id,
+        context.outbox.clone(),
+        done.clone(),
+    ));
+    let report = service
         .runner
         .run(request, &service.executor, &sink, cancel)
-        .await)
+        .await;
+    done.cancel();
+    // Every output frame leaves before the result.
+    let _ = forwarding.await;
+    let _ = feeding.await;
+    Ok(report)
 }
 
 /// A report as sent back.

@@ -119,6 +119,33 @@ fn every_message_this_build_sends_matches_the_schema() {
         })
         .unwrap(),
         serde_json::to_value(Msg::ExecCancelled { run_id: "r".into() }).unwrap(),
+        serde_json::to_value(Msg::ExecOutput {
+            run_id: "r".into(),
+            data: "aGk=".into(),
+        })
+        .unwrap(),
+        serde_json::to_value(Msg::ExecInput {
+            run_id: "r".into(),
+            data: "aGk=".into(),
+        })
+        .unwrap(),
+        serde_json::to_value(Msg::ExecInputTaken {
+            run_id: "r".into(),
+            bytes: 2,
+        })
+        .unwrap(),
+        serde_json::to_value(Msg::ExecEof { run_id: "r".into() }).unwrap(),
+        serde_json::to_value(Msg::ExecSignal {
+            run_id: "r".into(),
+            signal: "INT".into(),
+        })
+        .unwrap(),
+        serde_json::to_value(Msg::ExecResize {
+            run_id: "r".into(),
+            rows: 24,
+            cols: 80,
+        })
+        .unwrap(),
         serde_json::to_value(Msg::Cancel { id: 1 }).unwrap(),
         serde_json::to_value(Msg::Heartbeat {}).unwrap(),
     ];
@@ -216,6 +243,7 @@ fn a_run_request_is_the_exec_request_type_and_the_schema_says_so() {
             timeout: Some(1.5),
             ..policy::ExecArgs::new(policy::Command::Shell("true".into()))
         },
+        stream: true,
     };
     let v = serde_json::to_value(&params).unwrap();
     let run = &s["$defs"]["runParams"];

@@ -159,6 +159,91 @@ impl InputStream {
     }
 }
 
+impl InputStream {
+    /// Take the stream to carry it to a run elsewhere (a node over the Bridge); `None`
+    /// once taken.
+    pub fn relay(&self) -> Option<InputRelay> {
+        self.take().map(|chunks| InputRelay {
+            credit: InputCredit(Arc::clone(&chunks.queued)),
+            input: Some(chunks.input),
+            control: chunks.control,
+        })
+    }
+}
+
+/// One thing an [`InputRelay`] carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Relayed {
+    /// Bytes for the command's standard input (counted against the sender's bound until
+    /// [`InputCredit::delivered`]).
+    Bytes(Vec<u8>),
+    /// End of input, after the bytes before it (also when the sender is gone).
+    Close,
+    /// A signal for the run's processes.
+    Signal(i32),
+    /// The run's terminal's new size.
+    Resize(crate::TerminalSize),
+}
+
+/// An [`InputStream`] carried to a run elsewhere: what its sender sends, in order, with
+/// controls as soon as they come. Bytes stay counted against the sender's bound until the
+/// far side says it took them ([`InputCredit::delivered`]), so a far command that does not
+/// read its input pushes back on its writer exactly as a local one does.
+#[derive(Debug)]
+pub struct InputRelay {
+    input: Option<mpsc::Receiver<Input>>,
+    control: Option<mpsc::Receiver<Control>>,
+    credit: InputCredit,
+}
+
+/// Where a relay's far side says how many bytes it took.
+#[derive(Clone, Debug)]
+pub struct InputCredit(Arc<AtomicUsize>);
+
+impl InputCredit {
+    /// The far side took `bytes` of what was relayed: that much may be sent again. More
+    /// than is outstanding counts as what is outstanding (a peer cannot lift the bound).
+    pub fn delivered(&self, bytes: usize) {
+        let _ = self
+            .0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |queued| {
+                Some(queued.saturating_sub(bytes))
+            });
+    }
+}
+
+impl InputRelay {
+    /// Where the far side's acknowledgements go.
+    pub fn credit(&self) -> InputCredit {
+        self.credit.clone()
+    }
+
+    /// The next thing to carry; `None` once the input has ended and no control can come.
+    pub async fn next(&mut self) -> Option<Relayed> {
+        loop {
+            let (input, control) = (&mut self.input, &mut self.control);
+            if input.is_none() && control.is_none() {
+                return None;
+            }
+            tokio::select! {
+                biased;
+                c = async { control.as_mut()?.recv().await }, if control.is_some() => match c {
+                    Some(Control::Signal(signal)) => return Some(Relayed::Signal(signal)),
+                    Some(Control::Resize(size)) => return Some(Relayed::Resize(size)),
+                    None => self.control = None,
+                },
+                i = async { input.as_mut()?.recv().await }, if input.is_some() => match i {
+                    Some(Input::Bytes(bytes)) => return Some(Relayed::Bytes(bytes)),
+                    Some(Input::Close) | None => {
+                        self.input = None;
+                        return Some(Relayed::Close);
+                    }
+                },
+            }
+        }
+    }
+}
+
 /// What a provider reads from an [`InputStream`].
 #[derive(Debug)]
 pub(crate) struct InputChunks {
@@ -200,6 +285,38 @@ impl Controls {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_relay_carries_everything_in_order_and_holds_the_bound_until_delivered() {
+        let (sender, stream) = input_channel();
+        let mut relay = stream.relay().expect("taken once");
+        assert!(stream.relay().is_none());
+        let credit = relay.credit();
+        sender.write(vec![b'x'; INPUT_QUEUE_BYTES / 2]).unwrap();
+        sender.signal(2).unwrap();
+        assert_eq!(
+            relay.next().await,
+            Some(Relayed::Signal(2)),
+            "controls first"
+        );
+        assert_eq!(
+            relay.next().await,
+            Some(Relayed::Bytes(vec![b'x'; INPUT_QUEUE_BYTES / 2]))
+        );
+        // Relayed but not yet taken on the far side: still counted.
+        sender.write(vec![b'y'; INPUT_QUEUE_BYTES / 2]).unwrap();
+        assert_eq!(sender.write(vec![b'z']), Err(InputError::Full));
+        credit.delivered(INPUT_QUEUE_BYTES / 2);
+        sender.write(vec![b'z']).unwrap();
+        // A peer that claims more than was sent cannot lift the bound past empty.
+        credit.delivered(usize::MAX);
+        sender.close().unwrap();
+        assert!(matches!(relay.next().await, Some(Relayed::Bytes(b)) if b[0] == b'y'));
+        assert_eq!(relay.next().await, Some(Relayed::Bytes(vec![b'z'])));
+        assert_eq!(relay.next().await, Some(Relayed::Close));
+        drop(sender);
+        assert_eq!(relay.next().await, None);
+    }
 
     #[tokio::test]
     async fn chunks_arrive_in_order_then_close() {

@@ -28,6 +28,7 @@ mod input;
 mod output;
 mod providers;
 mod shell;
+mod signals;
 mod terminal;
 #[cfg(feature = "testkit")]
 pub mod testkit;
@@ -35,7 +36,8 @@ pub mod testkit;
 pub use error::CapsError;
 pub use fs::{DirEntry, FileId, FileKind, Fs, FsLock, Metadata, WriteOptions};
 pub use input::{
-    INPUT_QUEUE_BYTES, INPUT_QUEUE_CHUNKS, InputError, InputSender, InputStream, input_channel,
+    INPUT_QUEUE_BYTES, INPUT_QUEUE_CHUNKS, InputCredit, InputError, InputRelay, InputSender,
+    InputStream, Relayed, input_channel,
 };
 pub use output::{
     CursorPastEnd, DROPPED_MARKER_PREFIX, LiveOutput, OutputCollector, OutputSince, Stream,
@@ -49,6 +51,7 @@ pub use shell::{
     ExitStatus, OutputLimits, RefusedWrites, ResourceLimits, Script, Shell, Stdin, StreamSize,
     TIMED_OUT_EXIT_CODE,
 };
+pub use signals::{SIGNALS, signal_name, signal_number};
 pub use terminal::TerminalSize;
 
 /// The process supervisor used by the local and bounded shells, for providers in other

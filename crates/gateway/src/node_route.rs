@@ -18,7 +18,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use bridge::message::{self, RunParams, RunResult, WireDecision, WireOutcome};
-use bridge::{BridgeError, Hub, RunCall};
+use bridge::{BridgeError, Hub, RunCall, RunStream};
 use caps::{ExecOutput, ExitStatus, RefusedWrites};
 use policy::{AllowReason, Decision, DenyReason, ResolvedPolicy, Source};
 use runner::{EventSink, ExecEvent, ExecRequest, Executed, Outcome, RunHost, RunReport, Runner};
@@ -86,24 +86,49 @@ pub async fn run(
     args.ask = Some(requested.ask.value);
     args.timeout = (requested.timeout.source != Source::Default)
         .then_some(requested.timeout.value.as_secs_f64());
-    // The node decides whether it can give the command a terminal (today it refuses:
-    // the Bridge carries no terminal stream), never the gateway by leaving it out.
+    // The node decides whether it can give the command a terminal (one that does not
+    // stream refuses), never the gateway by leaving it out.
     if let Some(size) = request.terminal {
         args.tty = true;
         args.rows = Some(size.rows);
         args.cols = Some(size.cols);
     }
+    // Streamed when someone watches it (progress, a run that goes on) or drives it (its
+    // input, its terminal), and the node can.
+    let streams = node.capabilities.iter().any(|c| c == message::EXEC_STREAM);
+    let stream = streams
+        && (request.live.is_some() || request.input.is_some() || request.terminal.is_some());
     let params = RunParams {
         run_id: run_id.clone(),
         agent: request.agent.clone(),
         session: request.session.clone(),
         request: args,
+        stream,
     };
     let host = RunHost::Node(node.id.clone());
-    // The node sends its output with the result; progress reports say where it runs.
-    if let Some(live) = &request.live {
-        live.runs_elsewhere(format!("node {}", node.id));
-    }
+    let relay = request.input.as_ref().and_then(caps::InputStream::relay);
+    // A node that does not stream takes no input: writes are refused as closed at once,
+    // not queued for nobody.
+    let relay = relay.filter(|_| stream);
+    let run_stream = match (&request.live, stream) {
+        (Some(live), true) => Some(RunStream {
+            output: live.clone(),
+            input: relay.as_ref().map(caps::InputRelay::credit),
+        }),
+        // A stream with nobody reading its output still carries the input.
+        (None, true) => Some(RunStream {
+            output: caps::LiveOutput::new(0),
+            input: relay.as_ref().map(caps::InputRelay::credit),
+        }),
+        (live, false) => {
+            // The node sends its output with the result; progress reports say where
+            // it runs.
+            if let Some(live) = live {
+                live.runs_elsewhere(format!("node {}", node.id));
+            }
+            None
+        }
+    };
     let (tx, mut rx) = mpsc::channel::<ExecEvent>(EVENT_QUEUE);
     // Cancelled by the caller, or by the gateway's own deadline: a stalled node does not
     // hold the agent's call past the run's timeout.
@@ -116,11 +141,30 @@ pub async fn run(
         Some(RunCall {
             run_id: &run_id,
             events: tx,
+            stream: run_stream,
         }),
         &stop,
         hub.config().cancel_grace,
     );
     tokio::pin!(call);
+    // The agent's input, signals and resizes go to the node as they come, until the call
+    // ends (the node drops what arrives for a run that has ended).
+    let relaying = relay.map(|mut relay| {
+        let (node, run_id) = (Arc::clone(&node), run_id.clone());
+        let ended = stop.clone();
+        tokio::spawn(async move {
+            loop {
+                let item = tokio::select! {
+                    item = relay.next() => item,
+                    () = ended.cancelled() => None,
+                };
+                let Some(item) = item else { return };
+                if node.relay_input(&run_id, item).await.is_err() {
+                    return;
+                }
+            }
+        })
+    });
     let expiry = tokio::time::sleep_until(deadline_from(None, timeout));
     tokio::pin!(expiry);
     let (mut expired, mut started) = (false, false);
@@ -144,6 +188,9 @@ pub async fn run(
     };
     while let Ok(event) = rx.try_recv() {
         events.emit(event);
+    }
+    if let Some(relaying) = relaying {
+        relaying.abort();
     }
     let mut report = RunReport {
         run_id: run_id.clone(),

@@ -2,7 +2,9 @@
 //! over a Bridge session carried by an in-memory stream. Cancelling the caller cancels
 //! the remote run (its whole tree is killed); a node's events reach the dispatching
 //! session only for the run it was sent, never for a run id it makes up; a node that
-//! sends what only a gateway sends is dropped, and the call fails at once saying so.
+//! sends what only a gateway sends is dropped, and the call fails at once saying so. A
+//! streamed run's output arrives while it runs and its input, signals and terminal size
+//! reach it, its input held to the same bound as on the gateway host.
 
 // Tests set up real files and processes.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
@@ -74,7 +76,7 @@ fn runner(dir: &Path, host: &str, approvals: &str) -> Runner {
 }
 
 struct Lab {
-    gateway: Gateway,
+    gateway: Arc<Gateway>,
     hub: Arc<Hub>,
     _dirs: Vec<tempfile::TempDir>,
     work: std::path::PathBuf,
@@ -109,11 +111,11 @@ fn lab_with(gateway_approvals: &str) -> Lab {
         direct: None,
         node: Some(Arc::clone(&hub)),
     };
-    let gateway = Gateway::new(
+    let gateway = Arc::new(Gateway::new(
         runner(gw_dir.path(), "node", gateway_approvals),
         routes,
         None,
-    );
+    ));
     // The session the tests exec in (a transport opens it when the session starts).
     gateway.sessions().open(&key());
     let work = node_dir.path().to_path_buf();
@@ -194,8 +196,7 @@ async fn cancelling_the_caller_kills_the_remote_runs_whole_tree() {
     let pidfile = node_dir.join("pid");
     let script = format!("sleep 600 & echo $! > {}; wait", pidfile.display());
     let mut request = ExecRequest::new("a", "s", Command::Shell(script));
-    // A caller watching progress learns that the run is on the node, whose output comes
-    // with the result.
+    // A caller watching progress gets the run's output as the node streams it.
     let live = caps::LiveOutput::new(64);
     request.live = Some(live.clone());
     let stop = {
@@ -208,7 +209,11 @@ async fn cancelling_the_caller_kills_the_remote_runs_whole_tree() {
     };
     let report = lab.gateway.exec(&key(), request, stop).await;
     assert_eq!(report.host, RunHost::Node("n1".into()));
-    assert_eq!(live.elsewhere().as_deref(), Some("node n1"));
+    assert_eq!(
+        live.elsewhere(),
+        None,
+        "a node that streams is watched live"
+    );
     assert_eq!(
         report.outcome,
         Outcome::Cancelled { started: true },
@@ -362,6 +367,7 @@ fn sleep_invoke(id: u64, pidfile: &Path) -> Msg {
                 pidfile.display()
             )))
         },
+        stream: false,
     };
     Msg::Invoke {
         id,
@@ -542,4 +548,121 @@ async fn a_node_request_is_routed_before_anything_is_decided_on_the_gateway() {
     );
     assert_ne!(r.policy.security.source, policy::Source::HostFile, "{r:?}");
     assert_eq!(r.host, RunHost::Node("n1".into()));
+}
+
+/// A lab whose node n1 is served by `open_node` in its work directory.
+async fn serving_lab() -> Lab {
+    let lab = lab();
+    let service = open_node(&lab.work);
+    let (node_end, keys) = authenticated(&lab.hub).await;
+    tokio::spawn(async move {
+        let stop = tokio_util::sync::CancellationToken::new();
+        bridge::serve_node(node_end, keys, Heartbeat::default(), service, &stop).await
+    });
+    lab
+}
+
+/// Start `script` on the node as a run that goes on (as `exec` with `background`).
+fn start_on_node(
+    lab: &Lab,
+    script: &str,
+    terminal: Option<caps::TerminalSize>,
+) -> Arc<gateway::Process> {
+    let mut request = ExecRequest::new("a", "s", Command::Shell(script.into()));
+    request.terminal = terminal;
+    lab.gateway.start(&key(), request)
+}
+
+async fn ended(process: &gateway::Process) -> Arc<runner::RunReport> {
+    tokio::time::timeout(Duration::from_secs(20), process.ended())
+        .await
+        .expect("the run never ended")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_node_run_is_read_and_written_while_it_runs() {
+    let lab = serving_lab().await;
+    let run = start_on_node(&lab, "echo ready; read line; echo got:$line; cat", None);
+    caps::testkit::wait_for_output(run.output(), "ready", Duration::from_secs(10))
+        .await
+        .unwrap();
+    run.input().write(b"first\n".to_vec()).unwrap();
+    caps::testkit::wait_for_output(run.output(), "got:first", Duration::from_secs(10))
+        .await
+        .unwrap();
+    run.input().write(b"copied\n".to_vec()).unwrap();
+    run.input().close().unwrap();
+    let report = ended(&run).await;
+    assert_eq!(report.host, RunHost::Node("n1".into()));
+    let Outcome::Finished { output } = &report.outcome else {
+        panic!("{report:?}");
+    };
+    assert_eq!(output.exit_code(), 0, "{report:?}");
+    assert_eq!(output.stdout, "ready\ngot:first\ncopied\n");
+    // What the node streamed is what its result says, byte for byte.
+    let streamed = run.output().since(0, 1 << 20).unwrap().text;
+    assert_eq!(streamed, output.stdout);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_run_gets_a_terminal_its_size_and_its_signals() {
+    let lab = serving_lab().await;
+    let size = caps::TerminalSize::new(30, 100).unwrap();
+    let run = start_on_node(
+        &lab,
+        "stty size; tty >/dev/null && echo on-a-tty; read x; echo got:$x; sleep 600",
+        Some(size),
+    );
+    caps::testkit::wait_for_output(run.output(), "on-a-tty", Duration::from_secs(10))
+        .await
+        .unwrap();
+    let seen = run.output().since(0, 1 << 20).unwrap().text;
+    assert!(seen.contains("30 100"), "{seen:?}");
+    // Typed on its terminal: echoed, then read as a line.
+    run.input().write(b"abc\r".to_vec()).unwrap();
+    caps::testkit::wait_for_output(run.output(), "got:abc", Duration::from_secs(10))
+        .await
+        .unwrap();
+    run.input()
+        .resize(caps::TerminalSize::new(40, 120).unwrap())
+        .unwrap();
+    // Ctrl-C through the terminal ends the foreground `sleep` and the shell.
+    run.input().write(vec![0x03]).unwrap();
+    let report = ended(&run).await;
+    let Outcome::Finished { output } = &report.outcome else {
+        panic!("{report:?}");
+    };
+    assert_eq!(output.exit_code(), 130, "{report:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_commands_unread_input_pushes_back_on_the_gateway_as_on_its_own_host() {
+    let lab = serving_lab().await;
+    let run = start_on_node(&lab, "echo ready; exec sleep 600", None);
+    caps::testkit::wait_for_output(run.output(), "ready", Duration::from_secs(10))
+        .await
+        .unwrap();
+    // The node's command queue and what is in flight together hold at most the bound:
+    // the gateway refuses input past it, whatever the Bridge carried meanwhile.
+    let mut sent = 0usize;
+    let refused = loop {
+        match run.input().write(vec![b'x'; 64 * 1024]) {
+            Ok(()) => sent += 64 * 1024,
+            Err(e) => break e,
+        }
+        assert!(
+            sent <= 4 * caps::INPUT_QUEUE_BYTES,
+            "input past every bound was taken"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    assert_eq!(refused, caps::InputError::Full);
+    assert!(sent >= caps::INPUT_QUEUE_BYTES, "{sent}");
+    // A signal still reaches it.
+    run.input().signal(15).unwrap();
+    let report = ended(&run).await;
+    let Outcome::Finished { output } = &report.outcome else {
+        panic!("{report:?}");
+    };
+    assert_eq!(output.status, caps::ExitStatus::Signal(15), "{report:?}");
 }

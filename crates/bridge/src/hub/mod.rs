@@ -32,7 +32,7 @@ use crate::conn::Heartbeat;
 use crate::registry::{Lookup, NodeState, Registry};
 use crate::wire::{Transport, TransportKind};
 
-pub use node_conn::{MAX_EVENTS_PER_RUN, NodeConn, RunCall};
+pub use node_conn::{MAX_EVENTS_PER_RUN, NodeConn, RunCall, RunStream};
 
 /// Hub settings.
 #[derive(Clone, Copy, Debug)]

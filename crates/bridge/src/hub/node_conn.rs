@@ -6,6 +6,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use caps::{InputCredit, LiveOutput, Relayed};
 use runner::{ExecEvent, RunHost};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -23,6 +26,17 @@ pub(super) struct PendingCall {
     pub(super) events: Option<mpsc::Sender<ExecEvent>>,
     /// Events delivered for the run so far ([`MAX_EVENTS_PER_RUN`]).
     pub(super) events_seen: u32,
+    /// Where a streamed run's output goes, and where the node's word that it took
+    /// input goes.
+    pub(super) stream: Option<RunStream>,
+}
+
+/// The gateway's side of a streamed run.
+pub struct RunStream {
+    /// The run's output, as the node streams it.
+    pub output: LiveOutput,
+    /// The run's input relay's credit (the node says how much it took).
+    pub input: Option<InputCredit>,
 }
 
 /// Events one run on a node may deliver: its lifecycle is a handful (started, then one
@@ -66,6 +80,8 @@ pub struct RunCall<'a> {
     pub run_id: &'a str,
     /// Where the node's events for this run go.
     pub events: mpsc::Sender<ExecEvent>,
+    /// A streamed run (`RunParams::stream`): where its output and input credit go.
+    pub stream: Option<RunStream>,
 }
 
 impl NodeConn {
@@ -99,9 +115,9 @@ impl NodeConn {
             if self.closed.is_cancelled() {
                 return Err(self.disconnected());
             }
-            let (run_id, events) = match run {
-                Some(r) => (Some(r.run_id.to_owned()), Some(r.events)),
-                None => (None, None),
+            let (run_id, events, stream) = match run {
+                Some(r) => (Some(r.run_id.to_owned()), Some(r.events), r.stream),
+                None => (None, None, None),
             };
             pending.insert(
                 id,
@@ -110,6 +126,7 @@ impl NodeConn {
                     run_id,
                     events,
                     events_seen: 0,
+                    stream,
                 },
             );
         }
@@ -161,8 +178,77 @@ impl NodeConn {
         !self.closed.is_cancelled()
     }
 
+    /// Carry one thing of a streamed run's input (its relay's next) to the node.
+    pub async fn relay_input(&self, run_id: &str, item: Relayed) -> Result<(), BridgeError> {
+        let run_id = run_id.to_owned();
+        let msg = match item {
+            Relayed::Bytes(bytes) => Msg::ExecInput {
+                run_id,
+                data: BASE64.encode(bytes),
+            },
+            Relayed::Close => Msg::ExecEof { run_id },
+            Relayed::Signal(number) => match caps::signal_name(number) {
+                Some(name) => Msg::ExecSignal {
+                    run_id,
+                    signal: name.to_owned(),
+                },
+                // Only the named signals are ever sent (the MCP tool takes names).
+                None => return Ok(()),
+            },
+            Relayed::Resize(size) => Msg::ExecResize {
+                run_id,
+                rows: size.rows,
+                cols: size.cols,
+            },
+        };
+        self.outbox.send(msg).await.map_err(|_| self.disconnected())
+    }
+
+    /// A streamed run's output or input credit, for the call that dispatched it on this
+    /// connection (anything else is dropped; undecodable data ends the connection).
+    fn deliver_stream(&self, run_id: &str, output: Option<&str>, taken: Option<u64>) {
+        let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(stream) = pending
+            .values()
+            .find(|c| c.run_id.as_deref() == Some(run_id))
+            .and_then(|c| c.stream.as_ref())
+        else {
+            tracing::debug!(
+                "bridge: node {} streamed for run {run_id:?}, which it is not streaming for this gateway; dropped",
+                self.id
+            );
+            return;
+        };
+        if let Some(data) = output {
+            match BASE64.decode(data) {
+                Ok(bytes) if bytes.len() <= crate::message::MAX_OUTPUT_CHUNK => {
+                    stream.output.relay(&bytes)
+                }
+                _ => {
+                    tracing::warn!(
+                        "bridge: node {} sent output that is not base64 of at most {} bytes; closing",
+                        self.id,
+                        crate::message::MAX_OUTPUT_CHUNK
+                    );
+                    self.close();
+                }
+            }
+        }
+        if let (Some(bytes), Some(credit)) = (taken, &stream.input) {
+            credit.delivered(usize::try_from(bytes).unwrap_or(usize::MAX));
+        }
+    }
+
     pub(super) fn deliver(&self, msg: Msg) {
         let (run_id, event) = match msg {
+            Msg::ExecOutput { run_id, data } => {
+                self.deliver_stream(&run_id, Some(&data), None);
+                return;
+            }
+            Msg::ExecInputTaken { run_id, bytes } => {
+                self.deliver_stream(&run_id, None, Some(bytes));
+                return;
+            }
             Msg::InvokeResult { id, ok, error } => {
                 let call = self
                     .pending

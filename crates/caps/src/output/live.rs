@@ -91,6 +91,32 @@ impl LiveOutput {
         (truncate_utf8_tail(&inner.tail.contents(), cut), inner.bytes)
     }
 
+    /// Add output produced elsewhere — a run on a node, whose output crosses the Bridge
+    /// as it is written — to what this run's readers see.
+    pub fn relay(&self, chunk: &[u8]) {
+        if !chunk.is_empty() {
+            self.push(chunk);
+        }
+    }
+
+    /// The raw bytes after `cursor`, at most `max` of them, and the offset of the first
+    /// (past `cursor` when older bytes are no longer kept; `cursor` itself when it is past
+    /// the end, with nothing). For a forwarder that passes a run's output on exactly as it
+    /// arrives (a node streaming to its gateway), where [`LiveOutput::since`] gives text.
+    pub fn bytes_since(&self, cursor: u64, max: usize) -> (u64, Vec<u8>) {
+        let inner = self.lock();
+        let written = inner.bytes;
+        if cursor >= written {
+            return (cursor, Vec::new());
+        }
+        let kept = inner.tail.contents();
+        let oldest = written - kept.len() as u64;
+        let from = cursor.max(oldest);
+        let start = (from - oldest) as usize;
+        let end = kept.len().min(start.saturating_add(max));
+        (from, kept[start..end].to_vec())
+    }
+
     /// Bytes written so far.
     pub fn written(&self) -> u64 {
         self.lock().bytes

@@ -112,19 +112,7 @@ pub struct ProcessArgs {
 }
 
 /// The signals `process` `signal` sends, by name.
-pub const SIGNALS: [(&str, i32); 11] = [
-    ("INT", 2),
-    ("TERM", 15),
-    ("HUP", 1),
-    ("QUIT", 3),
-    ("KILL", 9),
-    ("USR1", 10),
-    ("USR2", 12),
-    ("STOP", 19),
-    ("CONT", 18),
-    ("WINCH", 28),
-    ("ALRM", 14),
-];
+pub use caps::SIGNALS;
 
 /// The signal `name` names (`INT` or `SIGINT`, any case).
 fn signal_named(name: &str) -> Option<(i32, &'static str)> {
