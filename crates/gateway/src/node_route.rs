@@ -10,7 +10,10 @@
 //! Until the node's decision arrives, the report says `sent-to-node`. Events the node sends
 //! for this run go to the session that dispatched it (the hub only delivers events for
 //! run ids it dispatched on that connection). A node that drops mid-run makes this call
-//! end at once with that reason; cancelling the call cancels the remote run.
+//! end at once with that reason; cancelling the call cancels the remote run. A run
+//! someone watches or drives (progress, a run that goes on, input, a terminal) is
+//! streamed when the node can: its output arrives into the run's live output as it is
+//! written, and the agent's input, signals and resizes are relayed to the node.
 
 use std::sync::Arc;
 use std::time::Duration;

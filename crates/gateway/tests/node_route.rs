@@ -666,3 +666,112 @@ async fn a_node_commands_unread_input_pushes_back_on_the_gateway_as_on_its_own_h
     };
     assert_eq!(output.status, caps::ExitStatus::Signal(15), "{report:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_streams_only_into_the_run_it_was_sent_and_oversized_output_drops_it() {
+    let lab = lab();
+    let mut node = session(&lab.hub).await;
+    let outbox = node.outbox.clone();
+    let (said, heard) = tokio::sync::oneshot::channel();
+    // A scripted node: output for a made-up run, then for the real one; then a chunk
+    // larger than a frame may carry.
+    tokio::spawn(async move {
+        let Some(Msg::Invoke { params, .. }) = node.inbox.recv().await else {
+            panic!("no invoke");
+        };
+        assert_eq!(
+            params["stream"], true,
+            "a watched run is streamed: {params}"
+        );
+        let run_id = params["runId"].as_str().unwrap().to_owned();
+        for (run, text) in [
+            ("run-of-another-session", "stolen"),
+            (run_id.as_str(), "mine"),
+        ] {
+            outbox
+                .send(Msg::ExecOutput {
+                    run_id: run.into(),
+                    data: base64::Engine::encode(&base64::engine::general_purpose::STANDARD, text),
+                })
+                .await
+                .unwrap();
+        }
+        let _ = said.send(run_id.clone());
+        let huge = vec![b'x'; bridge::message::MAX_OUTPUT_CHUNK + 1];
+        outbox
+            .send(Msg::ExecOutput {
+                run_id,
+                data: base64::Engine::encode(&base64::engine::general_purpose::STANDARD, huge),
+            })
+            .await
+            .unwrap();
+        node.closed.cancelled().await;
+    });
+    let run = start_on_node(&lab, "true", None);
+    heard.await.unwrap();
+    caps::testkit::wait_for_output(run.output(), "mine", Duration::from_secs(10))
+        .await
+        .unwrap();
+    let report = ended(&run).await;
+    let Outcome::Error { message, .. } = &report.outcome else {
+        panic!("{report:?}");
+    };
+    assert!(message.contains("node n1 disconnected"), "{message}");
+    let seen = run.output().since(0, 1 << 20).unwrap().text;
+    assert_eq!(
+        seen, "mine",
+        "only its own run's output, and nothing past the bound"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_sending_more_input_than_it_may_have_in_flight_is_dropped_and_its_runs_die() {
+    let dir = private_dir();
+    let node_dir = dir.path().to_path_buf();
+    let service = open_node(&node_dir);
+    let (gw, serving) = raw_gateway(service).await;
+    let pidfile = node_dir.join("pid");
+    let Msg::Invoke {
+        id,
+        command,
+        mut params,
+    } = sleep_invoke(1, &pidfile)
+    else {
+        unreachable!()
+    };
+    params["stream"] = true.into();
+    gw.outbox
+        .send(Msg::Invoke {
+            id,
+            command,
+            params,
+        })
+        .await
+        .unwrap();
+    let pid = read_pid(&pidfile);
+    // The command reads nothing: its queue fills, then what waits on the node; a gateway
+    // ignoring `exec.input.taken` goes past both.
+    let chunk = base64::Engine::encode(
+        &base64::engine::general_purpose::STANDARD,
+        vec![b'x'; 64 * 1024],
+    );
+    for _ in 0..(3 * caps::INPUT_QUEUE_BYTES / (64 * 1024)) {
+        if gw
+            .outbox
+            .send(Msg::ExecInput {
+                run_id: "run-1".into(),
+                data: chunk.clone(),
+            })
+            .await
+            .is_err()
+        {
+            break;
+        }
+    }
+    let reason = tokio::time::timeout(Duration::from_secs(20), serving)
+        .await
+        .expect("the node kept serving a gateway past the input bound")
+        .unwrap();
+    assert!(!reason.is_empty());
+    assert!(wait_gone(pid), "the run outlived the connection");
+}
