@@ -954,5 +954,42 @@ async fn a_node_run_is_driven_on_its_terminal_and_its_input_over_stdio_and_webso
         );
         assert_eq!(ended["result"]["exitCode"], 0, "{node}: {ended:#}");
     }
+
+    // A server on each node, ended three ways, its process gone each time: by its agent
+    // (n1), by the gateway's operator (ws1), and by the end of the agent's session.
+    let server = |node: &str| json!({"command": "echo pid=$$; exec sleep 600", "background": true, "node": node});
+    let pid_of = |seen: &str| -> i32 {
+        seen.lines()
+            .find_map(|l| l.trim().strip_prefix("pid="))
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let mut servers = Vec::new();
+    for node in ["n1", "ws1", "n1"] {
+        let run = exec(&c, server(node)).await["runId"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let pid = pid_of(&mcp_runs::poll_until(&c, &run, "pid=").await);
+        servers.push((run, pid));
+    }
+    let killed = mcp_runs::structured(
+        &c,
+        "process",
+        json!({"action": "kill", "runId": servers[0].0}),
+    )
+    .await;
+    assert_eq!(killed["run"]["state"], "ended", "{killed:#}");
+    mcp_runs::wait_gone(servers[0].1);
+    let out = warden_in(gw.path())
+        .args(["runs", "kill", &servers[1].0])
+        .output()
+        .unwrap();
+    support::assert_success(&out);
+    mcp_runs::wait_gone(servers[1].1);
+    assert!(!mcp_runs::gone(servers[2].1));
+    c.cancel().await.unwrap();
+    mcp_runs::wait_gone(servers[2].1);
     drop(g);
 }
