@@ -67,8 +67,8 @@ pub mod process {
         Containment, Mechanism, REAPER_SUBCOMMAND, WATCHDOG_SUBCOMMAND, run_reaper, run_watchdog,
     };
     pub use crate::providers::local::process::{
-        DRAIN_AFTER_EXIT, KILL_GRACE, NewNamespaces, ProcessSpec, TerminalOwner, WorkingDir,
-        supervise, supervise_live,
+        DRAIN_AFTER_EXIT, KILL_GRACE, NewNamespaces, ProcessSpec, SignalRoute, TerminalOwner,
+        WorkingDir, supervise, supervise_live,
     };
 }
 

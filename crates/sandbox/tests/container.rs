@@ -909,3 +909,46 @@ async fn a_run_on_a_terminal_gets_one_inside_the_container_and_ctrl_c_reaches_it
         assert!(out.stdout.contains(want), "{want:?} in {:?}", out.stdout);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_reaches_the_command_and_its_children_inside_the_container() {
+    let Some(fx) = Fixture::start("signal") else {
+        return;
+    };
+    let shell = shell(&fx);
+    let (sender, stream) = caps::input_channel();
+    let live = caps::LiveOutput::new(64 * 1024);
+    let mut options = opts(&fx);
+    options.stdin = Stdin::Stream(stream);
+    options.live = Some(live.clone());
+    // The command traps USR1 and says so, and so does a child it started; both go on.
+    let script = Script {
+        shell: PathBuf::from("/bin/sh"),
+        source:
+            "(trap 'echo child-got-usr1' USR1; echo child-ready; while :; do sleep 0.1; done) & \
+                 trap 'echo got-usr1' USR1; trap 'echo got-term; exit 9' TERM; \
+                 echo ready; while :; do sleep 0.1; done"
+                .into(),
+    };
+    let run = shell.run(&script, &options);
+    let drive = async {
+        for ready in ["ready", "child-ready"] {
+            caps::testkit::wait_for_output(&live, ready, Duration::from_secs(30))
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        sender.signal(10).unwrap();
+        for got in ["got-usr1", "child-got-usr1"] {
+            caps::testkit::wait_for_output(&live, got, Duration::from_secs(30))
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        sender.signal(15).unwrap();
+    };
+    let (out, ()) = tokio::join!(run, drive);
+    let out = out.unwrap();
+    // The wrapper that reports the command's end was not signalled: the status is the
+    // command's own.
+    assert_eq!(out.status, ExitStatus::Code(9), "{out:?}");
+    assert!(out.stdout.contains("got-term"), "{:?}", out.stdout);
+}

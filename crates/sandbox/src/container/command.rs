@@ -81,6 +81,39 @@ for wk_p in $warden_hits; do warden_sweep "$wk_p" "$$"; done
 echo "warden-killed:$warden_hits"
 "#;
 
+/// `$1` is the token, `$2` a signal name: send the signal to every process below the
+/// run's wrapper (whose command line holds `warden-run:TOKEN:`) — the command and what
+/// it started, not the wrapper, which must live to report the command's end. Parents
+/// come from `/proc/PID/stat`, read by the shell without forking.
+const SIGNALLER_BODY: &str = r#"ws_sig=$2
+ws_tree=' '
+for ws_d in /proc/[0-9]*; do
+  ws_p=${ws_d#/proc/}
+  [ "$ws_p" = "$$" ] && continue
+  { while IFS= read -r ws_l || [ -n "$ws_l" ]; do
+      case "$ws_l" in *"warden-run:$1:"*) ws_tree="$ws_tree$ws_p "; break ;; esac
+    done < "$ws_d/cmdline"; } 2>/dev/null
+done
+ws_found=
+ws_more=1
+while [ "$ws_tree" != ' ' ] && [ "$ws_more" = 1 ]; do
+  ws_more=0
+  for ws_d in /proc/[0-9]*; do
+    ws_p=${ws_d#/proc/}
+    case "$ws_tree" in *" $ws_p "*) continue ;; esac
+    { IFS= read -r ws_l < "$ws_d/stat"; } 2>/dev/null || continue
+    set -- ${ws_l##*\)}
+    case "$ws_tree" in *" $2 "*)
+      ws_tree="$ws_tree$ws_p "
+      ws_found="$ws_found $ws_p"
+      ws_more=1 ;;
+    esac
+  done
+done
+[ -n "$ws_found" ] && kill -"$ws_sig" $ws_found 2>/dev/null
+echo "warden-signalled:$ws_found"
+"#;
+
 /// What every engine invocation needs; shared with the kill guards of running commands,
 /// which may outlive the borrow of the shell.
 #[derive(Debug)]
@@ -144,6 +177,20 @@ impl Target {
         spec.terminal = options.terminal;
         spec.display_name = argv[0].clone();
         spec
+    }
+
+    /// `ENGINE exec CONTAINER /bin/sh -c SIGNALLER warden-signal TOKEN SIGNAL`.
+    pub(super) fn signal_spec(&self, token: &str, signal: &str) -> ProcessSpec {
+        self.spec(vec![
+            "exec".into(),
+            self.container.clone().into(),
+            CONTAINER_SHELL.into(),
+            "-c".into(),
+            SIGNALLER_BODY.into(),
+            "warden-signal".into(),
+            token.into(),
+            signal.into(),
+        ])
     }
 
     /// `ENGINE exec CONTAINER /bin/sh -c KILLER warden-kill TOKEN`.

@@ -137,6 +137,7 @@ pub(super) fn engine_spec(
         terminal_owner: Default::default(),
         launches_command: false,
         watches_its_parent: false,
+        signal_route: None,
     }
 }
 

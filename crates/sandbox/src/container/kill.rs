@@ -1,6 +1,7 @@
 //! Killing a run's tree inside the container: the engine does not stop an exec'd process
 //! with its client, so a run that did not end cleanly (timeout, cancellation, the client
 //! killed) is killed by a second exec — awaited, or from a thread when the guard is dropped.
+//! A signal for a run (`process` `signal`) reaches its processes the same way.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -64,6 +65,27 @@ impl Drop for KillGuard {
             tracing::error!(error = %e, "could not start the thread that kills a cancelled container run");
         }
     }
+}
+
+/// Where a run's signals go: an exec into the container that signals the command and
+/// everything below it (its wrapper excepted), started at once and not waited for.
+pub(super) fn signal_route(target: Arc<Target>, token: String) -> caps::process::SignalRoute {
+    caps::process::SignalRoute(Arc::new(move |number| {
+        let Some(name) = caps::signal_name(number) else {
+            return;
+        };
+        let spec = target.signal_spec(&token, name);
+        let target = Arc::clone(&target);
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            let result = supervise(spec, KILL_TIMEOUT, OutputLimits::default()).await;
+            if let Err(e) = &result {
+                tracing::warn!(container = %target.container, error = %e, "signalling a run in the container failed");
+            }
+        });
+    }))
 }
 
 async fn kill_in_container(target: &Target, token: &str) {

@@ -142,7 +142,13 @@ impl ContainerShell {
         validate(argv, options)?;
         self.check_cwd(&options.cwd)?;
         let token = run_token();
-        let spec = self.target.exec_spec(argv, options, &token, read_only);
+        let mut spec = self.target.exec_spec(argv, options, &token, read_only);
+        // A signal for the run goes into the container, to the command and what it
+        // started: signalling the engine's client would reach none of them.
+        spec.signal_route = Some(super::kill::signal_route(
+            Arc::clone(&self.target),
+            token.clone(),
+        ));
         let mut guard = KillGuard {
             target: Arc::clone(&self.target),
             token,

@@ -33,7 +33,7 @@ mod spec;
 mod tree;
 
 use exit::wait_for_end;
-pub use spec::{NewNamespaces, ProcessSpec, TerminalOwner, WorkingDir};
+pub use spec::{NewNamespaces, ProcessSpec, SignalRoute, TerminalOwner, WorkingDir};
 use tree::TreeGuard;
 
 /// Time a process tree gets between SIGTERM and SIGKILL after a timeout: enough for a
@@ -97,6 +97,7 @@ pub async fn supervise_live(
         terminal_owner,
         launches_command,
         watches_its_parent,
+        signal_route,
     } = spec;
     if argv.is_empty() {
         return Err(CapsError::invalid("argv must not be empty"));
@@ -201,9 +202,10 @@ pub async fn supervise_live(
         tokio::select! {
             _ = &mut writer, if !writer_done => writer_done = true,
             control = next_control(&mut controls) => match control {
-                Some(Control::Signal(number)) => match Signal::try_from(number) {
-                    Ok(signal) => guard.signal_run(signal),
-                    Err(_) => tracing::debug!("not a signal: {number}"),
+                Some(Control::Signal(number)) => match (&signal_route, Signal::try_from(number)) {
+                    (Some(route), Ok(_)) => (route.0)(number),
+                    (None, Ok(signal)) => guard.signal_run(signal),
+                    (_, Err(_)) => tracing::debug!("not a signal: {number}"),
                 },
                 Some(Control::Resize(size)) => {
                     if let Some(master) = &master

@@ -69,6 +69,21 @@ pub struct ProcessSpec {
     /// started for the spawn (a spare spawner) then lives as long as the run. Without
     /// it, that thread ends at once, and a long-lived run costs no thread.
     pub watches_its_parent: bool,
+    /// Where a signal for the run goes instead of the started process's tree: the run
+    /// lives somewhere this process cannot signal (the container backend's command,
+    /// inside the container, behind the engine's client).
+    pub signal_route: Option<SignalRoute>,
+}
+
+/// Delivers a signal to a run that the supervisor cannot reach itself
+/// ([`ProcessSpec::signal_route`]); called from the supervisor's task, it must not block.
+#[derive(Clone)]
+pub struct SignalRoute(pub std::sync::Arc<dyn Fn(i32) + Send + Sync>);
+
+impl std::fmt::Debug for SignalRoute {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SignalRoute")
+    }
 }
 
 /// Which process makes a run's terminal its controlling terminal: the one a terminal
@@ -156,6 +171,7 @@ impl ProcessSpec {
             terminal_owner: TerminalOwner::Started,
             launches_command: false,
             watches_its_parent: false,
+            signal_route: None,
         }
     }
 }
