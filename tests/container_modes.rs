@@ -4,7 +4,9 @@
 //! by the kernel; approval asks the human and retries once writable; a container that
 //! cannot run commands read-only refuses those modes, naming the setting, and runs
 //! nothing; a container that does not see the workspace is refused with the command
-//! that starts one that does. The report never claims a mode that was not applied.
+//! that starts one that does. The report never claims a mode that was not applied. An
+//! agent drives runs in the container over MCP as anywhere else: a question answered on
+//! standard input, a shell on a terminal, a signal, a kill that leaves nothing inside.
 //!
 //! Each test gets its own image, container and workspace (the sandbox crate's
 //! `tests/support/podman.rs`). Without Podman the tests print `SKIPPED: ...` and return.
@@ -14,6 +16,8 @@
 // Test helpers panic on failure by design.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/mcp_runs.rs"]
+mod mcp_runs;
 mod support;
 
 #[path = "../crates/sandbox/tests/support/podman.rs"]
@@ -351,4 +355,126 @@ fn doctor_reports_the_container_backend_and_its_modes() {
         "{report}"
     );
     assert!(!report.contains("write watch"), "{report}");
+}
+
+/// Processes inside the container whose command line is exactly `sleep 600`.
+fn sleepers_inside(fx: &Fixture) -> usize {
+    let out = run_podman(
+        &fx.podman,
+        &[
+            "exec",
+            &fx.name,
+            "sh",
+            "-c",
+            "grep -lx 'sleep.600.' /proc/[0-9]*/cmdline 2>/dev/null | wc -l",
+        ],
+    );
+    text(&out.stdout).trim().parse().unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_drives_runs_in_the_container_over_mcp() {
+    let Some(fx) = Fixture::start("e2e-mcp-runs") else {
+        return;
+    };
+    let home = home_for(&fx, Some("unrestricted"));
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_warden"));
+    cmd.args(["mcp", "--agent", "coder", "--workspace"])
+        .arg(&fx.workspace)
+        .env("WARDEN_HOME", home.path())
+        .env("WARDEN_LOG", "warn");
+    let client = rmcp::ServiceExt::serve((), rmcp::transport::TokioChildProcess::new(cmd).unwrap())
+        .await
+        .unwrap();
+    use serde_json::json;
+
+    // A question answered on standard input.
+    let asked = mcp_runs::structured(
+        &client,
+        "exec",
+        json!({"command": "echo name?; read name; echo hello $name", "background": true}),
+    )
+    .await;
+    let run = asked["runId"].as_str().unwrap().to_owned();
+    mcp_runs::poll_until(&client, &run, "name?").await;
+    mcp_runs::structured(
+        &client,
+        "process",
+        json!({"action": "write", "runId": run, "input": "box\n"}),
+    )
+    .await;
+    let ended = mcp_runs::structured(
+        &client,
+        "process",
+        json!({"action": "wait", "runId": run, "wait": 30}),
+    )
+    .await;
+    assert!(
+        ended["output"].as_str().unwrap().contains("hello box"),
+        "{ended:#}"
+    );
+    assert_eq!(ended["result"]["exitCode"], 0, "{ended:#}");
+    assert_eq!(ended["result"]["host"], "sandbox", "{ended:#}");
+
+    // A shell on a terminal: typed lines, Ctrl-C, and its end.
+    let started = mcp_runs::structured(
+        &client,
+        "exec",
+        json!({"command": "stty size; exec sh -i", "tty": true, "rows": 21, "cols": 77, "background": true}),
+    )
+    .await;
+    let run = started["runId"].as_str().unwrap().to_owned();
+    assert!(
+        mcp_runs::poll_until(&client, &run, "21 77")
+            .await
+            .contains("21 77")
+    );
+    mcp_runs::structured(
+        &client,
+        "process",
+        json!({"action": "write", "runId": run, "input": "echo $((6*7))", "keys": ["Enter"]}),
+    )
+    .await;
+    mcp_runs::poll_until(&client, &run, "42").await;
+    mcp_runs::structured(
+        &client,
+        "process",
+        json!({"action": "write", "runId": run, "input": "exit 3", "keys": ["Enter"]}),
+    )
+    .await;
+    let ended = mcp_runs::structured(
+        &client,
+        "process",
+        json!({"action": "wait", "runId": run, "wait": 30}),
+    )
+    .await;
+    assert_eq!(ended["result"]["exitCode"], 3, "{ended:#}");
+
+    // A signal reaches the command inside; a kill leaves nothing of it there.
+    let started = mcp_runs::structured(
+        &client,
+        "exec",
+        json!({"command": "trap 'echo got-usr1' USR1; sleep 600 & echo ready; while :; do wait; done", "background": true}),
+    )
+    .await;
+    let run = started["runId"].as_str().unwrap().to_owned();
+    mcp_runs::poll_until(&client, &run, "ready").await;
+    assert_eq!(sleepers_inside(&fx), 1);
+    let sent = mcp_runs::structured(
+        &client,
+        "process",
+        json!({"action": "signal", "runId": run, "signal": "USR1"}),
+    )
+    .await;
+    assert_eq!(sent["ok"], true, "{sent:#}");
+    mcp_runs::poll_until(&client, &run, "got-usr1").await;
+    let killed =
+        mcp_runs::structured(&client, "process", json!({"action": "kill", "runId": run})).await;
+    assert_eq!(killed["run"]["state"], "ended", "{killed:#}");
+    assert_eq!(
+        sleepers_inside(&fx),
+        0,
+        "the run's tree is gone from the container"
+    );
+    client.cancel().await.unwrap();
 }
