@@ -26,6 +26,7 @@ const ALLOWED_EXTERNAL: &[(&str, &[&str])] = &[
             "serde_json",
             "serde_path_to_error",
             "sha2",
+            "strsim",
             "thiserror",
             "toml",
             "toml_edit",

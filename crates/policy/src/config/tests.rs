@@ -316,3 +316,44 @@ fn loads_through_fs_and_treats_a_missing_file_as_defaults() {
         Some(Host::Node)
     );
 }
+
+#[test]
+fn a_misspelled_key_gets_the_key_it_is_closest_to_and_otherwise_the_keys_its_table_takes() {
+    let cases = [
+        (
+            "[tools.exec]\nhots = \"gateway\"",
+            "did you mean `tools.exec.host`?",
+        ),
+        ("[tool.exec]\nask = \"off\"", "did you mean `tools`?"),
+        (
+            "[gateway]\nmax-runs-per-agent = 3",
+            "did you mean `gateway.max_runs_per_agent`?",
+        ),
+        (
+            "[sandbox]\nwriteable_paths = []",
+            "did you mean `sandbox.writable_paths`?",
+        ),
+        (
+            "[sandbox]\nPermission_Mode = \"readonly\"",
+            "did you mean `sandbox.permission_mode`?",
+        ),
+        (
+            "[[agents.list]]\nid = \"a\"\ncolour = \"red\"",
+            "`agents.list[0]` takes id, tools, sandbox",
+        ),
+        (
+            "[sandbox]\nwat = 1",
+            "`sandbox` takes backend, builder, network",
+        ),
+        (
+            "[nonsense]\nx = 1",
+            "the file's tables are tools, agents, sandbox, gateway",
+        ),
+    ];
+    for (text, hint) in cases {
+        let e = Config::parse(text, Path::new("config.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(hint), "{text:?}: {e}");
+    }
+}

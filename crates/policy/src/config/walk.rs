@@ -39,12 +39,92 @@ pub(super) struct Walker<'a> {
     pub(super) file: &'a Path,
 }
 
+/// The keys each table takes (what a misspelled one is compared with).
+const TOP_KEYS: &[&str] = &["tools", "agents", "sandbox", "gateway"];
+const GLOBAL_EXEC_KEYS: &[&str] = &[
+    "host",
+    "security",
+    "ask",
+    "node",
+    "env",
+    "timeout",
+    "max_timeout",
+    "max_processes",
+    "max_memory",
+    "run_in_approver",
+];
+const AGENT_EXEC_KEYS: &[&str] = &[
+    "host",
+    "security",
+    "ask",
+    "node",
+    "env",
+    "timeout",
+    "max_processes",
+    "max_memory",
+    "run_in_approver",
+];
+const AGENT_KEYS: &[&str] = &["id", "tools", "sandbox"];
+const AGENT_SANDBOX_KEYS: &[&str] = &["permission_mode", "exec_allowlist", "exec_allowlist_mode"];
+const GATEWAY_KEYS: &[&str] = &[
+    "max_sessions_per_credential",
+    "max_streams_per_session",
+    "max_runs_per_agent",
+    "max_connections",
+    "max_connections_per_peer",
+    "session_idle_timeout",
+    "header_read_timeout",
+    "connection_idle_timeout",
+    "body_read_timeout",
+    "keep_runs_after_session",
+];
+const SANDBOX_KEYS: &[&str] = &[
+    "backend",
+    "builder",
+    "network",
+    "landlock",
+    "permission_mode",
+    "writable_paths",
+    "readable_extra_paths",
+    "exec_allowlist",
+    "exec_allowlist_mode",
+    "container",
+];
+const CONTAINER_KEYS: &[&str] = &["engine", "name"];
+
+/// What to say after "unknown key `KEY`": the known key it is closest to, if one is close
+/// (a typo: a few letters off, or the same words in another case or with `-`), else the
+/// keys its table takes.
+fn did_you_mean(key: &str, known: &[&str]) -> String {
+    let (prefix, last) = match key.rsplit_once('.') {
+        Some((prefix, last)) => (format!("{prefix}."), last),
+        None => (String::new(), key),
+    };
+    let normalised = last.to_ascii_lowercase().replace('-', "_");
+    let closest = known
+        .iter()
+        .map(|k| (strsim::damerau_levenshtein(&normalised, k), *k))
+        .min();
+    match closest {
+        Some((distance, k)) if distance <= (k.len() / 3).max(1) => {
+            format!(": did you mean `{prefix}{k}`?")
+        }
+        _ if prefix.is_empty() => format!(": the file's tables are {}", known.join(", ")),
+        _ => format!(
+            ": `{}` takes {}",
+            prefix.trim_end_matches('.'),
+            known.join(", ")
+        ),
+    }
+}
+
 impl Walker<'_> {
-    fn unknown(&self, key: String) -> PolicyError {
+    /// `key` is not one of `known`, the keys its table takes.
+    fn unknown_of(&self, key: String, known: &[&str]) -> PolicyError {
         PolicyError::UnknownKey {
             file: self.file.to_path_buf(),
+            hint: did_you_mean(&key, known),
             key,
-            hint: String::new(),
         }
     }
 
@@ -133,7 +213,7 @@ impl Walker<'_> {
                 "agents" => config.agents = self.agents(value)?,
                 "sandbox" => config.sandbox = self.sandbox(value)?,
                 "gateway" => config.gateway = self.gateway(value)?,
-                other => return Err(self.unknown(other.to_owned())),
+                other => return Err(self.unknown_of(other.to_owned(), TOP_KEYS)),
             }
         }
         // A configured timeout above the maximum could never be used: say so now.
@@ -174,7 +254,7 @@ impl Walker<'_> {
         for (key, value) in self.table(prefix, value)? {
             let exec_prefix = format!("{prefix}.{key}");
             if key != "exec" {
-                return Err(self.unknown(exec_prefix));
+                return Err(self.unknown_of(exec_prefix, &["exec"]));
             }
             for (key, value) in self.table(&exec_prefix, value)? {
                 let full = format!("{exec_prefix}.{key}");
@@ -222,7 +302,16 @@ impl Walker<'_> {
                                 self.invalid(&full, value, "expected true or false")
                             })?)
                     }
-                    _ => return Err(self.unknown(full)),
+                    _ => {
+                        return Err(self.unknown_of(
+                            full,
+                            if global {
+                                GLOBAL_EXEC_KEYS
+                            } else {
+                                AGENT_EXEC_KEYS
+                            },
+                        ));
+                    }
                 }
             }
         }
@@ -292,11 +381,13 @@ impl Walker<'_> {
                                     "exec_allowlist_mode" => {
                                         agent.exec_allowlist_mode = Some(self.parsed(&full, v)?)
                                     }
-                                    _ => return Err(self.unknown(full)),
+                                    _ => return Err(self.unknown_of(full, AGENT_SANDBOX_KEYS)),
                                 }
                             }
                         }
-                        other => return Err(self.unknown(format!("{prefix}.{other}"))),
+                        other => {
+                            return Err(self.unknown_of(format!("{prefix}.{other}"), AGENT_KEYS));
+                        }
                     }
                 }
                 agents.push(agent);
@@ -420,7 +511,7 @@ impl Walker<'_> {
                     }
                     g.keep_runs_after_session = Some(d);
                 }
-                _ => return Err(self.unknown(full)),
+                _ => return Err(self.unknown_of(full, GATEWAY_KEYS)),
             }
         }
         Ok(g)
@@ -466,11 +557,11 @@ impl Walker<'_> {
                                 s.container_engine = e.to_owned();
                             }
                             "name" => s.container_name = Some(self.string(&key, v)?.to_owned()),
-                            _ => return Err(self.unknown(key)),
+                            _ => return Err(self.unknown_of(key, CONTAINER_KEYS)),
                         }
                     }
                 }
-                _ => return Err(self.unknown(full)),
+                _ => return Err(self.unknown_of(full, SANDBOX_KEYS)),
             }
         }
         if s.backend == SandboxBackend::Container && s.container_name.is_none() {
