@@ -80,7 +80,7 @@ impl Runner {
             params: &request.params,
             env: &request.env,
         };
-        let explanation = explain(
+        let mut explanation = explain(
             request.command.input(),
             &requester,
             &host.config,
@@ -89,6 +89,15 @@ impl Runner {
             &host.env,
             confinement,
         );
+        // A denial that comes from an unusable file says so, and what to do: the agent
+        // (and whoever reads its transcript) would otherwise see a deliberate deny.
+        if let (Some(err), policy::Decision::Deny { rule, .. }) =
+            (&view.error, &mut explanation.decision)
+        {
+            *rule = format!(
+                "{rule}; this host's approvals file cannot be used ({err}), so everything is denied until it is fixed (`warden approvals get` shows the problem)"
+            );
+        }
         Decided {
             run_id,
             request,

@@ -637,6 +637,14 @@ async fn a_corrupt_host_file_denies_everything() {
     let (report, _) = run(&w, argv(&["ls"])).await;
     assert_eq!(denied(&report), Some(DenyReason::SecurityDeny));
     assert!(w.shell.calls().is_empty());
+    // The denial says it comes from the unusable file, and what shows the problem.
+    let policy::Decision::Deny { rule, .. } = &report.decision else {
+        panic!("{report:?}");
+    };
+    assert!(
+        rule.contains("approvals file cannot be used") && rule.contains("warden approvals get"),
+        "{rule}"
+    );
     assert!(
         w.fs.file_paths()
             .iter()
