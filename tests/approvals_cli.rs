@@ -1243,3 +1243,68 @@ fn on_a_terminal_one_key_press_answers_and_cursor_keys_never_do() {
         "the terminal was left in key mode"
     );
 }
+
+/// `warden doctor --json`'s word on each agent's gateway runs, by agent.
+fn doctor_agents(home: &Path) -> BTreeMap<String, serde_json::Value> {
+    let out = support::warden_in(home)
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["hosts"]["gateway"]["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["agent"].as_str().unwrap().to_owned(), a.clone()))
+        .collect()
+}
+
+#[test]
+fn doctor_says_which_layer_makes_the_gateway_deny_and_which_agents_have_no_policy() {
+    let home = support::warden_home();
+    // Out of the box: the built-in default denies, and doctor says what to set.
+    let agents = doctor_agents(home.path());
+    let main = &agents["main"];
+    assert_eq!(main["gatewayRuns"], false, "{main}");
+    let detail = main["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("built-in default") && detail.contains("security = \"allowlist\""),
+        "{detail}"
+    );
+    // The config allows an allowlist, the host file still denies: the host file is named,
+    // with the command that raises it.
+    support::configure(
+        home.path(),
+        "[tools.exec]\nsecurity = \"allowlist\"\n[[agents.list]]\nid = \"coder\"\n",
+        r#"{"version":1,"defaults":{"security":"deny"}}"#,
+    );
+    let agents = doctor_agents(home.path());
+    let coder = agents["coder"]["detail"].as_str().unwrap().to_owned();
+    assert!(
+        coder.contains("host file") && coder.contains("warden approvals defaults"),
+        "{coder}"
+    );
+    assert!(!coder.contains("no policy of its own"), "{coder}");
+    // Raised: coder runs; an agent with a credential and nothing else is pointed out.
+    let out = support::warden_in(home.path())
+        .args(["approvals", "defaults", "--security", "allowlist"])
+        .output()
+        .unwrap();
+    support::assert_success(&out);
+    let out = support::warden_in(home.path())
+        .args(["gateway", "token", "--agent", "claude"])
+        .output()
+        .unwrap();
+    support::assert_success(&out);
+    let agents = doctor_agents(home.path());
+    assert_eq!(
+        agents["coder"]["gatewayRuns"], true,
+        "{:?}",
+        agents["coder"]
+    );
+    let claude = agents["claude"]["detail"].as_str().unwrap();
+    assert!(
+        claude.contains("no policy of its own although it has a gateway credential"),
+        "{claude}"
+    );
+}

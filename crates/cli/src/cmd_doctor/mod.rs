@@ -4,6 +4,7 @@
 //! which permission modes it serves, and what that means for each host.
 //! (`warden sandbox direct|status` is `cmd_sandbox.rs`; the probes are `probes.rs`.)
 
+mod agents;
 mod probes;
 
 use crate::cmd_sandbox::{remaining, when};
@@ -79,6 +80,16 @@ pub fn run(args: DoctorArgs) -> i32 {
         .unwrap_or_else(|_| {
             Approver::Unsafe("the approvals file is unusable (see gateway)".into())
         });
+    // Which agents the gateway host would deny everything, and which have no policy.
+    let credentialed: Vec<String> =
+        gateway::Credentials::new(facts.fs(), facts.warden_home.clone())
+            .list()
+            .map(|list| list.into_iter().map(|c| c.agent).collect())
+            .unwrap_or_default();
+    let agent_checks = match config.as_ref() {
+        Ok(config) if store_status.is_ok() => agents::checks(config, &store, &credentialed),
+        _ => Vec::new(),
+    };
     let direct = facts.direct_switch().active_until();
     let protection = facts.protection(None).map_err(|e| layout_problems(&e));
     let containment = containment(&facts, config.as_ref().ok());
@@ -97,7 +108,7 @@ pub fn run(args: DoctorArgs) -> i32 {
             "permissionModes": { "supported": modes.supported, "configured": modes.configured, "ok": modes.ok, "detail": modes.detail },
             "hosts": {
                 "sandbox": { "backend": format!("{backend:?}").to_lowercase(), "available": sandbox_status.is_ok(), "detail": sandbox_status.clone().unwrap_or_else(|e| e) , "directModeUntil": direct },
-                "gateway": { "approvalsFile": store.config().path, "usable": store_status.is_ok(), "detail": store_status.clone().err() },
+                "gateway": { "approvalsFile": store.config().path, "usable": store_status.is_ok(), "detail": store_status.clone().err(), "agents": agents::json(&agent_checks) },
                 "node": { "available": nodes.available, "paired": nodes.paired, "pending": nodes.pending, "thisMachineIsNode": nodes.this_machine, "detail": nodes.detail },
             },
             "containment": {
@@ -157,14 +168,28 @@ pub fn run(args: DoctorArgs) -> i32 {
                 out.push_str(&format!("    warning: {note}\n"));
             }
         }
+        let any_agent_runs = agent_checks.iter().any(|c| c.ok);
         out.push_str(&line(
-            store_status.is_ok(),
+            store_status.is_ok() && any_agent_runs,
             "gateway",
             &match &store_status {
-                Ok(()) => format!("approvals file {} usable", store.config().path.display()),
+                Ok(()) if any_agent_runs => {
+                    format!("approvals file {} usable", store.config().path.display())
+                }
+                Ok(()) => format!(
+                    "approvals file {} usable, but host=gateway denies every command of every agent below",
+                    store.config().path.display()
+                ),
                 Err(e) => format!("denies everything: {e}"),
             },
         ));
+        for check in &agent_checks {
+            out.push_str(&line(
+                check.ok,
+                &format!("  agent {}", check.agent),
+                &check.detail,
+            ));
+        }
         out.push_str(&line(nodes.available, "node", &nodes.detail));
         out.push_str(&line(
             matches!(approver_status, Approver::Listening(_)),
