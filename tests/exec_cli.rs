@@ -491,3 +491,101 @@ fn a_relative_cwd_starts_where_the_user_is() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `warden exec ARGS` in `home` on a pseudo-terminal (`script`), typing `keys` once the
+/// question is shown: everything the terminal showed, and the exit code.
+fn exec_at_a_terminal(home: &std::path::Path, args: &str, keys: &str) -> (String, i32) {
+    use std::io::{Read, Write};
+    let command = format!("{} exec {args}", env!("CARGO_BIN_EXE_warden"));
+    let mut child = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env("WARDEN_HOME", home)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = stdout.read(&mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !String::from_utf8_lossy(&seen).contains("[d]eny? ") {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let chunk = rx.recv_timeout(left).unwrap_or_else(|_| {
+            panic!(
+                "no question within 30 s: {}",
+                String::from_utf8_lossy(&seen)
+            )
+        });
+        seen.extend(chunk);
+    }
+    child
+        .stdin
+        .as_mut()
+        .unwrap()
+        .write_all(keys.as_bytes())
+        .unwrap();
+    let status = child.wait().unwrap();
+    while let Ok(chunk) = rx.recv_timeout(Duration::from_millis(200)) {
+        seen.extend(chunk);
+    }
+    (
+        String::from_utf8_lossy(&seen).into_owned(),
+        status.code().unwrap_or(-1),
+    )
+}
+
+#[test]
+fn at_a_terminal_with_no_approver_the_question_is_asked_right_there() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: util-linux `script` is not installed (it gives warden a terminal)");
+        return;
+    }
+    let home = support::warden_home();
+    support::configure(
+        home.path(),
+        "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\nask = \"on-miss\"\n",
+        r#"{"version":1,"defaults":{"security":"allowlist","ask":"on-miss","askFallback":"deny"}}"#,
+    );
+    // Allowed once with one key: the prompt shows exactly what runs, and it runs.
+    let (shown, code) = exec_at_a_terminal(home.path(), "-- /usr/bin/echo asked-inline", "o");
+    assert_eq!(code, 0, "{shown}");
+    assert!(shown.contains("asking here instead"), "{shown}");
+    assert!(
+        shown.contains(r#"argv:     ["/usr/bin/echo", "asked-inline"]"#),
+        "{shown}"
+    );
+    assert!(shown.contains("\nasked-inline"), "{shown}");
+    // Denied: nothing runs, and the exit code says the approver denied it.
+    let (shown, code) = exec_at_a_terminal(home.path(), "-- /usr/bin/echo never-ran", "d");
+    assert_eq!(code, 77, "{shown}");
+    assert!(!shown.contains("\nnever-ran"), "{shown}");
+    // "Allow always" stores the preselected rule: the next run asks nobody.
+    let (shown, code) = exec_at_a_terminal(home.path(), "-- /usr/bin/echo stored", "a");
+    assert_eq!(code, 0, "{shown}");
+    let out = warden_in(home.path())
+        .args(["exec", "--", "/usr/bin/echo", "again"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "again\n");
+    // Without a terminal nothing is asked: no approver, so askFallback (deny) decides
+    // (75: nobody answered).
+    let out = warden_in(home.path())
+        .args(["exec", "--", "/usr/bin/id", "-u"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(75));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("asking here"));
+}

@@ -116,7 +116,11 @@ async fn run_async() -> anyhow::Result<()> {
 /// An answer typed at the prompt: `o`, `a` (the preselected scope), `aN` (scope N of
 /// `options`, counted from 1), `d`; with `single_key` (a terminal), the key `N` alone
 /// is `aN`.
-fn parse_answer(input: &str, options: usize, single_key: bool) -> Option<(Answer, Option<usize>)> {
+pub(crate) fn parse_answer(
+    input: &str,
+    options: usize,
+    single_key: bool,
+) -> Option<(Answer, Option<usize>)> {
     let text = input.trim().to_ascii_lowercase();
     match text.as_str() {
         "o" | "once" | "y" | "yes" => return Some((Answer::AllowOnce, None)),
@@ -141,7 +145,7 @@ fn parse_answer(input: &str, options: usize, single_key: bool) -> Option<(Answer
 
 /// The question asked for a prompt with `options` allow-always scopes; an exec request
 /// (`runs_here`) says that it runs here.
-fn question(options: usize, single_key: bool, runs_here: bool) -> String {
+pub(crate) fn question(options: usize, single_key: bool, runs_here: bool) -> String {
     let always = match (options, single_key) {
         (0 | 1, _) => "allow [a]lways".to_owned(),
         (n, true) => format!("allow [a]lways (1–{}: another scope)", n.min(9)),

@@ -99,7 +99,8 @@ async fn run_async(args: ExecArgs) -> anyhow::Result<i32> {
     let facts = HostFacts::read()?;
     // The run's cgroups are made (and a thread moved into them) while the rest starts.
     facts.containment()?.prepare();
-    let gateway = facts.gateway(None)?;
+    // At a terminal with no approver running, the question is asked here.
+    let gateway = facts.gateway_asking_here()?;
     let cwd = args.cwd.as_ref().map(|c| facts.absolute(c));
     let mut exec_args = crate::args::exec_args(&args.command, &args.policy, cwd.as_deref())?;
     exec_args.env = args.env.into_iter().collect();

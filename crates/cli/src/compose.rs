@@ -17,6 +17,8 @@ use gateway::{
 };
 use policy::{Config, SandboxBackend};
 use runner::{Executor, HostContext, RunHost, Runner, SandboxShells, SocketApprovals};
+
+use crate::inline_approver::InlineApprovals;
 use sandbox::protect::{Authorized, Guard, Protection, WardenLayout, plan_paths, warden_paths};
 use sandbox::{LandlockMode, NamespaceSandbox, Profile, SandboxPolicy};
 
@@ -359,17 +361,33 @@ impl HostFacts {
         workspace: &Path,
         protected: Vec<PathBuf>,
     ) -> HostContext {
+        self.runner_host_asking(store, config, workspace, protected, false)
+    }
+
+    /// [`HostFacts::runner_host`]; with `here`, a question nobody else can answer is
+    /// asked at this terminal, if there is one (`warden exec`).
+    fn runner_host_asking(
+        &self,
+        store: &Store,
+        config: Config,
+        workspace: &Path,
+        protected: Vec<PathBuf>,
+        here: bool,
+    ) -> HostContext {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let timeout = approvals::ipc::DEFAULT_APPROVAL_TIMEOUT;
+        let socket = SocketApprovals::new(store.clone(), Arc::clone(&clock), timeout);
+        let approvals: Arc<dyn runner::Approvals> = if here && InlineApprovals::possible() {
+            Arc::new(InlineApprovals::new(socket, timeout))
+        } else {
+            Arc::new(socket)
+        };
         HostContext::builder(self.fs(), store.clone(), config)
             .protected(protected)
             .env(self.env.clone())
             .trusted_path(self.trusted_path.clone())
             .default_cwd(workspace)
-            .approvals(Arc::new(SocketApprovals::new(
-                store.clone(),
-                Arc::clone(&clock),
-                approvals::ipc::DEFAULT_APPROVAL_TIMEOUT,
-            )))
+            .approvals(approvals)
             .clock(clock)
             .build()
     }
@@ -386,6 +404,21 @@ impl HostFacts {
         workspace: Option<&Path>,
         nodes: Option<Arc<bridge::Hub>>,
     ) -> anyhow::Result<Gateway> {
+        self.gateway_serving(workspace, nodes, false)
+    }
+
+    /// [`HostFacts::gateway`] for `warden exec`: a question nobody else can answer is
+    /// asked at this terminal, if stdin and stderr are one.
+    pub fn gateway_asking_here(&self) -> anyhow::Result<Gateway> {
+        self.gateway_serving(None, None, true)
+    }
+
+    fn gateway_serving(
+        &self,
+        workspace: Option<&Path>,
+        nodes: Option<Arc<bridge::Hub>>,
+        ask_here: bool,
+    ) -> anyhow::Result<Gateway> {
         let config = self.config()?;
         let store = self.store();
         let workspace = self.workspace(workspace)?;
@@ -398,11 +431,12 @@ impl HostFacts {
                 .flat_map(|p| p.places().map(Path::to_path_buf))
                 .collect()
         };
-        let host = self.runner_host(
+        let host = self.runner_host_asking(
             &store,
             config.clone(),
             &workspace,
             places(|p| p.warden_owned),
+            ask_here,
         );
         let containment = self.containment()?;
         let local: Arc<dyn Shell> = Arc::new(LocalShell::contained(containment.clone()));

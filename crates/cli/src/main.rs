@@ -46,6 +46,7 @@ mod exec_allowlist;
 mod exit;
 mod gateway_bridge;
 mod host;
+mod inline_approver;
 mod operator;
 mod signals;
 mod term_input;
