@@ -951,3 +951,142 @@ fn the_console_lists_a_gateways_live_runs_and_kills_one() {
     );
     runtime.block_on(client.cancel()).unwrap();
 }
+
+/// `warden gateway run` hosting its web approver: the gateway's address and the web
+/// approver (its login link, and the gateway as its process).
+fn gateway_with_its_approver(home: &Path, workspace: &Path) -> (String, WebApprover) {
+    let mut child = support::warden_in(home)
+        .args([
+            "gateway",
+            "run",
+            "--listen",
+            "127.0.0.1:0",
+            "--approver-listen",
+            "127.0.0.1:0",
+            "--workspace",
+        ])
+        .arg(workspace)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut next = || lines.next().unwrap().unwrap();
+    let first = next();
+    let http = first
+        .split("http://")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no address in {first:?}"))
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let socket = next();
+    assert!(
+        socket.starts_with("warden approver listening on"),
+        "{socket}"
+    );
+    let link = next();
+    let login = link
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no login link in {link:?}"))
+        .to_owned();
+    let addr = login
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    std::thread::spawn(move || for _ in lines {});
+    (http, WebApprover { child, addr, login })
+}
+
+#[test]
+fn the_gateway_hosts_the_web_approver_so_a_question_needs_no_second_terminal() {
+    let Some(driver) = Driver::start() else {
+        return;
+    };
+    let home = support::warden_home();
+    support::configure(home.path(), GATEWAY_ALLOWLIST, HOST_ALLOWLIST);
+    let workspace = tempfile::tempdir().unwrap();
+    let (http, web) = gateway_with_its_approver(home.path(), workspace.path());
+    log_in(&driver, &web);
+
+    // An agent's command that needs a human: the gateway's own page asks, and the answer
+    // comes back to the agent's call.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let client = runtime.block_on(mcp_runs::http_client(
+        &http,
+        &support::gateway_token(home.path(), "main"),
+    ));
+    let asking = runtime.spawn({
+        let peer = client.peer().clone();
+        async move {
+            peer.call_tool(
+                rmcp::model::CallToolRequestParams::new("exec").with_arguments(
+                    serde_json::json!({"argv": ["/usr/bin/echo", "approved on the gateway's page"]})
+                        .as_object()
+                        .unwrap()
+                        .clone(),
+                ),
+            )
+            .await
+            .unwrap()
+        }
+    });
+    driver.wait_text(".request", "approved on the gateway");
+    driver.click(".request button.allow-once", "");
+    let result = runtime.block_on(asking).unwrap();
+    let value = result.structured_content.unwrap();
+    assert_eq!(
+        value["stdout"], "approved on the gateway's page\n",
+        "{value}"
+    );
+    assert_eq!(value["decision"]["reason"], "approved-once", "{value}");
+    runtime.block_on(client.cancel()).unwrap();
+
+    // A second gateway in the same home finds the approver running, says so, and serves.
+    let second = support::warden_in(home.path())
+        .args([
+            "gateway",
+            "run",
+            "--listen",
+            "127.0.0.1:0",
+            "--approver-listen",
+            "127.0.0.1:0",
+            "--workspace",
+        ])
+        .arg(workspace.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut second = Stopped(second);
+    let mut out = BufReader::new(second.0.stdout.take().unwrap()).lines();
+    assert!(
+        out.next()
+            .unwrap()
+            .unwrap()
+            .starts_with("warden gateway listening on")
+    );
+    let said = BufReader::new(second.0.stderr.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+        .find(|l| l.contains("not hosting the web approver"))
+        .expect("the second gateway says why it hosts no approver");
+    assert!(said.contains("already listening"), "{said}");
+    drop(second);
+    drop(web);
+}
+
+/// A child killed (and reaped) when the test ends.
+struct Stopped(Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -160,7 +160,14 @@ pub(crate) async fn http_client(setup: &Setup) -> anyhow::Result<(tokio::process
     let token = String::from_utf8(token.stdout)?.trim().to_owned();
     let mut gateway = setup
         .warden()?
-        .args(["gateway", "run", "--listen", "127.0.0.1:0", "--workspace"])
+        .args([
+            "gateway",
+            "run",
+            "--no-approver",
+            "--listen",
+            "127.0.0.1:0",
+            "--workspace",
+        ])
         .arg(&setup.workspace)
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)

@@ -179,7 +179,14 @@ impl GatewayProcess {
     /// Start it with `home` and `workspace`, plus `extra` arguments.
     pub fn start(home: &Path, workspace: &Path, extra: &[&str]) -> GatewayProcess {
         let mut child = warden_in(home)
-            .args(["gateway", "run", "--listen", "127.0.0.1:0", "--workspace"])
+            .args([
+                "gateway",
+                "run",
+                "--no-approver",
+                "--listen",
+                "127.0.0.1:0",
+                "--workspace",
+            ])
             .arg(workspace)
             .args(extra)
             .stdout(Stdio::piped())

@@ -47,6 +47,13 @@ pub struct RunArgs {
     /// Seconds between Bridge heartbeats (a node silent for 3.5 of them is dropped).
     #[arg(long, default_value_t = 10.0, hide = true)]
     bridge_heartbeat: f64,
+    /// Do not host this host's approver (the web approver, which prints a one-time login
+    /// link): questions go to an approver started elsewhere, or askFallback decides.
+    #[arg(long)]
+    no_approver: bool,
+    /// Loopback address and port of the web approver it hosts (port 0: any free port).
+    #[arg(long, default_value = crate::web::DEFAULT_LISTEN, conflicts_with = "no_approver")]
+    approver_listen: SocketAddr,
 }
 
 /// Arguments of `warden gateway token`.
@@ -230,8 +237,34 @@ async fn gateway_run(args: RunArgs) -> anyhow::Result<()> {
                 .join(", ")
         }
     );
+    // The web approver too, so that a question reaches a human without a second
+    // terminal — unless told not to, or another approver already listens here.
+    let approver = if args.no_approver {
+        None
+    } else {
+        match crate::web::start(&facts, args.approver_listen, exit::shutdown_signal()).await {
+            Ok(started) => {
+                outln!(
+                    "warden approver listening on {}\nweb approver: open {}\n(the link works once; keep it private; --no-approver leaves approving to `warden approvals ui`)",
+                    started.socket.display(),
+                    started.login
+                );
+                Some(started)
+            }
+            Err(e) => {
+                eprintln!(
+                    "warden: not hosting the web approver: {e:#}; questions go to the approver that listens, or askFallback decides"
+                );
+                None
+            }
+        }
+    };
     gateway::http::serve(gateway, listener, credentials, limits, stop).await?;
     hub.shutdown();
+    if let Some(approver) = approver {
+        // It stops on the same signal; a stop for another reason does not wait for it.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), approver.done).await;
+    }
     eprintln!("warden: gateway stopped");
     Ok(())
 }

@@ -83,22 +83,49 @@ pub fn run(args: WebArgs) -> i32 {
 }
 
 async fn run_async(args: WebArgs) -> anyhow::Result<()> {
-    if !args.listen.ip().is_loopback() {
+    let facts = HostFacts::read()?;
+    let started = start(&facts, args.listen, exit::shutdown_signal()).await?;
+    out!(
+        "warden approver listening on {}\nweb approver: open {}\n(the link works once; keep it private)\n",
+        started.socket.display(),
+        started.login
+    );
+    started.done.await?
+}
+
+/// A web approver serving: its socket, its one-time login link, and its end.
+pub struct Started {
+    /// The approver socket it hosts.
+    pub socket: std::path::PathBuf,
+    /// The one-time login link.
+    pub login: String,
+    /// Resolves when it has stopped (after `shutdown`).
+    pub done: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+/// Start the web approver on `listen` (loopback only) with this host's approver socket,
+/// until `shutdown` resolves. Refused when another approver already listens on the socket.
+pub async fn start(
+    facts: &HostFacts,
+    listen: SocketAddr,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<Started> {
+    if !listen.ip().is_loopback() {
         anyhow::bail!(
-            "--listen {}: the web approver serves plain HTTP and listens on loopback only \
-             (127.0.0.1 or [::1]); reach it from elsewhere through an SSH tunnel",
-            args.listen
+            "--listen {listen}: the web approver serves plain HTTP and listens on loopback only \
+             (127.0.0.1 or [::1]); reach it from elsewhere through an SSH tunnel"
         );
     }
-    let facts = HostFacts::read()?;
+    let facts = facts.clone();
     // Requests run here are held like the gateway's: nothing they start outlives them.
     let shell = LocalShell::contained(facts.containment()?);
     let store = facts.store();
+    // The page's port first: a port in use leaves the approver socket to someone else.
+    let tcp = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
     let socket = ApproverSocket::bind(&facts).await?;
     let socket_path = socket.path().to_path_buf();
-    let tcp = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = tcp.local_addr()?;
     let queue = Arc::new(queue::Queue::new(shell));
     let serving = socket.serve(Arc::clone(&queue) as Arc<dyn approvals::ipc::Approver>);
@@ -129,7 +156,7 @@ async fn run_async(args: WebArgs) -> anyhow::Result<()> {
         })
     };
     let (auth, login) = auth::Auth::new(addr, &OsRandom)?;
-    let (stopping, shutdown) = watch::channel(false);
+    let (stopping, stopped) = watch::channel(false);
     let app = Arc::new(App {
         queue,
         auth,
@@ -139,24 +166,27 @@ async fn run_async(args: WebArgs) -> anyhow::Result<()> {
         registry,
         store_state,
         files_state,
-        shutdown,
+        shutdown: stopped,
     });
     let router = api::router(Arc::clone(&app));
-    out!(
-        "warden approver listening on {}\nweb approver: open http://{addr}/login?token={login}\n(the link works once; keep it private)\n",
-        socket_path.display()
-    );
     let shutdown = async move {
-        exit::shutdown_signal().await;
+        shutdown.await;
         let _ = stopping.send(true);
     };
-    axum::serve(tcp, router)
-        .with_graceful_shutdown(shutdown)
-        .await
-        .context("the web server stopped")?;
-    poller.abort();
-    serving.stop().await;
-    Ok(())
+    let done = tokio::spawn(async move {
+        let served = axum::serve(tcp, router)
+            .with_graceful_shutdown(shutdown)
+            .await
+            .context("the web server stopped");
+        poller.abort();
+        serving.stop().await;
+        served
+    });
+    Ok(Started {
+        socket: socket_path,
+        login: format!("http://{addr}/login?token={login}"),
+        done,
+    })
 }
 
 /// The store's hash, or the reason it cannot be read: what the page compares to know
