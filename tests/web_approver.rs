@@ -40,16 +40,27 @@ struct WebApprover {
 
 impl WebApprover {
     fn start(home: &Path) -> WebApprover {
-        let mut child = support::warden_in(home)
+        let child = support::warden_in(home)
             .args(["approvals", "ui", "--web", "--listen", "127.0.0.1:0"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = lines.next().unwrap().unwrap();
+        WebApprover::announced(child, |_| {})
+    }
+
+    /// The web approver `child` announces on its stdout (after the lines `before` reads).
+    fn announced(
+        mut child: Child,
+        before: impl FnOnce(&mut dyn Iterator<Item = String>),
+    ) -> WebApprover {
+        let mut lines = BufReader::new(child.stdout.take().unwrap())
+            .lines()
+            .map_while(Result::ok);
+        before(&mut lines);
+        let first = lines.next().unwrap();
         assert!(first.starts_with("warden approver listening on"), "{first}");
-        let second = lines.next().unwrap().unwrap();
+        let second = lines.next().unwrap();
         let login = second
             .split_whitespace()
             .find(|w| w.starts_with("http://"))
@@ -955,7 +966,7 @@ fn the_console_lists_a_gateways_live_runs_and_kills_one() {
 /// `warden gateway run` hosting its web approver: the gateway's address and the web
 /// approver (its login link, and the gateway as its process).
 fn gateway_with_its_approver(home: &Path, workspace: &Path) -> (String, WebApprover) {
-    let mut child = support::warden_in(home)
+    let child = support::warden_in(home)
         .args([
             "gateway",
             "run",
@@ -970,36 +981,19 @@ fn gateway_with_its_approver(home: &Path, workspace: &Path) -> (String, WebAppro
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut next = || lines.next().unwrap().unwrap();
-    let first = next();
-    let http = first
-        .split("http://")
-        .nth(1)
-        .unwrap_or_else(|| panic!("no address in {first:?}"))
-        .split('/')
-        .next()
-        .unwrap()
-        .to_owned();
-    let socket = next();
-    assert!(
-        socket.starts_with("warden approver listening on"),
-        "{socket}"
-    );
-    let link = next();
-    let login = link
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no login link in {link:?}"))
-        .to_owned();
-    let addr = login
-        .trim_start_matches("http://")
-        .split('/')
-        .next()
-        .unwrap()
-        .to_owned();
-    std::thread::spawn(move || for _ in lines {});
-    (http, WebApprover { child, addr, login })
+    let mut http = String::new();
+    let web = WebApprover::announced(child, |lines| {
+        let first = lines.next().unwrap();
+        http = first
+            .split("http://")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no address in {first:?}"))
+            .split('/')
+            .next()
+            .unwrap()
+            .to_owned();
+    });
+    (http, web)
 }
 
 #[test]
