@@ -326,3 +326,56 @@ fn an_initialize_flood_leaves_the_gateways_memory_bounded() {
         "the gateway grew from {before} KiB to {after} KiB under the flood"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_with_no_policy_of_its_own_is_reported_to_the_operator_once() {
+    use std::io::BufRead;
+    let (home, ws, _ws) = two_agents("");
+    let log = home.path().join("gateway.log");
+    let mut child = warden_in(home.path())
+        .args([
+            "gateway",
+            "run",
+            "--no-approver",
+            "--listen",
+            "127.0.0.1:0",
+            "--workspace",
+        ])
+        .arg(&ws)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let addr = first
+        .split("http://")
+        .nth(1)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let g = GatewayProcess { child, addr };
+    // `ops` has its policy; `claude` was given a credential and nothing else.
+    for agent in ["ops", "claude", "claude"] {
+        let c = client(&g, &gateway_token(home.path(), agent), &[])
+            .await
+            .unwrap();
+        exec(&c, &["/bin/true"]).await;
+        c.cancel().await.unwrap();
+    }
+    drop(g);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let reports: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("has no policy of its own"))
+        .collect();
+    assert_eq!(reports.len(), 1, "{text}");
+    assert!(
+        reports[0].contains("agent \"claude\"") && reports[0].contains("warden doctor"),
+        "{text}"
+    );
+}

@@ -209,8 +209,11 @@ async fn gateway_run(args: RunArgs) -> anyhow::Result<()> {
         args.bridge_heartbeat,
     )
     .await?;
-    let gateway =
-        Arc::new(facts.gateway_with_nodes(args.workspace.as_deref(), Some(Arc::clone(&hub)))?);
+    let gateway = Arc::new(
+        facts
+            .gateway_with_nodes(args.workspace.as_deref(), Some(Arc::clone(&hub)))?
+            .with_agent_reports(),
+    );
     crate::operator::serve(&facts, Arc::clone(&hub), Arc::clone(&gateway))?;
     let credentials = credentials(&facts)?;
     let limits = http_limits(&config.gateway);

@@ -26,7 +26,14 @@ pub struct Gateway {
     shutdown: CancellationToken,
     /// How long a session's runs outlive it (`with_runs_kept_after_session`).
     keep_runs: std::time::Duration,
+    /// Agents already reported to the operator as having no policy of their own; `None`:
+    /// no reports (`with_agent_reports`).
+    reported_agents: Option<std::sync::Mutex<std::collections::HashSet<String>>>,
 }
+
+/// Agents remembered as reported (past this, nobody more is reported: the log is not a
+/// place an unbounded number of names should reach).
+const MAX_REPORTED_AGENTS: usize = 1024;
 
 impl std::fmt::Debug for Gateway {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -49,7 +56,15 @@ impl Gateway {
             files,
             shutdown: CancellationToken::new(),
             keep_runs: std::time::Duration::ZERO,
+            reported_agents: None,
         }
+    }
+
+    /// Report to the operator (in the log, once per agent) an agent that runs something
+    /// with no policy of its own — for a server whose agents come from credentials.
+    pub fn with_agent_reports(mut self) -> Self {
+        self.reported_agents = Some(std::sync::Mutex::default());
+        self
     }
 
     /// Runs started with `yield` or `background` outlive the session that started them by
@@ -206,6 +221,27 @@ impl Gateway {
         until(self.run(key, request, &cancel, None), &cancel, stop).await
     }
 
+    /// The first run of an agent with no policy of its own is reported to the operator
+    /// (once per agent while the gateway runs): it gets the global settings and the host
+    /// file's defaults, and a client set up under a new id is denied with no other hint.
+    fn report_agent_without_policy(&self, agent: &str) {
+        {
+            let Some(reported) = &self.reported_agents else {
+                return;
+            };
+            let mut reported = reported.lock().unwrap_or_else(|p| p.into_inner());
+            if reported.contains(agent) || reported.len() >= MAX_REPORTED_AGENTS {
+                return;
+            }
+            reported.insert(agent.to_owned());
+        }
+        if !self.runner.has_own_policy(agent) {
+            tracing::warn!(
+                "agent {agent:?} has no policy of its own (no [[agents.list]] entry in config.toml, nothing for it in exec-approvals.json): it gets the global settings and the host file's defaults; `warden doctor` says what it may run"
+            );
+        }
+    }
+
     /// Start one exec for `key`'s session that goes on without its caller: the same
     /// pipeline as [`Gateway::exec`] (decided once, on its exact plan; counted in the
     /// agent's run slots), with its output kept for the `process` tool and its standard
@@ -249,6 +285,7 @@ impl Gateway {
         cancel: &CancellationToken,
         watcher: Option<&Process>,
     ) -> RunReport {
+        self.report_agent_without_policy(&key.agent);
         // Held until this future ends, however it ends (dropped with its client too).
         let slot = self.runs.take(&key.agent);
         let request = self.in_session(key, request);

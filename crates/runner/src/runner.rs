@@ -31,6 +31,18 @@ impl Runner {
         &self.host.config
     }
 
+    /// Whether `agent` has a policy of its own here: an `[[agents.list]]` entry in the
+    /// config, or an entry in this host's approvals file. Without one it gets the global
+    /// settings and the file's defaults — rarely what an operator meant for a new client.
+    pub fn has_own_policy(&self, agent: &str) -> bool {
+        self.host.config.agents.iter().any(|a| a.id == agent)
+            || self
+                .host
+                .store
+                .load()
+                .is_ok_and(|snapshot| snapshot.file.agents.contains_key(agent))
+    }
+
     /// Where `request` runs (its `host` alone, nothing else resolved): how it is routed.
     pub fn host_of(&self, request: &ExecRequest) -> policy::Host {
         policy::resolve_host(
