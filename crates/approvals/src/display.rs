@@ -12,8 +12,9 @@ use crate::ipc::protocol::{Prompt, PromptKind};
 /// Default_Ignorable_Code_Point of Unicode (DerivedCoreProperties.txt — zero-width and
 /// joiner characters, bidi controls, Hangul fillers, variation selectors, tag
 /// characters...), the line and paragraph separators, and the remaining format
-/// characters that shape or annotate text.
-fn is_deceptive(c: char) -> bool {
+/// characters that shape or annotate text. (Also what keeps a run's output, shown to an
+/// operator, from doing the same: `gateway::operator::printable`.)
+pub fn is_deceptive(c: char) -> bool {
     matches!(c,
         // Default_Ignorable_Code_Point
         '\u{00AD}'                   // soft hyphen

@@ -129,8 +129,10 @@ fn view(process: &Process) -> Value {
 }
 
 /// `text` made safe to show on a terminal: escape sequences removed, and every other
-/// control character but newline and tab shown as `\u{…}` — a run's output must not move
-/// the operator's cursor, retitle the window, or type into the shell.
+/// control character but newline and tab, and every character that could hide or reorder
+/// text (the approver's own set, `approvals::display::is_deceptive`), shown as `\u{…}` —
+/// a run's output must not move the operator's cursor, retitle the window, or type into
+/// the shell.
 pub fn printable(text: &str) -> String {
     // The stripper drops tabs with the other controls; a tab is harmless and keeps
     // columns, so it is kept by stripping between tabs.
@@ -141,16 +143,12 @@ pub fn printable(text: &str) -> String {
         .chars()
         .map(|c| match c {
             '\n' | '\t' => c.to_string(),
-            c if c.is_control() || is_invisible_format(c) => c.escape_unicode().to_string(),
+            c if c.is_control() || approvals::display::is_deceptive(c) => {
+                c.escape_unicode().to_string()
+            }
             c => c.to_string(),
         })
         .collect()
-}
-
-/// Characters that change how the text around them reads without showing themselves
-/// (bidirectional overrides and isolates, zero-width joiners and marks).
-fn is_invisible_format(c: char) -> bool {
-    matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
 }
 
 #[cfg(test)]
@@ -168,6 +166,14 @@ mod tests {
             "{shown:?}"
         );
         assert!(!shown.contains('\u{202E}'), "{shown:?}");
+        // Beyond bidi controls: soft hyphens, tag characters, line separators.
+        for hidden in ['\u{AD}', '\u{E0041}', '\u{2028}'] {
+            let shown = printable(&format!("a{hidden}b"));
+            assert!(
+                !shown.contains(hidden) && shown.starts_with('a'),
+                "{shown:?}"
+            );
+        }
         assert!(
             shown.contains("red") && shown.contains("\nnext\tcol"),
             "{shown:?}"
