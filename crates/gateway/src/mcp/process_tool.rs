@@ -21,6 +21,14 @@ use super::{WardenMcp, result, stop_of};
 use crate::processes::{Process, ProcessState};
 use crate::sessions::SessionKey;
 
+/// How a call that started a run came back ([`WardenMcp::start_until`]).
+pub(super) enum Waited {
+    /// The run ended: its whole result.
+    Ended(CallToolResult),
+    /// It goes on; the events the call took are not delivered yet.
+    GoesOn(Arc<Process>, Vec<String>),
+}
+
 /// Output in one answer, at most.
 const ANSWER_BYTES: usize = caps::DEFAULT_MAX_OUTPUT_BYTES;
 
@@ -43,20 +51,42 @@ impl WardenMcp {
         events: Vec<String>,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let waited = self
+            .start_until(request, key, events, context, |_| {
+                tokio::time::sleep(yield_for)
+            })
+            .await;
+        match waited {
+            Waited::Ended(result) => result,
+            Waited::GoesOn(process, events) => going_on(&process, events),
+        }
+    }
+
+    /// Start `request` and wait — reporting progress if the client asked — until it ends
+    /// or `hand_over(process)` resolves; the caller giving up first ends the run. An
+    /// ended run answers with its whole result (`events` ride along, the run leaves the
+    /// table); otherwise the run goes on, and `events` are the caller's to deliver.
+    pub(super) async fn start_until<F: Future<Output = ()>>(
+        &self,
+        request: ExecRequest,
+        key: &SessionKey,
+        events: Vec<String>,
+        context: &RequestContext<RoleServer>,
+        hand_over: impl FnOnce(Arc<Process>) -> F,
+    ) -> Waited {
         let process = self.gateway.start(key, request);
         let stop = stop_of(context);
+        let handed = hand_over(Arc::clone(&process));
         let waited = async {
-            if yield_for.is_zero() {
-                return None;
-            }
             tokio::select! {
+                biased;
                 report = process.ended() => Some(report),
-                () = tokio::time::sleep(yield_for) => None,
                 () = stop => {
                     // The caller gave up before the run was handed over: it ends.
                     process.kill();
                     Some(process.ended().await)
                 }
+                () = handed => None,
             }
         };
         let ended = match Progress::of(context) {
@@ -73,9 +103,9 @@ impl WardenMcp {
                 if !matches!(report.outcome, Outcome::Cancelled { .. }) {
                     self.gateway.sessions().mark_delivered(key, &report.run_id);
                 }
-                result::exec_result(&report, events)
+                Waited::Ended(result::exec_result(&report, events))
             }
-            None => going_on(&process, events),
+            None => Waited::GoesOn(process, events),
         }
     }
 

@@ -23,9 +23,8 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use runner::{ExecRequest, Outcome};
 
-use super::process_tool::state_words;
-use super::progress::Progress;
-use super::{WardenMcp, result, stop_of};
+use super::process_tool::{Waited, state_words};
+use super::{WardenMcp, result};
 use crate::processes::{KEEP_FINISHED, Process, RunTask};
 use crate::sessions::SessionKey;
 
@@ -63,35 +62,19 @@ impl WardenMcp {
                 self.exec_to_end(request, key, events, context).await,
             );
         };
-        let process = self.gateway.start(key, request);
-        let stop = stop_of(context);
-        let waited = async {
-            tokio::select! {
-                biased;
-                report = process.ended() => Some(report),
-                () = stop => {
-                    // The caller gave up before a task was handed over: the run ends.
-                    process.kill();
-                    Some(process.ended().await)
+        // A question to a human, or `wait` elapsed, hands the run over to a task.
+        let waited = self
+            .start_until(request, key, events, context, |process| async move {
+                tokio::select! {
+                    () = process.asks() => {}
+                    () = tokio::time::sleep(wait) => {}
                 }
-                () = process.asks() => None,
-                () = tokio::time::sleep(wait) => None,
-            }
+            })
+            .await;
+        let (process, events) = match waited {
+            Waited::Ended(result) => return CallToolResponse::Complete(result),
+            Waited::GoesOn(process, events) => (process, events),
         };
-        let ended = match Progress::of(context) {
-            Some(mut progress) => {
-                progress.live = process.output().clone();
-                progress.during(waited).await
-            }
-            None => waited.await,
-        };
-        if let Some(report) = ended {
-            self.gateway.processes().remove(&process.id);
-            if !matches!(report.outcome, Outcome::Cancelled { .. }) {
-                self.gateway.sessions().mark_delivered(key, &report.run_id);
-            }
-            return CallToolResponse::Complete(result::exec_result(&report, events));
-        }
         let task = process.become_task(task);
         // The events this call took were not delivered: the next call carries them.
         self.gateway.return_events(key, events);
