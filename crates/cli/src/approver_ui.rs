@@ -155,6 +155,32 @@ pub(crate) fn question(options: usize, single_key: bool, runs_here: bool) -> Str
     format!("{here}allow [o]nce, {always}, [d]eny? ")
 }
 
+/// For "allow always": what will be stored, in words — or, when the prompt offers nothing
+/// to store, `answer` becomes "allow once" and the words say so. `None` for other answers.
+pub(crate) fn confirm_always(
+    prompt: &Prompt,
+    answer: &mut Answer,
+    choice: Option<usize>,
+) -> Option<String> {
+    if *answer != Answer::AllowAlways {
+        return None;
+    }
+    Some(match prompt.allow_always_rules(choice) {
+        Ok(rules) if !rules.is_empty() => {
+            let shown: Vec<String> = rules.iter().map(|r| escape(&r.describe())).collect();
+            format!(
+                "{} will be stored for {}\n",
+                shown.join(", "),
+                escape(&prompt.agent)
+            )
+        }
+        _ => {
+            *answer = Answer::AllowOnce;
+            "nothing can be stored for this request; allowing once\n".to_owned()
+        }
+    })
+}
+
 async fn terminal_loop(
     mut pending: mpsc::UnboundedReceiver<Pending>,
     shell: &LocalShell,
@@ -242,26 +268,8 @@ async fn terminal_loop(
         let Some((mut answer, choice)) = answer else {
             continue;
         };
-        if answer == Answer::AllowAlways {
-            match prompt.allow_always_rules(choice) {
-                Ok(rules) if !rules.is_empty() => {
-                    let shown: Vec<String> = rules.iter().map(|r| escape(&r.describe())).collect();
-                    out.write_all(
-                        format!(
-                            "{} will be stored for {}\n",
-                            shown.join(", "),
-                            escape(&prompt.agent)
-                        )
-                        .as_bytes(),
-                    )
-                    .await?
-                }
-                _ => {
-                    out.write_all(b"nothing can be stored for this request; allowing once\n")
-                        .await?;
-                    answer = Answer::AllowOnce;
-                }
-            }
+        if let Some(said) = confirm_always(&prompt, &mut answer, choice) {
+            out.write_all(said.as_bytes()).await?;
         }
         let report = match (&item.kind, answer) {
             (Kind::Exec(e), Answer::AllowOnce | Answer::AllowAlways) => {

@@ -15,7 +15,7 @@ use approvals::ipc::AskOutcome;
 use approvals::ipc::protocol::{Answer, Prompt, PromptKind, Request, Response};
 use runner::{Approvals, SocketApprovals};
 
-use crate::approver_ui::{parse_answer, question};
+use crate::approver_ui::{confirm_always, parse_answer, question};
 use crate::term_input::Input;
 
 /// Asks the host's approver, and the human at this terminal when there is none.
@@ -94,21 +94,8 @@ async fn ask_here(prompt: &Prompt, why: &str, timeout: Duration) -> AskOutcome {
             say("\n");
         }
     };
-    if answer == Answer::AllowAlways {
-        match prompt.allow_always_rules(choice) {
-            Ok(rules) if !rules.is_empty() => {
-                let shown: Vec<String> = rules.iter().map(|r| escape(&r.describe())).collect();
-                say(&format!(
-                    "{} will be stored for {}\n",
-                    shown.join(", "),
-                    escape(&prompt.agent)
-                ));
-            }
-            _ => {
-                say("nothing can be stored for this request; allowing once\n");
-                answer = Answer::AllowOnce;
-            }
-        }
+    if let Some(said) = confirm_always(prompt, &mut answer, choice) {
+        say(&said);
     }
     AskOutcome::Answered(Response {
         id: prompt.id.clone(),
