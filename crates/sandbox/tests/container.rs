@@ -921,24 +921,27 @@ async fn a_signal_reaches_the_command_and_its_children_inside_the_container() {
     let mut options = opts(&fx);
     options.stdin = Stdin::Stream(stream);
     options.live = Some(live.clone());
-    // The command traps USR1 and says so, and so does a child it started; both go on.
+    // The command traps USR1 and says so, and so do a child it started and an orphan it
+    // left by a double fork; all go on.
     let script = Script {
         shell: PathBuf::from("/bin/sh"),
         source:
             "(trap 'echo child-got-usr1' USR1; echo child-ready; while :; do sleep 0.1; done) & \
+                 ( (trap 'echo orphan-got-usr1' USR1; echo orphan-ready; while :; do sleep 0.1; done) & ) ; \
                  trap 'echo got-usr1' USR1; trap 'echo got-term; exit 9' TERM; \
                  echo ready; while :; do sleep 0.1; done"
                 .into(),
     };
     let run = shell.run(&script, &options);
     let drive = async {
-        for ready in ["ready", "child-ready"] {
+        for ready in ["ready", "child-ready", "orphan-ready"] {
             caps::testkit::wait_for_output(&live, ready, Duration::from_secs(30))
                 .await
                 .unwrap_or_else(|e| panic!("{e}"));
         }
         sender.signal(10).unwrap();
-        for got in ["got-usr1", "child-got-usr1"] {
+        // The orphan (double fork, reparented) is still the run's: its session.
+        for got in ["got-usr1", "child-got-usr1", "orphan-got-usr1"] {
             caps::testkit::wait_for_output(&live, got, Duration::from_secs(30))
                 .await
                 .unwrap_or_else(|e| panic!("{e}"));

@@ -1,6 +1,7 @@
 //! The command lines run in the container: what every engine invocation needs
-//! ([`Target`]), the constant in-container scripts (the session sweep, the wrapper around
-//! each run and the killer), and the engine command lines that run a command and kill one.
+//! ([`Target`]), the constant in-container scripts (finding a run's processes, the
+//! session sweep, the wrapper around each run, the killer and the signaller), and the
+//! engine command lines that run a command, kill one and signal one.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -18,17 +19,27 @@ pub(super) const CONTAINER_SHELL: &str = "/bin/sh";
 /// `/proc/*/cmdline` for `warden-run:TOKEN:`.
 pub(super) const RUN_MARKER_PREFIX: &str = "warden-run:";
 
-/// `warden_sweep ROOT SPARE`: stop, then kill, process `ROOT`, every process in the
-/// session it leads, and every descendant of any of them, sparing pid `SPARE` (the
-/// wrapper sweeping its own session spares itself). Stopping first means a process found
-/// cannot fork behind our back; the scan repeats until it finds nothing new. Only shell
-/// builtins are used (`read`, `kill`, parameter expansion), so it works in any POSIX
-/// shell and costs no extra processes. `/proc/PID/stat` is parsed after the last `)`
-/// (the command name may contain spaces and parentheses): state, ppid, pgrp, session.
-const SWEEP_FUNCTION: &str = r#"warden_sweep() {
-  ws_root=$1 ws_spare=$2 ws_tree=" $1 " ws_found=' ' ws_more=1
+/// `warden_members ROOT SPARE STOP`: set `ws_found` to process `ROOT`, every process in
+/// the session it leads, and every descendant of any of them — a run's processes, also
+/// those that left its process group or were reparented — sparing pid `SPARE` (itself
+/// when `SPARE` is `ROOT`: then only what is below it). With `STOP` = 1 each is stopped
+/// as it is found, so that a process found cannot fork behind our back; the scan repeats
+/// until it finds nothing new. Only shell builtins are used (`read`, `kill`, parameter
+/// expansion), so it works in any POSIX shell and costs no extra processes.
+/// `/proc/PID/stat` is parsed after the last `)` (the command name may contain spaces and
+/// parentheses): state, ppid, pgrp, session.
+///
+/// `warden_sweep ROOT SPARE`: those, stopped, then killed.
+///
+/// `warden_marked TOKEN`: set `warden_hits` to every process whose command line holds
+/// `warden-run:TOKEN:` (a run's wrapper). Reading `/proc/PID/cmdline` with `read` works
+/// because shells drop the NUL separators (the probe verifies this per container). The
+/// caller's own command line holds the token but never the full marker, and it skips
+/// itself anyway.
+const PROCESS_FUNCTIONS: &str = r#"warden_members() {
+  ws_root=$1 ws_spare=$2 ws_stop=$3 ws_tree=" $1 " ws_found=' ' ws_more=1
   if [ "$ws_root" != "$ws_spare" ]; then
-    kill -STOP "$ws_root" 2>/dev/null
+    [ "$ws_stop" = 1 ] && kill -STOP "$ws_root" 2>/dev/null
     ws_found=" $ws_root "
   fi
   while [ "$ws_more" = 1 ]; do
@@ -42,14 +53,27 @@ const SWEEP_FUNCTION: &str = r#"warden_sweep() {
       set -- ${ws_l##*\)}
       case "$ws_tree" in *" $2 "*) ws_child=1 ;; *) ws_child=0 ;; esac
       if [ "$4" = "$ws_root" ] || [ "$ws_child" = 1 ]; then
-        kill -STOP "$ws_p" 2>/dev/null
+        [ "$ws_stop" = 1 ] && kill -STOP "$ws_p" 2>/dev/null
         ws_tree="$ws_tree$ws_p "
         ws_found="$ws_found$ws_p "
         ws_more=1
       fi
     done
   done
+}
+warden_sweep() {
+  warden_members "$1" "$2" 1
   [ "$ws_found" = ' ' ] || kill -KILL $ws_found 2>/dev/null
+}
+warden_marked() {
+  warden_hits=
+  for wk_d in /proc/[0-9]*; do
+    wk_p=${wk_d#/proc/}
+    [ "$wk_p" = "$$" ] && continue
+    { while IFS= read -r wk_l || [ -n "$wk_l" ]; do
+        case "$wk_l" in *"warden-run:$1:"*) warden_hits="$warden_hits $wk_p"; break ;; esac
+      done < "$wk_d/cmdline"; } 2>/dev/null
+  done
 }
 "#;
 
@@ -65,53 +89,21 @@ warden_sweep $$ $$
 exit "$warden_status"
 "#;
 
-/// `$1` is the token: find every process whose command line holds `warden-run:TOKEN:`
-/// and sweep its session. Reading `/proc/PID/cmdline` with `read` works because shells
-/// drop the NUL separators (the probe verifies this per container). The killer's own
-/// command line holds the token but never the full marker, and it skips itself anyway.
-const KILLER_BODY: &str = r#"warden_hits=
-for wk_d in /proc/[0-9]*; do
-  wk_p=${wk_d#/proc/}
-  [ "$wk_p" = "$$" ] && continue
-  { while IFS= read -r wk_l || [ -n "$wk_l" ]; do
-      case "$wk_l" in *"warden-run:$1:"*) warden_hits="$warden_hits $wk_p"; break ;; esac
-    done < "$wk_d/cmdline"; } 2>/dev/null
-done
+/// `$1` is the token: sweep every run wrapper with that token (its session and tree).
+const KILLER_BODY: &str = r#"warden_marked "$1"
 for wk_p in $warden_hits; do warden_sweep "$wk_p" "$$"; done
 echo "warden-killed:$warden_hits"
 "#;
 
-/// `$1` is the token, `$2` a signal name: send the signal to every process below the
-/// run's wrapper (whose command line holds `warden-run:TOKEN:`) — the command and what
-/// it started, not the wrapper, which must live to report the command's end. Parents
-/// come from `/proc/PID/stat`, read by the shell without forking.
-const SIGNALLER_BODY: &str = r#"ws_sig=$2
-ws_tree=' '
-for ws_d in /proc/[0-9]*; do
-  ws_p=${ws_d#/proc/}
-  [ "$ws_p" = "$$" ] && continue
-  { while IFS= read -r ws_l || [ -n "$ws_l" ]; do
-      case "$ws_l" in *"warden-run:$1:"*) ws_tree="$ws_tree$ws_p "; break ;; esac
-    done < "$ws_d/cmdline"; } 2>/dev/null
-done
-ws_found=
-ws_more=1
-while [ "$ws_tree" != ' ' ] && [ "$ws_more" = 1 ]; do
-  ws_more=0
-  for ws_d in /proc/[0-9]*; do
-    ws_p=${ws_d#/proc/}
-    case "$ws_tree" in *" $ws_p "*) continue ;; esac
-    { IFS= read -r ws_l < "$ws_d/stat"; } 2>/dev/null || continue
-    set -- ${ws_l##*\)}
-    case "$ws_tree" in *" $2 "*)
-      ws_tree="$ws_tree$ws_p "
-      ws_found="$ws_found $ws_p"
-      ws_more=1 ;;
-    esac
-  done
-done
-[ -n "$ws_found" ] && kill -"$ws_sig" $ws_found 2>/dev/null
-echo "warden-signalled:$ws_found"
+/// `$1` is the token, `$2` a signal name: send the signal to the same processes the
+/// killer would end — the run's session and tree — but its wrapper, which must live to
+/// report the command's end; nothing is stopped.
+const SIGNALLER_BODY: &str = r#"wg_sig=$2
+warden_marked "$1"
+wg_all=
+for wg_p in $warden_hits; do warden_members "$wg_p" "$wg_p" 0; wg_all="$wg_all$ws_found"; done
+case "$wg_all" in *[0-9]*) kill -"$wg_sig" $wg_all 2>/dev/null ;; esac
+echo "warden-signalled:$wg_all"
 "#;
 
 /// What every engine invocation needs; shared with the kill guards of running commands,
@@ -157,7 +149,7 @@ impl Target {
         args.push(self.container.clone().into());
         args.push(CONTAINER_SHELL.into());
         args.push("-c".into());
-        args.push(format!("{SWEEP_FUNCTION}{WRAPPER_BODY}").into());
+        args.push(format!("{PROCESS_FUNCTIONS}{WRAPPER_BODY}").into());
         args.push(format!("{RUN_MARKER_PREFIX}{token}:").into());
         if let Some(tools) = read_only {
             args.extend(tools.launcher());
@@ -186,7 +178,7 @@ impl Target {
             self.container.clone().into(),
             CONTAINER_SHELL.into(),
             "-c".into(),
-            SIGNALLER_BODY.into(),
+            format!("{PROCESS_FUNCTIONS}{SIGNALLER_BODY}").into(),
             "warden-signal".into(),
             token.into(),
             signal.into(),
@@ -200,7 +192,7 @@ impl Target {
             self.container.clone().into(),
             CONTAINER_SHELL.into(),
             "-c".into(),
-            format!("{SWEEP_FUNCTION}{KILLER_BODY}").into(),
+            format!("{PROCESS_FUNCTIONS}{KILLER_BODY}").into(),
             "warden-kill".into(),
             token.into(),
         ])
