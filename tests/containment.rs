@@ -579,14 +579,7 @@ fn a_gateway_started_with_sigint_ignored_keeps_ignoring_it() {
         let mut child = Command::new("sh")
             .args(["-c", &format!("{trap}exec \"$0\" \"$@\"")])
             .arg(env!("CARGO_BIN_EXE_warden"))
-            .args([
-                "gateway",
-                "run",
-                "--no-approver",
-                "--listen",
-                "127.0.0.1:0",
-                "--workspace",
-            ])
+            .args(support::GATEWAY_RUN)
             .arg(workspace.path())
             .env("WARDEN_HOME", home.path())
             .stdout(Stdio::piped())

@@ -333,14 +333,7 @@ async fn an_agent_with_no_policy_of_its_own_is_reported_to_the_operator_once() {
     let (home, ws, _ws) = two_agents("");
     let log = home.path().join("gateway.log");
     let mut child = warden_in(home.path())
-        .args([
-            "gateway",
-            "run",
-            "--no-approver",
-            "--listen",
-            "127.0.0.1:0",
-            "--workspace",
-        ])
+        .args(support::GATEWAY_RUN)
         .arg(&ws)
         .stdout(std::process::Stdio::piped())
         .stderr(std::fs::File::create(&log).unwrap())

@@ -1,5 +1,6 @@
 //! What several benchmarks set up the same way: a private Warden state directory whose
-//! approvals file allowlists `/bin/true` for agent `bench`, and the approvals store on it.
+//! approvals file allowlists `/bin/true` for agent `bench`, the approvals store on it, and
+//! the arguments that start a gateway.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -35,3 +36,15 @@ pub fn store(fs: Arc<caps::LocalFs>, home: &Path) -> approvals::Store {
         },
     )
 }
+
+/// `warden` arguments that start a gateway on a free loopback port, without hosting the
+/// web approver (its page and memory are not what the benchmarks measure); the workspace
+/// follows.
+pub const GATEWAY_RUN: [&str; 6] = [
+    "gateway",
+    "run",
+    "--no-approver",
+    "--listen",
+    "127.0.0.1:0",
+    "--workspace",
+];

@@ -160,14 +160,7 @@ pub(crate) async fn http_client(setup: &Setup) -> anyhow::Result<(tokio::process
     let token = String::from_utf8(token.stdout)?.trim().to_owned();
     let mut gateway = setup
         .warden()?
-        .args([
-            "gateway",
-            "run",
-            "--no-approver",
-            "--listen",
-            "127.0.0.1:0",
-            "--workspace",
-        ])
+        .args(crate::fixtures::GATEWAY_RUN)
         .arg(&setup.workspace)
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)

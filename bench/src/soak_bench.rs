@@ -111,14 +111,7 @@ impl Gateway {
     fn start(home: &Home) -> anyhow::Result<Gateway> {
         let mut child = home
             .warden()?
-            .args([
-                "gateway",
-                "run",
-                "--no-approver",
-                "--listen",
-                "127.0.0.1:0",
-                "--workspace",
-            ])
+            .args(crate::fixtures::GATEWAY_RUN)
             .arg(home.root.join("workspace"))
             .stdout(std::process::Stdio::piped())
             .spawn()?;

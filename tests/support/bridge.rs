@@ -50,14 +50,7 @@ impl Gateway {
         cmd.env_remove("WARDEN_HOME")
             .env("WARDEN_HOME", home)
             .env("WARDEN_LOG", "warden=info,bridge=info")
-            .args([
-                "gateway",
-                "run",
-                "--no-approver",
-                "--listen",
-                "127.0.0.1:0",
-                "--workspace",
-            ])
+            .args(super::support::GATEWAY_RUN)
             .arg(workspace)
             .args(extra)
             .stdout(Stdio::piped())

@@ -168,6 +168,17 @@ pub fn gateway_token(home: &Path, agent: &str) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
+/// `warden` arguments that start a gateway on a free loopback port without hosting the
+/// web approver (a test's own approver takes the socket); the workspace follows.
+pub const GATEWAY_RUN: [&str; 6] = [
+    "gateway",
+    "run",
+    "--no-approver",
+    "--listen",
+    "127.0.0.1:0",
+    "--workspace",
+];
+
 /// A running `warden gateway run` on a free loopback port. Killed when dropped.
 pub struct GatewayProcess {
     pub child: Child,
@@ -179,14 +190,7 @@ impl GatewayProcess {
     /// Start it with `home` and `workspace`, plus `extra` arguments.
     pub fn start(home: &Path, workspace: &Path, extra: &[&str]) -> GatewayProcess {
         let mut child = warden_in(home)
-            .args([
-                "gateway",
-                "run",
-                "--no-approver",
-                "--listen",
-                "127.0.0.1:0",
-                "--workspace",
-            ])
+            .args(GATEWAY_RUN)
             .arg(workspace)
             .args(extra)
             .stdout(Stdio::piped())
