@@ -265,8 +265,8 @@ async fn cancelling_a_task_kills_its_whole_tree_and_only_its_agent_may() {
         &support::gateway_token(s.home.path(), "other"),
     )
     .await;
-    let pids = tempfile::tempdir().unwrap();
-    let pid_file = pids.path().join("pids");
+    let pids_dir = tempfile::tempdir().unwrap();
+    let pid_file = pids_dir.path().join("pids");
     let command = format!(
         "setsid sleep 300 & echo $! > {f}; echo $$ >> {f}; exec sleep 300",
         f = pid_file.display()
@@ -323,7 +323,25 @@ async fn cancelling_a_task_kills_its_whole_tree_and_only_its_agent_may() {
     }
     let ended = settle(&coder, &id).await;
     assert_eq!(ended.status(), TaskStatus::Cancelled, "{ended:?}");
+
+    // A task's run is a run of its session: the session ending (DELETE) ends it, tree
+    // and all, as it ends a background run.
+    let pid_file = pids_dir.path().join("second");
+    let command = format!("echo $$ > {}; exec sleep 300", pid_file.display());
+    task_id(&exec_once(&coder, json!({"command": command, "yield": 0.2})).await);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let pid: i32 = loop {
+        if let Some(pid) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "the second run never started");
+        std::thread::sleep(Duration::from_millis(20));
+    };
     coder.cancel().await.unwrap();
+    wait_gone(pid);
     other.cancel().await.unwrap();
 }
 
