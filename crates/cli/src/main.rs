@@ -35,6 +35,7 @@ mod cmd_approvals;
 mod cmd_doctor;
 mod cmd_exec;
 mod cmd_gateway;
+mod cmd_init;
 mod cmd_node;
 mod cmd_nodes;
 mod cmd_policy;
@@ -74,6 +75,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Set Warden up: workspace, agent clients, stdio or gateway, how strict to start.
+    /// Writes a commented config.toml and the approvals file, and each client's
+    /// configuration; changes nothing of yours without asking.
+    Init(cmd_init::InitArgs),
     /// Run one command with Warden's limits (timeout, whole-tree kill, output cap).
     Exec(cmd_exec::ExecArgs),
     /// Inspect policy decisions.
@@ -332,6 +337,7 @@ fn main() {
         Command::Node(command) => cmd_node::run(command),
         Command::Nodes(command) => cmd_nodes::run(command),
         Command::Runs { command } => cmd_runs::run(command),
+        Command::Init(args) => cmd_init::run(args),
         Command::Doctor(args) => cmd_doctor::run(args),
         Command::Sandbox(command) => cmd_sandbox::sandbox(command),
         Command::Completions(args) => completions(args),
