@@ -181,7 +181,14 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (u64, u32, String)> {
                 // Warden's own cache (the remembered namespace probe) is written by Warden
                 // when the first sandboxed command runs. It lies in the protected state
                 // directory like the rest, but its appearance is not an attack.
-                if p == dir && child.file_name().is_some_and(|n| n == "cache") {
+                // The record (`audit/`) grows with every command, by Warden's own hand:
+                // that it was not touched otherwise is checked by `warden log --verify`
+                // (see `assert_untouched`).
+                if p == dir
+                    && child
+                        .file_name()
+                        .is_some_and(|n| n == "cache" || n == "audit")
+                {
                     continue;
                 }
                 stack.push(child);
@@ -283,6 +290,13 @@ fn assert_untouched(
             dir.display()
         );
     }
+    let verified = l.command().args(["log", "--verify"]).output().unwrap();
+    assert!(
+        verified.status.success(),
+        "{}: {what} broke the record: {}",
+        l.name,
+        String::from_utf8_lossy(&verified.stdout)
+    );
     let report = exec(
         l,
         "cat /etc/shadow >/dev/null 2>&1 && echo UNCONFINED; true",

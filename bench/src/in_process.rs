@@ -17,9 +17,19 @@ pub struct InProcess {
 impl InProcess {
     /// With each run held by `containment` (`None`: its process group and session only).
     pub fn new(containment: Option<caps::process::Containment>) -> anyhow::Result<InProcess> {
+        InProcess::recorded(containment, None)
+    }
+
+    /// [`InProcess::new`], every request put on a record in its home kept with
+    /// `settings` (none: no record).
+    pub fn recorded(
+        containment: Option<caps::process::Containment>,
+        settings: Option<audit::Settings>,
+    ) -> anyhow::Result<InProcess> {
         let home = crate::fixtures::true_allowed_home("gw")?;
         let fs: std::sync::Arc<caps::LocalFs> = std::sync::Arc::new(caps::LocalFs::new("/")?);
         let store = crate::fixtures::store(fs.clone(), &home);
+        let fs_for_audit: std::sync::Arc<dyn caps::Fs> = fs.clone();
         let clock: std::sync::Arc<dyn approvals::Clock> =
             std::sync::Arc::new(approvals::SystemClock);
         let runner = runner::Runner::new(
@@ -34,6 +44,15 @@ impl InProcess {
             .trusted_path(policy::TrustedPath::parse("/usr/bin:/bin"))
             .default_cwd("/")
             .clock(clock)
+            .audit(match settings {
+                Some(settings) => std::sync::Arc::new(audit::AuditLog::new(
+                    fs_for_audit,
+                    home.join("audit"),
+                    "bench",
+                    settings,
+                )),
+                None => std::sync::Arc::new(audit::NoAudit),
+            })
             .build(),
         );
         let shell = match containment {

@@ -6,6 +6,7 @@
 // The benchmark binary reports to the terminal.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod audit_bench;
 mod bridge_bench;
 mod decide;
 mod fixtures;

@@ -21,6 +21,9 @@ pub async fn run_all(report: &mut Report, quick: bool, filter: &[&String]) -> an
     if wanted("exec-gateway") {
         exec_gateway(report, quick).await?;
     }
+    if crate::audit_bench::ROWS.iter().any(|id| wanted(id)) {
+        crate::audit_bench::run(report, quick, &wanted).await?;
+    }
     // A row id names its suite's rows only in part (`exec-sandbox-cli`), so each suite runs
     // when any of its rows is wanted.
     if crate::sandbox_bench::ROWS.iter().any(|id| wanted(id)) {

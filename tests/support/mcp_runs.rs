@@ -81,7 +81,8 @@ pub async fn structured(client: &RunningService<RoleClient, ()>, tool: &str, arg
         .unwrap_or(Value::Null)
 }
 
-/// Poll `run` until its output contains `needle` (within 20 s); the output seen.
+/// Poll `run` until its output — all it still keeps, from its first byte — contains
+/// `needle` (within 20 s); the output seen.
 pub async fn poll_until(
     client: &RunningService<RoleClient, ()>,
     run: &str,
@@ -89,13 +90,15 @@ pub async fn poll_until(
 ) -> String {
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut seen = String::new();
+    // The first look reads everything the run still keeps: what `exec`'s own answer
+    // already carried (a fast run's first lines) counts as seen.
+    let mut from_start = true;
     while Instant::now() < deadline {
-        let r = structured(
-            client,
-            "process",
-            json!({"action": "poll", "runId": run, "wait": 2}),
-        )
-        .await;
+        let mut poll = json!({"action": "poll", "runId": run, "wait": 2});
+        if std::mem::take(&mut from_start) {
+            poll["cursor"] = json!(0);
+        }
+        let r = structured(client, "process", poll).await;
         assert_eq!(r["ok"], true, "{r}");
         seen.push_str(r["output"].as_str().unwrap());
         if seen.contains(needle) {

@@ -200,6 +200,22 @@ pub trait Fs: Send + Sync + fmt::Debug {
     /// crash the file holds either the old or the new contents, never a mix.
     fn write_atomic(&self, path: &Path, data: &[u8], options: WriteOptions) -> Result<()>;
 
+    /// Add `data` at the end of a file (created with `options.mode` if missing) in one
+    /// write, so concurrent appenders never interleave inside it; with `sync`, the data
+    /// is on disk when this returns. Appending never follows a symlink at `path`.
+    fn append(&self, path: &Path, data: &[u8], options: WriteOptions, sync: bool) -> Result<()>;
+
+    /// Up to `len` bytes of a file from byte `offset` (fewer at its end; none past it):
+    /// the tail of a log without reading all of it.
+    fn read_range(&self, path: &Path, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let data = self.read(path)?;
+        let start = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(data.len());
+        let end = start.saturating_add(len).min(data.len());
+        Ok(data[start..end].to_vec())
+    }
+
     /// Create a directory and its missing parents; new directories get `mode`.
     fn create_dir_all(&self, path: &Path, mode: u32) -> Result<()>;
 

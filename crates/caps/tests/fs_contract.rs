@@ -96,6 +96,9 @@ impl Fs for ArcFs {
     fn write_atomic(&self, p: &Path, d: &[u8], o: WriteOptions) -> caps::Result<()> {
         self.0.write_atomic(p, d, o)
     }
+    fn append(&self, p: &Path, d: &[u8], o: WriteOptions, sync: bool) -> caps::Result<()> {
+        self.0.append(p, d, o, sync)
+    }
     fn create_dir_all(&self, p: &Path, m: u32) -> caps::Result<()> {
         self.0.create_dir_all(p, m)
     }
@@ -298,6 +301,25 @@ fn lock_is_exclusive(w: World) {
     waiter.join().unwrap();
 }
 
+fn append_creates_extends_and_never_follows_a_link(w: World) {
+    let log = w.p("log");
+    let private = WriteOptions::private();
+    w.fs.append(&log, b"one\n", private, true).unwrap();
+    w.fs.append(&log, b"two\n", private, false).unwrap();
+    assert_eq!(w.fs.read(&log).unwrap(), b"one\ntwo\n");
+    assert_eq!(w.fs.metadata(&log).unwrap().mode, 0o600);
+    // Ranges: the middle, past the end, and beyond it.
+    assert_eq!(w.fs.read_range(&log, 4, 3).unwrap(), b"two");
+    assert_eq!(w.fs.read_range(&log, 6, 100).unwrap(), b"o\n");
+    assert!(w.fs.read_range(&log, 100, 10).unwrap().is_empty());
+    // A link at the name is refused, and its target is left alone.
+    w.fs.write(&w.p("target"), b"mine", WriteOptions::default())
+        .unwrap();
+    w.link("target", "link");
+    assert!(w.fs.append(&w.p("link"), b"x", private, false).is_err());
+    assert_eq!(w.fs.read(&w.p("target")).unwrap(), b"mine");
+}
+
 macro_rules! contract {
     ($($test:ident),* $(,)?) => {
         mod local_provider { use super::*; $(#[test] fn $test() { super::$test(local()) })* }
@@ -319,6 +341,7 @@ contract!(
     symlinks_inside_the_world_resolve,
     nul_bytes_are_denied,
     lock_is_exclusive,
+    append_creates_extends_and_never_follows_a_link,
 );
 
 #[test]

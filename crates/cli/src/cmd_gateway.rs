@@ -160,6 +160,10 @@ fn token(args: TokenArgs) -> anyhow::Result<i32> {
     }
     if args.revoke {
         credentials.revoke(&args.agent)?;
+        facts.record_policy(
+            gateway::credentials::CREDENTIALS_FILE,
+            format!("gateway credential of agent {} revoked", args.agent),
+        );
         if args.json {
             outln!(
                 "{}",
@@ -175,6 +179,16 @@ fn token(args: TokenArgs) -> anyhow::Result<i32> {
     } else {
         credentials.get_or_create(&args.agent, now)?
     };
+    if args.rotate || created {
+        facts.record_policy(
+            gateway::credentials::CREDENTIALS_FILE,
+            format!(
+                "gateway credential of agent {} {}",
+                args.agent,
+                if args.rotate { "rotated" } else { "created" }
+            ),
+        );
+    }
     if args.json {
         outln!(
             "{}",

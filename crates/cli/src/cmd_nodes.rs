@@ -82,6 +82,13 @@ fn run_inner(command: NodesCommand) -> anyhow::Result<i32> {
                 None => ask_for_code(&registry, &id, now)?,
             };
             let entry = registry.approve(&id, &code, now)?;
+            facts.record_policy(
+                "nodes.json",
+                format!(
+                    "node {id} approved (token fingerprint {})",
+                    entry.token_fingerprint().unwrap_or_default()
+                ),
+            );
             let request = entry.request.as_ref();
             outln!(
                 "approved node {id:?} ({}); its token was agreed without crossing the wire (fingerprint {})",
@@ -92,6 +99,10 @@ fn run_inner(command: NodesCommand) -> anyhow::Result<i32> {
         }
         NodesCommand::Reject { id, code } => {
             let n = registry.reject(&id, code.as_deref(), now)?;
+            facts.record_policy(
+                "nodes.json",
+                format!("{n} pairing request(s) of node {id} rejected"),
+            );
             outln!(
                 "rejected {n} pairing request{} of node {id:?}",
                 if n == 1 { "" } else { "s" }
@@ -100,11 +111,16 @@ fn run_inner(command: NodesCommand) -> anyhow::Result<i32> {
         }
         NodesCommand::Revoke { id } => {
             registry.revoke(&id, now)?;
+            facts.record_policy("nodes.json", format!("node {id} revoked"));
             outln!("revoked node {id:?}: its token no longer works and a running gateway drops it");
             Ok(0)
         }
         NodesCommand::Add { id, name, command } => {
             let token = registry.add_stdio(&id, name.as_deref(), command.clone(), now)?;
+            facts.record_policy(
+                "nodes.json",
+                format!("stdio node {id} added (reached by `{}`)", command.join(" ")),
+            );
             eprintln!(
                 "added stdio node {id:?} (`{}`); give it this token: on the node run `warden node pair --stdio --id {id}` and paste it (or pipe it in)",
                 command.join(" ")
@@ -114,6 +130,7 @@ fn run_inner(command: NodesCommand) -> anyhow::Result<i32> {
         }
         NodesCommand::Remove { id } => {
             registry.remove(&id)?;
+            facts.record_policy("nodes.json", format!("node {id} removed"));
             outln!("removed node {id:?}");
             Ok(0)
         }

@@ -34,7 +34,15 @@ pub fn sandbox(command: SandboxCommand) -> i32 {
         match command {
             SandboxCommand::Direct { ttl, off } => {
                 let ttl = if off { None } else { ttl };
-                Ok(match facts.direct_switch().set(ttl)? {
+                let until = facts.direct_switch().set(ttl)?;
+                facts.record_policy(
+                    "direct-mode.json",
+                    match until {
+                        Some(until) => format!("direct mode ON until {}", when(until)),
+                        None => "direct mode off".to_owned(),
+                    },
+                );
+                Ok(match until {
                     Some(until) => format!(
                         "direct mode ON: host=sandbox commands run WITHOUT an OS sandbox until {} (in {}); they can read everything you can, Warden's state included. `warden sandbox direct --off` ends it now\n",
                         when(until),

@@ -382,7 +382,9 @@ impl HostFacts {
         } else {
             Arc::new(socket)
         };
+        let audit = self.audit(&config);
         HostContext::builder(self.fs(), store.clone(), config)
+            .audit(audit)
             .protected(protected)
             .env(self.env.clone())
             .trusted_path(self.trusted_path.clone())

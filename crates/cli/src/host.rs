@@ -32,6 +32,10 @@ pub struct HostFacts {
     pub env: BTreeMap<String, String>,
     /// How runs are contained here, decided once (see [`HostFacts::containment`]).
     containment: Arc<std::sync::OnceLock<Containment>>,
+    /// Which Warden this is, as the record names it (`gateway`, `mcp`, `exec`, …).
+    pub origin: &'static str,
+    /// The record, opened once per process and shared by every runner in it.
+    audit: Arc<std::sync::OnceLock<Arc<dyn audit::AuditSink>>>,
 }
 
 impl HostFacts {
@@ -63,7 +67,51 @@ impl HostFacts {
             trusted_path,
             env,
             containment: Arc::default(),
+            origin: {
+                let args: Vec<String> = std::env::args().skip(1).take(2).collect();
+                origin(
+                    args.first().map(String::as_str),
+                    args.get(1).map(String::as_str),
+                )
+            },
+            audit: Arc::default(),
         })
+    }
+
+    /// The record this process writes to (`[audit]` in `config`; the first call decides
+    /// for the whole process).
+    pub fn audit(&self, config: &Config) -> Arc<dyn audit::AuditSink> {
+        Arc::clone(self.audit.get_or_init(|| {
+            if !config.audit.enabled {
+                return Arc::new(audit::NoAudit);
+            }
+            Arc::new(audit::AuditLog::new(
+                self.fs(),
+                self.audit_dir(),
+                self.origin,
+                audit::Settings {
+                    required: config.audit.required,
+                    max_file_bytes: config.audit.max_file_size,
+                },
+            ))
+        }))
+    }
+
+    /// Put a change of policy made by this command on the record: `file` (a name in the
+    /// state directory) and what changed, in words — never a secret. A record that cannot
+    /// be written is said on stderr: the change itself is made.
+    pub fn record_policy(&self, file: &str, change: String) {
+        let entry = audit::Entry::new(audit::Kind::Policy)
+            .file(self.warden_home.join(file).to_string_lossy())
+            .change(change);
+        if let Err(e) = self.audit_sink().record(entry) {
+            eprintln!("warden: warning: this change is not on the record: {e}");
+        }
+    }
+
+    /// Where the record is kept: `$WARDEN_HOME/audit`.
+    pub fn audit_dir(&self) -> PathBuf {
+        self.warden_home.join("audit")
     }
 
     /// The real filesystem.
@@ -92,6 +140,17 @@ impl HostFacts {
             },
         )
         .with_profiles(profiles)
+        .with_audit(self.audit_sink())
+    }
+
+    /// The record, as [`HostFacts::audit`] opened it, or opened now with this host's
+    /// config (an unreadable config: the default settings — a record is kept).
+    fn audit_sink(&self) -> Arc<dyn audit::AuditSink> {
+        if let Some(sink) = self.audit.get() {
+            return Arc::clone(sink);
+        }
+        let config = self.config().unwrap_or_default();
+        self.audit(&config)
     }
 
     /// `$WARDEN_HOME/config.toml` (missing means defaults), with the default run limits
@@ -147,6 +206,18 @@ impl HostFacts {
         } else {
             self.cwd.join(path)
         }
+    }
+}
+
+/// The record's name for the Warden started as `warden COMMAND SUBCOMMAND …`.
+fn origin(command: Option<&str>, subcommand: Option<&str>) -> &'static str {
+    match (command, subcommand) {
+        (Some("gateway"), Some("run")) => "gateway",
+        (Some("mcp"), _) => "mcp",
+        (Some("exec"), _) => "exec",
+        (Some("node"), _) => "node",
+        (Some("approvals"), Some("ui")) => "approver",
+        _ => "cli",
     }
 }
 

@@ -46,6 +46,10 @@ impl Approvals for InlineApprovals {
             (outcome, _) => outcome,
         }
     }
+
+    fn who(&self) -> &'static str {
+        "the approver on this host's socket, else the person at warden exec's terminal"
+    }
 }
 
 fn say(text: &str) {

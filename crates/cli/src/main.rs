@@ -36,6 +36,7 @@ mod cmd_doctor;
 mod cmd_exec;
 mod cmd_gateway;
 mod cmd_init;
+mod cmd_log;
 mod cmd_node;
 mod cmd_nodes;
 mod cmd_policy;
@@ -103,6 +104,9 @@ enum Command {
     },
     /// Serve the agent-facing MCP tools over stdio (for agent clients that spawn tools).
     Mcp(cmd_gateway::McpArgs),
+    /// The record: what ran where, decided how, approved by whom (filters, --follow,
+    /// --json, --verify).
+    Log(cmd_log::LogArgs),
     /// Check what this machine can do (sandbox, namespaces, seccomp, Landlock, engines).
     Doctor(cmd_doctor::DoctorArgs),
     /// Operator controls for the sandbox host (time-limited direct mode).
@@ -338,6 +342,7 @@ fn main() {
         Command::Nodes(command) => cmd_nodes::run(command),
         Command::Runs { command } => cmd_runs::run(command),
         Command::Init(args) => cmd_init::run(args),
+        Command::Log(args) => cmd_log::run(args),
         Command::Doctor(args) => cmd_doctor::run(args),
         Command::Sandbox(command) => cmd_sandbox::sandbox(command),
         Command::Completions(args) => completions(args),

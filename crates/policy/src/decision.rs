@@ -96,6 +96,9 @@ reason_enum! {
         /// The agent already has as many runs in progress as it may (nothing was asked or
         /// run).
         RunLimit => "run-limit",
+        /// `audit.required`, and the request could not be put on the record (nothing was
+        /// asked or run).
+        AuditUnavailable => "audit-unavailable",
     }
 }
 

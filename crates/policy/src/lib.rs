@@ -72,7 +72,7 @@ pub use allowlist::{
     Allowlist, CaseMode, PatternKind, RejectedPattern, RuleMatch, escape_glob, validate_pattern,
 };
 pub use config::{
-    AgentConfig, Config, ExecSettings, GatewaySettings, NamespaceBuilder, RunLimits,
+    AgentConfig, AuditSettings, Config, ExecSettings, GatewaySettings, NamespaceBuilder, RunLimits,
     SandboxBackend, SandboxSettings,
 };
 pub use confinement::Confinement;

@@ -16,6 +16,11 @@ pub trait Approvals: Send + Sync {
     /// host's approvals file as the request read it (where the approver's socket and
     /// token are); `None` when the asker has not read it (it is read now).
     async fn ask(&self, request: &Request, host_file: Option<&ApprovalsFile>) -> AskOutcome;
+
+    /// Who answers, as the record names them ("the approver on this host's socket").
+    fn who(&self) -> &'static str {
+        "the approver on this host's socket"
+    }
 }
 
 /// The approver UI on this host's socket.

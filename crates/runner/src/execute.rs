@@ -16,6 +16,7 @@ use crate::decide::Decided;
 use crate::events::{EventSink, ExecEvent};
 use crate::executor::Executor;
 use crate::launch::{launch_restricted, os_argv};
+use crate::record::RequestFacts;
 use crate::report::{Executed, Outcome, RunHost, RunReport};
 use crate::runner::Runner;
 
@@ -24,6 +25,32 @@ impl Runner {
     /// plan, report. Cancelling `cancel` stops waiting for a human (nothing runs) or kills
     /// a running command's whole tree.
     pub async fn execute(
+        &self,
+        decided: Decided,
+        executor: &Executor,
+        events: &dyn EventSink,
+        cancel: &CancellationToken,
+    ) -> RunReport {
+        // On the record before anything is asked or run; with audit.required, nothing
+        // happens that the record would not show.
+        let facts = RequestFacts::of(&decided, &executor.run_host());
+        if let Err(rule) = self.record_decision(&facts) {
+            let mut report = report_for(&decided, executor.run_host());
+            report.decision = Decision::Deny {
+                reason: DenyReason::AuditUnavailable,
+                rule: rule.clone(),
+            };
+            return deny(report, DenyReason::AuditUnavailable, rule, events);
+        }
+        let report = self
+            .execute_decided(decided, executor, events, cancel)
+            .await;
+        self.record_end(&facts, &report);
+        report
+    }
+
+    /// [`Runner::execute`] once the decision is on the record.
+    async fn execute_decided(
         &self,
         decided: Decided,
         executor: &Executor,

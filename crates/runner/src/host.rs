@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use approvals::{Clock, Store, SystemClock};
+use audit::{AuditSink, NoAudit};
 use caps::Fs;
 use policy::{Config, TrustedPath};
 
@@ -24,6 +25,7 @@ pub struct HostContext {
     pub(crate) approvals: Arc<dyn Approvals>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) protected: Vec<PathBuf>,
+    pub(crate) audit: Arc<dyn AuditSink>,
 }
 
 impl std::fmt::Debug for HostContext {
@@ -36,8 +38,8 @@ impl std::fmt::Debug for HostContext {
 }
 
 /// Builds a [`HostContext`]: the files, the approvals store and the config are required; the
-/// rest defaults to an empty environment, `/usr/bin:/bin`, `/`, no approver and the
-/// system clock.
+/// rest defaults to an empty environment, `/usr/bin:/bin`, `/`, no approver, the system
+/// clock and no record.
 pub struct HostContextBuilder {
     host: HostContext,
 }
@@ -57,6 +59,7 @@ impl HostContext {
                 approvals: Arc::new(NoApprover),
                 clock: Arc::new(SystemClock),
                 protected: Vec::new(),
+                audit: Arc::new(NoAudit),
             },
         }
     }
@@ -97,6 +100,12 @@ impl HostContextBuilder {
     /// The clock (usage records, IPC timestamps).
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.host.clock = clock;
+        self
+    }
+
+    /// Where decisions, answers and runs are recorded (default: nowhere).
+    pub fn audit(mut self, audit: Arc<dyn AuditSink>) -> Self {
+        self.host.audit = audit;
         self
     }
 

@@ -26,6 +26,7 @@ mod execute;
 mod executor;
 mod host;
 mod launch;
+mod record;
 mod report;
 mod request;
 mod runner;

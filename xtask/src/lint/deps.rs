@@ -7,14 +7,18 @@ use super::metadata::{Edges, short};
 /// Edges point toward `caps`; tooling crates may depend on anything.
 const ALLOWED_DEPS: &[(&str, &[&str])] = &[
     ("caps", &[]),
+    ("audit", &["caps"]),
     ("policy", &["caps"]),
-    ("approvals", &["caps", "policy"]),
-    ("runner", &["caps", "policy", "approvals"]),
+    ("approvals", &["caps", "policy", "audit"]),
+    ("runner", &["caps", "policy", "approvals", "audit"]),
     ("sandbox", &["caps"]),
-    ("bridge", &["caps", "policy", "approvals", "runner"]),
+    (
+        "bridge",
+        &["caps", "policy", "approvals", "runner", "audit"],
+    ),
     (
         "gateway",
-        &["caps", "policy", "approvals", "runner", "bridge"],
+        &["caps", "policy", "approvals", "runner", "bridge", "audit"],
     ),
     ("cli", &["*"]),
     ("bench", &["*"]),

@@ -16,6 +16,10 @@ const ALLOWED_EXTERNAL: &[(&str, &[&str])] = &[
     ("bench", &["*"]),
     ("xtask", &["*"]),
     (
+        "audit",
+        &["humantime", "serde", "serde_json", "sha2", "thiserror"],
+    ),
+    (
         "policy",
         &[
             "brush-parser",
@@ -56,6 +60,7 @@ const ALLOWED_EXTERNAL: &[(&str, &[&str])] = &[
             "getrandom",
             "serde",
             "serde_json",
+            "sha2",
             "tokio",
             "tokio-util",
             "tracing",

@@ -6,6 +6,7 @@
 //! symlinked, foreign-owned or too-open file is never overwritten — a corrupt one is
 //! copied aside under a clear name — and the host denies everything until it is fixed.
 
+mod changes;
 mod edit;
 mod import;
 mod view;
@@ -165,6 +166,8 @@ pub struct Store {
     /// The profiles entries are checked against, or why the operator's extension
     /// cannot be used (then this host denies everything, as for a corrupt file).
     profiles: Result<Arc<Profiles>, String>,
+    /// Where a change of policy is recorded.
+    audit: Arc<dyn audit::AuditSink>,
 }
 
 impl std::fmt::Debug for Store {
@@ -195,6 +198,7 @@ impl Store {
             config,
             cache: Arc::default(),
             profiles: Ok(Profiles::shipped()),
+            audit: Arc::new(audit::NoAudit),
         }
     }
 
@@ -202,6 +206,13 @@ impl Store {
     /// file), or, given the reason that file cannot be used, deny everything.
     pub fn with_profiles(mut self, profiles: Result<Arc<Profiles>, String>) -> Self {
         self.profiles = profiles;
+        self
+    }
+
+    /// Record every change of policy this store writes in `audit` (the store's clones
+    /// share it).
+    pub fn with_audit(mut self, audit: Arc<dyn audit::AuditSink>) -> Self {
+        self.audit = audit;
         self
     }
 
@@ -418,10 +429,24 @@ impl Store {
         let bytes = serialize(&next);
         self.fs
             .write_atomic(&self.config.path, &bytes, WriteOptions::private())?;
+        let hash = hash_bytes(&bytes);
+        if let Some(change) = changes::describe(&current.file, &next) {
+            let entry = audit::Entry::new(audit::Kind::Policy)
+                .file(self.config.path.to_string_lossy())
+                .change(change)
+                .hash_before(&current.hash)
+                .hash_after(&hash);
+            if let Err(e) = self.audit.record(entry) {
+                tracing::error!(
+                    "a change of {} is not on the record: {e}",
+                    self.config.path.display()
+                );
+            }
+        }
         Ok(Updated {
             value,
             written: true,
-            hash: hash_bytes(&bytes),
+            hash,
         })
     }
 

@@ -6,6 +6,7 @@
 
 mod agents;
 mod probes;
+mod record;
 
 use crate::cmd_sandbox::{remaining, when};
 use crate::exit;
@@ -93,6 +94,7 @@ pub fn run(args: DoctorArgs) -> i32 {
     let direct = facts.direct_switch().active_until();
     let protection = facts.protection(None).map_err(|e| layout_problems(&e));
     let containment = containment(&facts, config.as_ref().ok());
+    let record = record::check(&facts, config.as_ref().ok());
     let layout = facts.sandbox_layout(None).ok();
     let exec = config.as_ref().ok().map(|c| {
         crate::exec_allowlist::doctor(c, |entries| match &layout {
@@ -120,6 +122,7 @@ pub fn run(args: DoctorArgs) -> i32 {
                 "detail": containment.detail,
             },
             "execAllowlist": exec.as_ref().map(|e| e.json.clone()),
+            "record": { "ok": record.ok, "detail": record.detail },
             "approver": { "listening": matches!(approver_status, Approver::Listening(_)), "usable": !matches!(approver_status, Approver::Unsafe(_)), "detail": approver_status.detail() },
             "protected": match &protection {
                 Ok(list) => json!({"ok": true, "paths": list.iter().map(|r| json!({
@@ -197,6 +200,7 @@ pub fn run(args: DoctorArgs) -> i32 {
             &approver_status.detail(),
         ));
         out.push_str(&line(containment.ok, "containment", &containment.detail));
+        out.push_str(&line(record.ok, "record", &record.detail));
         out.push_str("\nprotected from commands and file tools\n");
         match &protection {
             Ok(list) => {

@@ -253,6 +253,10 @@ impl Init {
             let have = existing.iter().any(|a| a == agent);
             if !have && !self.args.dry_run {
                 credentials.get_or_create(agent, approvals::Clock::now_ms(&SystemClock))?;
+                self.facts.record_policy(
+                    gateway::credentials::CREDENTIALS_FILE,
+                    format!("gateway credential of agent {agent} created (warden init)"),
+                );
             }
             self.line(
                 if have { "unchanged" } else { "created" },

@@ -25,6 +25,7 @@ use serde::Serialize;
 pub struct ConfigFile {
     fs: Arc<dyn Fs>,
     path: PathBuf,
+    audit: Arc<dyn audit::AuditSink>,
 }
 
 /// The file as read: its text (none: no file) and its version.
@@ -48,7 +49,17 @@ pub enum BindingError {
 impl ConfigFile {
     /// The config file at `path`.
     pub fn new(fs: Arc<dyn Fs>, path: PathBuf) -> Self {
-        ConfigFile { fs, path }
+        ConfigFile {
+            fs,
+            path,
+            audit: Arc::new(audit::NoAudit),
+        }
+    }
+
+    /// Record each edit in `audit`.
+    pub fn with_audit(mut self, audit: Arc<dyn audit::AuditSink>) -> Self {
+        self.audit = audit;
+        self
     }
 
     /// Where it is.
@@ -166,7 +177,24 @@ impl ConfigFile {
                 },
             )
             .map_err(failed)?;
-        Ok(edit::version(Some(next.as_bytes())))
+        let version = edit::version(Some(next.as_bytes()));
+        let change = format!(
+            "node binding of {}: {} (web console)",
+            agent.unwrap_or("every agent"),
+            node.unwrap_or("none")
+        );
+        let entry = audit::Entry::new(audit::Kind::Policy)
+            .file(self.path.to_string_lossy())
+            .change(change)
+            .hash_before(&current.hash)
+            .hash_after(&version);
+        if let Err(e) = self.audit.record(entry) {
+            tracing::error!(
+                "a change of {} is not on the record: {e}",
+                self.path.display()
+            );
+        }
+        Ok(version)
     }
 }
 

@@ -130,7 +130,8 @@ pub async fn start(
     let queue = Arc::new(queue::Queue::new(shell));
     let serving = socket.serve(Arc::clone(&queue) as Arc<dyn approvals::ipc::Approver>);
     let config =
-        bindings::ConfigFile::new(facts.fs(), policy::config::config_path(&facts.warden_home));
+        bindings::ConfigFile::new(facts.fs(), policy::config::config_path(&facts.warden_home))
+            .with_audit(facts.audit(&facts.config().unwrap_or_default()));
     let registry = facts.node_registry();
     let (store_tx, store_state) = watch::channel(store_fingerprint(&store).await);
     let (files_tx, files_state) = watch::channel(files_fingerprint(&config, &registry).await);

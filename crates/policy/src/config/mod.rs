@@ -67,6 +67,8 @@ pub struct Config {
     pub sandbox: SandboxSettings,
     /// The `[gateway]` table: bounds on the HTTP endpoint's MCP sessions.
     pub gateway: GatewaySettings,
+    /// The `[audit]` table: the record of decisions, answers, runs and policy changes.
+    pub audit: AuditSettings,
     /// The run limits when the file sets none — not read from the file: the host's
     /// composition fills them in from the machine (see [`RunLimits::for_host`]).
     pub default_limits: RunLimits,
@@ -258,6 +260,28 @@ impl Default for SandboxSettings {
             exec_allowlist_mode: None,
             container_engine: "podman".into(),
             container_name: None,
+        }
+    }
+}
+
+/// `[audit]`: the append-only record in `$WARDEN_HOME/audit/` (docs/audit.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AuditSettings {
+    /// `audit.enabled` (default true): keep the record.
+    pub enabled: bool,
+    /// `audit.required` (default false): every record is on disk before a result is
+    /// returned, and a request that cannot be recorded is refused.
+    pub required: bool,
+    /// `audit.max_file_size` (default 64 MiB): the current file is rotated at this size.
+    pub max_file_size: u64,
+}
+
+impl Default for AuditSettings {
+    fn default() -> Self {
+        AuditSettings {
+            enabled: true,
+            required: false,
+            max_file_size: 64 * 1024 * 1024,
         }
     }
 }

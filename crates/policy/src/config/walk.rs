@@ -5,7 +5,10 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::{AgentConfig, Config, ExecSettings, GatewaySettings, SandboxBackend, SandboxSettings};
+use super::{
+    AgentConfig, AuditSettings, Config, ExecSettings, GatewaySettings, SandboxBackend,
+    SandboxSettings,
+};
 use crate::PolicyError;
 use crate::env::check_extra_env_name;
 use crate::modes::InvalidChoice;
@@ -40,7 +43,8 @@ pub(super) struct Walker<'a> {
 }
 
 /// The keys each table takes (what a misspelled one is compared with).
-const TOP_KEYS: &[&str] = &["tools", "agents", "sandbox", "gateway"];
+const TOP_KEYS: &[&str] = &["tools", "agents", "sandbox", "gateway", "audit"];
+const AUDIT_KEYS: &[&str] = &["enabled", "required", "max_file_size"];
 const GLOBAL_EXEC_KEYS: &[&str] = &[
     "host",
     "security",
@@ -213,6 +217,7 @@ impl Walker<'_> {
                 "agents" => config.agents = self.agents(value)?,
                 "sandbox" => config.sandbox = self.sandbox(value)?,
                 "gateway" => config.gateway = self.gateway(value)?,
+                "audit" => config.audit = self.audit(value)?,
                 other => return Err(self.unknown_of(other.to_owned(), TOP_KEYS)),
             }
         }
@@ -515,6 +520,32 @@ impl Walker<'_> {
             }
         }
         Ok(g)
+    }
+
+    fn audit(&self, value: &toml::Value) -> Result<AuditSettings, PolicyError> {
+        let mut a = AuditSettings::default();
+        for (key, value) in self.table("audit", value)? {
+            let full = format!("audit.{key}");
+            let flag = || {
+                value
+                    .as_bool()
+                    .ok_or_else(|| self.invalid(&full, value, "expected true or false"))
+            };
+            match key.as_str() {
+                "enabled" => a.enabled = flag()?,
+                "required" => a.required = flag()?,
+                "max_file_size" => a.max_file_size = self.size(&full, value)?,
+                _ => return Err(self.unknown_of(full, AUDIT_KEYS)),
+            }
+        }
+        if a.required && !a.enabled {
+            return Err(self.invalid(
+                "audit.required",
+                &toml::Value::Boolean(true),
+                "audit.enabled = true (a record cannot be required and off)",
+            ));
+        }
+        Ok(a)
     }
 
     fn sandbox(&self, value: &toml::Value) -> Result<SandboxSettings, PolicyError> {

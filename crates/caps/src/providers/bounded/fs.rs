@@ -220,6 +220,39 @@ impl Fs for BoundedFs {
         file.write_all(data).map_err(|e| map_err("write", path, e))
     }
 
+    fn append(&self, path: &Path, data: &[u8], options: WriteOptions, sync: bool) -> Result<()> {
+        let p = self.resolve_path(path)?;
+        let mut open = OpenOptions::new();
+        open.append(true).create(true).mode(options.mode);
+        open.custom_flags(nix::libc::O_NOFOLLOW);
+        let mut file = match &self.guard {
+            None => self.root.open_with(rel(&p), &open),
+            Some(guard) => {
+                let (dir, name) =
+                    self.guarded_parent(guard, path, &p, Access::Write, "append to")?;
+                dir.open_with(&name, &open)
+            }
+        }
+        .map_err(|e| map_err("append to", path, e))?;
+        let written = file
+            .write(data)
+            .map_err(|e| map_err("append to", path, e))?;
+        if written != data.len() {
+            return Err(map_err(
+                "append to",
+                path,
+                std::io::Error::new(
+                    std::io::ErrorKind::WriteZero,
+                    format!("only {written} of {} bytes were written", data.len()),
+                ),
+            ));
+        }
+        if sync {
+            file.sync_data().map_err(|e| map_err("fsync", path, e))?;
+        }
+        Ok(())
+    }
+
     fn write_atomic(&self, path: &Path, data: &[u8], options: WriteOptions) -> Result<()> {
         let p = self.resolve_path(path)?;
         let (dir, name) = match &self.guard {

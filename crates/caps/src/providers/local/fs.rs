@@ -93,6 +93,51 @@ impl Fs for LocalFs {
             .map_err(io_err("fsync directory of", path))
     }
 
+    fn append(&self, path: &Path, data: &[u8], options: WriteOptions, sync: bool) -> Result<()> {
+        let p = self.resolve_path(path)?;
+        let mut file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(options.mode)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(&p)
+            .map_err(io_err("append to", path))?;
+        // One write(2) of the whole record: O_APPEND places it at the end atomically.
+        let written = file.write(data).map_err(io_err("append to", path))?;
+        if written != data.len() {
+            return Err(CapsError::from_io(
+                "append to",
+                path,
+                std::io::Error::new(
+                    std::io::ErrorKind::WriteZero,
+                    format!("only {written} of {} bytes were written", data.len()),
+                ),
+            ));
+        }
+        if sync {
+            file.sync_data().map_err(io_err("fsync", path))?;
+        }
+        Ok(())
+    }
+
+    fn read_range(&self, path: &Path, offset: u64, len: usize) -> Result<Vec<u8>> {
+        use std::os::unix::fs::FileExt as _;
+        let p = self.resolve_path(path)?;
+        let file = File::open(&p).map_err(io_err("read", path))?;
+        let mut data = vec![0u8; len];
+        let mut filled = 0;
+        while filled < len {
+            match file.read_at(&mut data[filled..], offset + filled as u64) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(CapsError::from_io("read", path, e)),
+            }
+        }
+        data.truncate(filled);
+        Ok(data)
+    }
+
     fn create_dir_all(&self, path: &Path, mode: u32) -> Result<()> {
         let p = self.resolve_path(path)?;
         DirBuilder::new()

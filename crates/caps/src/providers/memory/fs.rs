@@ -323,6 +323,37 @@ impl Fs for MemoryFs {
         self.put_file(path, data, options, true)
     }
 
+    fn append(&self, path: &Path, data: &[u8], options: WriteOptions, _sync: bool) -> Result<()> {
+        let mut nodes = self.state();
+        let (parent, name) = self.parent_and_name(&nodes, path, "append to")?;
+        let key = parent.join(name);
+        match nodes.get_mut(&key) {
+            Some(Node {
+                data: Data::File(bytes),
+                ..
+            }) => bytes.extend_from_slice(data),
+            Some(Node {
+                data: Data::Dir, ..
+            }) => {
+                return Err(os_err("append to", path, Errno::EISDIR as i32));
+            }
+            // O_NOFOLLOW: a symlink (or anything else) at the name is refused.
+            Some(_) => return Err(os_err("append to", path, Errno::ELOOP as i32)),
+            None => {
+                nodes.insert(
+                    key,
+                    Node {
+                        data: Data::File(data.to_vec()),
+                        mode: options.mode & 0o7777,
+                        uid: self.uid,
+                        ino: fresh_ino(),
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+
     fn create_dir_all(&self, path: &Path, mode: u32) -> Result<()> {
         let target = self.resolve_path(path)?;
         let mut nodes = self.state();

@@ -1,0 +1,344 @@
+//! Writing the log: [`AuditLog::record`] appends one record under the log's lock, chained
+//! to the last intact record on disk, whoever wrote it. What a caller needs to know about
+//! failure is kept: [`AuditSink::problem`] says why the last write failed until one
+//! succeeds, and [`Settings::required`] is how the caller learns to fail closed.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use caps::{FileId, Fs, WriteOptions};
+
+use crate::entry::Entry;
+use crate::error::AuditError;
+use crate::files::{self, CURRENT_FILE, LOCK_FILE, io};
+use crate::line::{self, GENESIS, Record, SCHEMA_VERSION};
+
+/// How much of a file's end is read to find its last record: more than any record
+/// (fields are cut at `MAX_FIELD_CHARS`), so the last intact one is always inside.
+const TAIL_WINDOW: usize = 256 * 1024;
+
+/// How the log is kept (`[audit]` in config.toml).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// Every record is on disk (fsync) before `record` returns, and a caller refuses to
+    /// run what it cannot record.
+    pub required: bool,
+    /// The current file is rotated once it reaches this size.
+    pub max_file_bytes: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            required: false,
+            max_file_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// Where records go. The runner, the approvals store and the servers hold one; a host
+/// without a log holds [`NoAudit`].
+pub trait AuditSink: Send + Sync + std::fmt::Debug {
+    /// Append `entry`; its sequence number.
+    fn record(&self, entry: Entry) -> Result<u64, AuditError>;
+    /// Whether a run that cannot be recorded must not happen.
+    fn required(&self) -> bool;
+    /// Why the last write failed, until a write succeeds again.
+    fn problem(&self) -> Option<String>;
+}
+
+/// No record is kept.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoAudit;
+
+impl AuditSink for NoAudit {
+    fn record(&self, _entry: Entry) -> Result<u64, AuditError> {
+        Ok(0)
+    }
+    fn required(&self) -> bool {
+        false
+    }
+    fn problem(&self) -> Option<String> {
+        None
+    }
+}
+
+/// The end of the log as last seen by this process: when the current file is still the
+/// same file of the same size, nobody else wrote since, and its tail need not be read.
+#[derive(Clone, Debug)]
+struct Tail {
+    file: Option<FileId>,
+    size: u64,
+    seq: u64,
+    hash: String,
+    ends_in_newline: bool,
+}
+
+/// A log in a directory (see the crate's documentation).
+#[derive(Debug)]
+pub struct AuditLog {
+    fs: Arc<dyn Fs>,
+    dir: PathBuf,
+    origin: String,
+    settings: Settings,
+    tail: Mutex<Option<Tail>>,
+    problem: Mutex<Option<String>>,
+}
+
+impl AuditLog {
+    /// The log in `dir` (created 0700 on the first record), its records marked as written
+    /// by `origin`.
+    pub fn new(fs: Arc<dyn Fs>, dir: PathBuf, origin: &str, settings: Settings) -> AuditLog {
+        AuditLog {
+            fs,
+            dir,
+            origin: origin.to_owned(),
+            settings,
+            tail: Mutex::new(None),
+            problem: Mutex::new(None),
+        }
+    }
+
+    /// The log's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Its settings.
+    pub fn settings(&self) -> Settings {
+        self.settings
+    }
+
+    fn append(&self, entry: Entry) -> Result<u64, AuditError> {
+        let fs = self.fs.as_ref();
+        fs.create_dir_all(&self.dir, 0o700)
+            .map_err(|e| io(&self.dir, e))?;
+        let _lock = fs
+            .lock(&self.dir.join(LOCK_FILE))
+            .map_err(|e| io(&self.dir, e))?;
+        let current = self.dir.join(CURRENT_FILE);
+        let meta = match fs.metadata(&current) {
+            Ok(m) => Some(m),
+            Err(e) if e.is_not_found() => None,
+            Err(e) => return Err(io(&self.dir, e)),
+        };
+        let (size, file) = meta.as_ref().map_or((0, None), |m| (m.len, Some(m.id)));
+        let cached = self
+            .tail
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .filter(|t| t.size == size && t.file == file);
+        let mut tail = match cached {
+            Some(t) => Some(t),
+            None => last_record(fs, &self.dir, size)?,
+        };
+        let mut size = size;
+        if size >= self.settings.max_file_bytes {
+            let rotated = files::next_rotated(fs, &self.dir)?;
+            fs.rename(&current, &rotated)
+                .map_err(|e| io(&self.dir, e))?;
+            size = 0;
+            if let Some(t) = &mut tail {
+                t.ends_in_newline = true;
+            }
+        }
+        let (seq, prev) = tail
+            .as_ref()
+            .map_or((1, GENESIS.to_owned()), |t| (t.seq + 1, t.hash.clone()));
+        let record = Record {
+            v: SCHEMA_VERSION,
+            seq,
+            time: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+            origin: self.origin.clone(),
+            prev,
+            entry,
+        };
+        let mut bytes = Vec::new();
+        // A torn line left by a crash keeps its own line: this record starts a new one.
+        if size > 0 && tail.as_ref().is_some_and(|t| !t.ends_in_newline) {
+            bytes.push(b'\n');
+        }
+        let encoded = line::encode(&record);
+        let hash = {
+            let bare = &encoded[..encoded.len() - 1];
+            line::check(bare).map(|l| l.hash).unwrap_or_default()
+        };
+        bytes.extend_from_slice(&encoded);
+        fs.append(
+            &current,
+            &bytes,
+            WriteOptions::private(),
+            self.settings.required,
+        )
+        .map_err(|e| io(&self.dir, e))?;
+        let file = match file.filter(|_| size > 0) {
+            Some(id) => Some(id),
+            None => fs.metadata(&current).ok().map(|m| m.id),
+        };
+        *self.tail.lock().unwrap_or_else(|p| p.into_inner()) = Some(Tail {
+            file,
+            size: size + bytes.len() as u64,
+            seq,
+            hash,
+            ends_in_newline: true,
+        });
+        Ok(seq)
+    }
+}
+
+impl AuditSink for AuditLog {
+    fn record(&self, entry: Entry) -> Result<u64, AuditError> {
+        let result = self.append(entry);
+        let mut problem = self.problem.lock().unwrap_or_else(|p| p.into_inner());
+        match &result {
+            Ok(_) => *problem = None,
+            Err(e) => *problem = Some(e.to_string()),
+        }
+        result
+    }
+
+    fn required(&self) -> bool {
+        self.settings.required
+    }
+
+    fn problem(&self) -> Option<String> {
+        self.problem
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+/// The last intact record of the log: in the current file (`size` bytes), else in the
+/// newest rotated file; none in an empty log.
+fn last_record(fs: &dyn Fs, dir: &Path, size: u64) -> Result<Option<Tail>, AuditError> {
+    let current = dir.join(CURRENT_FILE);
+    if size > 0
+        && let Some((seq, hash, ends_in_newline)) = last_in(fs, dir, &current, size)?
+    {
+        let file = fs.metadata(&current).ok().map(|m| m.id);
+        return Ok(Some(Tail {
+            file,
+            size,
+            seq,
+            hash,
+            ends_in_newline,
+        }));
+    }
+    for (_, rotated) in files::rotated(fs, dir)?.into_iter().rev() {
+        let len = fs.metadata(&rotated).map_err(|e| io(dir, e))?.len;
+        if let Some((seq, hash, _)) = last_in(fs, dir, &rotated, len)? {
+            let file = fs.metadata(&current).ok().map(|m| m.id);
+            return Ok(Some(Tail {
+                file,
+                size,
+                seq,
+                hash,
+                // The current file, if any, holds only torn lines: start on a new line.
+                ends_in_newline: size == 0,
+            }));
+        }
+    }
+    if size > 0 {
+        return Err(AuditError::NoTail {
+            dir: dir.display().to_string(),
+            detail: format!("{CURRENT_FILE} has {size} bytes and no intact record"),
+        });
+    }
+    Ok(None)
+}
+
+/// The last intact record in `file` (`len` bytes): its seq, hash, and whether the file
+/// ends in a newline.
+fn last_in(
+    fs: &dyn Fs,
+    dir: &Path,
+    file: &Path,
+    len: u64,
+) -> Result<Option<(u64, String, bool)>, AuditError> {
+    let start = len.saturating_sub(TAIL_WINDOW as u64);
+    let window = fs
+        .read_range(file, start, TAIL_WINDOW)
+        .map_err(|e| io(dir, e))?;
+    let ends_in_newline = window.last() == Some(&b'\n');
+    for candidate in window.split(|b| *b == b'\n').rev() {
+        if let Ok(link) = line::check(candidate) {
+            return Ok(Some((link.seq, link.hash, ends_in_newline)));
+        }
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::entry::Kind;
+    use crate::verify::verify;
+    use caps::MemoryFs;
+
+    fn log(fs: &Arc<MemoryFs>, origin: &str, max: u64) -> AuditLog {
+        AuditLog::new(
+            fs.clone(),
+            PathBuf::from("/s/audit"),
+            origin,
+            Settings {
+                required: false,
+                max_file_bytes: max,
+            },
+        )
+    }
+
+    #[test]
+    fn two_writers_share_one_chain_and_rotation_continues_it() {
+        let fs = Arc::new(MemoryFs::new());
+        let (a, b) = (log(&fs, "gateway", 2_000), log(&fs, "exec", 2_000));
+        for i in 0..40 {
+            let (w, agent) = if i % 3 == 0 { (&a, "x") } else { (&b, "y") };
+            assert_eq!(w.record(Entry::new(Kind::Run).agent(agent)).unwrap(), i + 1);
+        }
+        let report = verify(fs.as_ref(), Path::new("/s/audit")).unwrap();
+        assert_eq!(report.records, 40);
+        assert!(report.first_break.is_none(), "{report:?}");
+        assert!(report.files > 3, "{report:?}");
+    }
+
+    #[test]
+    fn a_torn_last_line_is_left_alone_and_the_next_record_chains_past_it() {
+        let fs = Arc::new(MemoryFs::new());
+        let w = log(&fs, "gateway", 1 << 20);
+        w.record(Entry::new(Kind::Decision)).unwrap();
+        // A crash while writing the second: half a line, no newline.
+        let current = Path::new("/s/audit").join(CURRENT_FILE);
+        let half = br#"{"v":1,"seq":2,"time":"2026"#;
+        fs.append(&current, half, WriteOptions::private(), false)
+            .unwrap();
+        // Another process (no cached tail) writes next.
+        let other = log(&fs, "exec", 1 << 20);
+        assert_eq!(other.record(Entry::new(Kind::Run)).unwrap(), 2);
+        let text = String::from_utf8(fs.read(&current).unwrap()).unwrap();
+        assert_eq!(text.lines().count(), 3, "{text}");
+        let report = verify(fs.as_ref(), Path::new("/s/audit")).unwrap();
+        assert_eq!((report.records, report.torn), (2, 1), "{report:?}");
+        assert!(report.first_break.is_none(), "{report:?}");
+    }
+
+    #[test]
+    fn a_failed_write_is_said_until_one_succeeds() {
+        let fs = Arc::new(MemoryFs::new());
+        // A file where the directory should be.
+        fs.create_dir_all(Path::new("/s"), 0o700).unwrap();
+        fs.write(Path::new("/s/audit"), b"", WriteOptions::default())
+            .unwrap();
+        let w = log(&fs, "gateway", 1 << 20);
+        assert!(w.record(Entry::new(Kind::Run)).is_err());
+        assert!(
+            w.problem().unwrap().contains("/s/audit"),
+            "{:?}",
+            w.problem()
+        );
+        fs.remove(Path::new("/s/audit")).unwrap();
+        w.record(Entry::new(Kind::Run)).unwrap();
+        assert_eq!(w.problem(), None);
+    }
+}

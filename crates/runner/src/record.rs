@@ -1,0 +1,179 @@
+//! What the runner puts on the record (the `audit` crate): the decision before anything
+//! is asked or run, the human's answer when one was asked, and how the run ended. With
+//! `audit.required`, a request whose decision cannot be recorded is refused: nothing
+//! runs that the record would not show.
+
+use audit::{Entry, Kind};
+use policy::{Command, Decision, DenyReason};
+use sha2::{Digest as _, Sha256};
+
+use crate::decide::Decided;
+use crate::report::{Outcome, RunHost, RunReport};
+use crate::runner::Runner;
+
+/// The fields every record of one request shares.
+#[derive(Clone, Debug)]
+pub(crate) struct RequestFacts {
+    base: Entry,
+    first: Decision,
+}
+
+impl RequestFacts {
+    /// The facts of `decided`, to be served on `host`.
+    pub(crate) fn of(decided: &Decided, host: &RunHost) -> RequestFacts {
+        let request = &decided.request;
+        let mut base = Entry::new(Kind::Decision)
+            .agent(&request.agent)
+            .session(&request.session)
+            .run_id(&decided.run_id)
+            .host(host_name(host))
+            .command(command_text(&request.command))
+            .cwd(decided.cwd.to_string_lossy());
+        if let RunHost::Node(node) = host {
+            base = base.node(node);
+        }
+        if let Ok(plan) = &decided.explanation.plans.as_written {
+            base = base.plan_digest(plan.digest());
+        }
+        RequestFacts {
+            base,
+            first: decided.explanation.decision.clone(),
+        }
+    }
+}
+
+impl Runner {
+    /// Record the decision; an error (only when the record is required) says why the
+    /// request must be refused.
+    pub(crate) fn record_decision(&self, facts: &RequestFacts) -> Result<(), String> {
+        let entry = with_decision(facts.base.clone(), &facts.first);
+        match self.host.audit.record(entry) {
+            Ok(_) => Ok(()),
+            Err(e) if self.host.audit.required() => Err(format!(
+                "audit.required is set and the decision could not be recorded ({e}); nothing was asked or run"
+            )),
+            Err(e) => {
+                tracing::error!("not on the record: {e}");
+                Ok(())
+            }
+        }
+    }
+
+    /// Record the answer (if a human was asked) and how the request ended.
+    pub(crate) fn record_end(&self, facts: &RequestFacts, report: &RunReport) {
+        let mut entries = Vec::new();
+        if matches!(facts.first, Decision::Ask { .. }) {
+            let mut answer = facts.base.clone();
+            answer.kind = Kind::Answer;
+            let mut answer = with_decision(answer, &report.decision);
+            if reason_str(&report.decision) == "approved-always" {
+                answer = answer
+                    .stored("an allowlist entry for the approved command (exec-approvals.json)");
+            }
+            answer = answer.approver(answered_by(&report.decision, self.host.approvals.who()));
+            entries.push(answer);
+        }
+        let mut run = facts.base.clone();
+        run.kind = Kind::Run;
+        let mut run = with_decision(run, &report.decision).exit_code(report.exit_code());
+        run = match &report.outcome {
+            Outcome::Finished { output } => {
+                let kept = output.combined.as_bytes();
+                let mut run = run
+                    .outcome(if output.timed_out {
+                        "timed-out"
+                    } else {
+                        "finished"
+                    })
+                    .duration_ms(u64::try_from(output.duration.as_millis()).unwrap_or(u64::MAX))
+                    .output_bytes(kept.len() as u64)
+                    .output_sha256(hex(&Sha256::digest(kept)));
+                if report.executed.as_ref().is_some_and(|e| e.writable_retry) {
+                    run = run.stored("a write permission for this run (writable retry)");
+                }
+                run
+            }
+            Outcome::Denied { .. } => run.outcome("denied"),
+            Outcome::Error { message, .. } => run.outcome("error").rule(message),
+            Outcome::Cancelled { started } => run.outcome(if *started {
+                "cancelled"
+            } else {
+                "cancelled-before-start"
+            }),
+        };
+        entries.push(run);
+        for entry in entries {
+            if let Err(e) = self.host.audit.record(entry) {
+                tracing::error!("not on the record: {e}");
+            }
+        }
+    }
+}
+
+/// `entry` with `decision`'s verdict, reason and rule.
+fn with_decision(entry: Entry, decision: &Decision) -> Entry {
+    let (verdict, reason, rule) = match decision {
+        Decision::Allow { reason, rule } => ("allow", reason.as_str(), rule),
+        Decision::Ask { reason, rule } => ("ask", reason.as_str(), rule),
+        Decision::Deny { reason, rule } => ("deny", reason.as_str(), rule),
+    };
+    entry.decision(verdict).reason(reason).rule(rule)
+}
+
+fn reason_str(decision: &Decision) -> &'static str {
+    match decision {
+        Decision::Allow { reason, .. } => reason.as_str(),
+        Decision::Ask { reason, .. } => reason.as_str(),
+        Decision::Deny { reason, .. } => reason.as_str(),
+    }
+}
+
+/// Who settled a question: the approver, or the fallback when nobody answered.
+fn answered_by(decision: &Decision, approver: &'static str) -> &'static str {
+    match decision {
+        Decision::Deny {
+            reason: DenyReason::NoApprover | DenyReason::ApprovalTimeout,
+            ..
+        } => "nobody (askFallback)",
+        Decision::Allow {
+            reason: policy::AllowReason::FallbackFull | policy::AllowReason::FallbackAllowlist,
+            ..
+        } => "nobody (askFallback)",
+        _ => approver,
+    }
+}
+
+/// Where a run goes, as records name hosts (`node` for any node; the node is its own
+/// field).
+fn host_name(host: &RunHost) -> &str {
+    match host {
+        RunHost::Node(_) => "node",
+        other => other.as_str(),
+    }
+}
+
+/// The command as the request wrote it: the shell string, or the argv with each word
+/// quoted where a shell would need it.
+fn command_text(command: &Command) -> String {
+    match command {
+        Command::Shell(script) => script.clone(),
+        Command::Argv(argv) => argv
+            .iter()
+            .map(|w| {
+                if !w.is_empty()
+                    && w.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+%".contains(c))
+                {
+                    w.clone()
+                } else {
+                    format!("'{}'", w.replace('\'', r"'\''"))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
