@@ -173,6 +173,43 @@ async fn a_stdio_node_runs_only_what_its_own_approvals_file_and_human_allow() {
     assert_eq!(r["reason"], "security=deny");
     assert!(r["rule"].as_str().unwrap().contains("host file"), "{r:#}");
     drop(g);
+
+    // The record: the node keeps its own (it decided: decision, answer, run); the
+    // gateway records where each request went and how it ended, under the node's id.
+    let log = |home: &Path, args: &[&str]| -> Vec<Value> {
+        let out = warden_in(home)
+            .args(["log", "--json"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let at_gateway = log(gw.path(), &["--host", "node", "--kind", "run"]);
+    let at_node = log(node.path(), &["--kind", "run"]);
+    assert_eq!(at_gateway.len(), 7, "{at_gateway:#?}");
+    assert_eq!(at_node.len(), 7, "{at_node:#?}");
+    for (g, n) in at_gateway.iter().zip(&at_node) {
+        assert_eq!(g["runId"], n["runId"]);
+        assert_eq!(
+            (&g["node"], &g["origin"]),
+            (&json!("n1"), &json!("gateway"))
+        );
+        assert_eq!(n["origin"], "node");
+        assert_eq!(g["decision"], n["decision"], "{g} {n}");
+        assert_eq!(g["outputSha256"], n["outputSha256"], "{g} {n}");
+    }
+    let answered = log(node.path(), &["--kind", "answer", "--decision", "allow"]);
+    assert_eq!(answered.len(), 1, "{answered:#?}");
+    assert_eq!(answered[0]["reason"], "approved-once");
+    for home in [gw.path(), node.path()] {
+        let out = warden_in(home).args(["log", "--verify"]).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -39,8 +39,25 @@ impl Default for Settings {
 /// Where records go. The runner, the approvals store and the servers hold one; a host
 /// without a log holds [`NoAudit`].
 pub trait AuditSink: Send + Sync + std::fmt::Debug {
-    /// Append `entry`; its sequence number.
+    /// Append `entry`; its sequence number. With [`Settings::required`] it is on disk
+    /// when this returns.
     fn record(&self, entry: Entry) -> Result<u64, AuditError>;
+    /// Append `entry` without waiting for the disk, even when the record is required:
+    /// for a record a later [`AuditSink::record`] in the same request makes durable
+    /// (syncing the file syncs all that was appended before).
+    fn record_unsynced(&self, entry: Entry) -> Result<u64, AuditError> {
+        self.record(entry)
+    }
+    /// Hand `entry` over to be written soon, in order with this sink's other records,
+    /// batched with them: for records the caller need not see on disk (the record is not
+    /// required). A failure is noted ([`AuditSink::problem`]) and logged when it happens.
+    fn record_queued(&self, entry: Entry) {
+        if let Err(e) = self.record(entry) {
+            tracing_error(&e);
+        }
+    }
+    /// Write everything handed over so far (before the process exits).
+    fn flush(&self) {}
     /// Whether a run that cannot be recorded must not happen.
     fn required(&self) -> bool;
     /// Why the last write failed, until a write succeeds again.
@@ -81,8 +98,22 @@ pub struct AuditLog {
     dir: PathBuf,
     origin: String,
     settings: Settings,
-    tail: Mutex<Option<Tail>>,
-    problem: Mutex<Option<String>>,
+    tail: Arc<Mutex<Option<Tail>>>,
+    problem: Arc<Mutex<Option<String>>>,
+    /// The writer of queued records, started on the first one.
+    queue: Mutex<Option<std::sync::mpsc::Sender<Job>>>,
+}
+
+/// Work for the writer thread.
+enum Job {
+    Write(Box<Entry>),
+    /// Answer once everything before it is written.
+    Flush(std::sync::mpsc::Sender<()>),
+}
+
+/// Say that a record was lost, on the program's log.
+fn tracing_error(e: &AuditError) {
+    tracing::error!("not on the record: {e}");
 }
 
 impl AuditLog {
@@ -94,8 +125,9 @@ impl AuditLog {
             dir,
             origin: origin.to_owned(),
             settings,
-            tail: Mutex::new(None),
-            problem: Mutex::new(None),
+            tail: Arc::default(),
+            problem: Arc::default(),
+            queue: Mutex::new(None),
         }
     }
 
@@ -109,10 +141,19 @@ impl AuditLog {
         self.settings
     }
 
-    fn append(&self, entry: Entry) -> Result<u64, AuditError> {
+    fn append(&self, entry: Entry, sync: bool) -> Result<u64, AuditError> {
         let fs = self.fs.as_ref();
-        fs.create_dir_all(&self.dir, 0o700)
-            .map_err(|e| io(&self.dir, e))?;
+        // Made once: while this process has written here, the directory is there (a
+        // directory removed since makes the lock fail, and the next write remakes it).
+        if self
+            .tail
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none()
+        {
+            fs.create_dir_all(&self.dir, 0o700)
+                .map_err(|e| io(&self.dir, e))?;
+        }
         let _lock = fs
             .lock(&self.dir.join(LOCK_FILE))
             .map_err(|e| io(&self.dir, e))?;
@@ -165,13 +206,8 @@ impl AuditLog {
             line::check(bare).map(|l| l.hash).unwrap_or_default()
         };
         bytes.extend_from_slice(&encoded);
-        fs.append(
-            &current,
-            &bytes,
-            WriteOptions::private(),
-            self.settings.required,
-        )
-        .map_err(|e| io(&self.dir, e))?;
+        fs.append(&current, &bytes, WriteOptions::private(), sync)
+            .map_err(|e| io(&self.dir, e))?;
         let file = match file.filter(|_| size > 0) {
             Some(id) => Some(id),
             None => fs.metadata(&current).ok().map(|m| m.id),
@@ -187,15 +223,112 @@ impl AuditLog {
     }
 }
 
-impl AuditSink for AuditLog {
-    fn record(&self, entry: Entry) -> Result<u64, AuditError> {
-        let result = self.append(entry);
+impl AuditLog {
+    /// Start the thread that writes queued records: each wake-up writes all that is
+    /// queued under one lock, in one append.
+    fn start_writer(&self) -> std::sync::mpsc::Sender<Job> {
+        let (sender, jobs) = std::sync::mpsc::channel::<Job>();
+        // The writer shares what this log has seen and what went wrong.
+        let log = AuditLog {
+            fs: Arc::clone(&self.fs),
+            dir: self.dir.clone(),
+            origin: self.origin.clone(),
+            settings: self.settings,
+            tail: Arc::clone(&self.tail),
+            problem: Arc::clone(&self.problem),
+            queue: Mutex::new(None),
+        };
+        let spawned = std::thread::Builder::new()
+            .name("warden-audit".into())
+            .spawn(move || {
+                while let Ok(first) = jobs.recv() {
+                    let mut batch = Vec::new();
+                    let mut flushes = Vec::new();
+                    for job in std::iter::once(first).chain(jobs.try_iter()) {
+                        match job {
+                            Job::Write(entry) => batch.push(*entry),
+                            Job::Flush(done) => flushes.push(done),
+                        }
+                    }
+                    if !batch.is_empty()
+                        && let Err(e) = log.append_batch(batch)
+                    {
+                        tracing_error(&e);
+                    }
+                    for done in flushes {
+                        let _ = done.send(());
+                    }
+                }
+            });
+        if spawned.is_err() {
+            // No thread: a dropped receiver makes every send fail, and records are
+            // written by their callers.
+            let (sender, _) = std::sync::mpsc::channel();
+            return sender;
+        }
+        sender
+    }
+
+    /// Write `entries` as consecutive records under one lock, in one append.
+    fn append_batch(&self, entries: Vec<Entry>) -> Result<(), AuditError> {
+        let mut first_error = None;
+        // One at a time keeps the tail logic in one place; the lock and the tail read
+        // are then cheap (the cache holds), and the file is opened once per record.
+        for entry in entries {
+            if let Err(e) = self.append_noting(entry, false) {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    fn append_noting(&self, entry: Entry, sync: bool) -> Result<u64, AuditError> {
+        let mut result = self.append(entry.clone(), sync);
+        if result.is_err() {
+            // The directory may have been removed since it was made: forget what was
+            // seen and try once more from scratch.
+            *self.tail.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            result = self.append(entry, sync);
+        }
         let mut problem = self.problem.lock().unwrap_or_else(|p| p.into_inner());
         match &result {
             Ok(_) => *problem = None,
             Err(e) => *problem = Some(e.to_string()),
         }
         result
+    }
+}
+
+impl AuditSink for AuditLog {
+    fn record(&self, entry: Entry) -> Result<u64, AuditError> {
+        self.append_noting(entry, self.settings.required)
+    }
+
+    fn record_unsynced(&self, entry: Entry) -> Result<u64, AuditError> {
+        self.append_noting(entry, false)
+    }
+
+    fn record_queued(&self, entry: Entry) {
+        let mut queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let sender = queue.get_or_insert_with(|| self.start_writer());
+        if let Err(std::sync::mpsc::SendError(Job::Write(entry))) =
+            sender.send(Job::Write(Box::new(entry)))
+        {
+            // The writer is gone: write it here.
+            if let Err(e) = self.append_noting(*entry, false) {
+                tracing_error(&e);
+            }
+        }
+    }
+
+    fn flush(&self) {
+        let sender = self.queue.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(sender) = sender {
+            let (done, wait) = std::sync::mpsc::channel();
+            if sender.send(Job::Flush(done)).is_ok() {
+                let _ = wait.recv();
+            }
+        }
     }
 
     fn required(&self) -> bool {
@@ -321,6 +454,38 @@ mod tests {
         let report = verify(fs.as_ref(), Path::new("/s/audit")).unwrap();
         assert_eq!((report.records, report.torn), (2, 1), "{report:?}");
         assert!(report.first_break.is_none(), "{report:?}");
+    }
+
+    #[test]
+    fn queued_records_are_written_in_order_and_all_of_them_by_a_flush() {
+        let fs = Arc::new(MemoryFs::new());
+        let w = log(&fs, "gateway", 1 << 20);
+        for i in 0..200 {
+            w.record_queued(Entry::new(Kind::Run).agent(format!("a{i}")));
+        }
+        // A record written directly comes after everything queued before it only once
+        // the queue is flushed: flush, then check the order.
+        w.flush();
+        let text = fs
+            .read_to_string(&Path::new("/s/audit").join(CURRENT_FILE))
+            .unwrap();
+        let agents: Vec<String> = text
+            .lines()
+            .map(|l| {
+                crate::line::decode(l.as_bytes())
+                    .unwrap()
+                    .entry
+                    .agent
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(
+            agents,
+            (0..200).map(|i| format!("a{i}")).collect::<Vec<_>>()
+        );
+        let report = verify(fs.as_ref(), Path::new("/s/audit")).unwrap();
+        assert_eq!(report.records, 200);
+        assert!(report.first_break.is_none());
     }
 
     #[test]

@@ -113,22 +113,26 @@ pub struct Records<'a> {
     fs: &'a dyn Fs,
     dir: PathBuf,
     files: std::vec::IntoIter<PathBuf>,
-    lines: Vec<Vec<u8>>,
+    data: Vec<u8>,
     at: usize,
     filter: Filter,
-    needles: Vec<Vec<u8>>,
+    needles: Vec<memchr::memmem::Finder<'static>>,
 }
 
 impl<'a> Records<'a> {
     /// The records of the log in `dir` that `filter` matches.
     pub fn read(fs: &'a dyn Fs, dir: &Path, filter: Filter) -> Result<Records<'a>, AuditError> {
         let files = files::in_order(fs, dir)?;
-        let needles = filter.needles();
+        let needles = filter
+            .needles()
+            .into_iter()
+            .map(|n| memchr::memmem::Finder::new(&n).into_owned())
+            .collect();
         Ok(Records {
             fs,
             dir: dir.to_path_buf(),
             files: files.into_iter(),
-            lines: Vec::new(),
+            data: Vec::new(),
             at: 0,
             filter,
             needles,
@@ -148,15 +152,12 @@ impl Iterator for Records<'_> {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            while self.at < self.lines.len() {
-                let bytes = &self.lines[self.at];
-                self.at += 1;
-                if bytes.is_empty()
-                    || !self
-                        .needles
-                        .iter()
-                        .all(|n| bytes.windows(n.len()).any(|w| w == n.as_slice()))
-                {
+            while self.at < self.data.len() {
+                let rest = &self.data[self.at..];
+                let len = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
+                let bytes = &rest[..len];
+                self.at += len + 1;
+                if bytes.is_empty() || !self.needles.iter().all(|n| n.find(bytes).is_some()) {
                     continue;
                 }
                 if let Ok(record) = line::decode(bytes)
@@ -169,7 +170,7 @@ impl Iterator for Records<'_> {
             let file = self.files.next()?;
             match self.fs.read(&file) {
                 Ok(data) => {
-                    self.lines = data.split(|b| *b == b'\n').map(<[u8]>::to_vec).collect();
+                    self.data = data;
                     self.at = 0;
                 }
                 // Rotated away between listing and reading: its records are in the next.

@@ -85,7 +85,7 @@ impl HostFacts {
             if !config.audit.enabled {
                 return Arc::new(audit::NoAudit);
             }
-            Arc::new(audit::AuditLog::new(
+            let log: Arc<dyn audit::AuditSink> = Arc::new(audit::AuditLog::new(
                 self.fs(),
                 self.audit_dir(),
                 self.origin,
@@ -93,7 +93,9 @@ impl HostFacts {
                     required: config.audit.required,
                     max_file_bytes: config.audit.max_file_size,
                 },
-            ))
+            ));
+            let _ = PROCESS_RECORD.set(Arc::clone(&log));
+            log
         }))
     }
 
@@ -206,6 +208,17 @@ impl HostFacts {
         } else {
             self.cwd.join(path)
         }
+    }
+}
+
+/// The record this process writes, for [`flush_record`].
+static PROCESS_RECORD: std::sync::OnceLock<Arc<dyn audit::AuditSink>> = std::sync::OnceLock::new();
+
+/// Write every record this process handed over before it exits (records that need not
+/// wait for the disk are written by a thread of their own, batched).
+pub fn flush_record() {
+    if let Some(record) = PROCESS_RECORD.get() {
+        record.flush();
     }
 }
 

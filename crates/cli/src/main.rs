@@ -357,6 +357,7 @@ fn main() {
 /// (and dropped its runtime) by the time it returns its code.
 fn exit_now(code: i32) -> ! {
     use std::io::Write as _;
+    host::flush_record();
     let _ = std::io::stdout().flush();
     // SAFETY: _exit ends the process at once; it takes a plain integer.
     unsafe { nix::libc::_exit(code) }

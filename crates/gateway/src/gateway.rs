@@ -310,7 +310,14 @@ impl Gateway {
                 (None, _) => (DenyReason::RunLimit, self.run_limit_message(key)),
                 (Some(_), None) => (DenyReason::NoNode, NO_NODES.to_owned()),
                 (Some(_), Some(hub)) => {
-                    return crate::node_route::run(
+                    // The node decides and keeps its own record; this host records
+                    // where the request went and how it ended.
+                    let (agent, session, command) = (
+                        request.agent.clone(),
+                        request.session.clone(),
+                        request.command.clone(),
+                    );
+                    let report = crate::node_route::run(
                         &self.runner,
                         hub,
                         run_id,
@@ -320,9 +327,12 @@ impl Gateway {
                         cancel,
                     )
                     .await;
+                    self.runner
+                        .record_routed(&agent, &session, &command, &report);
+                    return report;
                 }
             };
-            return self.runner.refuse_routed(
+            let report = self.runner.refuse_routed(
                 run_id,
                 requested,
                 RunHost::Node(node),
@@ -330,6 +340,9 @@ impl Gateway {
                 rule,
                 &events,
             );
+            self.runner
+                .record_routed(&request.agent, &request.session, &request.command, &report);
+            return report;
         }
         // The route is fixed before the decision (direct mode read once, here): its
         // executor says how the run will be confined, and the decision and plan say the

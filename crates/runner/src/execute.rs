@@ -34,7 +34,7 @@ impl Runner {
         // On the record before anything is asked or run; with audit.required, nothing
         // happens that the record would not show.
         let facts = RequestFacts::of(&decided, &executor.run_host());
-        if let Err(rule) = self.record_decision(&facts) {
+        if let Err(rule) = self.record_decision_early(&facts) {
             let mut report = report_for(&decided, executor.run_host());
             report.decision = Decision::Deny {
                 reason: DenyReason::AuditUnavailable,
@@ -154,12 +154,17 @@ impl Runner {
         rule: String,
         events: &dyn EventSink,
     ) -> RunReport {
+        let facts = RequestFacts::of(&decided, &host);
         let mut report = report_for(&decided, host);
         report.decision = Decision::Deny {
             reason,
             rule: rule.clone(),
         };
-        deny(report, reason, rule, events)
+        let report = deny(report, reason, rule, events);
+        // A refusal is a decision too: on the record like any other.
+        let _ = self.record_decision_early(&facts.refused(&report.decision));
+        self.record_end(&facts, &report);
+        report
     }
 
     /// Refuse a request routed before it was decided (a `host = node` request the

@@ -42,12 +42,54 @@ impl RequestFacts {
     }
 }
 
+impl RequestFacts {
+    /// These facts with `decision` as the one made (a request refused by its route).
+    pub(crate) fn refused(&self, decision: &Decision) -> RequestFacts {
+        RequestFacts {
+            base: self.base.clone(),
+            first: decision.clone(),
+        }
+    }
+}
+
 impl Runner {
-    /// Record the decision; an error (only when the record is required) says why the
+    /// Put on the record a request this runner did not decide — one routed to a node,
+    /// which decided it against its own file (and keeps its own record) — as how it
+    /// ended: `agent`'s `command` in `session`, reported by `report`.
+    pub fn record_routed(&self, agent: &str, session: &str, command: &Command, report: &RunReport) {
+        let mut base = Entry::new(Kind::Run)
+            .agent(agent)
+            .session(session)
+            .run_id(&report.run_id)
+            .host(host_name(&report.host))
+            .command(command_text(command));
+        if let RunHost::Node(node) = &report.host {
+            base = base.node(node);
+        }
+        let facts = RequestFacts {
+            base,
+            first: report.decision.clone(),
+        };
+        self.record_end(&facts, report);
+    }
+
+    /// Record the decision: when the record is required, now (an error says why the
+    /// request must be refused; the run's record makes it durable); otherwise handed to
+    /// the record's writer, off the run's path, in order with the request's other records.
+    pub(crate) fn record_decision_early(&self, facts: &RequestFacts) -> Result<(), String> {
+        if self.host.audit.required() {
+            return self.record_decision(facts);
+        }
+        let entry = with_decision(facts.base.clone(), &facts.first);
+        self.host.audit.record_queued(entry);
+        Ok(())
+    }
+
+    /// Record the decision now; an error (only when the record is required) says why the
     /// request must be refused.
     pub(crate) fn record_decision(&self, facts: &RequestFacts) -> Result<(), String> {
         let entry = with_decision(facts.base.clone(), &facts.first);
-        match self.host.audit.record(entry) {
+        match self.host.audit.record_unsynced(entry) {
             Ok(_) => Ok(()),
             Err(e) if self.host.audit.required() => Err(format!(
                 "audit.required is set and the decision could not be recorded ({e}); nothing was asked or run"
@@ -102,8 +144,18 @@ impl Runner {
             }),
         };
         entries.push(run);
-        for entry in entries {
-            if let Err(e) = self.host.audit.record(entry) {
+        let last = entries.len() - 1;
+        for (i, entry) in entries.into_iter().enumerate() {
+            let written = if !self.host.audit.required() {
+                self.host.audit.record_queued(entry);
+                Ok(0)
+            } else if i < last {
+                // The run's record, synced last, makes this one durable with it.
+                self.host.audit.record_unsynced(entry)
+            } else {
+                self.host.audit.record(entry)
+            };
+            if let Err(e) = written {
                 tracing::error!("not on the record: {e}");
             }
         }

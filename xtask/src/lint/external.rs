@@ -17,7 +17,15 @@ const ALLOWED_EXTERNAL: &[(&str, &[&str])] = &[
     ("xtask", &["*"]),
     (
         "audit",
-        &["humantime", "serde", "serde_json", "sha2", "thiserror"],
+        &[
+            "humantime",
+            "memchr",
+            "serde",
+            "serde_json",
+            "sha2",
+            "thiserror",
+            "tracing",
+        ],
     ),
     (
         "policy",
