@@ -302,6 +302,13 @@ fn many_writers_at_once_keep_one_chain() {
     for w in writers {
         w.join().unwrap();
     }
+    // The gateway's writer thread writes within moments; the `exec` processes wrote
+    // theirs before they exited.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while records(&h, &["--kind", "run"]).len() < 35 {
+        assert!(std::time::Instant::now() < deadline, "records never came");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let out = verify(&h);
     support::assert_success(&out);
     let all = records(&h, &["--kind", "run"]);

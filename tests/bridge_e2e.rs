@@ -172,6 +172,21 @@ async fn a_stdio_node_runs_only_what_its_own_approvals_file_and_human_allow() {
     assert_eq!(r["status"], "denied", "{r:#}");
     assert_eq!(r["reason"], "security=deny");
     assert!(r["rule"].as_str().unwrap().contains("host file"), "{r:#}");
+    // The gateway's records are written by its writer thread within moments: wait for
+    // them before the gateway is stopped.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(gw.path().join("audit/audit.jsonl"))
+        .unwrap_or_default()
+        .matches("\"kind\":\"run\"")
+        .count()
+        < 7
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the gateway's records never came"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     drop(g);
 
     // The record: the node keeps its own (it decided: decision, answer, run); the

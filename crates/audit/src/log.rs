@@ -13,6 +13,12 @@ use crate::error::AuditError;
 use crate::files::{self, CURRENT_FILE, LOCK_FILE, io};
 use crate::line::{self, GENESIS, Record, SCHEMA_VERSION};
 
+/// How long the writer thread gathers queued records before it writes them together.
+const BATCH_WAIT: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// The most records written in one append.
+const MAX_BATCH: usize = 256;
+
 /// How much of a file's end is read to find its last record: more than any record
 /// (fields are cut at `MAX_FIELD_CHARS`), so the last intact one is always inside.
 const TAIL_WINDOW: usize = 256 * 1024;
@@ -142,6 +148,12 @@ impl AuditLog {
     }
 
     fn append(&self, entry: Entry, sync: bool) -> Result<u64, AuditError> {
+        self.append_all(vec![entry], sync)
+    }
+
+    /// Append `entries` as consecutive records under one lock, in one write; the last
+    /// one's sequence number.
+    fn append_all(&self, entries: Vec<Entry>, sync: bool) -> Result<u64, AuditError> {
         let fs = self.fs.as_ref();
         // Made once: while this process has written here, the directory is there (a
         // directory removed since makes the lock fail, and the next write remakes it).
@@ -184,28 +196,30 @@ impl AuditLog {
                 t.ends_in_newline = true;
             }
         }
-        let (seq, prev) = tail
+        let (mut seq, mut prev) = tail
             .as_ref()
-            .map_or((1, GENESIS.to_owned()), |t| (t.seq + 1, t.hash.clone()));
-        let record = Record {
-            v: SCHEMA_VERSION,
-            seq,
-            time: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
-            origin: self.origin.clone(),
-            prev,
-            entry,
-        };
+            .map_or((0, GENESIS.to_owned()), |t| (t.seq, t.hash.clone()));
         let mut bytes = Vec::new();
-        // A torn line left by a crash keeps its own line: this record starts a new one.
+        // A torn line left by a crash keeps its own line: these records start a new one.
         if size > 0 && tail.as_ref().is_some_and(|t| !t.ends_in_newline) {
             bytes.push(b'\n');
         }
-        let encoded = line::encode(&record);
-        let hash = {
-            let bare = &encoded[..encoded.len() - 1];
-            line::check(bare).map(|l| l.hash).unwrap_or_default()
-        };
-        bytes.extend_from_slice(&encoded);
+        let time = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
+        for entry in entries {
+            seq += 1;
+            let encoded = line::encode(&Record {
+                v: SCHEMA_VERSION,
+                seq,
+                time: time.clone(),
+                origin: self.origin.clone(),
+                prev,
+                entry,
+            });
+            prev = line::check(&encoded[..encoded.len() - 1])
+                .map(|l| l.hash)
+                .unwrap_or_default();
+            bytes.extend_from_slice(&encoded);
+        }
         fs.append(&current, &bytes, WriteOptions::private(), sync)
             .map_err(|e| io(&self.dir, e))?;
         let file = match file.filter(|_| size > 0) {
@@ -216,7 +230,7 @@ impl AuditLog {
             file,
             size: size + bytes.len() as u64,
             seq,
-            hash,
+            hash: prev,
             ends_in_newline: true,
         });
         Ok(seq)
@@ -242,13 +256,28 @@ impl AuditLog {
             .name("warden-audit".into())
             .spawn(move || {
                 while let Ok(first) = jobs.recv() {
+                    // Records come in pairs and bursts (a request's decision, then its
+                    // end): a moment's wait writes them together, in one append.
                     let mut batch = Vec::new();
                     let mut flushes = Vec::new();
-                    for job in std::iter::once(first).chain(jobs.try_iter()) {
+                    let mut next = Some(first);
+                    let until = std::time::Instant::now() + BATCH_WAIT;
+                    while let Some(job) = next.take() {
                         match job {
                             Job::Write(entry) => batch.push(*entry),
-                            Job::Flush(done) => flushes.push(done),
+                            Job::Flush(done) => {
+                                flushes.push(done);
+                                // Someone waits: write now.
+                                next = jobs.try_recv().ok();
+                                continue;
+                            }
                         }
+                        if batch.len() >= MAX_BATCH || !flushes.is_empty() {
+                            next = jobs.try_recv().ok();
+                            continue;
+                        }
+                        let left = until.saturating_duration_since(std::time::Instant::now());
+                        next = jobs.recv_timeout(left).ok();
                     }
                     if !batch.is_empty()
                         && let Err(e) = log.append_batch(batch)
@@ -269,17 +298,20 @@ impl AuditLog {
         sender
     }
 
-    /// Write `entries` as consecutive records under one lock, in one append.
+    /// Write `entries` as consecutive records under one lock, in one append (noting a
+    /// failure as [`AuditSink::problem`] says).
     fn append_batch(&self, entries: Vec<Entry>) -> Result<(), AuditError> {
-        let mut first_error = None;
-        // One at a time keeps the tail logic in one place; the lock and the tail read
-        // are then cheap (the cache holds), and the file is opened once per record.
-        for entry in entries {
-            if let Err(e) = self.append_noting(entry, false) {
-                first_error.get_or_insert(e);
-            }
+        let mut result = self.append_all(entries.clone(), false);
+        if result.is_err() {
+            *self.tail.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            result = self.append_all(entries, false);
         }
-        first_error.map_or(Ok(()), Err)
+        let mut problem = self.problem.lock().unwrap_or_else(|p| p.into_inner());
+        match &result {
+            Ok(_) => *problem = None,
+            Err(e) => *problem = Some(e.to_string()),
+        }
+        result.map(|_| ())
     }
 
     fn append_noting(&self, entry: Entry, sync: bool) -> Result<u64, AuditError> {
