@@ -147,10 +147,6 @@ impl AuditLog {
         self.settings
     }
 
-    fn append(&self, entry: Entry, sync: bool) -> Result<u64, AuditError> {
-        self.append_all(vec![entry], sync)
-    }
-
     /// Append `entries` as consecutive records under one lock, in one write; the last
     /// one's sequence number.
     fn append_all(&self, entries: Vec<Entry>, sync: bool) -> Result<u64, AuditError> {
@@ -265,22 +261,21 @@ impl AuditLog {
                     while let Some(job) = next.take() {
                         match job {
                             Job::Write(entry) => batch.push(*entry),
+                            // Someone waits for everything before this: it has all
+                            // been received (one queue, in order), so write now.
                             Job::Flush(done) => {
                                 flushes.push(done);
-                                // Someone waits: write now.
-                                next = jobs.try_recv().ok();
-                                continue;
+                                break;
                             }
                         }
-                        if batch.len() >= MAX_BATCH || !flushes.is_empty() {
-                            next = jobs.try_recv().ok();
-                            continue;
+                        if batch.len() >= MAX_BATCH {
+                            break;
                         }
                         let left = until.saturating_duration_since(std::time::Instant::now());
                         next = jobs.recv_timeout(left).ok();
                     }
                     if !batch.is_empty()
-                        && let Err(e) = log.append_batch(batch)
+                        && let Err(e) = log.append_noting(batch, false)
                     {
                         tracing_error(&e);
                     }
@@ -298,29 +293,16 @@ impl AuditLog {
         sender
     }
 
-    /// Write `entries` as consecutive records under one lock, in one append (noting a
-    /// failure as [`AuditSink::problem`] says).
-    fn append_batch(&self, entries: Vec<Entry>) -> Result<(), AuditError> {
-        let mut result = self.append_all(entries.clone(), false);
-        if result.is_err() {
-            *self.tail.lock().unwrap_or_else(|p| p.into_inner()) = None;
-            result = self.append_all(entries, false);
-        }
-        let mut problem = self.problem.lock().unwrap_or_else(|p| p.into_inner());
-        match &result {
-            Ok(_) => *problem = None,
-            Err(e) => *problem = Some(e.to_string()),
-        }
-        result.map(|_| ())
-    }
-
-    fn append_noting(&self, entry: Entry, sync: bool) -> Result<u64, AuditError> {
-        let mut result = self.append(entry.clone(), sync);
+    /// Append `entries` as consecutive records under one lock, in one write, noting a
+    /// failure for [`AuditSink::problem`] (and clearing it on success); the last one's
+    /// sequence number.
+    fn append_noting(&self, entries: Vec<Entry>, sync: bool) -> Result<u64, AuditError> {
+        let mut result = self.append_all(entries.clone(), sync);
         if result.is_err() {
             // The directory may have been removed since it was made: forget what was
             // seen and try once more from scratch.
             *self.tail.lock().unwrap_or_else(|p| p.into_inner()) = None;
-            result = self.append(entry, sync);
+            result = self.append_all(entries, sync);
         }
         let mut problem = self.problem.lock().unwrap_or_else(|p| p.into_inner());
         match &result {
@@ -333,11 +315,11 @@ impl AuditLog {
 
 impl AuditSink for AuditLog {
     fn record(&self, entry: Entry) -> Result<u64, AuditError> {
-        self.append_noting(entry, self.settings.required)
+        self.append_noting(vec![entry], self.settings.required)
     }
 
     fn record_unsynced(&self, entry: Entry) -> Result<u64, AuditError> {
-        self.append_noting(entry, false)
+        self.append_noting(vec![entry], false)
     }
 
     fn record_queued(&self, entry: Entry) {
@@ -347,7 +329,7 @@ impl AuditSink for AuditLog {
             sender.send(Job::Write(Box::new(entry)))
         {
             // The writer is gone: write it here.
-            if let Err(e) = self.append_noting(*entry, false) {
+            if let Err(e) = self.append_noting(vec![*entry], false) {
                 tracing_error(&e);
             }
         }
@@ -492,7 +474,7 @@ mod tests {
     fn queued_records_are_written_in_order_and_all_of_them_by_a_flush() {
         let fs = Arc::new(MemoryFs::new());
         let w = log(&fs, "gateway", 1 << 20);
-        for i in 0..200 {
+        for i in 0..600 {
             w.record_queued(Entry::new(Kind::Run).agent(format!("a{i}")));
         }
         // A record written directly comes after everything queued before it only once
@@ -513,10 +495,10 @@ mod tests {
             .collect();
         assert_eq!(
             agents,
-            (0..200).map(|i| format!("a{i}")).collect::<Vec<_>>()
+            (0..600).map(|i| format!("a{i}")).collect::<Vec<_>>()
         );
         let report = verify(fs.as_ref(), Path::new("/s/audit")).unwrap();
-        assert_eq!(report.records, 200);
+        assert_eq!(report.records, 600);
         assert!(report.first_break.is_none());
     }
 
