@@ -165,6 +165,7 @@ fn result(run_id: &str, stdout: String) -> Value {
             timed_out: false,
             duration_ms: 1,
         },
+        notices: Vec::new(),
     })
     .unwrap()
 }

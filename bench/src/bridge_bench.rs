@@ -492,6 +492,7 @@ pub fn fleet_gateway(args: &[String]) -> anyhow::Result<()> {
                             ..policy::ExecArgs::new(policy::Command::Argv(vec!["/bin/true".into()]))
                         },
                         stream: false,
+                        notices: false,
                     })?;
                     let t = Instant::now();
                     let v = node

@@ -131,6 +131,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             },
             // Answered once, output in the result (no exec.output frames).
             stream: false,
+            notices: false,
         };
         let reply = node
             .invoke(

@@ -23,6 +23,10 @@ pub const SYSTEM_APPROVALS_SET: &str = "system.execApprovals.set";
 /// Not a command: a node that declares it streams a `system.run` asked to (`stream`):
 /// output as it is written, standard input, signals and a terminal's size.
 pub const EXEC_STREAM: &str = "exec.stream";
+/// Not a command: a node that declares it says, in a `system.run` result asked for them
+/// (`notices`), what stands on it that the result's reader should know (its config edit
+/// not in force, its record not written).
+pub const RUN_NOTICES: &str = "run.notices";
 /// Everything a node of this build can do.
 pub const CAPABILITIES: &[&str] = &[
     SYSTEM_RUN,
@@ -30,6 +34,7 @@ pub const CAPABILITIES: &[&str] = &[
     SYSTEM_APPROVALS_GET,
     SYSTEM_APPROVALS_SET,
     EXEC_STREAM,
+    RUN_NOTICES,
 ];
 
 /// Largest chunk of output one `exec.output` carries (before base64).
@@ -372,6 +377,10 @@ pub struct RunParams {
     /// `exec.signal` and `exec.resize`; a `tty` request needs it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stream: bool,
+    /// Put the node's standing notices in the result (only to a node that declared
+    /// [`RUN_NOTICES`]: a gateway from before them would refuse the field).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub notices: bool,
 }
 
 /// `system.run`'s result: the node's decision and how the run ended.
@@ -393,6 +402,10 @@ pub struct RunResult {
     pub executed: Option<WireExecuted>,
     /// How it ended.
     pub outcome: WireOutcome,
+    /// What stands on the node that the result's reader should know (only when the
+    /// request asked for `notices`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notices: Vec<String>,
 }
 
 /// A decision as sent.

@@ -259,8 +259,14 @@ async fn invoke(
 ) -> Result<serde_json::Value, InvokeError> {
     match command {
         message::SYSTEM_RUN => {
-            let report = run(service, context, params(value)?, cancel).await?;
-            json(&run_result(&report))
+            let p: RunParams = params(value)?;
+            let with_notices = p.notices;
+            let report = run(service, context, p, cancel).await?;
+            let mut result = run_result(&report);
+            if !with_notices {
+                result.notices.clear();
+            }
+            json(&result)
         }
         message::SYSTEM_WHICH => {
             let WhichParams { name } = params(value)?;
@@ -498,5 +504,6 @@ pub fn run_result(report: &RunReport) -> RunResult {
             in_approver: e.in_approver,
         }),
         outcome,
+        notices: report.notices.clone(),
     }
 }

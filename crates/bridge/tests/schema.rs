@@ -204,6 +204,7 @@ fn a_run_result_matches_the_schema_fields() {
             reason: policy::DenyReason::NoApprover,
             rule: "x".into(),
         },
+        notices: vec!["x".into()],
     };
     let v = serde_json::to_value(&sample).unwrap();
     assert!(keys(&v).is_subset(&keys(&result["properties"])));
@@ -244,6 +245,7 @@ fn a_run_request_is_the_exec_request_type_and_the_schema_says_so() {
             ..policy::ExecArgs::new(policy::Command::Shell("true".into()))
         },
         stream: true,
+        notices: true,
     };
     let v = serde_json::to_value(&params).unwrap();
     let run = &s["$defs"]["runParams"];

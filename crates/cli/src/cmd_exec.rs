@@ -172,5 +172,8 @@ async fn run_async(args: ExecArgs) -> anyhow::Result<i32> {
         }
         _ => eprintln!("warden: {}", report.summary()),
     }
+    for notice in &report.notices {
+        eprintln!("warden: note: {notice}");
+    }
     Ok(code)
 }

@@ -15,7 +15,7 @@ use caps::{LocalShell, Shell};
 use gateway::{
     DirectMode, DirectSwitch, FileTools, Gateway, PathAuthorization, Routes, SandboxRoute,
 };
-use policy::{Config, SandboxBackend};
+use policy::{Config, LiveConfig, SandboxBackend};
 use runner::{Executor, HostContext, RunHost, Runner, SandboxShells, SocketApprovals};
 
 use crate::inline_approver::InlineApprovals;
@@ -344,6 +344,19 @@ impl HostFacts {
         Ok(layout_policy(&auth, &protection))
     }
 
+    /// The sandbox's layout under `config` for `workspace` (its authorized paths checked,
+    /// the protected set worked out for them), as a live edit of `[sandbox]` needs it.
+    fn layout_for(
+        &self,
+        config: &Config,
+        store: &Store,
+        workspace: &Path,
+    ) -> anyhow::Result<SandboxPolicy> {
+        let auth = authorization(config, workspace)?;
+        let protection = protected(self, store, &auth)?;
+        Ok(layout_policy(&auth, &protection))
+    }
+
     /// `workspace` (default: the current directory), absolute and resolved.
     pub fn workspace(&self, workspace: Option<&Path>) -> anyhow::Result<PathBuf> {
         let workspace = self.absolute(workspace.unwrap_or(&self.cwd));
@@ -357,7 +370,7 @@ impl HostFacts {
     pub fn runner_host(
         &self,
         store: &Store,
-        config: Config,
+        config: LiveConfig,
         workspace: &Path,
         protected: Vec<PathBuf>,
     ) -> HostContext {
@@ -369,7 +382,7 @@ impl HostFacts {
     fn runner_host_asking(
         &self,
         store: &Store,
-        config: Config,
+        config: LiveConfig,
         workspace: &Path,
         protected: Vec<PathBuf>,
         here: bool,
@@ -382,7 +395,7 @@ impl HostFacts {
         } else {
             Arc::new(socket)
         };
-        let audit = self.audit(&config);
+        let audit = self.audit(&config.in_force());
         HostContext::builder(self.fs(), store.clone(), config)
             .audit(audit)
             .protected(protected)
@@ -435,21 +448,34 @@ impl HostFacts {
         };
         let host = self.runner_host_asking(
             &store,
-            config.clone(),
+            self.live_config(config.clone()),
             &workspace,
             places(|p| p.warden_owned),
             ask_here,
         );
         let containment = self.containment()?;
         let local: Arc<dyn Shell> = Arc::new(LocalShell::contained(containment.clone()));
-        // Probing the sandbox backend starts processes: only when a command needs it.
+        // Probing the sandbox backend starts processes: only when a command needs it, and
+        // again when a live edit changes `[sandbox]` (its paths give a new layout).
         let sandbox = {
-            let config = config.clone();
-            let layout = layout_policy(&auth, &protection);
+            let started = (config.sandbox.clone(), layout_policy(&auth, &protection));
+            let (facts, store, workspace) = (self.clone(), store.clone(), workspace.clone());
             // In Warden's protected state directory: no command can plant an answer.
             let probe_cache = self.warden_home.join("cache").join("sandbox-probe");
-            SandboxRoute::deferred(move || {
-                sandbox_route(&config, layout, containment, &probe_cache)
+            SandboxRoute::following(move |config: &Config| {
+                let layout = if config.sandbox == started.0 {
+                    started.1.clone()
+                } else {
+                    match facts.layout_for(config, &store, &workspace) {
+                        Ok(layout) => layout,
+                        Err(e) => {
+                            return SandboxRoute::Unavailable(format!(
+                                "the sandbox's paths in config.toml cannot be used: {e:#}"
+                            ));
+                        }
+                    }
+                };
+                sandbox_route(config, layout, containment.clone(), &probe_cache)
             })
         };
         let routes = Routes {

@@ -23,7 +23,12 @@ impl HostFacts {
         let config = self.config()?;
         let store = self.store();
         let workspace = self.workspace(workspace)?;
-        let host = self.runner_host(&store, config, &workspace, self.own_directories(&store));
+        let host = self.runner_host(
+            &store,
+            self.live_config(config),
+            &workspace,
+            self.own_directories(&store),
+        );
         let containment = self.containment()?;
         containment.keep_ready();
         let shell: Arc<dyn Shell> = Arc::new(LocalShell::contained(containment));

@@ -10,7 +10,7 @@ use anyhow::{Context, bail};
 use approvals::{Store, StoreConfig};
 use caps::LocalFs;
 use caps::process::{Containment, OpenedProgram};
-use policy::{CaseMode, Config, RunLimits, TrustedPath};
+use policy::{CaseMode, Config, LiveConfig, Reload, RunLimits, TrustedPath};
 
 /// Fallback search path when Warden's own PATH is unset.
 pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -165,6 +165,63 @@ impl HostFacts {
             config.default_limits = RunLimits::for_host(total);
         }
         Ok(config)
+    }
+
+    /// `config` (as [`HostFacts::config`] read it at start) following `config.toml` from
+    /// now on: each edit is in force for the next request, given this machine's default
+    /// run limits; an edit that does not parse keeps `config` (or the last good one) and
+    /// is said in the log (stderr) and on the record until it is fixed.
+    pub fn live_config(&self, config: Config) -> LiveConfig {
+        let path = policy::config::config_path(&self.warden_home);
+        let memory = total_memory();
+        let facts = self.clone();
+        LiveConfig::watching(
+            self.fs(),
+            path,
+            config,
+            Box::new(move |config| {
+                if let Some(total) = memory {
+                    config.default_limits = RunLimits::for_host(total);
+                }
+            }),
+        )
+        .on_reload(Box::new(move |reload| facts.said_reload(reload)))
+    }
+
+    /// What a reload of `config.toml` did, said in the log and put on the record.
+    fn said_reload(&self, reload: &Reload) {
+        let change = match reload {
+            Reload::Applied {
+                changed,
+                at_restart,
+            } => {
+                let what = if changed.is_empty() {
+                    "the edit is fixed; the file as it is now is in force".to_owned()
+                } else {
+                    format!("in force for new requests; changed: {}", changed.join(", "))
+                };
+                tracing::info!("config.toml reloaded: {what}");
+                if !at_restart.is_empty() {
+                    tracing::warn!(
+                        "config.toml: {} changed, which is read only when this process starts: restart it to apply",
+                        at_restart.join(", ")
+                    );
+                }
+                let later = if at_restart.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {} at the next restart", at_restart.join(", "))
+                };
+                format!("reloaded: {what}{later}")
+            }
+            Reload::Refused { problem } => {
+                tracing::warn!(
+                    "config.toml: the edit is not in force ({problem}); the last good configuration is used until the file is fixed"
+                );
+                format!("edit refused, the last good configuration stays in force: {problem}")
+            }
+        };
+        self.record_policy(policy::config::CONFIG_FILE, change);
     }
 
     /// A config read elsewhere (`text`; none: no file, the defaults), with the default

@@ -88,7 +88,7 @@ impl Gateway {
 
     /// `Ok` if `host=sandbox` can run commands now, else the diagnosis.
     pub fn sandbox_available(&self) -> Result<(), String> {
-        self.routes.sandbox().map(|_| ())
+        self.routes.sandbox(&self.runner.config()).map(|_| ())
     }
 
     /// The nodes connected over the Bridge, if this gateway takes node connections.
@@ -189,8 +189,11 @@ impl Gateway {
             .routes
             .direct_now()
             .map_or(Confinement::Sandbox, Executor::confinement);
-        self.runner
-            .decide(self.in_session(key, request), confinement)
+        self.runner.decide(
+            &self.runner.config(),
+            self.in_session(key, request),
+            confinement,
+        )
     }
 
     /// `request` as `key`'s session makes it: its agent, session and `/exec` settings.
@@ -256,7 +259,10 @@ impl Gateway {
         request.live = Some(output.clone());
         let (input, stream) = caps::input_channel();
         request.input = Some(stream);
-        let host = self.runner.host_of(&self.in_session(key, request.clone()));
+        let host = self.runner.host_of(
+            &self.runner.config(),
+            &self.in_session(key, request.clone()),
+        );
         let process = Arc::new(Process::new(
             id,
             key.clone(),
@@ -298,9 +304,12 @@ impl Gateway {
         };
         // Route first: a request for a node is decided there, against the node's own
         // file; this host only learns where it goes and what it asks for.
-        let host = self.runner.host_of(&request);
+        // One snapshot of the config for this request, from routing to its end: an edit
+        // made while it waits for its approver is for the next request.
+        let config = self.runner.config();
+        let host = self.runner.host_of(&config, &request);
         if host == Host::Node {
-            let requested = self.runner.requested(&request);
+            let requested = self.runner.requested(&config, &request);
             let run_id = request.run_id.clone().unwrap_or_else(runner::new_run_id);
             let node = requested
                 .node
@@ -348,13 +357,13 @@ impl Gateway {
         // executor says how the run will be confined, and the decision and plan say the
         // same. The run goes to exactly this executor.
         let (route, run_host) = match host {
-            Host::Sandbox => (self.routes.sandbox(), RunHost::Sandbox),
-            _ => (Ok(&self.routes.gateway), RunHost::Gateway),
+            Host::Sandbox => (self.routes.sandbox(&config), RunHost::Sandbox),
+            _ => (Ok(self.routes.gateway.clone()), RunHost::Gateway),
         };
         let confinement = route
             .as_ref()
             .map_or(Confinement::Sandbox, |executor| executor.confinement());
-        let decided = self.runner.decide(request, confinement);
+        let decided = self.runner.decide(&config, request, confinement);
         if slot.is_none() {
             return self.runner.refuse(
                 decided,
@@ -367,7 +376,7 @@ impl Gateway {
         match route {
             Ok(executor) => {
                 self.runner
-                    .execute(decided, executor, &events, cancel)
+                    .execute(decided, &executor, &events, cancel)
                     .await
             }
             Err(why) => self.runner.refuse(

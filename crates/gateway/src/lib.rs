@@ -26,6 +26,6 @@ pub use gateway::Gateway;
 pub use http::HttpLimits;
 pub use mcp::{WardenMcp, report_json, report_text, tools};
 pub use processes::{Process, ProcessError, ProcessState, Processes};
-pub use route::{DeferredRoute, DirectMode, Routes, SandboxRoute};
+pub use route::{DirectMode, FollowingRoute, Routes, SandboxRoute};
 pub use runs::{DEFAULT_RUNS_PER_AGENT, RunSlot, RunSlots};
 pub use sessions::{MAX_EVENTS_PER_SESSION, SessionEvents, SessionKey, Sessions};

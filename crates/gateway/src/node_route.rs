@@ -107,6 +107,7 @@ pub async fn run(
         session: request.session.clone(),
         request: args,
         stream,
+        notices: node.capabilities.iter().any(|c| c == message::RUN_NOTICES),
     };
     let host = RunHost::Node(node.id.clone());
     let relay = request.input.as_ref().and_then(caps::InputStream::relay);
@@ -206,6 +207,7 @@ pub async fn run(
         },
         executed: None,
         outcome: Outcome::Cancelled { started: false },
+        notices: runner.notices(),
     };
     let failed = |message: String| Outcome::Error {
         message,
@@ -237,7 +239,7 @@ pub async fn run(
             BridgeError::Protocol(format!("node {} sent an invalid result: {e}", node.id))
         })
     }) {
-        Ok(result) if result.run_id == run_id => fill(&mut report, result),
+        Ok(result) if result.run_id == run_id => fill(&mut report, result, &node.id),
         Ok(result) => {
             report.outcome = failed(format!(
                 "node {} answered for run {:?}, not {:?}; the answer was discarded",
@@ -303,9 +305,20 @@ fn timed_out(message: String, waited: Duration) -> ExecOutput {
     }
 }
 
+/// At most this many of a node's notices are kept in a result.
+const MAX_NODE_NOTICES: usize = 4;
+
 /// The node's answer into the gateway's report, held to the gateway's own output limits
 /// (a node's `truncated` can only add a truncation).
-fn fill(report: &mut RunReport, result: RunResult) {
+fn fill(report: &mut RunReport, result: RunResult, node: &str) {
+    // The node's own notices, after the gateway's: a few, each cut like its rules.
+    report.notices.extend(
+        result
+            .notices
+            .into_iter()
+            .take(MAX_NODE_NOTICES)
+            .map(|n| format!("node {node}: {}", clip(n))),
+    );
     // What the node enforced (its file is the ceiling), with its sources.
     report.policy.security = result.security;
     report.policy.ask = result.ask;

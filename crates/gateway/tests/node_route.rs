@@ -368,6 +368,7 @@ fn sleep_invoke(id: u64, pidfile: &Path) -> Msg {
             )))
         },
         stream: false,
+        notices: false,
     };
     Msg::Invoke {
         id,

@@ -74,6 +74,7 @@ pub use allowlist::{
 pub use config::{
     AgentConfig, AuditSettings, Config, ExecSettings, GatewaySettings, NamespaceBuilder, RunLimits,
     SandboxBackend, SandboxSettings,
+    live::{LiveConfig, Reload},
 };
 pub use confinement::Confinement;
 pub use decision::{

@@ -228,7 +228,7 @@ impl Runner {
         let policy = policy::resolve(
             &ExecParams::default(),
             overrides,
-            &self.host.config,
+            &self.config(),
             Some(agent),
             &HostCeiling::DENY_ALL,
         );

@@ -21,6 +21,7 @@ pub(crate) fn report_for(decided: &Decided, host: RunHost) -> RunReport {
         decision: decided.explanation.decision.clone(),
         executed: None,
         outcome: Outcome::Cancelled { started: false },
+        notices: decided.notices.clone(),
     }
 }
 

@@ -26,6 +26,8 @@ pub struct Decided {
     pub explanation: Explanation,
     /// The host file as read for this request (usage bookkeeping compares against it).
     pub(crate) view: HostView,
+    /// What stands on this host that the result should say ([`RunReport::notices`](crate::RunReport::notices)).
+    pub notices: Vec<String>,
 }
 
 impl Decided {
@@ -46,11 +48,16 @@ impl Decided {
 }
 
 impl Runner {
-    /// Read this host's approvals file and explain `request` against it and the config,
-    /// `confinement` being how this host serves `host = sandbox` now (the route's fact:
+    /// Read this host's approvals file and explain `request` against it and `config` (the
+    /// snapshot the caller routes it by: [`Runner::config`]), `confinement` being how this host serves `host = sandbox` now (the route's fact:
     /// the decision and the plan say it, and an executor serving the plan otherwise
     /// refuses it).
-    pub fn decide(&self, request: ExecRequest, confinement: Confinement<'_>) -> Decided {
+    pub fn decide(
+        &self,
+        config: &policy::Config,
+        request: ExecRequest,
+        confinement: Confinement<'_>,
+    ) -> Decided {
         let host = &self.host;
         let run_id = request.run_id.clone().unwrap_or_else(new_run_id);
         let view = host.store.host_view(Some(&request.agent));
@@ -71,7 +78,7 @@ impl Runner {
             allowlist: view.allowlist.as_ref(),
             cache: Some(&cache),
             protected: &host.protected,
-            writable: &host.config.sandbox.writable_paths,
+            writable: &config.sandbox.writable_paths,
         };
         let requester = Requester {
             agent: &request.agent,
@@ -83,7 +90,7 @@ impl Runner {
         let mut explanation = explain(
             request.command.input(),
             &requester,
-            &host.config,
+            config,
             &view.ceiling,
             &ctx,
             &host.env,
@@ -98,12 +105,15 @@ impl Runner {
                 "{rule}; this host's approvals file cannot be used ({err}), so everything is denied until it is fixed (`warden approvals get` shows the problem)"
             );
         }
+        let mut notices = self.notices();
+        notices.extend(view.notice.clone());
         Decided {
             run_id,
             request,
             cwd,
             explanation,
             view,
+            notices,
         }
     }
 }

@@ -188,6 +188,7 @@ impl Runner {
             },
             executed: None,
             outcome: Outcome::Cancelled { started: false },
+            notices: self.notices(),
         };
         deny(report, reason, rule, events)
     }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use approvals::{Clock, Store, SystemClock};
 use audit::{AuditSink, NoAudit};
 use caps::Fs;
-use policy::{Config, TrustedPath};
+use policy::{LiveConfig, TrustedPath};
 
 use crate::approver::{Approvals, NoApprover};
 
@@ -18,7 +18,7 @@ use crate::approver::{Approvals, NoApprover};
 pub struct HostContext {
     pub(crate) fs: Arc<dyn Fs>,
     pub(crate) store: Store,
-    pub(crate) config: Config,
+    pub(crate) config: LiveConfig,
     pub(crate) env: BTreeMap<String, String>,
     pub(crate) trusted_path: TrustedPath,
     pub(crate) default_cwd: PathBuf,
@@ -46,13 +46,18 @@ pub struct HostContextBuilder {
 
 impl HostContext {
     /// Start describing a host whose files are `fs`, whose approvals file is `store` and
-    /// whose config is `config`.
-    pub fn builder(fs: Arc<dyn Fs>, store: Store, config: Config) -> HostContextBuilder {
+    /// whose config is `config` (a [`Config`](policy::Config) that never changes, or a [`LiveConfig`]
+    /// following `config.toml`).
+    pub fn builder(
+        fs: Arc<dyn Fs>,
+        store: Store,
+        config: impl Into<LiveConfig>,
+    ) -> HostContextBuilder {
         HostContextBuilder {
             host: HostContext {
                 fs,
                 store,
-                config,
+                config: config.into(),
                 env: BTreeMap::new(),
                 trusted_path: TrustedPath::parse("/usr/bin:/bin"),
                 default_cwd: PathBuf::from("/"),

@@ -120,6 +120,10 @@ pub struct RunReport {
     pub executed: Option<Executed>,
     /// How it ended.
     pub outcome: Outcome,
+    /// What stands on this host that whoever reads the result should know, though it did
+    /// not change this run: a config edit not in force (the last good one is), the record
+    /// not being written. Empty when all is well.
+    pub notices: Vec<String>,
 }
 
 impl RunReport {

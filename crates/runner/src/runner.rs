@@ -26,16 +26,35 @@ impl Runner {
         }
     }
 
-    /// This host's config (the gateway resolves what it asks a node for from it).
-    pub fn config(&self) -> &policy::Config {
-        &self.host.config
+    /// This host's config as it is now (`config.toml` is read again if it follows the
+    /// file). A request is routed, decided and run under the one snapshot its caller takes
+    /// here: an edit made meanwhile is for the next request.
+    pub fn config(&self) -> Arc<policy::Config> {
+        self.host.config.current()
+    }
+
+    /// What stands on this host that every result should say (see
+    /// [`RunReport::notices`]): the config edit not in force, the record not written.
+    pub fn notices(&self) -> Vec<String> {
+        let mut notices: Vec<String> = self.host.config.notice().into_iter().collect();
+        if let Some(problem) = self.host.audit.problem() {
+            notices.push(format!(
+                "the record (audit log) cannot be written ({problem}): runs go on, but are not on the record until it can be; `warden doctor` says more"
+            ));
+        }
+        notices
     }
 
     /// Whether `agent` has a policy of its own here: an `[[agents.list]]` entry in the
     /// config, or an entry in this host's approvals file. Without one it gets the global
     /// settings and the file's defaults — rarely what an operator meant for a new client.
     pub fn has_own_policy(&self, agent: &str) -> bool {
-        self.host.config.agents.iter().any(|a| a.id == agent)
+        self.host
+            .config
+            .in_force()
+            .agents
+            .iter()
+            .any(|a| a.id == agent)
             || self
                 .host
                 .store
@@ -43,27 +62,31 @@ impl Runner {
                 .is_ok_and(|snapshot| snapshot.file.agents.contains_key(agent))
     }
 
-    /// Where `request` runs (its `host` alone, nothing else resolved): how it is routed.
-    pub fn host_of(&self, request: &ExecRequest) -> policy::Host {
+    /// Where `request` runs under `config` (its `host` alone, nothing else resolved): how
+    /// it is routed.
+    pub fn host_of(&self, config: &policy::Config, request: &ExecRequest) -> policy::Host {
         policy::resolve_host(
             &request.params,
             &request.session_overrides,
-            &self.host.config,
+            config,
             Some(&request.agent),
         )
         .value
     }
 
     /// What `request` asks for before any host file caps it — where it goes, its node,
-    /// timeout, security and ask — from its parameters, its session and this host's
-    /// config alone (no file is read, no command analysed). A request is routed by its
+    /// timeout, security and ask — from its parameters, its session and `config` alone (no file is read, no command analysed). A request is routed by its
     /// `host`; one for a node is decided there, against the node's own file, and never
     /// here ([`decide`](Runner::decide) is for the hosts this runner serves).
-    pub fn requested(&self, request: &ExecRequest) -> policy::ResolvedPolicy {
+    pub fn requested(
+        &self,
+        config: &policy::Config,
+        request: &ExecRequest,
+    ) -> policy::ResolvedPolicy {
         policy::resolve(
             &request.params,
             &request.session_overrides,
-            &self.host.config,
+            config,
             Some(&request.agent),
             &policy::HostCeiling::NONE,
         )
@@ -79,7 +102,7 @@ impl Runner {
         events: &dyn EventSink,
         cancel: &CancellationToken,
     ) -> RunReport {
-        let decided = self.decide(request, executor.confinement());
+        let decided = self.decide(&self.config(), request, executor.confinement());
         self.execute(decided, executor, events, cancel).await
     }
 }

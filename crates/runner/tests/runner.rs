@@ -17,7 +17,8 @@ use approvals::{Clock, Store, StoreConfig};
 use caps::testkit::{MemoryWorld, failed_output, ok_output};
 use caps::{Fs, MemoryFs, RecordedCall, RefusedWrites, ScriptedShell, WriteOptions};
 use policy::{
-    AllowReason, CaseMode, Config, Decision, DenyReason, ExecParams, Launch, Security, TrustedPath,
+    AllowReason, CaseMode, Config, Decision, DenyReason, ExecParams, Launch, LiveConfig, Security,
+    TrustedPath,
 };
 use runner::{
     Approvals, CollectEvents, Command, EXIT_CANCELLED, EXIT_DENIED, EXIT_NO_APPROVER, ExecEvent,
@@ -131,6 +132,9 @@ impl World {
     }
 }
 
+/// Where the world's `config.toml` is.
+const CONFIG: &str = "/home/u/.warden/config.toml";
+
 fn world(approvals_json: &str, config: &str, human: Human) -> World {
     let fs = MemoryWorld::new(1000)
         .dirs(&["/home/u/.warden", "/work"])
@@ -143,6 +147,7 @@ fn world(approvals_json: &str, config: &str, human: Human) -> World {
             "/bin/sh",
         ])
         .file("/home/u/.warden/exec-approvals.json", approvals_json, 0o600)
+        .file(CONFIG, config, 0o600)
         .build();
     fs.set_permissions(Path::new("/home/u/.warden"), 0o700)
         .unwrap();
@@ -163,20 +168,23 @@ fn world(approvals_json: &str, config: &str, human: Human) -> World {
         seen: Mutex::new(Vec::new()),
         while_asked: Mutex::new(None),
     });
-    let host = HostContext::builder(
+    // The config as a running server follows it: edits are in force for the next request.
+    let live = LiveConfig::watching(
         fs.clone(),
-        store.clone(),
-        Config::parse(config, Path::new("config.toml")).unwrap(),
-    )
-    .env(BTreeMap::from([
-        ("HOME".into(), "/home/u".into()),
-        ("SECRET".into(), "x".into()),
-    ]))
-    .trusted_path(TrustedPath::parse("/usr/bin:/bin"))
-    .default_cwd("/work")
-    .approvals(approver.clone())
-    .clock(Arc::new(FixedClock))
-    .build();
+        CONFIG.into(),
+        Config::parse(config, Path::new(CONFIG)).unwrap(),
+        Box::new(|_| {}),
+    );
+    let host = HostContext::builder(fs.clone(), store.clone(), live)
+        .env(BTreeMap::from([
+            ("HOME".into(), "/home/u".into()),
+            ("SECRET".into(), "x".into()),
+        ]))
+        .trusted_path(TrustedPath::parse("/usr/bin:/bin"))
+        .default_cwd("/work")
+        .approvals(approver.clone())
+        .clock(Arc::new(FixedClock))
+        .build();
     World {
         fs,
         shell,
@@ -653,6 +661,155 @@ async fn a_corrupt_host_file_denies_everything() {
 }
 
 #[tokio::test]
+async fn a_host_file_edit_that_is_not_valid_keeps_the_last_good_version_and_says_so() {
+    let w = world(ALLOWLIST_HOST, GATEWAY_ALLOWLIST, Human::Absent);
+    let (report, _) = run(&w, argv(&["ls"])).await;
+    assert_eq!(report.exit_code(), 0, "{report:?}");
+    assert!(report.notices.is_empty(), "{:?}", report.notices);
+    // A typo while the process runs: `ls` stays allowed, `rm` stays unknown, and every
+    // result says the edit is not in force.
+    put(&w, "/home/u/.warden/exec-approvals.json", "{\"version\":1,");
+    let (report, _) = run(&w, argv(&["ls"])).await;
+    assert_eq!(report.exit_code(), 0, "{report:?}");
+    let (refused, _) = run(&w, argv(&["rm", "x"])).await;
+    assert_eq!(denied(&refused), Some(DenyReason::NoApprover));
+    for report in [&report, &refused] {
+        assert!(
+            report
+                .notices
+                .iter()
+                .any(|n| n.contains("exec-approvals.json")
+                    && n.contains("last good")
+                    && n.contains("not in force")),
+            "{:?}",
+            report.notices
+        );
+    }
+    // Unsafe permissions are never served from memory: everything is denied.
+    w.fs.set_permissions(Path::new("/home/u/.warden/exec-approvals.json"), 0o666)
+        .unwrap();
+    let (report, _) = run(&w, argv(&["ls"])).await;
+    assert_eq!(
+        denied(&report),
+        Some(DenyReason::SecurityDeny),
+        "{report:?}"
+    );
+    w.fs.set_permissions(Path::new("/home/u/.warden/exec-approvals.json"), 0o600)
+        .unwrap();
+    // Fixed: the file as it is now, and no notice.
+    put(&w, "/home/u/.warden/exec-approvals.json", ALLOWLIST_HOST);
+    let (report, _) = run(&w, argv(&["ls"])).await;
+    assert_eq!(report.exit_code(), 0, "{report:?}");
+    assert!(report.notices.is_empty(), "{:?}", report.notices);
+}
+
+/// Replace the world's file at `path` with `text` (as an editor saving it would).
+fn put(w: &World, path: &str, text: &str) {
+    w.fs.write(
+        Path::new(path),
+        text.as_bytes(),
+        WriteOptions {
+            mode: 0o600,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_config_edit_is_in_force_for_the_next_request_without_a_restart() {
+    let w = world(
+        r#"{"version":1,"defaults":{"security":"full","ask":"off"}}"#,
+        "[tools.exec]\nhost = \"gateway\"\nsecurity = \"full\"\nask = \"off\"\n",
+        Human::Absent,
+    );
+    let (report, _) = run(&w, argv(&["ls"])).await;
+    assert_eq!(report.exit_code(), 0, "{report:?}");
+    put(
+        &w,
+        CONFIG,
+        "[tools.exec]\nhost = \"gateway\"\nsecurity = \"deny\"\n",
+    );
+    let (report, _) = run(&w, argv(&["ls"])).await;
+    assert_eq!(
+        denied(&report),
+        Some(DenyReason::SecurityDeny),
+        "{report:?}"
+    );
+    assert_eq!(report.policy.security.value, Security::Deny);
+    assert_eq!(w.shell.calls().len(), 1, "the second request ran nothing");
+}
+
+#[tokio::test]
+async fn a_broken_config_edit_keeps_the_old_policy_in_force_and_every_result_says_why() {
+    let w = world(
+        r#"{"version":1,"defaults":{"security":"full","ask":"off"}}"#,
+        "[tools.exec]\nhost = \"gateway\"\nsecurity = \"deny\"\n",
+        Human::Absent,
+    );
+    // Meant to loosen, but misspelt: refused, and the old (deny) policy stays.
+    put(
+        &w,
+        CONFIG,
+        "[tools.exec]\nhost = \"gateway\"\nsecurity = \"fulll\"\n",
+    );
+    let (report, _) = run(&w, argv(&["ls"])).await;
+    assert_eq!(
+        denied(&report),
+        Some(DenyReason::SecurityDeny),
+        "{report:?}"
+    );
+    assert!(
+        report
+            .notices
+            .iter()
+            .any(|n| n.contains("config.toml") && n.contains("fulll") && n.contains("last good")),
+        "{:?}",
+        report.notices
+    );
+    assert!(w.shell.calls().is_empty());
+}
+
+#[tokio::test]
+async fn a_loosening_edit_made_while_a_run_waits_for_its_approver_does_not_change_its_plan() {
+    let w = world(
+        r#"{"version":1,"defaults":{"security":"allowlist","ask":"on-miss","askFallback":"deny"}}"#,
+        "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\nask = \"on-miss\"\ntimeout = 5\nmax_processes = 64\n",
+        Human::Says(Answer::AllowOnce),
+    );
+    let fs = w.fs.clone();
+    *w.approver.while_asked.lock().unwrap() = Some(Box::new(move || {
+        fs.write(
+            Path::new(CONFIG),
+            b"[tools.exec]\nhost = \"gateway\"\nsecurity = \"full\"\nask = \"off\"\ntimeout = 600\nmax_processes = 100000\n",
+            WriteOptions {
+                mode: 0o600,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    }));
+    let (report, _) = run(&w, argv(&["rm", "x"])).await;
+    assert_eq!(report.exit_code(), 0, "{report:?}");
+    let calls = w.shell.calls();
+    let [RecordedCall::Exec { options, .. }] = calls.as_slice() else {
+        panic!("{calls:?}");
+    };
+    // The plan the human approved: its timeout and process limit, not the edit's.
+    assert_eq!(options.timeout, Duration::from_secs(5));
+    assert_eq!(options.resources.max_processes, Some(64));
+    assert_eq!(report.policy.security.value, Security::Allowlist);
+    // The next request is decided under the edit (the host file still caps security).
+    let (next, _) = run(&w, argv(&["rm", "y"])).await;
+    assert_eq!(next.policy.timeout.value, Duration::from_secs(600));
+    let calls = w.shell.calls();
+    let RecordedCall::Exec { options, .. } = &calls[1] else {
+        panic!("{calls:?}");
+    };
+    assert_eq!(options.timeout, Duration::from_secs(600));
+}
+
+#[tokio::test]
 async fn missing_programs_and_bad_requests_are_errors_with_exit_codes() {
     let w = world(
         r#"{"version":1,"defaults":{"security":"full","ask":"off"}}"#,
@@ -1056,10 +1213,11 @@ async fn direct_mode_is_part_of_the_decision_and_a_plan_runs_only_as_it_was_deci
     let direct = w.executor_unconfined(Some("direct mode"));
     // Decided as the direct executor serves it: the decision and the plan say so, and
     // the plan carries no exec allowlist and no network setting (the host's own).
-    let decided = w
-        .world
-        .runner
-        .decide(shell_string("echo x > a.txt"), direct.confinement());
+    let decided = w.world.runner.decide(
+        &w.world.runner.config(),
+        shell_string("echo x > a.txt"),
+        direct.confinement(),
+    );
     assert!(
         matches!(
             &decided.explanation.decision,
@@ -1075,7 +1233,11 @@ async fn direct_mode_is_part_of_the_decision_and_a_plan_runs_only_as_it_was_deci
     let confined_plan = w
         .world
         .runner
-        .decide(shell_string("echo x > a.txt"), confined.confinement())
+        .decide(
+            &w.world.runner.config(),
+            shell_string("echo x > a.txt"),
+            confined.confinement(),
+        )
         .explanation
         .plans
         .as_written
@@ -1092,10 +1254,11 @@ async fn direct_mode_is_part_of_the_decision_and_a_plan_runs_only_as_it_was_deci
         (direct.confinement(), &confined, "now off"),
         (confined.confinement(), &direct, "without one (direct mode)"),
     ] {
-        let decided = w
-            .world
-            .runner
-            .decide(shell_string("echo x > a.txt"), confinement);
+        let decided = w.world.runner.decide(
+            &w.world.runner.config(),
+            shell_string("echo x > a.txt"),
+            confinement,
+        );
         let report = w
             .world
             .runner

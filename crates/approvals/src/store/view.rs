@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use policy::{Allowlist, HostCeiling};
 
-use super::Store;
+use super::{Store, StoreError};
 use crate::file::ApprovalsFile;
 
 /// What this host's approvals say for one agent, ready for the policy engine. Built
@@ -22,6 +22,9 @@ pub struct HostView {
     pub file: Option<Arc<ApprovalsFile>>,
     /// Why the store could not be used, if it could not.
     pub error: Option<String>,
+    /// Why the file as it is now is not in force, when an earlier good version of it is
+    /// (an edit that is not a valid document, read by a process that had read a good one).
+    pub notice: Option<String>,
 }
 
 /// Parsed documents and compiled allowlists, keyed by the SHA-256 of the file's bytes:
@@ -40,53 +43,93 @@ impl Store {
     pub fn host_view(&self, agent: Option<&str>) -> HostView {
         let profiles = match self.profiles() {
             Ok(p) => p,
-            Err(e) => {
-                return HostView {
-                    ceiling: HostCeiling::DENY_ALL,
-                    allowlist: Arc::new(Allowlist::default()),
-                    file: None,
-                    error: Some(e),
-                };
-            }
+            Err(e) => return Self::unusable(e),
         };
         match self.load_shared() {
             Ok((file, hash)) => {
-                let key = agent.map(str::to_owned);
-                let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-                if cache.hash == hash
-                    && let Some((ceiling, allowlist)) = cache.views.get(&key)
-                {
-                    return HostView {
-                        ceiling: *ceiling,
-                        allowlist: Arc::clone(allowlist),
-                        file: Some(file),
-                        error: None,
-                    };
-                }
-                let rules = file.rules_for(agent);
-                let ceiling = file.ceiling_for(agent);
-                let allowlist = Arc::new(Allowlist::compile_rules(
-                    &rules,
-                    &self.config.home,
-                    self.config.case,
-                    profiles,
-                ));
-                if cache.hash == hash {
-                    cache.views.insert(key, (ceiling, Arc::clone(&allowlist)));
-                }
+                let (ceiling, allowlist) = self.compiled(&file, &hash, agent, &profiles);
                 HostView {
                     ceiling,
                     allowlist,
                     file: Some(file),
                     error: None,
+                    notice: None,
                 }
             }
-            Err(e) => HostView {
-                ceiling: HostCeiling::DENY_ALL,
-                allowlist: Arc::new(Allowlist::default()),
-                file: None,
-                error: Some(e.to_string()),
+            // An edit that is not a valid document, in a file that is still safely owned:
+            // a process that has read a good version keeps using it (a typo must not
+            // stop a running gateway), and says so in every result until it is fixed.
+            // Unsafe ownership or permissions are never served this way.
+            Err(e @ StoreError::Corrupt { .. }) => match self.last_good() {
+                Some((file, hash)) => {
+                    let (ceiling, allowlist) = self.compiled(&file, &hash, agent, &profiles);
+                    HostView {
+                        ceiling,
+                        allowlist,
+                        file: Some(file),
+                        error: None,
+                        notice: Some(format!(
+                            "{e}; this process keeps the last good version in force until then"
+                        )
+                        .replace(
+                            "; this host denies every command until the file is fixed or removed",
+                            " — the edit is not in force",
+                        )),
+                    }
+                }
+                None => Self::unusable(e.to_string()),
             },
+            Err(e) => Self::unusable(e.to_string()),
         }
+    }
+
+    /// The view of a store that cannot be used: everything denied, saying why.
+    fn unusable(error: String) -> HostView {
+        HostView {
+            ceiling: HostCeiling::DENY_ALL,
+            allowlist: Arc::new(Allowlist::default()),
+            file: None,
+            error: Some(error),
+            notice: None,
+        }
+    }
+
+    /// The last document this store parsed, with its hash, if any.
+    fn last_good(&self) -> Option<(Arc<ApprovalsFile>, String)> {
+        let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        cache
+            .file
+            .as_ref()
+            .map(|file| (Arc::clone(file), cache.hash.clone()))
+    }
+
+    /// `agent`'s ceiling and compiled allowlist in `file` (whose hash is `hash`), from
+    /// the cache when it holds them for that content.
+    fn compiled(
+        &self,
+        file: &ApprovalsFile,
+        hash: &str,
+        agent: Option<&str>,
+        profiles: &Arc<policy::Profiles>,
+    ) -> (HostCeiling, Arc<Allowlist>) {
+        let key = agent.map(str::to_owned);
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.hash == hash
+            && let Some((ceiling, allowlist)) = cache.views.get(&key)
+        {
+            return (*ceiling, Arc::clone(allowlist));
+        }
+        let rules = file.rules_for(agent);
+        let ceiling = file.ceiling_for(agent);
+        let allowlist = Arc::new(Allowlist::compile_rules(
+            &rules,
+            &self.config.home,
+            self.config.case,
+            Arc::clone(profiles),
+        ));
+        if cache.hash == hash {
+            cache.views.insert(key, (ceiling, Arc::clone(&allowlist)));
+        }
+        (ceiling, allowlist)
     }
 }

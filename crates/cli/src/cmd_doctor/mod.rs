@@ -95,6 +95,16 @@ pub fn run(args: DoctorArgs) -> i32 {
     let protection = facts.protection(None).map_err(|e| layout_problems(&e));
     let containment = containment(&facts, config.as_ref().ok());
     let record = record::check(&facts, config.as_ref().ok());
+    let config_path = policy::config::config_path(&facts.warden_home);
+    let config_status = match &config {
+        Ok(_) => Ok(format!(
+            "{} is valid; a running gateway, `warden mcp` or node uses it for its next request",
+            config_path.display()
+        )),
+        Err(e) => Err(format!(
+            "{e:#} — a gateway, `warden mcp` or node already running keeps its last good configuration in force and says so in every result; new ones refuse to start until the file is fixed"
+        )),
+    };
     let layout = facts.sandbox_layout(None).ok();
     let exec = config.as_ref().ok().map(|c| {
         crate::exec_allowlist::doctor(c, |entries| match &layout {
@@ -123,6 +133,7 @@ pub fn run(args: DoctorArgs) -> i32 {
             },
             "execAllowlist": exec.as_ref().map(|e| e.json.clone()),
             "record": { "ok": record.ok, "detail": record.detail },
+            "config": { "ok": config_status.is_ok(), "path": config_path, "detail": config_status.clone().unwrap_or_else(|e| e) },
             "approver": { "listening": matches!(approver_status, Approver::Listening(_)), "usable": !matches!(approver_status, Approver::Unsafe(_)), "detail": approver_status.detail() },
             "protected": match &protection {
                 Ok(list) => json!({"ok": true, "paths": list.iter().map(|r| json!({
@@ -147,6 +158,11 @@ pub fn run(args: DoctorArgs) -> i32 {
             out.push_str(&line(c.ok, &c.name, &c.detail));
         }
         out.push_str(&line(modes.ok, "permission modes", &modes.detail));
+        out.push_str(&line(
+            config_status.is_ok(),
+            "config",
+            &config_status.clone().unwrap_or_else(|e| e),
+        ));
         out.push_str("\nhosts\n");
         out.push_str(&line(
             sandbox_status.is_ok(),
@@ -221,7 +237,8 @@ pub fn run(args: DoctorArgs) -> i32 {
         out!("{out}");
     }
     let exec_ok = exec.as_ref().is_none_or(|e| e.ok);
-    if sandbox_status.is_ok() && protection.is_ok() && modes.ok && exec_ok {
+    if sandbox_status.is_ok() && protection.is_ok() && modes.ok && exec_ok && config_status.is_ok()
+    {
         0
     } else {
         1

@@ -93,7 +93,13 @@ pub fn view(app: &App) -> ConsoleView {
     let (config, config_error, config_hash) = match app.config.read() {
         Ok(version) => match facts.parse_config(version.text.as_deref()) {
             Ok(c) => (c, None, version.hash),
-            Err(e) => (Config::default(), Some(format!("{e:#}")), version.hash),
+            Err(e) => (
+                Config::default(),
+                Some(format!(
+                    "{e:#} — a gateway, `warden mcp` or node already running keeps its last good configuration in force (and says so in every result) until the file is fixed"
+                )),
+                version.hash,
+            ),
         },
         Err(e) => (Config::default(), Some(e.clone()), format!("error: {e}")),
     };

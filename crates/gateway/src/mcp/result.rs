@@ -26,6 +26,7 @@ pub fn report_json(report: &RunReport) -> Value {
         "timedOut": false,
         "cancelled": false,
         "truncated": false,
+        "notices": report.notices,
     });
     match &report.outcome {
         Outcome::Finished { output } => {
@@ -142,9 +143,13 @@ fn stream(name: &str, text: &str, raw: Option<&Vec<u8>>, size: &caps::StreamSize
     block
 }
 
-/// `content[0]` of an `exec` result: the headline, then stdout, then stderr.
+/// `content[0]` of an `exec` result: the headline (and any standing notice of the host,
+/// a line each), then stdout, then stderr.
 pub fn report_text(report: &RunReport) -> String {
-    let head = headline(report);
+    let mut head = headline(report);
+    for notice in &report.notices {
+        head.push_str(&format!("\nnote: {notice}"));
+    }
     match &report.outcome {
         Outcome::Finished { output } => format!(
             "{head}\n{}\n{}",
@@ -255,6 +260,7 @@ mod tests {
             decision,
             executed: None,
             outcome,
+            notices: Vec::new(),
         }
     }
 

@@ -91,6 +91,7 @@ fn exec_output() -> Value {
             "rule": {"type": "string", "description": "The rule that denied it."},
             "error": {"type": "string"},
             "started": {"type": "boolean", "description": "For a cancelled run: whether the command had started."},
+            "notices": {"type": "array", "items": {"type": "string"}, "description": "What stands on the host that you (and your user) should know though it did not change this run: a config edit not in force, the record not being written. Usually empty."},
             "output": {"type": "string", "description": "pending, running: the output so far (stdout and stderr as they arrived), up to `cursor`."},
             "cursor": {"type": "integer", "minimum": 0, "description": "pending, running: where `process` poll goes on reading."},
             "events": events_schema()

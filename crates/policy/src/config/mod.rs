@@ -3,6 +3,7 @@
 //! every key against the schema).
 
 pub mod edit;
+pub mod live;
 mod walk;
 
 use std::path::{Path, PathBuf};
@@ -322,9 +323,12 @@ impl Config {
     }
 }
 
+/// The config file's name inside `WARDEN_HOME`.
+pub const CONFIG_FILE: &str = "config.toml";
+
 /// The default location of the config file inside `WARDEN_HOME`.
 pub fn config_path(warden_home: &Path) -> PathBuf {
-    warden_home.join("config.toml")
+    warden_home.join(CONFIG_FILE)
 }
 
 #[cfg(test)]
