@@ -51,6 +51,11 @@ pub struct RunArgs {
     /// link): questions go to an approver started elsewhere, or askFallback decides.
     #[arg(long)]
     no_approver: bool,
+    /// Serve Prometheus metrics at http://ADDR/metrics: runs by host and outcome, decision
+    /// and run latency, runs in progress, pending approvals, connected nodes, sessions.
+    /// A loopback address only (port 0: any free port); off unless given.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<SocketAddr>,
     /// Loopback address and port of the web approver it hosts (port 0: any free port).
     #[arg(long, default_value = crate::web::DEFAULT_LISTEN, conflicts_with = "no_approver")]
     approver_listen: SocketAddr,
@@ -212,6 +217,13 @@ async fn gateway_run(args: RunArgs) -> anyhow::Result<()> {
             "`gateway run --agent` is gone: each request's agent comes from the credential it presents; give the agent's client the token of `warden gateway token --agent {agent}`"
         );
     }
+    if let Some(addr) = args.metrics_listen
+        && !addr.ip().is_loopback()
+    {
+        anyhow::bail!(
+            "--metrics-listen {addr}: metrics are served on a loopback address only (127.0.0.1 or [::1]); to scrape from elsewhere, put an authenticating proxy in front of it"
+        );
+    }
     let facts = HostFacts::read()?;
     let config = facts.config()?;
     // Each run's cgroups are ready before it starts (prepared after the previous one).
@@ -254,6 +266,21 @@ async fn gateway_run(args: RunArgs) -> anyhow::Result<()> {
                 .join(", ")
         }
     );
+    if let Some(addr) = args.metrics_listen {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen for metrics on {addr}"))?;
+        let bound = listener.local_addr()?;
+        let metered = Arc::clone(&gateway);
+        tokio::spawn(async move {
+            if let Err(e) =
+                gateway::http::serve_metrics(metered, listener, exit::shutdown_signal()).await
+            {
+                tracing::error!("the metrics listener stopped: {e}");
+            }
+        });
+        eprintln!("warden: metrics for Prometheus on http://{bound}/metrics (loopback only)");
+    }
     // The web approver too, so that a question reaches a human without a second
     // terminal — unless told not to, or another approver already listens here.
     let approver = if args.no_approver {

@@ -10,6 +10,7 @@ use runner::{Decided, EventSink, ExecEvent, ExecRequest, Executor, RunHost, RunR
 use tokio_util::sync::CancellationToken;
 
 use crate::files::FileTools;
+use crate::metrics::{Asking, Metrics};
 use crate::processes::{OUTPUT_BUFFER_BYTES, Process, Processes};
 use crate::route::Routes;
 use crate::runs::RunSlots;
@@ -29,6 +30,8 @@ pub struct Gateway {
     /// Agents already reported to the operator as having no policy of their own; `None`:
     /// no reports (`with_agent_reports`).
     reported_agents: Option<std::sync::Mutex<std::collections::HashSet<String>>>,
+    /// What an operator's Prometheus scrapes.
+    metrics: Metrics,
 }
 
 /// Agents remembered as reported (past this, nobody more is reported: the log is not a
@@ -57,7 +60,14 @@ impl Gateway {
             shutdown: CancellationToken::new(),
             keep_runs: std::time::Duration::ZERO,
             reported_agents: None,
+            metrics: Metrics::new(),
         }
+    }
+
+    /// The metrics in Prometheus' text format, as of now.
+    pub fn metrics_text(&self) -> String {
+        let nodes = self.routes.node.as_ref().map_or(0, |hub| hub.connected());
+        self.metrics.encode(nodes, self.sessions.len())
     }
 
     /// Report to the operator (in the log, once per agent) an agent that runs something
@@ -284,7 +294,22 @@ impl Gateway {
         process
     }
 
+    /// [`Gateway::route_and_run`], counted in the metrics.
     async fn run(
+        &self,
+        key: &SessionKey,
+        request: ExecRequest,
+        cancel: &CancellationToken,
+        watcher: Option<&Process>,
+    ) -> RunReport {
+        let arrived = std::time::Instant::now();
+        let _in_progress = self.metrics.started();
+        let report = self.route_and_run(key, request, cancel, watcher).await;
+        self.metrics.ended(&report, arrived.elapsed());
+        report
+    }
+
+    async fn route_and_run(
         &self,
         key: &SessionKey,
         request: ExecRequest,
@@ -301,6 +326,8 @@ impl Gateway {
                 key: key.clone(),
             },
             process: watcher,
+            metrics: &self.metrics,
+            asking: std::sync::Mutex::new(None),
         };
         // Route first: a request for a node is decided there, against the node's own
         // file; this host only learns where it goes and what it asks for.
@@ -363,7 +390,9 @@ impl Gateway {
         let confinement = route
             .as_ref()
             .map_or(Confinement::Sandbox, |executor| executor.confinement());
+        let deciding = std::time::Instant::now();
         let decided = self.runner.decide(&config, request, confinement);
+        self.metrics.decided(deciding.elapsed());
         if slot.is_none() {
             return self.runner.refuse(
                 decided,
@@ -401,14 +430,25 @@ impl Gateway {
 }
 
 /// A run's events go to its session and, for a run that outlives its call, to its
-/// entry in the process table (which learns when its command started).
+/// entry in the process table (which learns when its command started); a question to a
+/// human is counted as pending from the moment it is asked to the run's next event (or
+/// the run's end, however it ends).
 struct Watched<'a> {
     session: SessionEvents<'a>,
     process: Option<&'a Process>,
+    metrics: &'a Metrics,
+    asking: std::sync::Mutex<Option<Asking<'a>>>,
+}
+
+impl Watched<'_> {
+    fn settled(&self) {
+        self.asking.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
 }
 
 impl EventSink for Watched<'_> {
     fn emit(&self, event: ExecEvent) {
+        self.settled();
         if let Some(process) = self.process {
             process.saw(&event);
         }
@@ -416,6 +456,7 @@ impl EventSink for Watched<'_> {
     }
 
     fn awaiting_approval(&self, _run_id: &str) {
+        *self.asking.lock().unwrap_or_else(|p| p.into_inner()) = Some(self.metrics.asking());
         if let Some(process) = self.process {
             process.saw_asking();
         }

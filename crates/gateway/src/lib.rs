@@ -11,6 +11,7 @@ pub mod files;
 mod gateway;
 pub mod http;
 pub mod mcp;
+mod metrics;
 mod node_route;
 pub mod operator;
 pub mod processes;

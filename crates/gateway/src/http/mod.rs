@@ -17,6 +17,7 @@ mod connections;
 mod frames;
 mod limits;
 mod listener;
+mod metrics;
 mod sessions;
 
 use std::sync::Arc;
@@ -38,6 +39,7 @@ use crate::mcp::WardenMcp;
 
 pub use connections::{Caps, Connections};
 pub use limits::*;
+pub use metrics::serve_metrics;
 pub use sessions::SessionCounts;
 
 /// Largest MCP request body accepted.
