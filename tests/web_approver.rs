@@ -1084,3 +1084,66 @@ impl Drop for Stopped {
         let _ = self.0.wait();
     }
 }
+
+#[test]
+fn the_history_page_filters_the_record_and_shows_a_runs_whole_record() {
+    let Some(SignedIn {
+        driver,
+        web: _web,
+        app: _,
+        home,
+    }) = signed_in(GATEWAY_ALLOWLIST)
+    else {
+        return;
+    };
+    let h = home.path();
+    // Asked on this page and allowed once — a command text that would drive a terminal —
+    // then one a human denies.
+    let child = exec(h, &["--", "echo", "title\u{1b}]0;pwned\u{7}shown"]);
+    driver.wait_text(".request pre.prompt-text", "echo");
+    driver.press("o");
+    support::assert_success(&finish(child, Duration::from_secs(30)));
+    driver.wait_gone(".request");
+    let child = exec(h, &["--", "touch", "nope"]);
+    driver.wait_text(".request pre.prompt-text", "touch");
+    driver.press("d");
+    let out = finish(child, Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(77), "{out:?}");
+
+    // Denied runs only.
+    driver.script(
+        "const f = document.querySelector('#history-form'); f.decision.value = 'deny'; f.kind.value = 'run';",
+    );
+    driver.click("#history-form button", "Show");
+    driver.wait_text("#history tr.record td.command", "touch nope");
+    let rows = driver.texts("#history tr.record td.command");
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    // Its whole record, then every record of its run: decision, answer, run.
+    driver.click("#history tr.record", "touch nope");
+    let detail = driver.wait_text("#history-detail", "\"outcome\": \"denied\"");
+    assert!(detail.contains("\"runId\""), "{detail}");
+    driver.click("#history-run", "All records of this run");
+    driver.wait_text("#history tr.record td.kind", "answer");
+    let kinds: Vec<String> = driver
+        .texts("#history tr.record td.kind")
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect();
+    assert_eq!(kinds, ["run", "answer", "decision"], "newest first");
+    let answer = driver.wait_text("#history tr.record", "answer");
+    assert!(answer.contains("deny"), "{answer}");
+    screenshot(&driver, "web-approver-history.png");
+
+    // Everything: the allowed echo is there, its text made harmless.
+    driver.script("document.querySelector('#history-form').reset();");
+    driver.click("#history-form button", "Show");
+    let echo = driver.wait_text("#history tr.record td.command", "shown");
+    assert!(
+        !echo.contains('\u{1b}') && !echo.contains('\u{7}'),
+        "{echo:?}"
+    );
+    // A filter the record cannot take is refused with its reason.
+    driver.script("document.querySelector('#history-form').since.value = 'last tuesday';");
+    driver.click("#history-form button", "Show");
+    driver.wait_text("#history-note", "since");
+}

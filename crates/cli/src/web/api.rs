@@ -57,6 +57,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route(&at("/api/runs"), get(super::runs::list))
         .route(&at("/api/runs/tail"), post(super::runs::tail))
         .route(&at("/api/runs/kill"), post(super::runs::kill))
+        .route(&at("/api/history"), post(super::history::list))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&app),
             auth::guard,

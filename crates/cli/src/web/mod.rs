@@ -17,6 +17,7 @@ mod api;
 mod auth;
 mod bindings;
 mod console;
+mod history;
 mod queue;
 mod runs;
 

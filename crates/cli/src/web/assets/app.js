@@ -472,6 +472,83 @@ async function loadRuns() {
 setInterval(() => { if (!document.hidden) loadRuns(); }, RUNS_PERIOD);
 loadRuns();
 
+// ── History ────────────────────────────────────────────────────────────────────────
+// The record, read with `warden log`'s filters; every text arrives made printable and
+// is shown as text only.
+
+let historyRecords = [];
+
+function historyFilters() {
+  const f = $("#history-form");
+  const out = {};
+  for (const name of ["agent", "host", "node", "decision", "kind", "run", "since", "until"]) {
+    out[name] = f[name].value;
+  }
+  return out;
+}
+
+function historyRow(r, index) {
+  const text = r.command || r.change || r.rule || "";
+  const outcome = r.outcome ? `${r.outcome}${r.exitCode !== undefined ? ` (exit ${r.exitCode})` : ""}` : (r.reason || "");
+  const row = el("tr", { class: "record", "data-seq": String(r.seq) },
+    el("td", { text: r.time || "" }),
+    el("td", { text: r.origin || "" }),
+    el("td", { class: "kind", text: r.kind || "" }),
+    el("td", { text: r.agent || "" }),
+    el("td", { text: r.node ? `${r.host} ${r.node}` : (r.host || "") }),
+    el("td", { class: "decision", text: r.decision || "" }),
+    el("td", { class: "command", text }),
+    el("td", { class: "outcome", text: outcome }));
+  row.addEventListener("click", () => showRecord(index));
+  return row;
+}
+
+function showRecord(index) {
+  const r = historyRecords[index];
+  if (!r) return;
+  $("#history-detail-box").hidden = false;
+  $("#history-detail-seq").textContent = `#${r.seq}`;
+  $("#history-detail").textContent = JSON.stringify(r, null, 2);
+  const run = $("#history-run");
+  run.hidden = !r.runId;
+  run.dataset.run = r.runId || "";
+}
+
+async function loadHistory() {
+  const r = await post("api/history", historyFilters());
+  const note = $("#history-note");
+  const body = $("#history tbody");
+  if (!r.ok) {
+    historyRecords = [];
+    body.replaceChildren();
+    $("#history").hidden = true;
+    $("#history-count").textContent = "";
+    note.textContent = r.data.error || `cannot read the record (${r.status})`;
+    note.className = "error";
+    note.hidden = false;
+    return;
+  }
+  historyRecords = r.data.records || [];
+  const matched = r.data.matched || 0;
+  $("#history-count").textContent = matched ? `(${matched})` : "";
+  note.className = "empty";
+  note.textContent = matched > historyRecords.length
+    ? `The newest ${historyRecords.length} of ${matched} matching records.`
+    : (matched ? "" : "No record matches.");
+  note.hidden = !note.textContent;
+  $("#history").hidden = historyRecords.length === 0;
+  body.replaceChildren(...historyRecords.map(historyRow));
+}
+
+$("#history-form").addEventListener("submit", (e) => { e.preventDefault(); loadHistory(); });
+$("#history-run").addEventListener("click", (e) => {
+  const f = $("#history-form");
+  for (const name of ["agent", "host", "node", "decision", "kind", "since", "until"]) f[name].value = "";
+  f.run.value = e.target.dataset.run;
+  loadHistory();
+});
+loadHistory();
+
 // ── Real time ──────────────────────────────────────────────────────────────────────
 
 function connect() {
