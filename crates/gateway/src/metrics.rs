@@ -243,13 +243,16 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line} in:\n{text}");
         }
-        for name in [
-            "# TYPE warden_requests counter",
-            "# TYPE warden_runs counter",
+        // Families show once they have a sample (the end-to-end test scrapes them).
+        m.decided(Duration::from_micros(120));
+        let text = m.encode(2, 3);
+        for line in [
             "# TYPE warden_decide_seconds histogram",
-            "# TYPE warden_run_seconds histogram",
+            "warden_decide_seconds_count 1",
+            r#"warden_decide_seconds_bucket{le="0.0001"} 0"#,
+            r#"warden_decide_seconds_bucket{le="0.0002"} 1"#,
         ] {
-            assert!(text.contains(name), "{name} in:\n{text}");
+            assert!(text.contains(line), "{line} in:\n{text}");
         }
         drop((started, asking));
         let text = m.encode(0, 0);

@@ -45,41 +45,43 @@ impl Store {
             Ok(p) => p,
             Err(e) => return Self::unusable(e),
         };
-        match self.load_shared() {
-            Ok((file, hash)) => {
-                let (ceiling, allowlist) = self.compiled(&file, &hash, agent, &profiles);
-                HostView {
-                    ceiling,
-                    allowlist,
-                    file: Some(file),
-                    error: None,
-                    notice: None,
-                }
-            }
-            // An edit that is not a valid document, in a file that is still safely owned:
-            // a process that has read a good version keeps using it (a typo must not
-            // stop a running gateway), and says so in every result until it is fixed.
-            // Unsafe ownership or permissions are never served this way.
-            Err(e @ StoreError::Corrupt { .. }) => match self.last_good() {
+        // An edit that is not a valid document, in a file that is still safely owned: a
+        // process that has read a good version keeps using it (a typo must not stop a
+        // running gateway), and says so in every result until it is fixed. Unsafe
+        // ownership or permissions are never served this way.
+        let (file, hash, notice) = match self.load_shared() {
+            Ok((file, hash)) => (file, hash, None),
+            Err(StoreError::Corrupt {
+                path,
+                message,
+                kept_at,
+            }) => match self.last_good() {
                 Some((file, hash)) => {
-                    let (ceiling, allowlist) = self.compiled(&file, &hash, agent, &profiles);
-                    HostView {
-                        ceiling,
-                        allowlist,
-                        file: Some(file),
-                        error: None,
-                        notice: Some(format!(
-                            "{e}; this process keeps the last good version in force until then"
-                        )
-                        .replace(
-                            "; this host denies every command until the file is fixed or removed",
-                            " — the edit is not in force",
-                        )),
-                    }
+                    let notice = format!(
+                        "{} is corrupt: {message} — the edit is not in force (a copy is kept at {}); this process keeps the last good version in force until the file is fixed",
+                        path.display(),
+                        kept_at.display()
+                    );
+                    (file, hash, Some(notice))
                 }
-                None => Self::unusable(e.to_string()),
+                None => {
+                    let e = StoreError::Corrupt {
+                        path,
+                        message,
+                        kept_at,
+                    };
+                    return Self::unusable(e.to_string());
+                }
             },
-            Err(e) => Self::unusable(e.to_string()),
+            Err(e) => return Self::unusable(e.to_string()),
+        };
+        let (ceiling, allowlist) = self.compiled(&file, &hash, agent, &profiles);
+        HostView {
+            ceiling,
+            allowlist,
+            file: Some(file),
+            error: None,
+            notice,
         }
     }
 
