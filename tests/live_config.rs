@@ -3,7 +3,8 @@
 //! next request; an edit that does not parse is refused with its reason while the last
 //! good configuration stays in force, and every result, `warden doctor`, the console's
 //! data and the record say so until it is fixed; an edit of `[sandbox]` rebuilds the
-//! sandbox for the next sandboxed run.
+//! sandbox for the next sandboxed run. A node follows its own files the same way, and
+//! its notice reaches the gateway's result over the Bridge, naming the node.
 //!
 //! The attacker's (and the tired operator's) moves: a typo meant to loosen (refused, the
 //! old policy stands), a typo meant to tighten (refused, and said everywhere, so nobody
@@ -15,11 +16,14 @@
 // Test helpers panic on failure by design.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/bridge.rs"]
+mod bridge_support;
 #[path = "support/mcp_runs.rs"]
 mod mcp_runs;
 mod support;
 
 use std::path::Path;
+use std::time::Duration;
 
 use mcp_runs::{Setup, call, stdio_client};
 use serde_json::{Value, json};
@@ -224,6 +228,61 @@ async fn a_sandbox_edit_rebuilds_the_sandbox_for_the_next_sandboxed_run() {
         off_again["stdout"].as_str().unwrap().trim(),
         host_net.to_str().unwrap(),
         "{off_again}"
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nodes_own_config_edit_is_live_there_and_its_notice_reaches_the_gateways_result() {
+    // The gateway sends everything to the node, which runs `main`'s echo and sleep; the
+    // timeout is the node's to set (the gateway sends none of its own).
+    let gw = bridge_support::home_with(
+        "[tools.exec]\nhost = \"node\"\nsecurity = \"full\"\nask = \"off\"\n",
+        r#"{"version":1,"defaults":{"security":"deny","ask":"off","askFallback":"deny"}}"#,
+    );
+    let node = bridge_support::home_with(
+        "",
+        r#"{"version":1,"defaults":{"security":"allowlist","ask":"off","askFallback":"deny"},
+            "agents":{"main":{"allowlist":[{"pattern":"/usr/bin/echo"},{"pattern":"/usr/bin/sleep"}]}}}"#,
+    );
+    let command = bridge_support::local_stdio_command(node.path());
+    let command: Vec<&str> = command.iter().map(String::as_str).collect();
+    bridge_support::add_stdio_node(gw.path(), node.path(), "n1", "one", &command);
+    let (_ws, workspace) = bridge_support::workspace();
+    let gateway = bridge_support::Gateway::start(gw.path(), &workspace, &[]);
+    bridge_support::wait_node(gw.path(), "n1", true, Duration::from_secs(30));
+    let token = support::gateway_token(gw.path(), "main");
+    let client = bridge_support::client(&gateway.http, &token).await;
+    let ran = bridge_support::exec(&client, json!({"command": "/usr/bin/echo hi"})).await;
+    assert_eq!(ran["exitCode"], 0, "{ran}");
+    assert_eq!(ran["host"], "n1", "{ran}");
+    assert!(notices(&ran).is_empty(), "{ran}");
+
+    // A timeout set on the node, live: its next run is held to it.
+    std::fs::write(
+        node.path().join("config.toml"),
+        "[tools.exec]\ntimeout = 1\n",
+    )
+    .unwrap();
+    let cut = bridge_support::exec(&client, json!({"command": "/usr/bin/sleep 4"})).await;
+    assert_eq!(cut["timedOut"], true, "{cut}");
+    assert!(notices(&cut).is_empty(), "{cut}");
+
+    // A broken edit on the node: the timeout stays, and the gateway's result says so,
+    // naming the node.
+    std::fs::write(
+        node.path().join("config.toml"),
+        "[tools.exec]\ntimeout = \"one\n",
+    )
+    .unwrap();
+    let still = bridge_support::exec(&client, json!({"command": "/usr/bin/sleep 4"})).await;
+    assert_eq!(still["timedOut"], true, "{still}");
+    let said = notices(&still);
+    assert!(
+        said.iter().any(|n| n.starts_with("node n1: ")
+            && n.contains("config.toml")
+            && n.contains("last good")),
+        "{said:?}"
     );
     client.cancel().await.unwrap();
 }
