@@ -45,6 +45,7 @@ pub mod config;
 mod config_edit_error;
 mod confinement;
 mod decision;
+pub mod egress;
 mod env;
 mod error;
 mod evaluate;

@@ -22,6 +22,7 @@ mod bpf;
 pub mod builder;
 pub(crate) mod confine;
 pub mod container;
+pub mod egress;
 mod error;
 pub mod exec_allowlist;
 pub(crate) mod exit_report;
