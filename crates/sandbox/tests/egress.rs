@@ -295,3 +295,51 @@ fn only_what_the_rules_allow_is_reached_and_only_as_it_was_allowed() {
         });
     });
 }
+
+#[tokio::test]
+async fn a_run_has_an_endpoint_of_its_own_for_as_long_as_it_lives() {
+    use sandbox::egress::endpoint::Endpoint;
+    let dir = tempfile::tempdir().unwrap();
+    let (port, seen) = upstream("127.0.0.1", b"hello").await;
+    let endpoint = Endpoint::open(
+        dir.path(),
+        "run-1a2b",
+        Arc::new(TestGate),
+        Arc::new(TestResolver),
+        Limits::default(),
+    )
+    .unwrap();
+    let path = endpoint.path().to_path_buf();
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600);
+    let got = through(
+        &path,
+        &format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n"),
+        b"hi",
+    )
+    .await;
+    assert!(got.ends_with("hello"), "{got:?}");
+    assert_eq!(seen.lock().unwrap().as_slice(), b"hi");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let connections = endpoint.connections();
+    assert_eq!(connections.len(), 1, "{connections:?}");
+    assert!(connections[0].allowed && connections[0].received == 5);
+    // Gone with the run.
+    drop(endpoint);
+    assert!(!path.exists());
+    // A run id that could name another file is refused.
+    for bad in ["../x", "", "a/b", "a b"] {
+        assert!(
+            Endpoint::open(
+                dir.path(),
+                bad,
+                Arc::new(TestGate),
+                Arc::new(TestResolver),
+                Limits::default()
+            )
+            .is_err(),
+            "{bad:?}"
+        );
+    }
+}
