@@ -154,8 +154,10 @@ impl LiveConfig {
     /// good configuration and remember why. Returns what happened, if anything did.
     pub fn refresh(&self) -> Option<Reload> {
         let source = self.source.as_ref()?;
-        let bytes = read(source.fs.as_ref(), &source.path);
+        // Read under the lock: two requests racing an edit never put an older text back
+        // in force after a newer one (a read is a few microseconds).
         let mut state = self.lock();
+        let bytes = read(source.fs.as_ref(), &source.path);
         let reload = match bytes {
             // While a problem stands the text is looked at again (a file unreadable a
             // moment ago may be readable, with the text last seen).
