@@ -339,9 +339,7 @@ impl HostFacts {
     pub fn sandbox_layout(&self, workspace: Option<&Path>) -> anyhow::Result<SandboxPolicy> {
         let config = self.config()?;
         let workspace = std::fs::canonicalize(self.absolute(workspace.unwrap_or(&self.cwd)))?;
-        let auth = authorization(&config, &workspace)?;
-        let protection = protected(self, &self.store(), &auth)?;
-        Ok(layout_policy(&auth, &protection))
+        self.layout_for(&config, &self.store(), &workspace)
     }
 
     /// The sandbox's layout under `config` for `workspace` (its authorized paths checked,
