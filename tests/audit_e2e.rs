@@ -41,17 +41,7 @@ fn log_file(home: &Path) -> PathBuf {
 
 /// Every record, as `warden log --json` prints it.
 fn records(home: &Path, filter: &[&str]) -> Vec<Value> {
-    let out = warden_in(home)
-        .args(["log", "--json"])
-        .args(filter)
-        .output()
-        .unwrap();
-    support::assert_success(&out);
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    support::log_records(home, filter)
 }
 
 fn verify(home: &Path) -> Output {

@@ -58,17 +58,10 @@ fn notices(result: &Value) -> Vec<String> {
         .collect()
 }
 
-/// The policy records `warden log` shows for `config.toml`.
+/// The changes the record shows for `config.toml`.
 fn config_records(home: &Path) -> Vec<String> {
-    let out = warden_in(home)
-        .args(["log", "--json", "--kind", "policy"])
-        .output()
-        .unwrap();
-    support::assert_success(&out);
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+    support::log_records(home, &["--kind", "policy"])
+        .into_iter()
         .filter(|r| {
             r["file"]
                 .as_str()

@@ -858,6 +858,27 @@ fetch("{target}", {{method: "POST", mode: "no-cors", credentials: "include",
         ),
     );
     assert_eq!(status, 404);
+    // The record is read only by the page: a history request without the page's CSRF
+    // token, or without its session, gets nothing of it.
+    for (cookie, token, says) in [
+        (cookie.as_str(), "wrong", "CSRF"),
+        ("", csrf.as_str(), "not logged in"),
+    ] {
+        let body = "{}";
+        let (status, _, text) = http(
+            &web.addr,
+            &format!(
+                "POST {path}api/history HTTP/1.1\r\nHost: {}\r\nOrigin: {}\r\nCookie: {cookie}\r\n\
+                 X-Warden-CSRF: {token}\r\nContent-Type: application/json\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                web.addr,
+                web.base(),
+                body.len()
+            ),
+        );
+        assert!(status == 403 || status == 401, "{status}: {text}");
+        assert!(text.contains(says) && !text.contains("records"), "{text}");
+    }
     // And the login link works once only.
     driver.goto(&web.login);
     driver.wait_text("body", "used already");

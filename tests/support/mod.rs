@@ -52,6 +52,22 @@ pub fn open_gateway_home() -> tempfile::TempDir {
     home
 }
 
+/// Every record of the record in `home` that `filter` (`warden log`'s flags) matches, as
+/// `warden log --json` prints it.
+pub fn log_records(home: &Path, filter: &[&str]) -> Vec<serde_json::Value> {
+    let out = warden_in(home)
+        .args(["log", "--json"])
+        .args(filter)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 /// `warden` with WARDEN_HOME set.
 pub fn warden_in(home: &Path) -> Command {
     let mut cmd = warden();

@@ -5,7 +5,6 @@
 //! node id or a command: a scrape tells how the host is doing, not what anyone ran (that
 //! is the record's job), and no client can grow the label space.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use policy::Decision;
@@ -20,7 +19,9 @@ use runner::{Outcome, RunHost, RunReport};
 /// A label set: `(name, value)` pairs from closed sets.
 type Labels = Vec<(&'static str, &'static str)>;
 
-/// A gateway's metrics (see the module header). Cheap to update: atomics only.
+/// A gateway's metrics (see the module header). Cheap to update: each is an atomic;
+/// runs in progress and pending approvals are gauges moved by guards, so a run that ends
+/// any way gives its count back.
 pub struct Metrics {
     registry: Registry,
     requests: Family<Labels, Counter>,
@@ -31,10 +32,6 @@ pub struct Metrics {
     pending_approvals: Gauge,
     nodes: Gauge,
     sessions: Gauge,
-    /// Questions waiting for a human now (kept here: the gauge is set from it).
-    asking: AtomicI64,
-    /// Runs in progress now.
-    running: AtomicU64,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -120,14 +117,12 @@ impl Metrics {
             pending_approvals,
             nodes,
             sessions,
-            asking: AtomicI64::new(0),
-            running: AtomicU64::new(0),
         }
     }
 
     /// A request arrived; the guard counts it as in progress until dropped.
     pub(crate) fn started(&self) -> InProgress<'_> {
-        self.running.fetch_add(1, Ordering::Relaxed);
+        self.in_progress.inc();
         InProgress { metrics: self }
     }
 
@@ -155,20 +150,16 @@ impl Metrics {
 
     /// A question went to a human; the guard counts it as pending until dropped.
     pub(crate) fn asking(&self) -> Asking<'_> {
-        self.asking.fetch_add(1, Ordering::Relaxed);
+        self.pending_approvals.inc();
         Asking { metrics: self }
     }
 
-    /// The text exposition of every metric, with the gauges read now: `nodes` connected
-    /// and `sessions` open.
+    /// The text exposition of every metric, with the gauges kept elsewhere read now:
+    /// `nodes` connected and `sessions` open.
     pub fn encode(&self, nodes: usize, sessions: usize) -> String {
-        let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        self.in_progress
-            .set(gauge(self.running.load(Ordering::Relaxed)));
-        self.pending_approvals
-            .set(self.asking.load(Ordering::Relaxed).max(0));
-        self.nodes.set(gauge(nodes as u64));
-        self.sessions.set(gauge(sessions as u64));
+        let gauge = |v: usize| i64::try_from(v).unwrap_or(i64::MAX);
+        self.nodes.set(gauge(nodes));
+        self.sessions.set(gauge(sessions));
         let mut text = String::new();
         // Writing into a String cannot fail.
         let _ = encode(&mut text, &self.registry);
@@ -183,7 +174,7 @@ pub(crate) struct InProgress<'a> {
 
 impl Drop for InProgress<'_> {
     fn drop(&mut self) {
-        self.metrics.running.fetch_sub(1, Ordering::Relaxed);
+        self.metrics.in_progress.dec();
     }
 }
 
@@ -194,7 +185,7 @@ pub(crate) struct Asking<'a> {
 
 impl Drop for Asking<'_> {
     fn drop(&mut self) {
-        self.metrics.asking.fetch_sub(1, Ordering::Relaxed);
+        self.metrics.pending_approvals.dec();
     }
 }
 

@@ -343,3 +343,54 @@ async fn a_run_has_an_endpoint_of_its_own_for_as_long_as_it_lives() {
         );
     }
 }
+
+#[tokio::test]
+async fn an_oversized_slow_or_malformed_request_is_refused_before_any_upstream_is_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("egress.sock");
+    let asked: Arc<Mutex<Vec<String>>> = Arc::default();
+    struct Recording(Arc<Mutex<Vec<String>>>);
+    impl Gate for Recording {
+        fn admit(&self, host: &str, _port: u16) -> Admission {
+            self.0.lock().unwrap().push(host.to_owned());
+            Admission::Refuse("recorded".into())
+        }
+    }
+    let proxy = Proxy {
+        gate: Arc::new(Recording(Arc::clone(&asked))),
+        resolver: Arc::new(TestResolver),
+        report: Arc::new(|_| {}),
+        limits: Limits {
+            head_timeout: Duration::from_millis(500),
+            connect_timeout: Duration::from_secs(1),
+        },
+    };
+    tokio::spawn(proxy.serve(UnixListener::bind(&socket).unwrap()));
+    // A head over 8 KiB (one header line growing without end).
+    let huge = format!(
+        "CONNECT a.test:443 HTTP/1.1\r\nX-Pad: {}\r\n\r\n",
+        "a".repeat(16 * 1024)
+    );
+    let got = through(&socket, &huge, b"").await;
+    assert!(
+        got.starts_with("HTTP/1.1 400") && got.contains("8192"),
+        "{got:?}"
+    );
+    // A head that never ends (a slow client holding a connection).
+    let got = through(&socket, "CONNECT a.test:443 HTTP/1.1\r\n", b"").await;
+    assert!(got.starts_with("HTTP/1.1 408"), "{got:?}");
+    // Not text, not HTTP, a NUL in the host.
+    for head in [
+        "\u{ff}\u{fe} / HTTP/1.1\r\n\r\n",
+        "HELLO\r\n\r\n",
+        "CONNECT a.test\0.evil:443 HTTP/1.1\r\n\r\n",
+    ] {
+        let got = through(&socket, head, b"").await;
+        assert!(got.starts_with("HTTP/1.1 400"), "{head:?}: {got:?}");
+    }
+    assert!(
+        asked.lock().unwrap().is_empty(),
+        "{:?}",
+        asked.lock().unwrap()
+    );
+}
