@@ -9,6 +9,8 @@
 // Skips and the probe report on stdout/stderr.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+#[path = "sandbox_egress.rs"]
+mod sandbox_egress;
 #[path = "sandbox_terminal.rs"]
 mod sandbox_terminal;
 mod support;
@@ -65,6 +67,19 @@ impl Lab {
         network: bool,
         containment: caps::process::Containment,
     ) -> Arc<NamespaceSandbox> {
+        let network = if network {
+            sandbox::Network::On
+        } else {
+            sandbox::Network::Off
+        };
+        Arc::new(
+            self.namespace_sandbox(network)
+                .with_containment(containment),
+        )
+    }
+
+    /// The lab's sandbox with `network`, built as `WARDEN_TEST_BUILDER` says.
+    fn namespace_sandbox(&self, network: sandbox::Network) -> NamespaceSandbox {
         let policy = SandboxPolicy {
             writable_paths: vec![self.ws()],
             readable_extra_paths: Vec::new(),
@@ -77,11 +92,10 @@ impl Lab {
         // Warden's own builder, as `sandbox.builder = "auto"` picks it here; `cargo xtask
         // ci` runs this file again with WARDEN_TEST_BUILDER=bubblewrap, so that both
         // builders pass the same checks.
-        let sandbox = match std::env::var("WARDEN_TEST_BUILDER").as_deref() {
+        match std::env::var("WARDEN_TEST_BUILDER").as_deref() {
             Ok("bubblewrap") => NamespaceSandbox::new(policy, helper, &trusted_dirs()).unwrap(),
             _ => NamespaceSandbox::built_by_warden(policy, helper).unwrap(),
-        };
-        Arc::new(sandbox.with_containment(containment))
+        }
     }
 
     fn options(&self, env: &[(&str, &str)]) -> ExecOptions {
@@ -608,7 +622,7 @@ async fn nested_paths_cannot_reexpose_what_is_hidden() {
         readable_extra_paths: vec![top.clone(), reference.clone(), PathBuf::from("/etc")],
         hidden_paths: vec![home.clone()],
         read_only_paths: Vec::new(),
-        network: false,
+        network: sandbox::Network::Off,
         landlock: LandlockMode::Auto,
     };
     let sb = Arc::new(

@@ -133,7 +133,7 @@ pub async fn run(
         readable_extra_paths: Vec::new(),
         hidden_paths: vec![dirs.home.clone()],
         read_only_paths: Vec::new(),
-        network: false,
+        network: sandbox::Network::Off,
         landlock: sandbox::LandlockMode::Auto,
     };
     // bubblewrap's sandbox (the baselines' command line, and a row of its own), and the
@@ -163,7 +163,7 @@ pub async fn run(
             writable: readonly,
             unconfined: None,
             read_only_unavailable: None,
-            network: false,
+            network: policy::PlannedNetwork::Plain(false),
         })
     };
     let executor = executor_for(&sb);
@@ -288,6 +288,7 @@ async fn same_plan_without_warden(
         sandbox::Profile::ReadOnly,
         cwd,
         &["/bin/true".to_owned()],
+        None,
         None,
         None,
         None,

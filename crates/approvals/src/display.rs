@@ -125,9 +125,13 @@ pub fn limits_line(limits: &policy::PlannedLimits) -> String {
     if limits.unconfined {
         line.push_str(" · NO OS sandbox (the operator's direct mode)");
     }
-    match limits.network {
-        Some(true) => line.push_str(" · network on"),
-        Some(false) => line.push_str(" · network off"),
+    match &limits.network {
+        Some(policy::PlannedNetwork::Plain(true)) => line.push_str(" · network on"),
+        Some(policy::PlannedNetwork::Plain(false)) => line.push_str(" · network off"),
+        // Every host the run may reach is shown: the human approves those too.
+        Some(network @ policy::PlannedNetwork::Proxy { .. }) => {
+            let _ = write!(line, " · network {}", escape(&network.to_string()));
+        }
         None => {}
     }
     if let Some(list) = &limits.exec_allowlist {

@@ -107,6 +107,102 @@ pub struct ExecOutput {
     /// classify this; everything else reports [`RefusedWrites::NotWatched`].
     #[serde(skip_serializing_if = "RefusedWrites::is_not_watched")]
     pub refused_writes: RefusedWrites,
+    /// The connections a sandboxed run made through Warden's egress proxy
+    /// (`sandbox.network = "proxy"`), in the order they ended; empty for every other run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub egress: Vec<EgressConnection>,
+}
+
+/// One connection a sandboxed command asked Warden's egress proxy for: what it asked,
+/// what was decided and why, and how many bytes went each way.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EgressConnection {
+    /// The host asked for (a name, or an address).
+    pub host: String,
+    /// The port asked for.
+    pub port: u16,
+    /// `connect` (a tunnel) or `http` (one plain request).
+    pub kind: String,
+    /// Whether it reached the upstream.
+    pub allowed: bool,
+    /// The rule that allowed it, or why it was refused.
+    pub reason: String,
+    /// Bytes from the command to the upstream.
+    pub sent: u64,
+    /// Bytes from the upstream to the command.
+    pub received: u64,
+}
+
+// The host (and a refusal's reason, which may quote it) is the command's text: shown with
+// every control character escaped, so that it cannot rewrite a terminal it is printed on.
+impl fmt::Display for EgressConnection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let printable = |text: &str| -> String {
+            text.chars()
+                .flat_map(|c| {
+                    let escaped: Vec<char> = if c.is_control() {
+                        c.escape_default().collect()
+                    } else {
+                        vec![c]
+                    };
+                    escaped
+                })
+                .collect()
+        };
+        let host = printable(&self.host);
+        let host = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host
+        };
+        let reason = printable(&self.reason);
+        if self.allowed {
+            write!(
+                f,
+                "{host}:{} {} allowed ({reason}), {} B sent, {} B received",
+                self.port, self.kind, self.sent, self.received
+            )
+        } else {
+            write!(f, "{host}:{} {} refused: {reason}", self.port, self.kind)
+        }
+    }
+}
+
+#[cfg(test)]
+mod egress_tests {
+    use super::EgressConnection;
+
+    #[test]
+    fn a_connection_is_shown_in_one_line_that_cannot_drive_a_terminal() {
+        let c = EgressConnection {
+            host: "evil\u{1b}]0;pwned\u{7}.test".into(),
+            port: 443,
+            kind: "connect".into(),
+            allowed: false,
+            reason: "no rule names evil\u{1b}[2J".into(),
+            sent: 0,
+            received: 0,
+        };
+        let shown = c.to_string();
+        assert!(!shown.chars().any(char::is_control), "{shown:?}");
+        assert_eq!(
+            shown,
+            "evil\\u{1b}]0;pwned\\u{7}.test:443 connect refused: no rule names evil\\u{1b}[2J"
+        );
+        let v6 = EgressConnection {
+            host: "2001:db8::1".into(),
+            allowed: true,
+            reason: "rule".into(),
+            sent: 3,
+            received: 4,
+            ..c
+        };
+        assert_eq!(
+            v6.to_string(),
+            "[2001:db8::1]:443 connect allowed (rule), 3 B sent, 4 B received"
+        );
+    }
 }
 
 /// What a run kept of one output stream: how much the command wrote, and which bytes of

@@ -47,9 +47,9 @@ pub use providers::bounded::{Access, BoundedFs, BoundedShell, Guard};
 pub use providers::local::{LocalFs, LocalShell};
 pub use providers::memory::{MemoryFs, NoProcesses, RecordedCall, ScriptedShell};
 pub use shell::{
-    DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TAIL_BYTES, ExecAllowlist, ExecOptions, ExecOutput,
-    ExitStatus, OutputLimits, RefusedWrites, ResourceLimits, Script, Shell, Stdin, StreamSize,
-    TIMED_OUT_EXIT_CODE,
+    DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TAIL_BYTES, EgressConnection, ExecAllowlist, ExecOptions,
+    ExecOutput, ExitStatus, OutputLimits, RefusedWrites, ResourceLimits, Script, Shell, Stdin,
+    StreamSize, TIMED_OUT_EXIT_CODE,
 };
 pub use signals::{SIGNALS, signal_name, signal_number};
 pub use terminal::TerminalSize;

@@ -9,8 +9,8 @@ use std::time::Duration;
 use crate::{CapsError, Result};
 
 pub use crate::exec_output::{
-    DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TAIL_BYTES, ExecOutput, ExitStatus, OutputLimits,
-    RefusedWrites, StreamSize, TIMED_OUT_EXIT_CODE,
+    DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TAIL_BYTES, EgressConnection, ExecOutput, ExitStatus,
+    OutputLimits, RefusedWrites, StreamSize, TIMED_OUT_EXIT_CODE,
 };
 
 /// How much of the machine one run may take, whatever its processes do. Enforced by the

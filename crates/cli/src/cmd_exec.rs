@@ -169,6 +169,9 @@ async fn run_async(args: ExecArgs) -> anyhow::Result<i32> {
             if output.timed_out {
                 eprintln!("warden: timed out; the process tree was killed");
             }
+            for connection in &output.egress {
+                eprintln!("warden: network: {connection}");
+            }
         }
         _ => eprintln!("warden: {}", report.summary()),
     }

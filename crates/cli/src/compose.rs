@@ -55,7 +55,7 @@ fn same_shell(shell: Arc<dyn Shell>, unconfined: Option<&str>) -> SandboxShells 
         unconfined: unconfined.map(str::to_owned),
         read_only_unavailable: None,
         // Unconfined: the host's own network (the runner checks no plan against it).
-        network: true,
+        network: policy::PlannedNetwork::Plain(true),
     }
 }
 
@@ -108,7 +108,7 @@ fn sandbox_route(
     probe_cache: &Path,
 ) -> SandboxRoute {
     let policy = SandboxPolicy {
-        network: config.sandbox.network,
+        network: crate::egress_gate::sandbox_network(config),
         // config.toml accepts only auto|required|off; anything else would have been
         // refused when it was loaded, and an unknown value must never weaken the sandbox.
         landlock: config
@@ -119,9 +119,12 @@ fn sandbox_route(
         ..layout
     };
     let shells: Result<SandboxShells, String> = match config.sandbox.backend {
-        SandboxBackend::Bwrap => {
-            sandbox_bwrap(policy, config.sandbox.builder, containment, probe_cache)
-        }
+        SandboxBackend::Bwrap => sandbox_bwrap(config, policy, containment, probe_cache),
+        // Nothing on macOS stands between a command and the network but the profile:
+        // refused, never run with more network than asked.
+        SandboxBackend::Macos if policy.network == sandbox::Network::Proxy => Err(
+            "sandbox.network = \"proxy\" is not available with the macos backend yet: use network = false".to_owned(),
+        ),
         SandboxBackend::Macos => {
             sandbox::seatbelt::SeatbeltShell::new(policy.clone(), Profile::ReadOnly)
                 .and_then(|ro| {
@@ -138,7 +141,7 @@ fn sandbox_route(
                         writable: Arc::new(rw),
                         unconfined: None,
                         read_only_unavailable: None,
-                        network: config.sandbox.network,
+                        network: crate::egress_gate::planned_network(config),
                     }
                 })
                 .map_err(|e| e.0)
@@ -169,7 +172,7 @@ fn sandbox_container(config: &Config, policy: &SandboxPolicy) -> Result<SandboxS
         writable: Arc::new(container.shell(Profile::Writable)),
         unconfined: None,
         read_only_unavailable: container.read_only().err().map(|e| e.to_string()),
-        network: policy.network,
+        network: crate::egress_gate::planned_network(config),
     })
 }
 
@@ -186,13 +189,13 @@ pub fn container_config(config: &Config) -> sandbox::container::ContainerConfig 
 }
 
 fn sandbox_bwrap(
+    config: &Config,
     policy: SandboxPolicy,
-    builder: policy::NamespaceBuilder,
     containment: Containment,
     probe_cache: &Path,
 ) -> Result<SandboxShells, String> {
+    let builder = config.sandbox.builder;
     let helper = crate::host::helper_binary().map_err(|e| format!("{e:#}"))?;
-    let network = policy.network;
     let bubblewrap =
         |policy: SandboxPolicy, helper: OpenedProgram| -> Result<NamespaceSandbox, String> {
             let dirs: Vec<PathBuf> = sandbox::namespace::TRUSTED_BWRAP_DIRS
@@ -228,14 +231,18 @@ fn sandbox_bwrap(
             })?,
         },
     };
-    let bwrap = Arc::new(bwrap.with_containment(containment));
+    let mut bwrap = bwrap.with_containment(containment);
+    if bwrap.policy().network == sandbox::Network::Proxy {
+        bwrap = bwrap.with_egress(crate::egress_gate::egress(config));
+    }
+    let bwrap = Arc::new(bwrap);
     Ok(SandboxShells {
         readonly: Arc::new(bwrap.shell(Profile::ReadOnly)),
         watched: Arc::new(bwrap.watched_shell()),
         writable: Arc::new(bwrap.shell(Profile::Writable)),
         unconfined: None,
         read_only_unavailable: None,
-        network,
+        network: crate::egress_gate::planned_network(config),
     })
 }
 
@@ -325,7 +332,7 @@ impl HostFacts {
         let auth = authorization(&config, &workspace)?;
         let protection = protected(self, &self.store(), &auth)?;
         let policy = SandboxPolicy {
-            network: config.sandbox.network,
+            network: crate::egress_gate::sandbox_network(&config),
             ..layout_policy(&auth, &protection)
         };
         Ok(sandbox::container::diagnose(

@@ -44,6 +44,7 @@ mod cmd_runs;
 mod cmd_sandbox;
 mod compose;
 mod compose_node;
+mod egress_gate;
 mod exec_allowlist;
 mod exit;
 mod gateway_bridge;

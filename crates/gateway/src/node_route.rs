@@ -302,6 +302,7 @@ fn timed_out(message: String, waited: Duration) -> ExecOutput {
         timed_out: true,
         duration: waited,
         refused_writes: RefusedWrites::NotWatched,
+        egress: Vec::new(),
     }
 }
 
@@ -379,6 +380,7 @@ fn fill(report: &mut RunReport, result: RunResult, node: &str) {
                 timed_out,
                 duration: Duration::from_millis(duration_ms),
                 refused_writes: RefusedWrites::NotWatched,
+                egress: Vec::new(),
             }
             .within(caps::OutputLimits::default()),
         },

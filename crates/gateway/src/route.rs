@@ -140,8 +140,13 @@ mod tests {
         assert_eq!(route.executor(&config).unwrap_err(), "network = false");
         assert_eq!(built.load(Ordering::SeqCst), 1);
         // The sandbox table changed: built again, for it.
-        config.sandbox.network = true;
+        config.sandbox.network = policy::SandboxNetwork::On;
         assert_eq!(route.executor(&config).unwrap_err(), "network = true");
         assert_eq!(built.load(Ordering::SeqCst), 2);
+        // So did its egress rules alone: built again (a run must be decided by the rules
+        // its sandbox's proxy holds).
+        config.sandbox.egress.allow = vec![policy::egress::DomainRule::parse("pypi.org").unwrap()];
+        assert_eq!(route.executor(&config).unwrap_err(), "network = true");
+        assert_eq!(built.load(Ordering::SeqCst), 3);
     }
 }

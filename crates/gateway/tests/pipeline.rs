@@ -74,7 +74,7 @@ async fn lab(sandbox: bool) -> Lab {
                 writable: sandboxed,
                 unconfined: None,
                 read_only_unavailable: None,
-                network: false,
+                network: policy::PlannedNetwork::Plain(false),
             }))
         } else {
             SandboxRoute::Unavailable("no backend in this test".into())

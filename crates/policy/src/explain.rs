@@ -311,6 +311,10 @@ impl ResolvedPolicy {
         if let Some(list) = &p.exec_allowlist {
             let _ = writeln!(out, "  {:<12} {}", "exec allow", list.describe());
         }
+        if p.host.value == Host::Sandbox {
+            let network = crate::PlannedNetwork::of(p);
+            let _ = writeln!(out, "  {:<12} {network} ({})", "network", p.network.source);
+        }
         if !p.env_names.is_empty() {
             let names: Vec<String> = p
                 .env_names

@@ -74,7 +74,7 @@ pub use allowlist::{
 };
 pub use config::{
     AgentConfig, AuditSettings, Config, ExecSettings, GatewaySettings, NamespaceBuilder, RunLimits,
-    SandboxBackend, SandboxSettings,
+    SandboxBackend, SandboxNetwork, SandboxSettings,
     live::{LiveConfig, Reload},
 };
 pub use confinement::Confinement;
@@ -96,7 +96,8 @@ pub use modes::{
 };
 pub use nodes::{MIN_ID_PREFIX, NodeInfo, normalize_name, select_node};
 pub use plan::{
-    Launch, PlanError, PlanRequest, PlannedExecAllowlist, PlannedLimits, Plans, RunPlan, SHELL,
+    Launch, PlanError, PlanRequest, PlannedExecAllowlist, PlannedLimits, PlannedNetwork, Plans,
+    RunPlan, SHELL,
 };
 pub use profiles::{
     Examined, GrammarError, GrammarProblem, GrammarTrace, ProfileError, ProfileHit, Profiles,
@@ -104,8 +105,8 @@ pub use profiles::{
 };
 pub use request::{ArgsError, Command, ExecArgs, MAX_TIMEOUT_SECONDS, is_env_name};
 pub use resolve::{
-    ExecParams, HostCeiling, ResolvedPolicy, SessionOverrides, TimeoutTooLong, resolve,
-    resolve_host,
+    ExecParams, HostCeiling, ResolvedEgress, ResolvedPolicy, SessionOverrides, TimeoutTooLong,
+    resolve, resolve_host,
 };
 pub use rules::{ArgPatternError, ArgsMatch, Examples, Looser, RuleSpec};
 pub use shell::{Chain, CommandInput, Miss, MissReason, NotLiteral, Op, Segment, analyze};

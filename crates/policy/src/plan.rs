@@ -100,15 +100,64 @@ pub struct PlannedLimits {
     /// The only programs a sandboxed run may execute; `None`: no such restriction.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exec_allowlist: Option<PlannedExecAllowlist>,
-    /// Whether a sandboxed run has the network (`None`: the run is not sandboxed, and
-    /// its host's own network is its network).
+    /// What network a sandboxed run has (`None`: the run is not sandboxed, and its
+    /// host's own network is its network).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network: Option<bool>,
+    pub network: Option<PlannedNetwork>,
     /// `host = sandbox` served WITHOUT an OS sandbox (the operator's direct mode): no
     /// exec allowlist, the host's own network. An executor that confines refuses such a
     /// plan, and one that does not refuses every other sandbox plan.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unconfined: bool,
+}
+
+/// A sandboxed run's network, as planned: `false` (none), `true` (the host's), or
+/// `{"proxy": {"allow": [...], "deny": [...]}}` — only through Warden's egress proxy, to
+/// what these rules allow.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PlannedNetwork {
+    /// None (`false`) or the host's own (`true`).
+    Plain(bool),
+    /// Only through the egress proxy.
+    Proxy {
+        /// The rules it decides by.
+        proxy: crate::ResolvedEgress,
+    },
+}
+
+impl PlannedNetwork {
+    /// What `policy` says a sandboxed run's network is.
+    pub fn of(policy: &ResolvedPolicy) -> Self {
+        match policy.network.value {
+            crate::SandboxNetwork::Off => PlannedNetwork::Plain(false),
+            crate::SandboxNetwork::On => PlannedNetwork::Plain(true),
+            crate::SandboxNetwork::Proxy => PlannedNetwork::Proxy {
+                proxy: policy.egress.clone().unwrap_or_default(),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for PlannedNetwork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PlannedNetwork::Plain(false) => f.write_str("no network"),
+            PlannedNetwork::Plain(true) => f.write_str("the host's network"),
+            PlannedNetwork::Proxy { proxy } => {
+                write!(f, "only through Warden's proxy, to ")?;
+                if proxy.allow.is_empty() {
+                    f.write_str("nothing")?;
+                } else {
+                    f.write_str(&proxy.allow.join(", "))?;
+                }
+                if !proxy.deny.is_empty() {
+                    write!(f, " (never {})", proxy.deny.join(", "))?;
+                }
+                Ok(())
+            }
+        }
+    }
 }
 
 impl PlannedLimits {
@@ -143,7 +192,7 @@ impl PlannedLimits {
                     paths: list.paths.value.clone(),
                     required: list.required(),
                 }),
-            network: sandboxed.then_some(policy.network.value),
+            network: sandboxed.then(|| PlannedNetwork::of(policy)),
             unconfined,
         }
     }
@@ -232,12 +281,21 @@ impl RunPlan {
         }
         put(
             &mut h,
-            match limits.network {
+            match &limits.network {
                 None => b"host network",
-                Some(true) => b"network on",
-                Some(false) => b"network off",
+                Some(PlannedNetwork::Plain(true)) => b"network on",
+                Some(PlannedNetwork::Plain(false)) => b"network off",
+                Some(PlannedNetwork::Proxy { .. }) => b"network proxy",
             },
         );
+        if let Some(PlannedNetwork::Proxy { proxy }) = &limits.network {
+            for rules in [&proxy.allow, &proxy.deny] {
+                h.update((rules.len() as u64).to_be_bytes());
+                for rule in rules {
+                    put(&mut h, rule.as_bytes());
+                }
+            }
+        }
         put(
             &mut h,
             if limits.unconfined {
@@ -527,13 +585,26 @@ mod tests {
         let mut p = plan();
         p.host = "node-1".into();
         variants.push(p);
-        let limits: [&dyn Fn(&mut PlannedLimits); 8] = [
+        let proxy = |allow: &[&str], deny: &[&str]| {
+            Some(PlannedNetwork::Proxy {
+                proxy: crate::ResolvedEgress {
+                    allow: allow.iter().map(|s| s.to_string()).collect(),
+                    deny: deny.iter().map(|s| s.to_string()).collect(),
+                },
+            })
+        };
+        let limits: [&dyn Fn(&mut PlannedLimits); 12] = [
             &|l| l.unconfined = true,
             &|l| l.timeout_ms += 1,
             &|l| l.max_processes -= 1,
             &|l| l.max_memory *= 2,
-            &|l| l.network = Some(false),
-            &|l| l.network = Some(true),
+            &|l| l.network = Some(PlannedNetwork::Plain(false)),
+            &|l| l.network = Some(PlannedNetwork::Plain(true)),
+            &|l| l.network = proxy(&[], &[]),
+            &|l| l.network = proxy(&["example.com"], &[]),
+            &|l| l.network = proxy(&[], &["example.com"]),
+            // The same texts moved between the lists, or split differently, differ too.
+            &|l| l.network = proxy(&["a.example", "b.example"], &[]),
             &|l| {
                 l.exec_allowlist = Some(PlannedExecAllowlist {
                     paths: vec!["/usr/bin".into()],

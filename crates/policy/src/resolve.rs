@@ -123,11 +123,52 @@ pub struct ResolvedPolicy {
     pub max_memory: Sourced<u64>,
     /// The only programs a sandboxed run may execute (`null`: no such restriction).
     pub exec_allowlist: Option<crate::exec_allowlist::ResolvedExecAllowlist>,
-    /// Whether a sandboxed run has the network (`sandbox.network`).
-    pub network: Sourced<bool>,
+    /// What network a sandboxed run has (`sandbox.network`).
+    pub network: Sourced<crate::SandboxNetwork>,
+    /// With `network = "proxy"`, the hosts a sandboxed run may reach through Warden's
+    /// egress proxy (`[sandbox.egress]`); `None` in every other mode.
+    pub egress: Option<ResolvedEgress>,
     /// Whether a command a human is asked about is sent to the approver to run in its
     /// own context (gateway and node hosts; a sandboxed command always runs sandboxed).
     pub run_in_approver: Sourced<bool>,
+}
+
+/// A run's egress rules as `policy explain` and the plan show them: each rule in its
+/// normal form (`*.Example.COM.` is `*.example.com`). Deny wins; a host neither names is
+/// refused.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResolvedEgress {
+    /// Hosts that may be reached.
+    pub allow: Vec<String>,
+    /// Hosts never reached.
+    pub deny: Vec<String>,
+}
+
+impl ResolvedEgress {
+    /// `rules` in their normal form.
+    pub fn of(rules: &crate::egress::EgressRules) -> Self {
+        ResolvedEgress {
+            allow: rules.allow.iter().map(ToString::to_string).collect(),
+            deny: rules.deny.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    /// The rules again. Each was checked when the config was read and its normal form
+    /// reads back as itself; should any text not (a plan from elsewhere), nothing is
+    /// allowed at all — a rule is never dropped in a way that could allow more.
+    pub fn rules(&self) -> crate::egress::EgressRules {
+        let parse = |texts: &[String]| -> Option<Vec<crate::egress::DomainRule>> {
+            texts
+                .iter()
+                .map(|t| crate::egress::DomainRule::parse(t).ok())
+                .collect()
+        };
+        match (parse(&self.allow), parse(&self.deny)) {
+            (Some(allow), Some(deny)) => crate::egress::EgressRules { allow, deny },
+            _ => crate::egress::EgressRules::default(),
+        }
+    }
 }
 
 impl ResolvedPolicy {
@@ -389,11 +430,13 @@ pub fn resolve(
         max_memory,
         exec_allowlist: crate::exec_allowlist::resolve_exec_allowlist(config, agent),
         // Off is the built-in default; the table cannot say it more strictly.
-        network: if config.sandbox.network {
-            Sourced::new(true, Source::Global)
+        network: if config.sandbox.network == crate::SandboxNetwork::Off {
+            Sourced::new(crate::SandboxNetwork::Off, Source::Default)
         } else {
-            Sourced::new(false, Source::Default)
+            Sourced::new(config.sandbox.network, Source::Global)
         },
+        egress: (config.sandbox.network == crate::SandboxNetwork::Proxy)
+            .then(|| ResolvedEgress::of(&config.sandbox.egress)),
     }
 }
 

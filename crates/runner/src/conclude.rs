@@ -162,6 +162,7 @@ fn output_of(r: ExecReport) -> ExecOutput {
         timed_out: r.timed_out,
         duration: Duration::from_millis(r.duration_ms),
         refused_writes: RefusedWrites::NotWatched,
+        egress: Vec::new(),
     }
     .within(caps::OutputLimits::default())
 }

@@ -53,9 +53,9 @@ pub struct SandboxShells {
     /// never served by the writable profile. `None` when `readonly` and `watched` are
     /// read-only.
     pub read_only_unavailable: Option<String>,
-    /// Whether these shells give a run the network (`sandbox.network` when they were
-    /// built); a plan that says otherwise is refused.
-    pub network: bool,
+    /// What network these shells give a run (`sandbox.network` and `[sandbox.egress]`
+    /// when they were built); a plan that says otherwise is refused.
+    pub network: policy::PlannedNetwork,
 }
 
 impl Executor {

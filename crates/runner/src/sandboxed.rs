@@ -62,16 +62,15 @@ impl Runner {
             PermissionMode::Approval => &shells.watched,
             PermissionMode::Readonly => &shells.readonly,
         };
-        if let Some(network) = plan.limits.network
-            && network != shells.network
+        if let Some(network) = &plan.limits.network
+            && *network != shells.network
         {
-            // The sandbox was built with the other setting: running the plan here would
-            // not be what was approved.
+            // The sandbox was built with another setting (or other egress rules): running
+            // the plan here would not be what was approved.
             let rule = format!(
-                "the plan says the run has {} network, but this sandbox was set up {} it \
-                 (sandbox.network changed since it started?); nothing was run",
-                if network { "the" } else { "no" },
-                if shells.network { "with" } else { "without" }
+                "the plan says the run has {network}, but this sandbox was set up with {} \
+                 (sandbox.network or [sandbox.egress] changed since it started?); nothing was run",
+                shells.network
             );
             let reason = DenyReason::SandboxUnavailable;
             report.decision = Decision::Deny {

@@ -911,7 +911,7 @@ impl SandboxWorld {
             writable: Arc::new(self.writable.clone()),
             unconfined: why.map(str::to_owned),
             read_only_unavailable: None,
-            network: false,
+            network: policy::PlannedNetwork::Plain(false),
         })
     }
 
@@ -1317,7 +1317,7 @@ async fn a_sandbox_that_cannot_run_read_only_refuses_those_modes_before_anything
         let executor = match w.executor() {
             Executor::Sandbox(shells) => Executor::Sandbox(SandboxShells {
                 read_only_unavailable: Some(WHY.into()),
-                network: false,
+                network: policy::PlannedNetwork::Plain(false),
                 ..shells
             }),
             other => other,
@@ -1371,7 +1371,7 @@ async fn a_sandbox_that_cannot_run_read_only_refuses_those_modes_before_anything
     };
     let executor = Executor::Sandbox(SandboxShells {
         read_only_unavailable: Some(WHY.into()),
-        network: false,
+        network: policy::PlannedNetwork::Plain(false),
         ..shells
     });
     let report = w
@@ -1474,7 +1474,7 @@ async fn a_cancelled_run_ends_with_130_on_the_gateway_and_in_the_sandbox() {
         writable: Arc::clone(&never),
         unconfined: None,
         read_only_unavailable: None,
-        network: false,
+        network: policy::PlannedNetwork::Plain(false),
     });
     for (executor, mut req) in [(gateway, argv(&["ls"])), (sandbox, argv(&["ls"]))] {
         if matches!(executor, Executor::Sandbox(_)) {

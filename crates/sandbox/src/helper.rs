@@ -28,7 +28,7 @@ pub const SUBCOMMAND: &str = "__sandbox-helper";
 /// The helper's arguments:
 /// `[--landlock MODE] [--rw PATH]... [--exec-allowlist enforce [--exec-allow PATH]...
 /// [--exec-map DIR]...] [--seccomp-fd FD]... [--watch-writes FD [--watch-root PATH]...]
-/// [--arg0 NAME] -- PROGRAM ARGS...`.
+/// [--egress-fd FD] [--arg0 NAME] -- PROGRAM ARGS...`.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct HelperArgs {
     /// Landlock mode.
@@ -56,6 +56,10 @@ pub struct HelperArgs {
     /// helper then waits for the command instead of becoming it. Under bubblewrap only;
     /// Warden's builder reports from pid 1.
     pub status_fd: Option<i32>,
+    /// `proxy` mode: the run's end of its egress broker. The helper starts the run's
+    /// forwarder with it (see [`crate::egress::forward::start_in_sandbox`]) and points
+    /// the command's proxy variables at it; the command never holds it.
+    pub egress_fd: Option<i32>,
     /// Refused writes beneath these paths are reported (the writable paths).
     pub watch_roots: Vec<PathBuf>,
     /// The `argv[0]` the program sees, when it differs from the file executed (a
@@ -105,6 +109,10 @@ pub fn encode(args: &HelperArgs) -> Vec<String> {
     }
     if let Some(fd) = args.status_fd {
         out.push("--status-fd".into());
+        out.push(fd.to_string());
+    }
+    if let Some(fd) = args.egress_fd {
+        out.push("--egress-fd".into());
         out.push(fd.to_string());
     }
     if let Some(fd) = args.watch_fd {
@@ -212,6 +220,9 @@ pub fn decode(args: &[String]) -> Result<HelperArgs, SandboxError> {
             }
             "--status-fd" => {
                 parsed.status_fd = Some(descriptor(&value("a descriptor")?, "--status-fd")?)
+            }
+            "--egress-fd" => {
+                parsed.egress_fd = Some(descriptor(&value("a descriptor")?, "--egress-fd")?)
             }
             "--" => {
                 parsed.argv = args[i + 1..].to_vec();
@@ -359,6 +370,12 @@ pub fn run(parsed: HelperArgs) -> ! {
     }
     if !parsed.seccomp_fds.is_empty() {
         finish_confinement(&parsed);
+    }
+    // Confined as the command will be, and before Landlock (which it does not need):
+    // the forwarder, then the proxy variables that name it. Its descriptor is closed
+    // here with everything else not kept.
+    if let Some(broker) = parsed.egress_fd {
+        crate::egress::forward::start_in_sandbox(broker);
     }
     // Nothing bubblewrap (or anyone) left open may reach the command. The watch report
     // and status descriptors stay open for the process that waits for the command (and

@@ -90,9 +90,38 @@ pub struct SandboxPolicy {
     pub read_only_paths: Vec<PathBuf>,
     /// Network access (off by default: a new, empty network namespace and no sockets
     /// beyond `AF_UNIX`).
-    pub network: bool,
+    pub network: Network,
     /// Landlock as a second filesystem layer.
     pub landlock: LandlockMode,
+}
+
+/// What network a sandboxed command has.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Network {
+    /// None: a new network namespace with only loopback, and no sockets beyond `AF_UNIX`.
+    #[default]
+    Off,
+    /// The host's own network.
+    On,
+    /// A new network namespace with only loopback, where the only way out is Warden's
+    /// egress proxy ([`egress`]): a forwarder on loopback, named by `HTTP_PROXY` and
+    /// friends, carries each connection to the proxy outside, which decides it by the
+    /// run's rules.
+    Proxy,
+}
+
+impl Network {
+    /// Whether the run gets a network namespace of its own (everything but `On`).
+    pub fn own_namespace(self) -> bool {
+        self != Network::On
+    }
+
+    /// Whether the command may make IP sockets (everything but `Off`; in `Proxy` they
+    /// reach only the namespace's loopback).
+    pub fn ip_sockets(self) -> bool {
+        self != Network::Off
+    }
 }
 
 /// Which writes a run may make.
@@ -135,6 +164,7 @@ pub fn classify_refused_writes(
     }
 }
 
+pub use egress::Egress;
 /// Why a sandbox step failed: a mount step (its path and errno), a confining system call,
 /// a probe, the container runtime, a command line that cannot be parsed, the helper's
 /// arguments, Landlock, the write watch or a seccomp program. Its text is the diagnosis.

@@ -325,7 +325,7 @@ mod tests {
             readable_extra_paths: paths(readable),
             hidden_paths: paths(hidden),
             read_only_paths: Vec::new(),
-            network: false,
+            network: crate::Network::Off,
             landlock: LandlockMode::Off,
         }
     }

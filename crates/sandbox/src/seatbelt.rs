@@ -115,7 +115,7 @@ pub fn profile(policy: &SandboxPolicy, profile: Profile) -> SeatbeltProfile {
             }
         }
     }
-    if policy.network {
+    if policy.network == crate::Network::On {
         text.push_str("(allow network*)\n");
     }
     SeatbeltProfile { text, params }
@@ -183,7 +183,7 @@ mod tests {
             readable_extra_paths: vec![PathBuf::from("/opt/data")],
             hidden_paths: vec![PathBuf::from("/Users/u/.warden")],
             read_only_paths: Vec::new(),
-            network: false,
+            network: crate::Network::Off,
             landlock: crate::LandlockMode::Off,
         }
     }
@@ -246,7 +246,7 @@ mod tests {
                 PathBuf::from("/Users/u/work/.warden"),
             ],
             read_only_paths: vec![PathBuf::from("/Users/u/work/bin")],
-            network: false,
+            network: crate::Network::Off,
             landlock: crate::LandlockMode::Off,
         };
         let p = profile(&pol, Profile::Writable);
@@ -312,7 +312,7 @@ mod tests {
     #[test]
     fn network_follows_policy() {
         let mut pol = policy();
-        pol.network = true;
+        pol.network = crate::Network::On;
         assert!(
             profile(&pol, Profile::ReadOnly)
                 .text

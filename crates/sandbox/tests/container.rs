@@ -635,7 +635,7 @@ fn mounts_beyond_the_authorized_paths_and_a_network_are_refused() {
     );
     assert!(why.contains("has a network (host)"), "{why}");
     // With the network allowed and nothing hidden mounted, only /data is left.
-    p.network = true;
+    p.network = sandbox::Network::On;
     p.hidden_paths.clear();
     let why = unavailable_for(fx.config(), &p);
     assert!(

@@ -126,6 +126,7 @@ impl OutputCollector {
             timed_out,
             duration,
             refused_writes: crate::exec_output::RefusedWrites::NotWatched,
+            egress: Vec::new(),
         }
     }
 }

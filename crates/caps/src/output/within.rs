@@ -173,6 +173,7 @@ mod tests {
             timed_out: false,
             duration: Duration::ZERO,
             refused_writes: RefusedWrites::NotWatched,
+            egress: Vec::new(),
         }
     }
 

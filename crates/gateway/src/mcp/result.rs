@@ -49,6 +49,9 @@ pub fn report_json(report: &RunReport) -> Value {
             v["truncated"] = output.truncated.into();
             v["timedOut"] = output.timed_out.into();
             v["durationMs"] = (output.duration.as_millis() as u64).into();
+            if !output.egress.is_empty() {
+                v["egress"] = serde_json::to_value(&output.egress).unwrap_or(Value::Null);
+            }
         }
         Outcome::Denied { reason, rule } => {
             v["status"] = "denied".into();
@@ -149,6 +152,11 @@ pub fn report_text(report: &RunReport) -> String {
     let mut head = headline(report);
     for notice in &report.notices {
         head.push_str(&format!("\nnote: {notice}"));
+    }
+    if let Outcome::Finished { output } = &report.outcome {
+        for connection in &output.egress {
+            head.push_str(&format!("\nnetwork: {connection}"));
+        }
     }
     match &report.outcome {
         Outcome::Finished { output } => format!(

@@ -92,6 +92,23 @@ fn exec_output() -> Value {
             "error": {"type": "string"},
             "started": {"type": "boolean", "description": "For a cancelled run: whether the command had started."},
             "notices": {"type": "array", "items": {"type": "string"}, "description": "What stands on the host that you (and your user) should know though it did not change this run: a config edit not in force, the record not being written. Usually empty."},
+            "egress": {
+                "type": "array",
+                "description": "sandbox.network = \"proxy\": every connection the command asked Warden's egress proxy for, in the order they ended. Absent otherwise.",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "host": {"type": "string"},
+                        "port": {"type": "integer", "minimum": 0, "maximum": 65535},
+                        "kind": {"type": "string", "enum": ["connect", "http"]},
+                        "allowed": {"type": "boolean"},
+                        "reason": {"type": "string", "description": "The rule that allowed it, or why it was refused."},
+                        "sent": {"type": "integer", "minimum": 0},
+                        "received": {"type": "integer", "minimum": 0}
+                    },
+                    "required": ["host", "port", "kind", "allowed", "reason", "sent", "received"]
+                }
+            },
             "output": {"type": "string", "description": "pending, running: the output so far (stdout and stderr as they arrived), up to `cursor`."},
             "cursor": {"type": "integer", "minimum": 0, "description": "pending, running: where `process` poll goes on reading."},
             "events": events_schema()

@@ -218,6 +218,39 @@ impl std::str::FromStr for NamespaceBuilder {
     }
 }
 
+/// `sandbox.network`: what network a sandboxed command has. Written `false`, `true` or
+/// `"proxy"` (and shown the same way).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SandboxNetwork {
+    /// None (the default): a network namespace of its own with only loopback.
+    #[default]
+    Off,
+    /// The host's own network.
+    On,
+    /// Only through Warden's egress proxy, to what `[sandbox.egress]` allows.
+    Proxy,
+}
+
+impl serde::Serialize for SandboxNetwork {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            SandboxNetwork::Off => s.serialize_bool(false),
+            SandboxNetwork::On => s.serialize_bool(true),
+            SandboxNetwork::Proxy => s.serialize_str("proxy"),
+        }
+    }
+}
+
+impl std::fmt::Display for SandboxNetwork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SandboxNetwork::Off => "false",
+            SandboxNetwork::On => "true",
+            SandboxNetwork::Proxy => "\"proxy\"",
+        })
+    }
+}
+
 /// `[sandbox]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SandboxSettings {
@@ -226,7 +259,10 @@ pub struct SandboxSettings {
     /// `sandbox.builder` (the `bwrap` backend only).
     pub builder: NamespaceBuilder,
     /// `sandbox.network`: network access inside (default off).
-    pub network: bool,
+    pub network: SandboxNetwork,
+    /// `[sandbox.egress]`: with `network = "proxy"`, the hosts a sandboxed command may
+    /// reach (`allow`) and never reaches (`deny`, which wins).
+    pub egress: crate::egress::EgressRules,
     /// `sandbox.landlock`: `auto`, `required` or `off`.
     pub landlock: String,
     /// `sandbox.permission_mode` (agents may override; the built-in default is
@@ -252,7 +288,8 @@ impl Default for SandboxSettings {
         SandboxSettings {
             backend: SandboxBackend::for_this_platform(),
             builder: NamespaceBuilder::default(),
-            network: false,
+            network: SandboxNetwork::Off,
+            egress: crate::egress::EgressRules::default(),
             landlock: "auto".into(),
             permission_mode: None,
             writable_paths: Vec::new(),

@@ -55,7 +55,17 @@ fn sandbox_settings_parse_and_are_validated() {
         let c = parse(&format!("[sandbox]\nbuilder = \"{value}\"\n")).unwrap();
         assert_eq!(c.sandbox.builder, builder);
     }
-    assert!(c.sandbox.network);
+    assert_eq!(c.sandbox.network, crate::SandboxNetwork::On);
+    let proxied = parse(
+        "[sandbox]\nnetwork = \"proxy\"\n[sandbox.egress]\nallow = [\"PyPI.org.\", \"*.pythonhosted.org:443\"]\ndeny = [\"evil.pypi.org\"]",
+    )
+    .unwrap();
+    assert_eq!(proxied.sandbox.network, crate::SandboxNetwork::Proxy);
+    let shown = crate::ResolvedEgress::of(&proxied.sandbox.egress);
+    assert_eq!(shown.allow, ["pypi.org", "*.pythonhosted.org:443"]);
+    assert_eq!(shown.deny, ["evil.pypi.org"]);
+    // The normal form reads back as the same rules (what a plan carries is what runs).
+    assert_eq!(shown.rules(), proxied.sandbox.egress);
     assert_eq!(
         c.sandbox.writable_paths,
         vec![std::path::PathBuf::from("/work")]
@@ -73,7 +83,19 @@ fn sandbox_settings_parse_and_are_validated() {
         ),
         ("[sandbox]\nwritable_paths = [\"relative\"]", "absolute"),
         ("[sandbox]\nwritable_paths = [\"/a/../etc\"]", "`..`"),
-        ("[sandbox]\nnetwork = \"yes\"", "true or false"),
+        (
+            "[sandbox]\nnetwork = \"yes\"",
+            "true or false, or \"proxy\"",
+        ),
+        (
+            "[sandbox]\nnetwork = \"proxy\"\n[sandbox.egress]\nallow = [\"*.com\"]",
+            "sandbox.egress.allow",
+        ),
+        (
+            "[sandbox.egress]\ndeny = \"example.com\"",
+            "a list of hosts",
+        ),
+        ("[sandbox.egress]\nallowed = []", "takes allow, deny"),
         (
             "[sandbox]\nbackend = \"container\"",
             "sandbox.container.name",

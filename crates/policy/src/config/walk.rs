@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::{
     AgentConfig, AuditSettings, Config, ExecSettings, GatewaySettings, SandboxBackend,
-    SandboxSettings,
+    SandboxNetwork, SandboxSettings,
 };
 use crate::PolicyError;
 use crate::env::check_extra_env_name;
@@ -93,8 +93,10 @@ const SANDBOX_KEYS: &[&str] = &[
     "exec_allowlist",
     "exec_allowlist_mode",
     "container",
+    "egress",
 ];
 const CONTAINER_KEYS: &[&str] = &["engine", "name"];
+const EGRESS_KEYS: &[&str] = &["allow", "deny"];
 
 /// What to say after "unknown key `KEY`": the known key it is closest to, if one is close
 /// (a typo: a few letters off, or the same words in another case or with `-`), else the
@@ -548,6 +550,25 @@ impl Walker<'_> {
         Ok(a)
     }
 
+    /// A list of egress rules (`policy::egress`), each checked as it is read.
+    fn domain_rules(
+        &self,
+        key: &str,
+        value: &toml::Value,
+    ) -> Result<Vec<crate::egress::DomainRule>, PolicyError> {
+        let items = value
+            .as_array()
+            .ok_or_else(|| self.invalid(key, value, "expected a list of hosts"))?;
+        items
+            .iter()
+            .map(|item| {
+                let text = self.string(key, item)?;
+                crate::egress::DomainRule::parse(text)
+                    .map_err(|e| self.invalid(key, item, e.problem))
+            })
+            .collect()
+    }
+
     fn sandbox(&self, value: &toml::Value) -> Result<SandboxSettings, PolicyError> {
         let mut s = SandboxSettings::default();
         for (key, value) in self.table("sandbox", value)? {
@@ -556,9 +577,29 @@ impl Walker<'_> {
                 "backend" => s.backend = self.parsed(&full, value)?,
                 "builder" => s.builder = self.parsed(&full, value)?,
                 "network" => {
-                    s.network = value
-                        .as_bool()
-                        .ok_or_else(|| self.invalid(&full, value, "expected true or false"))?
+                    s.network = match value {
+                        toml::Value::Boolean(false) => SandboxNetwork::Off,
+                        toml::Value::Boolean(true) => SandboxNetwork::On,
+                        toml::Value::String(text) if text == "proxy" => SandboxNetwork::Proxy,
+                        _ => {
+                            return Err(self.invalid(
+                                &full,
+                                value,
+                                "expected true or false, or \"proxy\"",
+                            ));
+                        }
+                    }
+                }
+                "egress" => {
+                    for (k, v) in self.table(&full, value)? {
+                        let key = format!("{full}.{k}");
+                        let rules = match k.as_str() {
+                            "allow" => &mut s.egress.allow,
+                            "deny" => &mut s.egress.deny,
+                            _ => return Err(self.unknown_of(key, EGRESS_KEYS)),
+                        };
+                        *rules = self.domain_rules(&key, v)?;
+                    }
                 }
                 "landlock" => {
                     let mode = self.string(&full, value)?;

@@ -70,7 +70,11 @@ pub fn diagnose(config: &ContainerConfig, policy: &SandboxPolicy) -> Vec<Check> 
             format!(
                 "sees {} at the same path{}; nothing the sandbox hides is mounted",
                 mapped.join(", "),
-                if policy.network { "" } else { "; no network" }
+                if policy.network == crate::Network::On {
+                    ""
+                } else {
+                    "; no network"
+                }
             )
         }),
     ));

@@ -40,6 +40,13 @@ impl Container {
     /// answers, up to 20 seconds per step; from async code, call it on a blocking thread.
     pub fn connect(config: ContainerConfig, policy: &SandboxPolicy) -> Result<Self, Unavailable> {
         check_container_name(&config.container)?;
+        if policy.network == crate::Network::Proxy {
+            // A container's network is its own; nothing here would stand between it and
+            // the host's network but the container's settings. Refused, never run open.
+            return Err(Unavailable(
+                "sandbox.network = \"proxy\" is not available with the container backend yet: use the bwrap backend, or network = false".into(),
+            ));
+        }
         let engine = find_engine(&config.engine, &config.engine_dirs)?;
         let engine_env = engine_env(&config.engine_dirs);
         let mut target = Target {

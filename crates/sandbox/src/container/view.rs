@@ -253,7 +253,7 @@ impl Inspected {
                 ));
             }
         }
-        if !policy.network && self.network != "none" {
+        if policy.network != crate::Network::On && self.network != "none" {
             broken.push(format!(
                 "it has a network ({}) but sandbox.network = false: start it with \
                  --network none, or set sandbox.network = true",
@@ -267,7 +267,7 @@ impl Inspected {
 /// How to start a container this backend can use for `policy`.
 pub(super) fn run_command(engine: &str, container: &str, policy: &SandboxPolicy) -> String {
     let mut cmd = format!("{engine} run -d --name {container} --read-only");
-    if !policy.network {
+    if policy.network != crate::Network::On {
         cmd.push_str(" --network none");
     }
     for path in &policy.writable_paths {

@@ -4,13 +4,51 @@
 //! egress rules ([`policy::egress`]), resolves the name itself, refuses special addresses
 //! a rule does not name exactly (`addr.rs`), holds TLS to the name it was allowed for
 //! (`sni.rs`) and plain HTTP to its `Host`, and reports every connection — host, port,
-//! verdict, bytes each way. A run gets an endpoint of its own (`endpoint.rs`: its socket,
-//! its gate), and inside its namespace a forwarder (`forward.rs`) carries loopback TCP to
-//! that socket. Not yet wired into runs: starting the forwarder beside the command, the
-//! DNS stub, the ask path and the configuration come next.
+//! verdict, bytes each way. A sandboxed run in `proxy` mode gets a broker of its own
+//! (`broker.rs`: a descriptor only its forwarder inherits, which hands out connections to
+//! the proxy), and inside its namespace the helper starts a forwarder (`forward.rs`) that
+//! carries loopback TCP to them; `endpoint.rs` serves the same proxy on a socket path
+//! instead. Not yet: the DNS stub, the ask path, the container backend.
 
 pub mod addr;
+pub mod broker;
 pub mod endpoint;
 pub mod forward;
 pub mod proxy;
 pub mod sni;
+
+use std::sync::Arc;
+
+/// What a sandbox in `proxy` mode decides its runs' connections with: the gate (the
+/// run's rules), the resolver the proxy trusts, the proxy's bounds.
+#[derive(Clone)]
+pub struct Egress {
+    /// Decides each host and port.
+    pub gate: Arc<dyn proxy::Gate>,
+    /// Resolves names.
+    pub resolver: Arc<dyn proxy::Resolve>,
+    /// The proxy's bounds.
+    pub limits: proxy::Limits,
+}
+
+impl Egress {
+    /// The proxy serving one run (its connections are gathered by the run's broker).
+    pub(crate) fn proxy(&self) -> proxy::Proxy {
+        proxy::Proxy {
+            gate: Arc::clone(&self.gate),
+            resolver: Arc::clone(&self.resolver),
+            report: Arc::new(|connection| {
+                tracing::debug!(?connection, "egress connection ended");
+            }),
+            limits: self.limits,
+        }
+    }
+}
+
+impl std::fmt::Debug for Egress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Egress")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}

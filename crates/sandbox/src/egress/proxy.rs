@@ -83,6 +83,20 @@ pub struct Connection {
     pub received: u64,
 }
 
+impl From<Connection> for caps::EgressConnection {
+    fn from(c: Connection) -> Self {
+        caps::EgressConnection {
+            host: c.host,
+            port: c.port,
+            kind: c.kind.to_owned(),
+            allowed: c.allowed,
+            reason: c.reason,
+            sent: c.sent,
+            received: c.received,
+        }
+    }
+}
+
 /// The proxy's bounds.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
@@ -128,7 +142,7 @@ impl Proxy {
     }
 
     /// One client connection, to its end.
-    async fn handle(&self, mut client: UnixStream) -> Connection {
+    pub(crate) async fn handle(&self, mut client: UnixStream) -> Connection {
         let mut report = Connection {
             host: String::new(),
             port: 0,
@@ -484,7 +498,8 @@ async fn forward_http(
     if upstream.write_all(&out).await.is_err() {
         return report;
     }
-    report.sent += already;
+    // What reached the upstream: the head as forwarded, and the body so far.
+    report.sent += out.len() as u64;
     // The rest of the body, and nothing after it.
     let mut body = (&mut client).take(request.body - already);
     match tokio::io::copy(&mut body, &mut upstream).await {

@@ -13,6 +13,7 @@ fn arguments_round_trip() {
         run_as: Some((1000, 100)),
         watch_fd: Some(7),
         status_fd: Some(9),
+        egress_fd: Some(11),
         watch_roots: vec![PathBuf::from("/w s"), PathBuf::from("/other")],
         arg0: Some("unxz".into()),
         terminal: true,
@@ -39,6 +40,9 @@ fn arguments_round_trip() {
         &["--exec-allow", "/bin", "--", "x"][..],
         &["--exec-allowlist", "maybe", "--", "x"],
         &["--exec-map", "/lib", "--", "x"],
+        // The egress descriptor must be one the helper was handed, never 0-2.
+        &["--egress-fd", "1", "--", "x"],
+        &["--egress-fd", "x", "--", "x"],
         &[
             "--exec-allowlist",
             "enforce",

@@ -68,6 +68,8 @@ pub struct NamespaceSandbox {
     /// What holds each run (bubblewrap and everything in its pid namespace) and bounds
     /// its processes and memory.
     containment: caps::process::Containment,
+    /// How `proxy` mode's connections are decided (`None`: a proxy run is refused).
+    egress: Option<crate::Egress>,
 }
 
 /// Landlock required by `policy` on a kernel (ABI `abi`) without it: refused up front.
@@ -147,7 +149,20 @@ impl NamespaceSandbox {
             seccomp_eperm: seccomp::to_bytes(&seccomp_eperm),
             seccomp_enosys: seccomp::to_bytes(&seccomp_enosys),
             containment: caps::process::Containment::session_only(),
+            egress: None,
         })
+    }
+
+    /// The same sandbox deciding its runs' connections with `egress` — what
+    /// `sandbox.network = "proxy"` needs (without it, such runs are refused).
+    pub fn with_egress(mut self, egress: crate::Egress) -> NamespaceSandbox {
+        self.egress = Some(egress);
+        self
+    }
+
+    /// How `proxy` mode's connections are decided, if set.
+    pub fn egress(&self) -> Option<&crate::Egress> {
+        self.egress.as_ref()
     }
 
     /// The same sandbox with each run held by `containment` — a cgroup that bounds the
@@ -195,7 +210,7 @@ impl NamespaceSandbox {
     pub fn born_in(&self) -> caps::process::NewNamespaces {
         match self.builder {
             Builder::Warden => caps::process::NewNamespaces {
-                net: !self.policy.network,
+                net: self.policy.network.own_namespace(),
                 ..DEFAULT_BORN_IN
             },
             Builder::Bubblewrap(_) => caps::process::NewNamespaces::default(),

@@ -60,6 +60,7 @@ impl NamespaceSandbox {
         // down (see `caps::process::ProcessSpec::exit_report`).
         let (status_read, status_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
             .map_err(|e| CapsError::from_io("pipe", "exit status", e.into()))?;
+        let (broker, egress_fd) = self.egress_broker(argv)?.unzip();
         let launch = self.command_line(
             profile,
             &options.cwd,
@@ -67,6 +68,7 @@ impl NamespaceSandbox {
             arg0,
             report_write,
             Some(status_write),
+            egress_fd,
             options,
         )?;
         let (program, prefix) = self.launcher();
@@ -97,6 +99,20 @@ impl NamespaceSandbox {
         };
         let mut output =
             supervise_live(spec, options.timeout, options.limits, options.live.clone()).await?;
+        if let Some(broker) = broker {
+            // The run's processes are gone: each connection's command side is closed.
+            let (connections, cut) = broker.finish(EGRESS_GRACE).await;
+            output.egress = connections.into_iter().map(Into::into).collect();
+            if cut > 0 {
+                let note = format!(
+                    "warden sandbox: {cut} egress connection(s) were still open when the run ended and were closed"
+                );
+                for text in [&mut output.stderr, &mut output.combined] {
+                    text.push_str(&note);
+                    text.push('\n');
+                }
+            }
+        }
         // Every sandboxed process is gone now (the pid namespace died with bubblewrap), so
         // what the command planted in a repository cannot change under this check.
         for note in post_run.finish() {
@@ -115,6 +131,33 @@ impl NamespaceSandbox {
                 crate::classify_refused_writes(&output, report.refused_writes());
         }
         Ok(output)
+    }
+}
+
+/// How long a `proxy` run's connections have, once its processes are gone, to finish
+/// what they were relaying (their command side is closed: an upstream that answers a
+/// closed request ends at once).
+const EGRESS_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
+impl NamespaceSandbox {
+    /// In `proxy` mode, the run's egress broker and the descriptor its forwarder gets;
+    /// refused (nothing runs) when this sandbox has no way to decide connections.
+    fn egress_broker(
+        &self,
+        argv: &[String],
+    ) -> caps::Result<Option<(crate::egress::broker::Broker, std::os::fd::OwnedFd)>> {
+        if self.policy().network != crate::Network::Proxy {
+            return Ok(None);
+        }
+        let Some(egress) = self.egress() else {
+            return Err(CapsError::denied(
+                argv.first().map(String::as_str).unwrap_or_default(),
+                "sandbox.network = \"proxy\" but this sandbox has no egress rules to decide connections with; nothing was run",
+            ));
+        };
+        crate::egress::broker::Broker::start(egress.proxy(), tokio::runtime::Handle::current())
+            .map(Some)
+            .map_err(|e| CapsError::from_io("start", "the run's egress broker", e))
     }
 }
 

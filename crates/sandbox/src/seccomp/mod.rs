@@ -189,7 +189,7 @@ fn mode_setting_calls() -> Vec<(&'static str, u8, Option<u8>)> {
 /// low 32 bits, which is all the kernel looks at), user-namespace creation through
 /// `clone` and `unshare`, set-id bits in a file mode ([`mode_setting_calls`]), and
 /// non-`AF_UNIX` sockets when `network` is off.
-pub(crate) fn eperm_rules(network: bool) -> Result<Vec<(i64, Check)>, SeccompError> {
+pub(crate) fn eperm_rules(network: crate::Network) -> Result<Vec<(i64, Check)>, SeccompError> {
     let mut rules = Vec::new();
     for name in DENIED_SYSCALLS {
         rules.push((nr(name)?, Check::Always));
@@ -220,7 +220,7 @@ pub(crate) fn eperm_rules(network: bool) -> Result<Vec<(i64, Check)>, SeccompErr
         };
         rules.push((nr(name)?, check));
     }
-    if !network {
+    if !network.ip_sockets() {
         rules.push((
             nr("socket")?,
             Check::Not {
@@ -233,7 +233,7 @@ pub(crate) fn eperm_rules(network: bool) -> Result<Vec<(i64, Check)>, SeccompErr
 }
 
 /// The EPERM program (see [`eperm_rules`]).
-pub fn eperm_program(network: bool) -> Result<BpfProgram, SeccompError> {
+pub fn eperm_program(network: crate::Network) -> Result<BpfProgram, SeccompError> {
     bpf::compile(
         &eperm_rules(network)?,
         nix::libc::SECCOMP_RET_ERRNO | nix::libc::EPERM as u32,

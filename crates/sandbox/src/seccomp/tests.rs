@@ -75,7 +75,14 @@ fn sandbox_programs(network: bool, watched: bool) -> Vec<Vec<sock_filter>> {
     if watched {
         programs.push(to_raw(&crate::watch::program().unwrap()));
     }
-    programs.push(to_raw(&eperm_program(network).unwrap()));
+    programs.push(to_raw(
+        &eperm_program(if network {
+            crate::Network::On
+        } else {
+            crate::Network::Off
+        })
+        .unwrap(),
+    ));
     programs.push(to_raw(&enosys_program().unwrap()));
     programs
 }
@@ -183,13 +190,13 @@ fn both_forms() -> Vec<(&'static str, Vec<sock_filter>, Vec<sock_filter>)> {
     vec![
         (
             "eperm, no network",
-            to_raw(&eperm_program(false).unwrap()),
-            reference(&eperm_rules(false).unwrap(), eperm),
+            to_raw(&eperm_program(crate::Network::Off).unwrap()),
+            reference(&eperm_rules(crate::Network::Off).unwrap(), eperm),
         ),
         (
             "eperm, network",
-            to_raw(&eperm_program(true).unwrap()),
-            reference(&eperm_rules(true).unwrap(), eperm),
+            to_raw(&eperm_program(crate::Network::On).unwrap()),
+            reference(&eperm_rules(crate::Network::On).unwrap(), eperm),
         ),
         (
             "enosys",
@@ -236,12 +243,12 @@ fn x32_calls_are_killed_by_every_program_and_the_merged_one() {
         .map(|(what, compact, _)| (what, compact))
         .collect();
     let installed = vec![
-        to_raw(&eperm_program(false).unwrap()),
+        to_raw(&eperm_program(crate::Network::Off).unwrap()),
         to_raw(&enosys_program().unwrap()),
         to_raw(&crate::watch::program().unwrap()),
     ];
     programs.push(("merged", merge(&installed).unwrap()));
-    let listed: Vec<i64> = eperm_rules(false)
+    let listed: Vec<i64> = eperm_rules(crate::Network::Off)
         .unwrap()
         .into_iter()
         .chain(enosys_rules().unwrap())
@@ -389,11 +396,19 @@ fn the_merge_keeps_every_deny_and_notification() {
 #[test]
 fn programs_build_for_this_architecture() {
     for network in [false, true] {
-        let p = eperm_program(network).unwrap();
+        let p = eperm_program(if network {
+            crate::Network::On
+        } else {
+            crate::Network::Off
+        })
+        .unwrap();
         assert!(!p.is_empty());
         assert_eq!(to_bytes(&p).len(), p.len() * 8);
     }
     assert!(!enosys_program().unwrap().is_empty());
     // The network filter adds instructions.
-    assert!(eperm_program(false).unwrap().len() > eperm_program(true).unwrap().len());
+    assert!(
+        eperm_program(crate::Network::Off).unwrap().len()
+            > eperm_program(crate::Network::On).unwrap().len()
+    );
 }

@@ -205,7 +205,7 @@ fn a_network_needs_sandbox_network() {
     let broken = c.broken_promises(&p, false);
     assert_eq!(broken.len(), 1);
     assert!(broken[0].contains("--network none"), "{broken:?}");
-    p.network = true;
+    p.network = crate::Network::On;
     assert!(c.broken_promises(&p, false).is_empty());
 }
 

@@ -19,6 +19,8 @@ impl NamespaceSandbox {
     /// it before the sandbox is torn down). From the run's `options`: its exec allowlist,
     /// if any, the only programs the command may execute (refused when this kernel cannot
     /// enforce it), and whether it runs on a terminal (which the helper then takes).
+    /// `egress`, in `proxy` mode, is the run's end of its egress broker
+    /// ([`crate::egress::broker`]), which the helper gives to the forwarder it starts.
     #[allow(clippy::too_many_arguments)]
     pub fn command_line(
         &self,
@@ -28,6 +30,7 @@ impl NamespaceSandbox {
         arg0: Option<&str>,
         report: Option<OwnedFd>,
         status: Option<OwnedFd>,
+        egress: Option<OwnedFd>,
         options: &caps::ExecOptions,
     ) -> Result<Launch, CapsError> {
         // Checked before anything is prepared: a run that asked for an allowlist never
@@ -62,7 +65,7 @@ impl NamespaceSandbox {
                 "--unshare-uts",
             ],
         );
-        if !self.policy.network {
+        if self.policy.network.own_namespace() {
             push(&mut args, &["--unshare-net"]);
         }
         // Unprivileged bubblewrap already leaves the command no capabilities; as root it
@@ -199,6 +202,10 @@ impl NamespaceSandbox {
             keep.push(fd);
             (2 + keep.len()) as i32
         });
+        let egress_fd = egress.map(|fd| {
+            keep.push(fd);
+            (2 + keep.len()) as i32
+        });
         let mut status_fd = None;
         if let Some(fd) = status {
             // bubblewrap's own line says 128 + S for a signal; the helper, waiting for the
@@ -261,6 +268,7 @@ impl NamespaceSandbox {
             run_as,
             watch_fd,
             status_fd,
+            egress_fd,
             watch_roots: self.policy.writable_paths.clone(),
             arg0: arg0.map(str::to_owned),
             terminal: options.terminal.is_some(),

@@ -1,0 +1,190 @@
+//! One run's way out, with no path anyone could name: a connected pair of sequenced-packet
+//! sockets, one end inherited by the run's forwarder (`forward.rs`) and nothing else, the
+//! other kept here. For each connection the forwarder accepts it asks for one (a packet);
+//! the broker makes a new socket pair, hands one end over (`SCM_RIGHTS`) and serves the
+//! other with the run's proxy. So a run is known by the descriptor it inherited — never by
+//! anything it sends, and never by a socket another run could reach through the
+//! filesystem. The broker lives as long as the run: [`Broker::finish`] stops it and
+//! gathers what its connections did.
+
+use std::io::{self, IoSlice, IoSliceMut};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nix::sys::socket::{
+    AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType, recvmsg,
+    sendmsg, socketpair,
+};
+
+use super::proxy::{Connection, Proxy};
+
+/// What a forwarder sends to ask for a connection, and the broker's answer's payload.
+const ASK: &[u8] = b"c";
+
+/// A run's broker (see the module header).
+pub struct Broker {
+    ours: Arc<OwnedFd>,
+    serving: Option<std::thread::JoinHandle<()>>,
+    tasks: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    connections: Arc<Mutex<Vec<Connection>>>,
+}
+
+impl Broker {
+    /// Serve `proxy` to whoever holds the returned descriptor (give it to the run's
+    /// forwarder only), each connection handled on `runtime`.
+    pub fn start(proxy: Proxy, runtime: tokio::runtime::Handle) -> io::Result<(Broker, OwnedFd)> {
+        let (ours, theirs) = socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )?;
+        let ours = Arc::new(ours);
+        let tasks: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>> = Arc::default();
+        let connections: Arc<Mutex<Vec<Connection>>> = Arc::default();
+        let serving = {
+            let (ours, tasks, connections) = (
+                Arc::clone(&ours),
+                Arc::clone(&tasks),
+                Arc::clone(&connections),
+            );
+            std::thread::Builder::new()
+                .name("warden-egress".into())
+                .spawn(move || serve(&ours, &proxy, &runtime, &tasks, &connections))?
+        };
+        Ok((
+            Broker {
+                ours,
+                serving: Some(serving),
+                tasks,
+                connections,
+            },
+            theirs,
+        ))
+    }
+
+    /// Stop handing out connections, give the ones still open up to `grace` to end (the
+    /// run's processes are gone, so their side is closed), close the rest, and say what
+    /// every connection did — in the order they ended — and how many were cut short.
+    pub async fn finish(mut self, grace: Duration) -> (Vec<Connection>, usize) {
+        let _ = nix::sys::socket::shutdown(self.ours.as_raw_fd(), nix::sys::socket::Shutdown::Both);
+        if let Some(serving) = self.serving.take() {
+            let _ = tokio::task::spawn_blocking(move || serving.join()).await;
+        }
+        let tasks = std::mem::take(&mut *lock(&self.tasks));
+        let deadline = tokio::time::Instant::now() + grace;
+        let mut cut = 0;
+        for mut task in tasks {
+            if tokio::time::timeout_at(deadline, &mut task).await.is_err() {
+                task.abort();
+                cut += 1;
+            }
+        }
+        (std::mem::take(&mut *lock(&self.connections)), cut)
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        // A run cancelled before `finish`: nothing more is handed out, and nothing it
+        // opened outlives it.
+        let _ = nix::sys::socket::shutdown(self.ours.as_raw_fd(), nix::sys::socket::Shutdown::Both);
+        for task in lock(&self.tasks).drain(..) {
+            task.abort();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Answer each ask on `ours` with a new connection served by `proxy`, until the other
+/// end is closed (the run ended) or `ours` is shut down ([`Broker::finish`]).
+fn serve(
+    ours: &OwnedFd,
+    proxy: &Proxy,
+    runtime: &tokio::runtime::Handle,
+    tasks: &Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    connections: &Arc<Mutex<Vec<Connection>>>,
+) {
+    let mut buf = [0u8; 16];
+    loop {
+        match nix::sys::socket::recv(ours.as_raw_fd(), &mut buf, MsgFlags::empty()) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return,
+        }
+        let Ok((served, handed)) = std::os::unix::net::UnixStream::pair() else {
+            // No connection this time: an answer without a descriptor, which the
+            // forwarder takes as a refusal.
+            let _ = sendmsg::<()>(
+                ours.as_raw_fd(),
+                &[IoSlice::new(ASK)],
+                &[],
+                MsgFlags::empty(),
+                None,
+            );
+            continue;
+        };
+        let fds = [handed.as_raw_fd()];
+        let sent = sendmsg::<()>(
+            ours.as_raw_fd(),
+            &[IoSlice::new(ASK)],
+            &[ControlMessage::ScmRights(&fds)],
+            MsgFlags::empty(),
+            None,
+        );
+        drop(handed);
+        if sent.is_err() || served.set_nonblocking(true).is_err() {
+            continue;
+        }
+        let proxy = proxy.clone();
+        let connections = Arc::clone(connections);
+        let _entered = runtime.enter();
+        let task = runtime.spawn(async move {
+            if let Ok(client) = tokio::net::UnixStream::from_std(served) {
+                let connection = proxy.handle(client).await;
+                (proxy.report)(connection.clone());
+                lock(&connections).push(connection);
+            }
+        });
+        let mut tasks = lock(tasks);
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(task);
+    }
+}
+
+/// In the run's forwarder: ask the broker on `broker` for one connection to the proxy.
+pub fn ask(broker: RawFd) -> io::Result<std::os::unix::net::UnixStream> {
+    nix::sys::socket::send(broker, ASK, MsgFlags::empty())?;
+    let mut buf = [0u8; 16];
+    let mut space = nix::cmsg_space!([RawFd; 1]);
+    let mut iov = [IoSliceMut::new(&mut buf)];
+    let msg = recvmsg::<()>(
+        broker,
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )?;
+    if msg.bytes == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::ConnectionAborted,
+            "the run's egress broker is gone",
+        ));
+    }
+    let mut stream = None;
+    for cmsg in msg.cmsgs()? {
+        if let ControlMessageOwned::ScmRights(fds) = cmsg {
+            for raw in fds {
+                // SAFETY: SCM_RIGHTS just installed this descriptor in our table; it is
+                // owned here from now on.
+                let owned = unsafe { OwnedFd::from_raw_fd(raw) };
+                stream.get_or_insert(std::os::unix::net::UnixStream::from(owned));
+            }
+        }
+    }
+    stream.ok_or_else(|| io::Error::other("the egress broker refused a connection"))
+}
