@@ -125,7 +125,17 @@ impl Lab {
         mode: &str,
         extra: &[(&str, &str)],
     ) -> BTreeMap<String, String> {
-        let shell = self.sandbox(network).shell(Profile::Writable);
+        self.probe_in(&self.sandbox(network), mode, extra).await
+    }
+
+    /// [`Lab::probe`] in `sandbox`.
+    async fn probe_in(
+        &self,
+        sandbox: &Arc<NamespaceSandbox>,
+        mode: &str,
+        extra: &[(&str, &str)],
+    ) -> BTreeMap<String, String> {
+        let shell = sandbox.shell(Profile::Writable);
         let mut env = vec![("WARDEN_PROBE", mode)];
         env.extend_from_slice(extra);
         let argv = vec![

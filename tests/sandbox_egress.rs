@@ -148,6 +148,68 @@ async fn a_proxy_run_reaches_only_what_its_gate_allows_and_reports_every_connect
         .expect("the refused connection is reported");
     assert!(!refused.allowed, "{refused:?}");
     assert!(refused.reason.contains("allows no"), "{refused:?}");
+    // Sockets of other families than Unix, IPv4 and IPv6 are refused by seccomp, a
+    // second wall behind the namespace (netlink: the network's configuration).
+    if Path::new("/usr/bin/python3").exists() {
+        let out = sh(
+            &sandbox,
+            &lab,
+            r#"/usr/bin/python3 -c 'import socket
+for f in (socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK, socket.AF_PACKET):
+  kind = socket.SOCK_STREAM if f in (socket.AF_INET, socket.AF_INET6) else socket.SOCK_RAW
+  try: socket.socket(f, kind).close(); print(f.name, "made")
+  except OSError as e: print(f.name, e.errno)'"#,
+        )
+        .await;
+        assert!(out.stdout.contains("AF_INET made"), "{out:?}");
+        assert!(out.stdout.contains("AF_INET6 made"), "{out:?}");
+        assert!(out.stdout.contains("AF_NETLINK 1\n"), "{out:?}");
+        assert!(out.stdout.contains("AF_PACKET 1\n"), "{out:?}");
+    } else {
+        eprintln!(
+            "SKIPPED (part): /usr/bin/python3 is missing, so the socket families were not tried"
+        );
+    }
+}
+
+/// Around the proxy, nothing: TCP and UDP to the host's loopback (where a resolver, or
+/// anything else, might listen) and the host's abstract sockets stay out of reach of a
+/// proxy run, exactly as with the network off.
+#[tokio::test]
+async fn a_proxy_run_reaches_nothing_of_the_host_but_through_the_proxy() {
+    if !bwrap_usable() {
+        return;
+    }
+    let lab = lab();
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let name = format!("warden-e2e-proxy-{}", std::process::id());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let abstract_listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    abstract_listener.set_nonblocking(true).unwrap();
+    let env = [
+        ("TCP", tcp.local_addr().unwrap().to_string()),
+        ("UDP", udp.local_addr().unwrap().to_string()),
+        ("ABSTRACT", name.clone()),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let sandbox = proxied(
+        &lab,
+        ListGate(vec![("127.0.0.1".into(), 9)]),
+        TestResolver(std::net::Ipv4Addr::LOCALHOST.into()),
+    );
+    let got = lab.probe_in(&sandbox, "net", &env).await;
+    assert!(got.contains_key("tcp"), "the probe did not run: {got:?}");
+    assert_ne!(got["tcp"], "connected", "{got:?}");
+    assert_ne!(got["abstract"], "connected", "{got:?}");
+    let mut buf = [0u8; 16];
+    assert!(
+        udp.recv_from(&mut buf).is_err(),
+        "a UDP datagram from a proxy run reached the host"
+    );
+    assert!(abstract_listener.accept().is_err());
 }
 
 #[tokio::test]
@@ -241,6 +303,56 @@ fn https_through_a_connect_tunnel_reaches_an_allowed_name() {
             std::net::TcpStream::connect("198.51.100.7:8443").is_ok()
         });
         assert!(listening, "openssl s_server did not start");
+        // A repository served over HTTPS (git's dumb protocol, by Python's own server),
+        // for a real `git clone` by name; only where Python and git are.
+        let git = which("git").ok().filter(|_| Path::new("/usr/bin/python3").exists());
+        let repo_server = git.as_ref().map(|git| {
+            let served = certs.path().join("served");
+            let src = certs.path().join("src");
+            let run = |args: &[&str], dir: &Path| {
+                let out = Command::new(git)
+                    .args(["-c", "user.name=t", "-c", "user.email=t@example.test"])
+                    .args(args)
+                    .current_dir(dir)
+                    .output()
+                    .unwrap();
+                assert!(out.status.success(), "git {args:?}: {out:?}");
+            };
+            std::fs::create_dir_all(&src).unwrap();
+            std::fs::create_dir_all(&served).unwrap();
+            run(&["init", "-q"], &src);
+            std::fs::write(src.join("README"), "cloned through the proxy\n").unwrap();
+            run(&["add", "README"], &src);
+            run(&["commit", "-qm", "one"], &src);
+            run(&["clone", "-q", "--bare", "../src", "repo.git"], &served);
+            run(&["update-server-info"], &served.join("repo.git"));
+            let script = "import http.server, ssl, sys, functools\n\
+                handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[3])\n\
+                httpd = http.server.ThreadingHTTPServer(('198.51.100.7', 8444), handler)\n\
+                ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n\
+                ctx.load_cert_chain(sys.argv[1], sys.argv[2])\n\
+                httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)\n\
+                httpd.serve_forever()\n";
+            let child = Command::new("/usr/bin/python3")
+                .args(["-c", script])
+                .arg(&cert)
+                .arg(&key)
+                .arg(&served)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            let up = (0..100).any(|_| {
+                std::thread::sleep(Duration::from_millis(50));
+                std::net::TcpStream::connect("198.51.100.7:8444").is_ok()
+            });
+            assert!(up, "the repository's HTTPS server did not start");
+            child
+        });
+        if repo_server.is_none() {
+            eprintln!("SKIPPED (part): git or /usr/bin/python3 is missing, so git clone over HTTPS was not tried");
+        }
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -248,15 +360,26 @@ fn https_through_a_connect_tunnel_reaches_an_allowed_name() {
         let out = runtime.block_on(async {
             let sandbox = proxied(
                 &lab,
-                ListGate(vec![("example.test".into(), 8443)]),
+                ListGate(vec![
+                    ("example.test".into(), 8443),
+                    ("example.test".into(), 8444),
+                ]),
                 TestResolver("198.51.100.7".parse().unwrap()),
             );
+            let clone = if repo_server.is_some() {
+                format!(
+                    "; GIT_SSL_CAINFO={ca} git clone -q https://example.test:8444/repo.git cloned 2>&1 && cat cloned/README",
+                    ca = ca.display()
+                )
+            } else {
+                String::new()
+            };
             sh(
                 &sandbox,
                 &lab,
                 &format!(
                     "curl -sS --max-time 20 --cacert {ca} https://example.test:8443/ | head -c 200; echo; \
-                     curl -sS --max-time 20 --cacert {ca} https://other.test:8443/ || echo other=refused",
+                     curl -sS --max-time 20 --cacert {ca} https://other.test:8443/ || echo other=refused{clone}",
                     ca = ca.display()
                 ),
             )
@@ -264,6 +387,18 @@ fn https_through_a_connect_tunnel_reaches_an_allowed_name() {
         });
         let _ = server.kill();
         let _ = server.wait();
+        if let Some(mut child) = repo_server {
+            let _ = child.kill();
+            let _ = child.wait();
+            assert!(out.stdout.contains("cloned through the proxy"), "{out:?}");
+            assert!(
+                out.egress
+                    .iter()
+                    .any(|c| c.port == 8444 && c.allowed && c.kind == "connect"),
+                "{:?}",
+                out.egress
+            );
+        }
         assert!(out.stdout.contains("s_server"), "{out:?}");
         assert!(out.stdout.contains("other=refused"), "{out:?}");
         let tunnel = out
@@ -364,6 +499,11 @@ fn warden_exec_in_proxy_mode_reaches_what_config_allows_and_says_so() {
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["egress"][0]["allowed"], true, "{json}");
     assert_eq!(json["egress"][0]["port"], allowed.port(), "{json}");
+    // The run's record keeps its connections too.
+    let runs = support::log_records(home.path(), &["--kind", "run"]);
+    let last = runs.last().expect("a run record");
+    assert_eq!(last["egress"][0]["host"], "127.0.0.1", "{last}");
+    assert_eq!(last["egress"][0]["allowed"], true, "{last}");
     // `policy explain` shows the run's network policy as it will be in force.
     let explained = warden_in(home.path())
         .args(["policy", "explain", "--json", "--", "curl", "http://x/"])
@@ -376,4 +516,218 @@ fn warden_exec_in_proxy_mode_reaches_what_config_allows_and_says_so() {
         text.contains(&format!("127.0.0.1:{}", allowed.port())) && text.contains("*.example.com"),
         "{text}"
     );
+}
+
+/// A loopback HTTP server answering `GET path` with the bytes `routes` gives for it
+/// (404 otherwise), one request per connection.
+fn serve_files(routes: Vec<(String, Vec<u8>)>) -> SocketAddr {
+    serve_files_at("127.0.0.1:0", routes)
+}
+
+/// [`serve_files`] on `at`.
+fn serve_files_at(at: &str, routes: Vec<(String, Vec<u8>)>) -> SocketAddr {
+    let listener = TcpListener::bind(at).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let routes = Arc::new(routes);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { return };
+            let routes = Arc::clone(&routes);
+            std::thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&head);
+                let target = head.split_whitespace().nth(1).unwrap_or("/");
+                // Origin form from the proxy; absolute form would name the host first.
+                let path = target
+                    .strip_prefix("http://")
+                    .and_then(|rest| rest.find('/').map(|i| &rest[i..]))
+                    .unwrap_or(target);
+                let path = path.split('?').next().unwrap_or(path);
+                match routes.iter().find(|(p, _)| p == path) {
+                    Some((_, body)) => {
+                        // What pip and npm look for: an index page, a JSON document,
+                        // or a file.
+                        let kind = match body.first() {
+                            Some(b'<') => "text/html",
+                            Some(b'{') => "application/json",
+                            _ => "application/octet-stream",
+                        };
+                        let _ = write!(
+                            s,
+                            "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                            body.len()
+                        );
+                        let _ = s.write_all(body);
+                    }
+                    None => {
+                        let _ = s.write_all(
+                            b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                        );
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// A real `pip install` in a proxy run, from a package index on loopback that only an
+/// address rule lets it reach; the package imports afterwards.
+#[tokio::test]
+async fn pip_installs_from_a_local_index_through_the_proxy() {
+    if !bwrap_usable() {
+        return;
+    }
+    let python = Path::new("/usr/bin/python3");
+    let lab = lab();
+    let venv = lab.ws().join("venv");
+    let made = python.exists()
+        && Command::new(python)
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .output()
+            .is_ok_and(|o| o.status.success());
+    if !made {
+        eprintln!(
+            "SKIPPED: /usr/bin/python3 with venv is missing (.ci/run installs python3-venv): pip is driven from a venv"
+        );
+        return;
+    }
+    // A wheel, made by Python's own zipfile outside the sandbox.
+    let build = tempfile::tempdir().unwrap();
+    let wheel = build.path().join("demo_pkg-0.1-py3-none-any.whl");
+    let script = r#"import sys, zipfile
+files = {
+  "demo_pkg/__init__.py": "HELLO = 'installed through the proxy'\n",
+  "demo_pkg-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: demo-pkg\nVersion: 0.1\n",
+  "demo_pkg-0.1.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+}
+record = "".join(f"{n},,\n" for n in files) + "demo_pkg-0.1.dist-info/RECORD,,\n"
+with zipfile.ZipFile(sys.argv[1], "w") as z:
+  for n, t in files.items(): z.writestr(n, t)
+  z.writestr("demo_pkg-0.1.dist-info/RECORD", record)
+"#;
+    let built = Command::new(python)
+        .args(["-c", script])
+        .arg(&wheel)
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{built:?}");
+    let name = "demo_pkg-0.1-py3-none-any.whl";
+    let index = serve_files(vec![
+        (
+            "/simple/demo-pkg/".into(),
+            format!("<html><body><a href=\"/files/{name}\">{name}</a></body></html>").into_bytes(),
+        ),
+        (format!("/files/{name}"), std::fs::read(&wheel).unwrap()),
+    ]);
+    let sandbox = proxied(
+        &lab,
+        ListGate(vec![("127.0.0.1".into(), index.port())]),
+        TestResolver(std::net::Ipv4Addr::LOCALHOST.into()),
+    );
+    let out = sh(
+        &sandbox,
+        &lab,
+        &format!(
+            "venv/bin/pip install --no-cache-dir --disable-pip-version-check \
+             --index-url http://{index}/simple/ --trusted-host 127.0.0.1 demo-pkg 2>&1 && \
+             venv/bin/python -c 'import demo_pkg; print(demo_pkg.HELLO)'"
+        ),
+    )
+    .await;
+    assert!(
+        out.stdout.contains("installed through the proxy"),
+        "{out:?}"
+    );
+    assert!(!out.egress.is_empty(), "{out:?}");
+    assert!(out.egress.iter().all(|c| c.allowed), "{:?}", out.egress);
+}
+
+/// A real `npm install` in a proxy run, from a registry on loopback that only an address
+/// rule lets it reach; the package loads afterwards.
+#[tokio::test]
+async fn npm_installs_from_a_local_registry_through_the_proxy() {
+    if !bwrap_usable() {
+        return;
+    }
+    let (Ok(npm), Ok(node)) = (which("npm"), which("node")) else {
+        eprintln!(
+            "SKIPPED: node and npm are missing (.ci/run installs them): npm is driven for real"
+        );
+        return;
+    };
+    let lab = lab();
+    let build = tempfile::tempdir().unwrap();
+    std::fs::create_dir(build.path().join("package")).unwrap();
+    std::fs::write(
+        build.path().join("package/package.json"),
+        r#"{"name":"demo-pkg","version":"1.0.0","main":"index.js"}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        build.path().join("package/index.js"),
+        "exports.hello = 'installed through the proxy';\n",
+    )
+    .unwrap();
+    let tarball = build.path().join("demo-pkg-1.0.0.tgz");
+    let packed = Command::new("tar")
+        .arg("czf")
+        .arg(&tarball)
+        .arg("-C")
+        .arg(build.path())
+        .arg("package")
+        .output()
+        .unwrap();
+    assert!(packed.status.success(), "{packed:?}");
+    // The registry's address is known only once it listens: the packument names it.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let registry = format!("http://127.0.0.1:{port}");
+    let packument = format!(
+        r#"{{"name":"demo-pkg","dist-tags":{{"latest":"1.0.0"}},"versions":{{"1.0.0":{{"name":"demo-pkg","version":"1.0.0","main":"index.js","dist":{{"tarball":"{registry}/demo-pkg/-/demo-pkg-1.0.0.tgz"}}}}}}}}"#
+    );
+    let served = serve_files_at(
+        &format!("127.0.0.1:{port}"),
+        vec![
+            ("/demo-pkg".into(), packument.into_bytes()),
+            (
+                "/demo-pkg/-/demo-pkg-1.0.0.tgz".into(),
+                std::fs::read(&tarball).unwrap(),
+            ),
+        ],
+    );
+    let sandbox = proxied(
+        &lab,
+        ListGate(vec![("127.0.0.1".into(), served.port())]),
+        TestResolver(std::net::Ipv4Addr::LOCALHOST.into()),
+    );
+    let ws = lab.ws();
+    let out = sh(
+        &sandbox,
+        &lab,
+        &format!(
+            "export HOME={ws} npm_config_cache={ws}/.npm-cache npm_config_update_notifier=false; \
+             {npm} install --no-audit --no-fund --registry {registry}/ demo-pkg 2>&1 && \
+             {node} -e 'console.log(require(\"demo-pkg\").hello)'",
+            ws = ws.display(),
+            npm = npm.display(),
+            node = node.display(),
+        ),
+    )
+    .await;
+    assert!(
+        out.stdout.contains("installed through the proxy"),
+        "{out:?}"
+    );
+    assert!(!out.egress.is_empty(), "{out:?}");
+    assert!(out.egress.iter().all(|c| c.allowed), "{:?}", out.egress);
 }

@@ -9,6 +9,7 @@
 mod audit_bench;
 mod bridge_bench;
 mod decide;
+mod egress_bench;
 mod fixtures;
 mod harness;
 mod in_process;

@@ -29,6 +29,9 @@ pub async fn run_all(report: &mut Report, quick: bool, filter: &[&String]) -> an
     if crate::sandbox_bench::ROWS.iter().any(|id| wanted(id)) {
         crate::sandbox_bench::run(report, quick, &wanted).await?;
     }
+    if crate::egress_bench::ROWS.iter().any(|id| wanted(id)) {
+        crate::egress_bench::run(report, quick, &wanted).await?;
+    }
     if wanted("mcp-exec-sandbox") {
         crate::mcp_sandbox_bench::run(report, quick).await?;
     }

@@ -116,7 +116,15 @@ pub struct Entry {
     /// See `hash_before`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hash_after: Option<String>,
+    /// A run in `sandbox.network = "proxy"`: the connections it asked the egress proxy
+    /// for (at most [`MAX_EGRESS`], each text cut like every other).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress: Vec<caps::EgressConnection>,
 }
+
+/// At most this many connections are kept on one run record (the rest are counted in
+/// one last entry whose host says how many).
+pub const MAX_EGRESS: usize = 64;
 
 macro_rules! text_setters {
     ($($field:ident),*) => {$(
@@ -156,6 +164,7 @@ impl Entry {
             change: None,
             hash_before: None,
             hash_after: None,
+            egress: Vec::new(),
         }
     }
 
@@ -201,6 +210,38 @@ impl Entry {
         self.output_bytes = Some(bytes);
         self
     }
+
+    /// Set the run's egress connections: the first [`MAX_EGRESS`] − 1 whole, then —
+    /// when there are more — one entry standing for the rest, with their bytes summed.
+    #[must_use]
+    pub fn egress(mut self, connections: &[caps::EgressConnection]) -> Self {
+        let cut = |c: &caps::EgressConnection| caps::EgressConnection {
+            host: bounded(c.host.clone()),
+            kind: bounded(c.kind.clone()),
+            reason: bounded(c.reason.clone()),
+            ..c.clone()
+        };
+        if connections.len() <= MAX_EGRESS {
+            self.egress = connections.iter().map(cut).collect();
+            return self;
+        }
+        let (kept, rest) = connections.split_at(MAX_EGRESS - 1);
+        self.egress = kept.iter().map(cut).collect();
+        self.egress.push(caps::EgressConnection {
+            host: format!("({} more connections)", rest.len()),
+            port: 0,
+            kind: "more".into(),
+            allowed: rest.iter().all(|c| c.allowed),
+            reason: format!(
+                "{} allowed, {} refused",
+                rest.iter().filter(|c| c.allowed).count(),
+                rest.iter().filter(|c| !c.allowed).count()
+            ),
+            sent: rest.iter().map(|c| c.sent).sum(),
+            received: rest.iter().map(|c| c.received).sum(),
+        });
+        self
+    }
 }
 
 /// `text` cut at [`MAX_FIELD_CHARS`] characters, the cut marked with the whole text's
@@ -220,6 +261,34 @@ fn bounded(text: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_runs_egress_is_kept_bounded_and_the_rest_summed() {
+        let connection = |n: u64, allowed: bool| caps::EgressConnection {
+            host: format!("h{n}.example"),
+            port: 443,
+            kind: "connect".into(),
+            allowed,
+            reason: "r".repeat(5_000),
+            sent: n,
+            received: 2 * n,
+        };
+        let few: Vec<_> = (0..3).map(|n| connection(n, true)).collect();
+        let entry = Entry::new(Kind::Run).egress(&few);
+        assert_eq!(entry.egress.len(), 3);
+        assert!(entry.egress[0].reason.len() < 5_000, "texts are cut");
+        let many: Vec<_> = (0..100).map(|n| connection(n, n % 2 == 0)).collect();
+        let entry = Entry::new(Kind::Run).egress(&many);
+        assert_eq!(entry.egress.len(), MAX_EGRESS);
+        let rest = entry.egress.last().unwrap();
+        assert_eq!(rest.host, "(37 more connections)");
+        assert_eq!(rest.sent, (63..100).sum::<u64>());
+        assert_eq!(rest.received, 2 * (63..100).sum::<u64>());
+        assert!(!rest.allowed);
+        // Absent from the record when there is none.
+        let line = serde_json::to_string(&Entry::new(Kind::Run)).unwrap();
+        assert!(!line.contains("egress"), "{line}");
+    }
 
     #[test]
     fn long_text_is_cut_marked_and_still_tells_texts_apart() {

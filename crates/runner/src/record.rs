@@ -129,7 +129,8 @@ impl Runner {
                     })
                     .duration_ms(u64::try_from(output.duration.as_millis()).unwrap_or(u64::MAX))
                     .output_bytes(kept.len() as u64)
-                    .output_sha256(hex(&Sha256::digest(kept)));
+                    .output_sha256(hex(&Sha256::digest(kept)))
+                    .egress(&output.egress);
                 if report.executed.as_ref().is_some_and(|e| e.writable_retry) {
                     run = run.stored("a write permission for this run (writable retry)");
                 }

@@ -31,8 +31,8 @@ pub(crate) enum Check {
     Always,
     /// The argument's low 32 bits are one of these.
     In { arg: u8, values: Vec<u32> },
-    /// The argument's low 32 bits are not this.
-    Not { arg: u8, value: u32 },
+    /// The argument's low 32 bits are none of these.
+    NotIn { arg: u8, values: Vec<u32> },
     /// The argument has any of these bits set (in its low 32 bits).
     AnyBit { arg: u8, mask: u32 },
     /// Both arguments have any of their bits set: `first.0` any of `first.1`, and
@@ -182,14 +182,14 @@ fn check_body(check: &Check) -> Body {
             body.push((insn(JA, 0, 0, 0), Some((true, Target::Allow)), None));
             body
         }
-        Check::Not { arg, value } => vec![
-            plain(LD_ABS, arg_low(*arg)),
-            (
-                insn(JEQ_K, 0, 0, *value),
-                Some((true, Target::Allow)),
-                Some((false, Target::Action)),
-            ),
-        ],
+        Check::NotIn { arg, values } => {
+            let mut body = vec![plain(LD_ABS, arg_low(*arg))];
+            for v in values {
+                body.push((insn(JEQ_K, 0, 0, *v), Some((true, Target::Allow)), None));
+            }
+            body.push((insn(JA, 0, 0, 0), Some((true, Target::Action)), None));
+            body
+        }
         Check::AnyBit { arg, mask } => vec![
             plain(LD_ABS, arg_low(*arg)),
             (

@@ -98,6 +98,11 @@ async fn upstream(at: &str, answer: &'static [u8]) -> (u16, Arc<Mutex<Vec<u8>>>)
 
 /// A ClientHello naming `sni` (as `sni.rs` reads it).
 fn client_hello(sni: &str) -> Vec<u8> {
+    client_hello_with(sni, &[])
+}
+
+/// [`client_hello`] with the extension bytes `extra` after the server name.
+fn client_hello_with(sni: &str, extra: &[u8]) -> Vec<u8> {
     let name = sni.as_bytes();
     let mut list = vec![0u8];
     list.extend_from_slice(&(name.len() as u16).to_be_bytes());
@@ -106,6 +111,7 @@ fn client_hello(sni: &str) -> Vec<u8> {
     ext.extend_from_slice(&((list.len() + 2) as u16).to_be_bytes());
     ext.extend_from_slice(&(list.len() as u16).to_be_bytes());
     ext.extend_from_slice(&list);
+    ext.extend_from_slice(extra);
     let mut body = vec![0x03, 0x03];
     body.extend_from_slice(&[9u8; 32]);
     body.extend_from_slice(&[0, 0x00, 0x02, 0x13, 0x01, 0x01, 0x00]);
@@ -228,6 +234,50 @@ fn only_what_the_rules_allow_is_reached_and_only_as_it_was_allowed() {
             .await;
             assert!(!got.contains("pong"), "{got:?}");
             assert!(tls_seen.lock().unwrap().is_empty());
+
+            // Fronting by the other two doors: an Encrypted ClientHello (its outer name
+            // the allowed one), and plain HTTP inside a tunnel to a name (its `Host`
+            // would go unchecked). Nothing reaches the upstream either time.
+            let ech = [0xfe, 0x0d, 0x00, 0x03, 0x00, 0x00, 0x01];
+            for (after, what) in [
+                (client_hello_with("allowed.test", &ech), "Encrypted ClientHello"),
+                (
+                    b"GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n".to_vec(),
+                    "carries only TLS",
+                ),
+            ] {
+                let got = through(
+                    &socket,
+                    &format!("CONNECT allowed.test:{tls_port} HTTP/1.1\r\n\r\n"),
+                    &after,
+                )
+                .await;
+                assert!(!got.contains("pong"), "{what}: {got:?}");
+                assert!(tls_seen.lock().unwrap().is_empty(), "{what}");
+            }
+            // Reported once each handler has ended (just after the client saw its end).
+            let refusals = || -> Vec<String> {
+                reports
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .filter(|c| !c.allowed)
+                    .map(|c| c.reason.clone())
+                    .collect()
+            };
+            for what in ["Encrypted ClientHello", "carries only TLS"] {
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+                while !refusals().iter().any(|r| r.contains(what))
+                    && tokio::time::Instant::now() < deadline
+                {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                assert!(
+                    refusals().iter().any(|r| r.contains(what)),
+                    "{what} not reported: {:?}",
+                    refusals()
+                );
+            }
 
             // Unknown, rebinding to loopback, metadata by name: refused with the reason.
             for (target, says) in [

@@ -143,7 +143,6 @@ fn serve(
         }
         let proxy = proxy.clone();
         let connections = Arc::clone(connections);
-        let _entered = runtime.enter();
         let task = runtime.spawn(async move {
             if let Ok(client) = tokio::net::UnixStream::from_std(served) {
                 let connection = proxy.handle(client).await;

@@ -277,11 +277,26 @@ impl Proxy {
             Hello::NoSni if names_host => Some(format!(
                 "TLS without a server name through a tunnel allowed for {host:?}"
             )),
+            Hello::Sni(_) | Hello::NoSni => None,
+            Hello::Encrypted => Some(format!(
+                "an Encrypted ClientHello hides which server it asks for, through a tunnel allowed for {host:?} (refused: it could front another)"
+            )),
+            // A tunnel to a name carries TLS only: plain HTTP inside it would carry a
+            // `Host` no one checks (another virtual host behind the same address); it
+            // goes as a proxied request instead. A rule naming an address allows that
+            // address, whatever is spoken to it.
+            Hello::NotTls if names_host => Some(format!(
+                "a tunnel to {host:?} carries only TLS; send plain HTTP as a proxied request (http_proxy)"
+            )),
+            Hello::NotTls => None,
             Hello::Malformed(why) => Some(format!("not a well-formed TLS ClientHello: {why}")),
             Hello::Incomplete if !first.is_empty() => {
                 Some("the first TLS flight did not arrive whole in time".into())
             }
-            _ => None,
+            Hello::Incomplete if names_host => Some(format!(
+                "no TLS hello through a tunnel allowed for {host:?}"
+            )),
+            Hello::Incomplete => None,
         };
         if let Some(why) = refusal {
             report.allowed = false;

@@ -14,6 +14,9 @@ pub enum Hello {
     Sni(String),
     /// A ClientHello without a server name.
     NoSni,
+    /// A ClientHello carrying an Encrypted ClientHello (`encrypted_client_hello`,
+    /// 0xfe0d): the name it shows is not the one the server will see.
+    Encrypted,
     /// Not TLS (the first byte is not a handshake record).
     NotTls,
     /// TLS, but more bytes are needed to read the whole hello.
@@ -113,10 +116,12 @@ fn parse_client_hello(body: &[u8]) -> Hello {
     };
     let mut ext = Reader(extensions);
     let mut found = None;
+    let mut encrypted = false;
     while !ext.0.is_empty() {
         let (Some(kind), Some(data)) = (ext.u16(), ext.vec16()) else {
             return Hello::Malformed("an extension cut short");
         };
+        encrypted |= kind == ENCRYPTED_CLIENT_HELLO;
         if kind != 0 {
             continue;
         }
@@ -125,8 +130,17 @@ fn parse_client_hello(body: &[u8]) -> Hello {
         }
         found = Some(server_name(data));
     }
+    if encrypted {
+        // Whatever the outer name says, the inner hello may name another server behind
+        // the same front: never taken at its word.
+        return Hello::Encrypted;
+    }
     found.unwrap_or(Hello::NoSni)
 }
+
+/// The `encrypted_client_hello` extension's type (RFC 9849; also sent as GREASE by
+/// clients that have no ECH configuration, which is refused the same way).
+const ENCRYPTED_CLIENT_HELLO: usize = 0xfe0d;
 
 /// The one host name of a server_name extension.
 fn server_name(data: &[u8]) -> Hello {
@@ -163,6 +177,11 @@ mod tests {
     /// A ClientHello as a TLS client writes it, naming `sni`, split into records of at
     /// most `record` bytes.
     pub(crate) fn client_hello(sni: &str, record: usize) -> Vec<u8> {
+        client_hello_with(sni, record, &[])
+    }
+
+    /// [`client_hello`] with the extension bytes `extra` after the server name.
+    fn client_hello_with(sni: &str, record: usize, extra: &[u8]) -> Vec<u8> {
         let mut ext = Vec::new();
         // An unrelated extension first (supported_versions).
         ext.extend_from_slice(&[0x00, 0x2b, 0x00, 0x03, 0x02, 0x03, 0x04]);
@@ -174,6 +193,7 @@ mod tests {
         ext.extend_from_slice(&((list.len() + 2) as u16).to_be_bytes());
         ext.extend_from_slice(&(list.len() as u16).to_be_bytes());
         ext.extend_from_slice(&list);
+        ext.extend_from_slice(extra);
         let mut body = vec![0x03, 0x03];
         body.extend_from_slice(&[7u8; 32]);
         body.push(0); // session id
@@ -207,6 +227,21 @@ mod tests {
                 assert_eq!(read_hello(&hello[..cut]), Hello::Incomplete, "cut at {cut}");
             }
         }
+    }
+
+    #[test]
+    fn an_encrypted_client_hello_is_never_taken_at_its_outer_name() {
+        // encrypted_client_hello (0xfe0d), an outer hello's few bytes; before or after
+        // the server name, real or GREASE alike.
+        let ech = [0xfe, 0x0d, 0x00, 0x03, 0x00, 0x00, 0x01];
+        assert_eq!(
+            read_hello(&client_hello_with("allowed.example", 16 * 1024, &ech)),
+            Hello::Encrypted
+        );
+        assert_eq!(
+            read_hello(&client_hello_with("allowed.example", 9, &ech)),
+            Hello::Encrypted
+        );
     }
 
     #[test]

@@ -188,7 +188,7 @@ fn mode_setting_calls() -> Vec<(&'static str, u8, Option<u8>)> {
 /// The EPERM program's rules: denied syscalls, terminal-injection ioctls (compared on the
 /// low 32 bits, which is all the kernel looks at), user-namespace creation through
 /// `clone` and `unshare`, set-id bits in a file mode ([`mode_setting_calls`]), and
-/// non-`AF_UNIX` sockets when `network` is off.
+/// sockets of other families than `network` allows.
 pub(crate) fn eperm_rules(network: crate::Network) -> Result<Vec<(i64, Check)>, SeccompError> {
     let mut rules = Vec::new();
     for name in DENIED_SYSCALLS {
@@ -220,14 +220,21 @@ pub(crate) fn eperm_rules(network: crate::Network) -> Result<Vec<(i64, Check)>, 
         };
         rules.push((nr(name)?, check));
     }
-    if !network.ip_sockets() {
-        rules.push((
-            nr("socket")?,
-            Check::Not {
-                arg: 0,
-                value: nix::libc::AF_UNIX as u32,
-            },
-        ));
+    // Sockets of the families a run may use, and no other: none but `AF_UNIX` with the
+    // network off; in proxy mode also IPv4 and IPv6 (which reach only the namespace's
+    // loopback, where the forwarder listens) — never netlink, packet or any other family,
+    // so a flaw elsewhere does not open another way out.
+    let families: Option<Vec<u32>> = match network {
+        crate::Network::Off => Some(vec![nix::libc::AF_UNIX as u32]),
+        crate::Network::Proxy => Some(vec![
+            nix::libc::AF_UNIX as u32,
+            nix::libc::AF_INET as u32,
+            nix::libc::AF_INET6 as u32,
+        ]),
+        crate::Network::On => None,
+    };
+    if let Some(values) = families {
+        rules.push((nr("socket")?, Check::NotIn { arg: 0, values }));
     }
     Ok(rules)
 }

@@ -70,19 +70,12 @@ fn kernel(programs: &[Vec<sock_filter>], nr: i64, args: [u64; 6]) -> u32 {
 
 /// The programs in the order Warden's builder installs them: the watch's
 /// notifications first (see `builder::command`), then the error programs.
-fn sandbox_programs(network: bool, watched: bool) -> Vec<Vec<sock_filter>> {
+fn sandbox_programs(network: crate::Network, watched: bool) -> Vec<Vec<sock_filter>> {
     let mut programs = Vec::new();
     if watched {
         programs.push(to_raw(&crate::watch::program().unwrap()));
     }
-    programs.push(to_raw(
-        &eperm_program(if network {
-            crate::Network::On
-        } else {
-            crate::Network::Off
-        })
-        .unwrap(),
-    ));
+    programs.push(to_raw(&eperm_program(network).unwrap()));
     programs.push(to_raw(&enosys_program().unwrap()));
     programs
 }
@@ -93,6 +86,9 @@ fn interesting() -> impl Strategy<Value = u64> {
         Just(0u64),
         Just(nix::libc::AF_UNIX as u64),
         Just(nix::libc::AF_INET as u64),
+        Just(nix::libc::AF_INET6 as u64),
+        Just(nix::libc::AF_NETLINK as u64),
+        Just(nix::libc::AF_PACKET as u64),
         Just(TIOCSTI),
         Just(TIOCLINUX),
         Just(CLONE_NEWUSER),
@@ -132,9 +128,16 @@ fn reference(rules: &[(i64, Check)], action: u32) -> Vec<sock_filter> {
                 .iter()
                 .map(|v| one(*arg, dword(), SeccompCmpOp::Eq, u64::from(*v)))
                 .collect(),
-            Check::Not { arg, value } => {
-                vec![one(*arg, dword(), SeccompCmpOp::Ne, u64::from(*value))]
-            }
+            // None of them: one rule whose conditions (ANDed) each say "not this one".
+            Check::NotIn { arg, values } => vec![
+                rule(
+                    values
+                        .iter()
+                        .map(|v| cond(*arg, dword(), SeccompCmpOp::Ne, u64::from(*v)).unwrap())
+                        .collect(),
+                )
+                .unwrap(),
+            ],
             // Any of several bits: one rule per bit (seccompiler's rules are ORed,
             // the conditions of one rule ANDed).
             Check::AnyBit { arg, mask } => bits(*mask)
@@ -188,6 +191,11 @@ fn both_forms() -> Vec<(&'static str, Vec<sock_filter>, Vec<sock_filter>)> {
     let eperm = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
     let enosys = libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
     vec![
+        (
+            "eperm, proxy",
+            to_raw(&eperm_program(crate::Network::Proxy).unwrap()),
+            reference(&eperm_rules(crate::Network::Proxy).unwrap(), eperm),
+        ),
         (
             "eperm, no network",
             to_raw(&eperm_program(crate::Network::Off).unwrap()),
@@ -328,7 +336,11 @@ proptest! {
     fn the_merged_program_answers_as_the_installed_ones_would(
         nr in 0i64..460,
         args in proptest::array::uniform6(interesting()),
-        network: bool,
+        network in prop_oneof![
+            Just(crate::Network::Off),
+            Just(crate::Network::On),
+            Just(crate::Network::Proxy),
+        ],
         watched: bool,
     ) {
         let programs = sandbox_programs(network, watched);
@@ -340,7 +352,7 @@ proptest! {
 #[test]
 fn the_merge_keeps_every_deny_and_notification() {
     use nix::libc;
-    let programs = sandbox_programs(false, true);
+    let programs = sandbox_programs(crate::Network::Off, true);
     let merged = merge(&programs).unwrap();
     let eperm = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
     let enosys = libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
@@ -394,14 +406,46 @@ fn the_merge_keeps_every_deny_and_notification() {
 }
 
 #[test]
+fn each_network_mode_allows_exactly_its_socket_families() {
+    use nix::libc;
+    let eperm = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+    let families = [
+        libc::AF_UNIX,
+        libc::AF_INET,
+        libc::AF_INET6,
+        libc::AF_NETLINK,
+        libc::AF_PACKET,
+        libc::AF_VSOCK,
+    ];
+    for (network, allowed) in [
+        (crate::Network::Off, &[libc::AF_UNIX][..]),
+        (
+            crate::Network::Proxy,
+            &[libc::AF_UNIX, libc::AF_INET, libc::AF_INET6][..],
+        ),
+        (crate::Network::On, &families[..]),
+    ] {
+        let program = to_raw(&eperm_program(network).unwrap());
+        for family in families {
+            let answer = run(&program, libc::SYS_socket, [family as u64, 1, 0, 0, 0, 0]);
+            let expected = if allowed.contains(&family) {
+                libc::SECCOMP_RET_ALLOW
+            } else {
+                eperm
+            };
+            assert_eq!(answer, expected, "{network:?}: family {family}");
+        }
+    }
+}
+
+#[test]
 fn programs_build_for_this_architecture() {
-    for network in [false, true] {
-        let p = eperm_program(if network {
-            crate::Network::On
-        } else {
-            crate::Network::Off
-        })
-        .unwrap();
+    for network in [
+        crate::Network::Off,
+        crate::Network::On,
+        crate::Network::Proxy,
+    ] {
+        let p = eperm_program(network).unwrap();
         assert!(!p.is_empty());
         assert_eq!(to_bytes(&p).len(), p.len() * 8);
     }
