@@ -512,6 +512,19 @@ fn warden_exec_in_proxy_mode_reaches_what_config_allows_and_says_so() {
         .unwrap();
     let text = String::from_utf8_lossy(&explained.stdout);
     assert!(text.contains("\"proxy\""), "{text}");
+    // So does `warden doctor`, under the sandbox host.
+    let doctor = warden_in(home.path())
+        .arg("doctor")
+        .current_dir(&ws_path)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        said.lines().any(|l| l.starts_with("ok    network")
+            && l.contains("only through Warden's proxy, to 127.0.0.1:")
+            && l.contains("never *.example.com")),
+        "{said}"
+    );
     assert!(
         text.contains(&format!("127.0.0.1:{}", allowed.port())) && text.contains("*.example.com"),
         "{text}"

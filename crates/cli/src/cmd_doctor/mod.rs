@@ -105,6 +105,7 @@ pub fn run(args: DoctorArgs) -> i32 {
             "{e:#} — a gateway, `warden mcp` or node already running keeps its last good configuration in force and says so in every result; new ones refuse to start until the file is fixed"
         )),
     };
+    let network = config.as_ref().ok().map(network_status);
     let layout = facts.sandbox_layout(None).ok();
     let exec = config.as_ref().ok().map(|c| {
         crate::exec_allowlist::doctor(c, |entries| match &layout {
@@ -132,6 +133,7 @@ pub fn run(args: DoctorArgs) -> i32 {
                 "detail": containment.detail,
             },
             "execAllowlist": exec.as_ref().map(|e| e.json.clone()),
+            "network": network.as_ref().map(|(ok, detail)| json!({"ok": ok, "detail": detail, "mode": config.as_ref().ok().map(|c| c.sandbox.network)})),
             "record": { "ok": record.ok, "detail": record.detail },
             "config": { "ok": config_status.is_ok(), "path": config_path, "detail": config_status.clone().unwrap_or_else(|e| e) },
             "approver": { "listening": matches!(approver_status, Approver::Listening(_)), "usable": !matches!(approver_status, Approver::Unsafe(_)), "detail": approver_status.detail() },
@@ -177,6 +179,9 @@ pub fn run(args: DoctorArgs) -> i32 {
                 when(until),
                 remaining(until)
             ));
+        }
+        if let Some((ok, detail)) = &network {
+            out.push_str(&line(*ok, "  network", detail));
         }
         if let Some(exec) = &exec {
             out.push_str(&line(exec.ok, "  exec allowlist", &exec.detail));
@@ -247,6 +252,37 @@ pub fn run(args: DoctorArgs) -> i32 {
 
 /// Each problem that makes Warden refuse this layout, or the one error that stopped the
 /// check.
+/// What network a sandboxed command has under `config`, and whether that can be given
+/// here (`proxy` only with the bwrap backend; an allow list that is empty lets nothing
+/// out, which is said, not failed).
+fn network_status(config: &policy::Config) -> (bool, String) {
+    let planned = crate::egress_gate::planned_network(config);
+    match (config.sandbox.network, config.sandbox.backend) {
+        (policy::SandboxNetwork::Proxy, SandboxBackend::Bwrap) => {
+            let empty = config.sandbox.egress.allow.is_empty();
+            (
+                true,
+                format!(
+                    "{planned}{}",
+                    if empty {
+                        " — [sandbox.egress] allows nothing yet: add the hosts commands need to `allow`"
+                    } else {
+                        ""
+                    }
+                ),
+            )
+        }
+        (policy::SandboxNetwork::Proxy, backend) => (
+            false,
+            format!(
+                "sandbox.network = \"proxy\" is not available with the {} backend: every sandboxed command is refused",
+                format!("{backend:?}").to_lowercase()
+            ),
+        ),
+        _ => (true, planned.to_string()),
+    }
+}
+
 fn layout_problems(e: &anyhow::Error) -> Vec<String> {
     match e.downcast_ref::<sandbox::protect::LayoutProblems>() {
         Some(problems) => problems.0.clone(),
