@@ -451,38 +451,71 @@ async fn blocked_syscalls_fail_with_eperm_or_enosys_and_no_capabilities_remain()
     }
 }
 
+/// What the "net" probe tries to reach on the host: a TCP and a UDP socket on its
+/// loopback and an abstract Unix socket.
+struct HostSockets {
+    tcp: std::net::TcpListener,
+    udp: std::net::UdpSocket,
+    name: String,
+    abstract_listener: std::os::unix::net::UnixListener,
+}
+
+impl HostSockets {
+    fn open(tag: &str) -> HostSockets {
+        let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        udp.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let name = format!("warden-e2e-{tag}-{}", std::process::id());
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+        let abstract_listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+        abstract_listener.set_nonblocking(true).unwrap();
+        HostSockets {
+            tcp,
+            udp,
+            name,
+            abstract_listener,
+        }
+    }
+
+    /// The probe's environment naming them.
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("TCP", self.tcp.local_addr().unwrap().to_string()),
+            ("UDP", self.udp.local_addr().unwrap().to_string()),
+            ("ABSTRACT", self.name.clone()),
+        ]
+    }
+
+    /// The probe's answers (`got`) and the host's side both say nothing was reached.
+    fn assert_unreached(&self, got: &BTreeMap<String, String>) {
+        assert!(got.contains_key("tcp"), "the probe did not run: {got:?}");
+        assert_ne!(got["tcp"], "connected", "{got:?}");
+        assert_ne!(got["abstract"], "connected", "{got:?}");
+        let mut buf = [0u8; 16];
+        assert!(
+            self.udp.recv_from(&mut buf).is_err(),
+            "a UDP datagram from the sandbox reached the host"
+        );
+        assert!(
+            self.abstract_listener.accept().is_err(),
+            "the sandbox reached a host abstract socket"
+        );
+    }
+}
+
 #[tokio::test]
 async fn network_off_means_no_tcp_udp_or_abstract_socket_reaches_the_host() {
     if !bwrap_usable() {
         return;
     }
     let lab = lab();
-    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    udp.set_read_timeout(Some(Duration::from_millis(300)))
-        .unwrap();
-    let name = format!("warden-e2e-{}", std::process::id());
-    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
-    let abstract_listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
-    abstract_listener.set_nonblocking(true).unwrap();
-    let env = [
-        ("TCP", tcp.local_addr().unwrap().to_string()),
-        ("UDP", udp.local_addr().unwrap().to_string()),
-        ("ABSTRACT", name.clone()),
-    ];
+    let host = HostSockets::open("off");
+    let env = host.env();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let got = lab.probe(false, "net", &env).await;
-    assert_ne!(got["tcp"], "connected");
-    assert_ne!(got["abstract"], "connected");
-    let mut buf = [0u8; 16];
-    assert!(
-        udp.recv_from(&mut buf).is_err(),
-        "a UDP datagram from the sandbox reached the host"
-    );
-    assert!(
-        abstract_listener.accept().is_err(),
-        "the sandbox reached a host abstract socket"
-    );
+    host.assert_unreached(&got);
+    let abstract_listener = &host.abstract_listener;
     // With the network allowed, the same probe connects (the test can tell the difference).
     let got = lab.probe(true, "net", &env).await;
     assert_eq!(got["tcp"], "connected");

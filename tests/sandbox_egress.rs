@@ -181,19 +181,8 @@ async fn a_proxy_run_reaches_nothing_of_the_host_but_through_the_proxy() {
         return;
     }
     let lab = lab();
-    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    udp.set_read_timeout(Some(Duration::from_millis(300)))
-        .unwrap();
-    let name = format!("warden-e2e-proxy-{}", std::process::id());
-    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
-    let abstract_listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
-    abstract_listener.set_nonblocking(true).unwrap();
-    let env = [
-        ("TCP", tcp.local_addr().unwrap().to_string()),
-        ("UDP", udp.local_addr().unwrap().to_string()),
-        ("ABSTRACT", name.clone()),
-    ];
+    let host = HostSockets::open("proxy");
+    let env = host.env();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let sandbox = proxied(
         &lab,
@@ -201,15 +190,7 @@ async fn a_proxy_run_reaches_nothing_of_the_host_but_through_the_proxy() {
         TestResolver(std::net::Ipv4Addr::LOCALHOST.into()),
     );
     let got = lab.probe_in(&sandbox, "net", &env).await;
-    assert!(got.contains_key("tcp"), "the probe did not run: {got:?}");
-    assert_ne!(got["tcp"], "connected", "{got:?}");
-    assert_ne!(got["abstract"], "connected", "{got:?}");
-    let mut buf = [0u8; 16];
-    assert!(
-        udp.recv_from(&mut buf).is_err(),
-        "a UDP datagram from a proxy run reached the host"
-    );
-    assert!(abstract_listener.accept().is_err());
+    host.assert_unreached(&got);
 }
 
 #[tokio::test]
@@ -298,11 +279,10 @@ fn https_through_a_connect_tunnel_reaches_an_allowed_name() {
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        let listening = (0..100).any(|_| {
-            std::thread::sleep(Duration::from_millis(50));
-            std::net::TcpStream::connect("198.51.100.7:8443").is_ok()
-        });
-        assert!(listening, "openssl s_server did not start");
+        assert!(
+            listening("198.51.100.7:8443"),
+            "openssl s_server did not start"
+        );
         // A repository served over HTTPS (git's dumb protocol, by Python's own server),
         // for a real `git clone` by name; only where Python and git are.
         let git = which("git").ok().filter(|_| Path::new("/usr/bin/python3").exists());
@@ -343,11 +323,10 @@ fn https_through_a_connect_tunnel_reaches_an_allowed_name() {
                 .stderr(std::process::Stdio::null())
                 .spawn()
                 .unwrap();
-            let up = (0..100).any(|_| {
-                std::thread::sleep(Duration::from_millis(50));
-                std::net::TcpStream::connect("198.51.100.7:8444").is_ok()
-            });
-            assert!(up, "the repository's HTTPS server did not start");
+            assert!(
+                listening("198.51.100.7:8444"),
+                "the repository's HTTPS server did not start"
+            );
             child
         });
         if repo_server.is_none() {
@@ -417,6 +396,14 @@ fn https_through_a_connect_tunnel_reaches_an_allowed_name() {
     })
     .join()
     .unwrap();
+}
+
+/// Whether something listens on `addr` within five seconds (a server just started).
+fn listening(addr: &str) -> bool {
+    (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(50));
+        std::net::TcpStream::connect(addr).is_ok()
+    })
 }
 
 fn which(name: &str) -> Result<PathBuf, ()> {

@@ -153,16 +153,23 @@ pub async fn run(
             Ok(())
         }
     };
+    // One script in each sandbox, interleaved: (network on, through the proxy) medians.
+    let (warmup, iterations) = if quick { (1, 3) } else { (3, 15) };
+    let measure = |script: String| {
+        let (curl, open, proxied) = (&curl, &open, &proxied);
+        async move {
+            compare(
+                warmup,
+                iterations,
+                || curl(open, script.clone()),
+                || curl(proxied, script.clone()),
+            )
+            .await
+        }
+    };
     if wanted("egress-throughput") {
-        let (warmup, iterations) = if quick { (1, 3) } else { (3, 15) };
-        let script = format!("curl -sS -o /dev/null http://{upstream}/big");
-        let (base, warden) = compare(
-            warmup,
-            iterations,
-            || curl(&open, script.clone()),
-            || curl(&proxied, script.clone()),
-        )
-        .await?;
+        let (base, warden) =
+            measure(format!("curl -sS -o /dev/null http://{upstream}/big")).await?;
         report.ratio(
             RatioSpec {
                 id: "egress-throughput",
@@ -177,14 +184,9 @@ pub async fn run(
         );
     }
     if wanted("egress-connect") {
-        let (warmup, iterations) = if quick { (1, 3) } else { (3, 15) };
-        let script = format!("curl -sS 'http://{upstream}/[1-{CONNECTIONS}]' > /dev/null");
-        let (base, warden) = compare(
-            warmup,
-            iterations,
-            || curl(&open, script.clone()),
-            || curl(&proxied, script.clone()),
-        )
+        let (base, warden) = measure(format!(
+            "curl -sS 'http://{upstream}/[1-{CONNECTIONS}]' > /dev/null"
+        ))
         .await?;
         let per_connection = (warden - base) / CONNECTIONS as f64;
         report.value(
