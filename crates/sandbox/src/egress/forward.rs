@@ -4,7 +4,6 @@
 //! threads and blocking copies: it runs beside the command in the sandbox, where there is
 //! no runtime, and ends with it.
 
-use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
@@ -122,37 +121,25 @@ fn close_range(first: u32, last: u32) {
     unsafe { nix::libc::syscall(nix::libc::SYS_close_range, first, last, 0u32) };
 }
 
-/// Copy both ways until each side is done, passing each end-of-stream on.
+/// Move both ways until each side is done, passing each end-of-stream on (by splice:
+/// see `splice.rs`).
 fn carry(client: TcpStream, upstream: UnixStream) {
     let (Ok(client_read), Ok(upstream_write)) = (client.try_clone(), upstream.try_clone()) else {
         return;
     };
     let outward = std::thread::spawn(move || {
-        copy(client_read, &upstream_write);
+        super::splice::blocking(&client_read, &upstream_write);
         let _ = upstream_write.shutdown(Shutdown::Write);
     });
-    copy(&upstream, &client);
+    super::splice::blocking(&upstream, &client);
     let _ = client.shutdown(Shutdown::Write);
     let _ = outward.join();
-}
-
-fn copy(mut from: impl Read, mut to: impl Write) {
-    let mut buf = [0u8; 16 * 1024];
-    loop {
-        match from.read(&mut buf) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => {
-                if to.write_all(&buf[..n]).is_err() {
-                    return;
-                }
-            }
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
     use std::os::unix::net::UnixListener;
 
     #[test]

@@ -16,6 +16,7 @@ pub mod endpoint;
 pub mod forward;
 pub mod proxy;
 pub mod sni;
+pub mod splice;
 
 use std::sync::Arc;
 

@@ -10,7 +10,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixListener, UnixStream};
 
 use super::addr;
@@ -522,22 +522,16 @@ async fn forward_http(
         Err(_) => return report,
     }
     let _ = upstream.shutdown().await;
-    if let Ok(n) = tokio::io::copy(&mut upstream, &mut client).await {
-        report.received += n;
-    }
-    let _ = client.shutdown().await;
+    report.received += super::splice::relay(&upstream, &client).await;
     report
 }
 
 /// Copy both ways until both ends close; the bytes each way.
-async fn splice(
-    client: impl AsyncRead + AsyncWrite + Unpin,
-    upstream: impl AsyncRead + AsyncWrite + Unpin,
-) -> (u64, u64) {
-    let (mut client, mut upstream) = (client, upstream);
-    tokio::io::copy_bidirectional(&mut client, &mut upstream)
-        .await
-        .unwrap_or((0, 0))
+async fn splice(client: UnixStream, upstream: TcpStream) -> (u64, u64) {
+    tokio::join!(
+        super::splice::relay(&client, &upstream),
+        super::splice::relay(&upstream, &client),
+    )
 }
 
 #[cfg(test)]
