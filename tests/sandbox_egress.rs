@@ -58,6 +58,15 @@ fn proxied(lab: &Lab, gate: ListGate, resolver: TestResolver) -> Arc<NamespaceSa
     )
 }
 
+/// A proxy sandbox whose gate allows one port of the host's loopback, by its address.
+fn allowing_loopback_port(lab: &Lab, port: u16) -> Arc<NamespaceSandbox> {
+    proxied(
+        lab,
+        ListGate(vec![("127.0.0.1".into(), port)]),
+        TestResolver(std::net::Ipv4Addr::LOCALHOST.into()),
+    )
+}
+
 /// An HTTP server on `at` answering every request with `body`.
 fn serve_http(at: &str, body: &'static str) -> SocketAddr {
     let listener = TcpListener::bind(at).unwrap();
@@ -106,11 +115,7 @@ async fn a_proxy_run_reaches_only_what_its_gate_allows_and_reports_every_connect
     let lab = lab();
     let allowed = serve_http("127.0.0.1:0", "hello through the proxy");
     let other = serve_http("127.0.0.1:0", "must not be reached");
-    let sandbox = proxied(
-        &lab,
-        ListGate(vec![("127.0.0.1".into(), allowed.port())]),
-        TestResolver(std::net::Ipv4Addr::LOCALHOST.into()),
-    );
+    let sandbox = allowing_loopback_port(&lab, allowed.port());
     // Only the proxy variables lead out; the command is told nothing else.
     let out = sh(
         &sandbox,
@@ -184,11 +189,7 @@ async fn a_proxy_run_reaches_nothing_of_the_host_but_through_the_proxy() {
     let host = HostSockets::open("proxy");
     let env = host.env();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let sandbox = proxied(
-        &lab,
-        ListGate(vec![("127.0.0.1".into(), 9)]),
-        TestResolver(std::net::Ipv4Addr::LOCALHOST.into()),
-    );
+    let sandbox = allowing_loopback_port(&lab, 9);
     let got = lab.probe_in(&sandbox, "net", &env).await;
     host.assert_unreached(&got);
 }
@@ -628,11 +629,7 @@ with zipfile.ZipFile(sys.argv[1], "w") as z:
         ),
         (format!("/files/{name}"), std::fs::read(&wheel).unwrap()),
     ]);
-    let sandbox = proxied(
-        &lab,
-        ListGate(vec![("127.0.0.1".into(), index.port())]),
-        TestResolver(std::net::Ipv4Addr::LOCALHOST.into()),
-    );
+    let sandbox = allowing_loopback_port(&lab, index.port());
     let out = sh(
         &sandbox,
         &lab,
@@ -705,11 +702,7 @@ async fn npm_installs_from_a_local_registry_through_the_proxy() {
             ),
         ],
     );
-    let sandbox = proxied(
-        &lab,
-        ListGate(vec![("127.0.0.1".into(), served.port())]),
-        TestResolver(std::net::Ipv4Addr::LOCALHOST.into()),
-    );
+    let sandbox = allowing_loopback_port(&lab, served.port());
     let ws = lab.ws();
     let out = sh(
         &sandbox,
