@@ -22,6 +22,11 @@ use super::proxy::{Connection, Proxy};
 /// What a forwarder sends to ask for a connection, and the broker's answer's payload.
 const ASK: &[u8] = b"c";
 
+/// Connections one run may have open through the proxy at once. Each holds descriptors
+/// and a task in Warden's own process (the gateway's, for a gateway run): past this a
+/// command is refused more, instead of exhausting what every other run needs.
+pub const MAX_OPEN: usize = 256;
+
 /// A run's broker (see the module header).
 pub struct Broker {
     ours: Arc<OwnedFd>,
@@ -117,9 +122,9 @@ fn serve(
             Err(nix::errno::Errno::EINTR) => continue,
             Err(_) => return,
         }
-        let Ok((served, handed)) = std::os::unix::net::UnixStream::pair() else {
-            // No connection this time: an answer without a descriptor, which the
-            // forwarder takes as a refusal.
+        // No connection this time: an answer without a descriptor, which the forwarder
+        // takes as a refusal (it closes its client).
+        let refuse = || {
             let _ = sendmsg::<()>(
                 ours.as_raw_fd(),
                 &[IoSlice::new(ASK)],
@@ -127,6 +132,29 @@ fn serve(
                 MsgFlags::empty(),
                 None,
             );
+        };
+        let open = {
+            let mut tasks = lock(tasks);
+            tasks.retain(|t| !t.is_finished());
+            tasks.len()
+        };
+        if open >= MAX_OPEN {
+            refuse();
+            lock(connections).push(Connection {
+                host: String::new(),
+                port: 0,
+                kind: "connect",
+                allowed: false,
+                reason: format!(
+                    "the run already has {MAX_OPEN} connections open through the proxy"
+                ),
+                sent: 0,
+                received: 0,
+            });
+            continue;
+        }
+        let Ok((served, handed)) = std::os::unix::net::UnixStream::pair() else {
+            refuse();
             continue;
         };
         let fds = [handed.as_raw_fd()];
@@ -150,9 +178,7 @@ fn serve(
                 lock(&connections).push(connection);
             }
         });
-        let mut tasks = lock(tasks);
-        tasks.retain(|t| !t.is_finished());
-        tasks.push(task);
+        lock(tasks).push(task);
     }
 }
 
@@ -186,4 +212,58 @@ pub fn ask(broker: RawFd) -> io::Result<std::os::unix::net::UnixStream> {
         }
     }
     stream.ok_or_else(|| io::Error::other("the egress broker refused a connection"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::egress::proxy::{Admission, Gate, Limits, SystemResolver};
+
+    struct RefuseAll;
+    impl Gate for RefuseAll {
+        fn admit(&self, _: &str, _: u16) -> Admission {
+            Admission::Refuse("test".into())
+        }
+    }
+
+    /// A command that opens connections and never sends a byte holds them until the
+    /// proxy's head timeout: past [`MAX_OPEN`] it is refused, and each refusal is
+    /// reported; the broker's end stops the rest.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_run_holds_at_most_max_open_connections_at_once() {
+        let proxy = Proxy {
+            gate: Arc::new(RefuseAll),
+            resolver: Arc::new(SystemResolver),
+            report: Arc::new(|_| {}),
+            limits: Limits {
+                head_timeout: Duration::from_secs(30),
+                connect_timeout: Duration::from_secs(1),
+            },
+        };
+        let (broker, theirs) = Broker::start(proxy, tokio::runtime::Handle::current()).unwrap();
+        let fd = theirs.as_raw_fd();
+        let held = tokio::task::spawn_blocking(move || {
+            let mut held = Vec::new();
+            let mut refused = 0;
+            for _ in 0..MAX_OPEN + 10 {
+                match ask(fd) {
+                    Ok(stream) => held.push(stream),
+                    Err(_) => refused += 1,
+                }
+            }
+            (held, refused)
+        })
+        .await
+        .unwrap();
+        assert_eq!(held.0.len(), MAX_OPEN);
+        assert_eq!(held.1, 10);
+        drop(held);
+        let (connections, _cut) = broker.finish(Duration::from_secs(5)).await;
+        let refusals = connections
+            .iter()
+            .filter(|c| c.reason.contains("connections open"))
+            .count();
+        assert_eq!(refusals, 10, "{connections:?}");
+        drop(theirs);
+    }
 }

@@ -1,8 +1,8 @@
 //! Inside the run's network namespace: a TCP listener on loopback (what `HTTP_PROXY` and
 //! `HTTPS_PROXY` name for the command) whose every connection is carried to the run's
 //! proxy — over a connection its broker hands out (`broker.rs`), or a socket path. Plain
-//! threads and blocking copies: it runs beside the command in the sandbox, where there is
-//! no runtime, and ends with it.
+//! threads and blocking splices (`splice.rs`): it runs beside the command in the sandbox,
+//! where there is no runtime, and ends with it.
 
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::net::UnixStream;
