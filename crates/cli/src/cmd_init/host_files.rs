@@ -57,7 +57,9 @@ timeout = "5m"
 # readonly | approval (a refused write in the workspace is shown to a human; if
 # allowed, the command runs again, writable) | unrestricted.
 permission_mode = "approval"
-# Sandboxed commands have no network.
+# Sandboxed commands have no network. "proxy" lets them reach only the hosts
+# listed under [sandbox.egress] (allow = ["pypi.org", "files.pythonhosted.org"]),
+# through Warden's proxy; true gives them this machine's whole network.
 network = false
 # Writable paths default to the workspace each client starts Warden in:
 # writable_paths = ["{workspace}"]
