@@ -724,3 +724,57 @@ async fn npm_installs_from_a_local_registry_through_the_proxy() {
     assert!(!out.egress.is_empty(), "{out:?}");
     assert!(out.egress.iter().all(|c| c.allowed), "{:?}", out.egress);
 }
+
+/// A run that ends (here: its timeout) with a tunnel still open to an upstream that never
+/// answers nor closes: the run still ends promptly, its tree killed, and the open
+/// connection is said on its output rather than left running in Warden's process.
+#[tokio::test]
+async fn a_run_ending_with_a_tunnel_open_closes_it_and_says_so() {
+    if !bwrap_usable() || !curl_present() {
+        return;
+    }
+    let lab = lab();
+    // Takes connections, reads what comes, never answers, never closes.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let holding = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            let Ok(s) = stream else { return };
+            let mut reader = s.try_clone().unwrap();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while matches!(reader.read(&mut buf), Ok(n) if n > 0) {}
+            });
+            held.push(s);
+        }
+    });
+    let sandbox = allowing_loopback_port(&lab, holding.port());
+    let mut options = lab.options(&[]);
+    options.timeout = Duration::from_secs(2);
+    let started = Instant::now();
+    let out = sandbox
+        .shell(Profile::Writable)
+        .exec(
+            &[
+                "/usr/bin/curl".into(),
+                "-sS".into(),
+                "--proxytunnel".into(),
+                format!("http://{holding}/"),
+            ],
+            &options,
+        )
+        .await
+        .unwrap();
+    assert!(out.timed_out, "{out:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the run took {:?}",
+        started.elapsed()
+    );
+    assert!(
+        out.stderr
+            .contains("egress connection(s) were still open when the run ended and were closed"),
+        "{out:?}"
+    );
+}
