@@ -69,21 +69,7 @@ fn allowing_loopback_port(lab: &Lab, port: u16) -> Arc<NamespaceSandbox> {
 
 /// An HTTP server on `at` answering every request with `body`.
 fn serve_http(at: &str, body: &'static str) -> SocketAddr {
-    let listener = TcpListener::bind(at).unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut s) = stream else { return };
-            let mut buf = [0u8; 4096];
-            let _ = s.read(&mut buf);
-            let _ = write!(
-                s,
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    addr
+    serve(at, move |_| Some(body.as_bytes().to_vec()))
 }
 
 fn curl_present() -> bool {
@@ -269,20 +255,14 @@ fn https_through_a_connect_tunnel_reaches_an_allowed_name() {
         // The CA file must be readable inside: the workspace is.
         let ca = lab.ws().join("ca.pem");
         std::fs::copy(&cert, &ca).unwrap();
-        let mut server = Command::new(&openssl)
-            .args(["s_server", "-quiet", "-www", "-accept", "198.51.100.7:8443"])
-            .arg("-cert")
-            .arg(&cert)
-            .arg("-key")
-            .arg(&key)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        assert!(
-            listening("198.51.100.7:8443"),
-            "openssl s_server did not start"
+        let mut server = start_server(
+            Command::new(&openssl)
+                .args(["s_server", "-quiet", "-www", "-accept", "198.51.100.7:8443"])
+                .arg("-cert")
+                .arg(&cert)
+                .arg("-key")
+                .arg(&key),
+            "198.51.100.7:8443",
         );
         // A repository served over HTTPS (git's dumb protocol, by Python's own server),
         // for a real `git clone` by name; only where Python and git are.
@@ -314,21 +294,14 @@ fn https_through_a_connect_tunnel_reaches_an_allowed_name() {
                 ctx.load_cert_chain(sys.argv[1], sys.argv[2])\n\
                 httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)\n\
                 httpd.serve_forever()\n";
-            let child = Command::new("/usr/bin/python3")
-                .args(["-c", script])
-                .arg(&cert)
-                .arg(&key)
-                .arg(&served)
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap();
-            assert!(
-                listening("198.51.100.7:8444"),
-                "the repository's HTTPS server did not start"
-            );
-            child
+            start_server(
+                Command::new("/usr/bin/python3")
+                    .args(["-c", script])
+                    .arg(&cert)
+                    .arg(&key)
+                    .arg(&served),
+                "198.51.100.7:8444",
+            )
         });
         if repo_server.is_none() {
             eprintln!("SKIPPED (part): git or /usr/bin/python3 is missing, so git clone over HTTPS was not tried");
@@ -399,12 +372,20 @@ fn https_through_a_connect_tunnel_reaches_an_allowed_name() {
     .unwrap();
 }
 
-/// Whether something listens on `addr` within five seconds (a server just started).
-fn listening(addr: &str) -> bool {
-    (0..100).any(|_| {
+/// Start the server `command` runs, quietly, and wait until it listens on `addr`.
+fn start_server(command: &mut Command, addr: &str) -> std::process::Child {
+    let child = command
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let listening = (0..100).any(|_| {
         std::thread::sleep(Duration::from_millis(50));
         std::net::TcpStream::connect(addr).is_ok()
-    })
+    });
+    assert!(listening, "{command:?} did not listen on {addr}");
+    child
 }
 
 fn which(name: &str) -> Result<PathBuf, ()> {
@@ -527,13 +508,24 @@ fn serve_files(routes: Vec<(String, Vec<u8>)>) -> SocketAddr {
 
 /// [`serve_files`] on `at`.
 fn serve_files_at(at: &str, routes: Vec<(String, Vec<u8>)>) -> SocketAddr {
+    serve(at, move |path| {
+        routes
+            .iter()
+            .find(|(p, _)| p == path)
+            .map(|(_, body)| body.clone())
+    })
+}
+
+/// An HTTP server on `at` answering each request for a path with what `answer` gives
+/// (404 for `None`), one request per connection.
+fn serve(at: &str, answer: impl Fn(&str) -> Option<Vec<u8>> + Send + Sync + 'static) -> SocketAddr {
     let listener = TcpListener::bind(at).unwrap();
     let addr = listener.local_addr().unwrap();
-    let routes = Arc::new(routes);
+    let answer = Arc::new(answer);
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut s) = stream else { return };
-            let routes = Arc::clone(&routes);
+            let answer = Arc::clone(&answer);
             std::thread::spawn(move || {
                 let mut head = Vec::new();
                 let mut buf = [0u8; 4096];
@@ -551,8 +543,8 @@ fn serve_files_at(at: &str, routes: Vec<(String, Vec<u8>)>) -> SocketAddr {
                     .and_then(|rest| rest.find('/').map(|i| &rest[i..]))
                     .unwrap_or(target);
                 let path = path.split('?').next().unwrap_or(path);
-                match routes.iter().find(|(p, _)| p == path) {
-                    Some((_, body)) => {
+                match answer(path) {
+                    Some(body) => {
                         // What pip and npm look for: an index page, a JSON document,
                         // or a file.
                         let kind = match body.first() {
@@ -565,7 +557,7 @@ fn serve_files_at(at: &str, routes: Vec<(String, Vec<u8>)>) -> SocketAddr {
                             "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                             body.len()
                         );
-                        let _ = s.write_all(body);
+                        let _ = s.write_all(&body);
                     }
                     None => {
                         let _ = s.write_all(
@@ -577,6 +569,17 @@ fn serve_files_at(at: &str, routes: Vec<(String, Vec<u8>)>) -> SocketAddr {
         }
     });
     addr
+}
+
+/// A package manager's run installed the test's package (which says so when loaded),
+/// every connection it made going through the proxy, allowed.
+fn assert_installed_through_the_proxy(out: &ExecOutput) {
+    assert!(
+        out.stdout.contains("installed through the proxy"),
+        "{out:?}"
+    );
+    assert!(!out.egress.is_empty(), "{out:?}");
+    assert!(out.egress.iter().all(|c| c.allowed), "{:?}", out.egress);
 }
 
 /// A real `pip install` in a proxy run, from a package index on loopback that only an
@@ -640,12 +643,7 @@ with zipfile.ZipFile(sys.argv[1], "w") as z:
         ),
     )
     .await;
-    assert!(
-        out.stdout.contains("installed through the proxy"),
-        "{out:?}"
-    );
-    assert!(!out.egress.is_empty(), "{out:?}");
-    assert!(out.egress.iter().all(|c| c.allowed), "{:?}", out.egress);
+    assert_installed_through_the_proxy(&out);
 }
 
 /// A real `npm install` in a proxy run, from a registry on loopback that only an address
@@ -717,12 +715,7 @@ async fn npm_installs_from_a_local_registry_through_the_proxy() {
         ),
     )
     .await;
-    assert!(
-        out.stdout.contains("installed through the proxy"),
-        "{out:?}"
-    );
-    assert!(!out.egress.is_empty(), "{out:?}");
-    assert!(out.egress.iter().all(|c| c.allowed), "{:?}", out.egress);
+    assert_installed_through_the_proxy(&out);
 }
 
 /// A run that ends (here: its timeout) with a tunnel still open to an upstream that never
@@ -734,21 +727,7 @@ async fn a_run_ending_with_a_tunnel_open_closes_it_and_says_so() {
         return;
     }
     let lab = lab();
-    // Takes connections, reads what comes, never answers, never closes.
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let holding = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for stream in listener.incoming() {
-            let Ok(s) = stream else { return };
-            let mut reader = s.try_clone().unwrap();
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                while matches!(reader.read(&mut buf), Ok(n) if n > 0) {}
-            });
-            held.push(s);
-        }
-    });
+    let (holding, _closed) = holding_server();
     let sandbox = allowing_loopback_port(&lab, holding.port());
     let mut options = lab.options(&[]);
     options.timeout = Duration::from_secs(2);
@@ -776,5 +755,68 @@ async fn a_run_ending_with_a_tunnel_open_closes_it_and_says_so() {
         out.stderr
             .contains("egress connection(s) were still open when the run ended and were closed"),
         "{out:?}"
+    );
+}
+
+/// A server that takes connections, reads what comes, and never answers nor closes; the
+/// receiver hears of each connection whose other side closed it.
+fn holding_server() -> (SocketAddr, std::sync::mpsc::Receiver<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tell, closed) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            let Ok(s) = stream else { return };
+            let mut reader = s.try_clone().unwrap();
+            let tell = tell.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while matches!(reader.read(&mut buf), Ok(n) if n > 0) {}
+                let _ = tell.send(());
+            });
+            held.push(s);
+        }
+    });
+    (addr, closed)
+}
+
+/// A run cancelled (its future dropped, as when an agent's client cancels the call or
+/// disconnects) while a tunnel it opened is held by the upstream: the run's tree is
+/// killed and the upstream sees the tunnel end. (That the proxy's own task is gone at
+/// once, not only half-closed, is `broker.rs`'s test of a dropped broker.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_run_leaves_no_tunnel_open() {
+    if !bwrap_usable() || !curl_present() {
+        return;
+    }
+    let lab = lab();
+    let (holding, closed) = holding_server();
+    let sandbox = allowing_loopback_port(&lab, holding.port());
+    let options = lab.options(&[]);
+    let shell = sandbox.shell(Profile::Writable);
+    let argv: Vec<String> = vec![
+        "/usr/bin/curl".into(),
+        "-sS".into(),
+        "--proxytunnel".into(),
+        format!("http://{holding}/"),
+    ];
+    let run = tokio::spawn(async move { shell.exec(&argv, &options).await });
+    // The tunnel reached the upstream (its CONNECT's bytes arrive, nothing answers) ...
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        !run.is_finished(),
+        "the run ended by itself: {:?}",
+        run.await
+    );
+    // ... and is cancelled.
+    run.abort();
+    let _ = run.await;
+    let seen = tokio::task::spawn_blocking(move || closed.recv_timeout(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    assert!(
+        seen.is_ok(),
+        "the upstream's connection outlived the cancelled run"
     );
 }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use policy::egress::{EgressRules, HostPattern, Verdict};
-use policy::{Config, PlannedNetwork, ResolvedEgress, SandboxNetwork};
+use policy::{Config, PlannedNetwork, SandboxNetwork};
 use sandbox::egress::proxy::{Admission, Gate, Limits, SystemResolver};
 
 /// The sandbox's network mode for `config`.
@@ -20,13 +20,7 @@ pub fn sandbox_network(config: &Config) -> sandbox::Network {
 /// What a sandbox built from `config` gives a run, as plans say it (the runner refuses a
 /// plan that says otherwise).
 pub fn planned_network(config: &Config) -> PlannedNetwork {
-    match config.sandbox.network {
-        SandboxNetwork::Off => PlannedNetwork::Plain(false),
-        SandboxNetwork::On => PlannedNetwork::Plain(true),
-        SandboxNetwork::Proxy => PlannedNetwork::Proxy {
-            proxy: ResolvedEgress::of(&config.sandbox.egress),
-        },
-    }
+    PlannedNetwork::of_sandbox(&config.sandbox)
 }
 
 /// How a sandbox built from `config` decides its runs' connections.

@@ -127,15 +127,30 @@ pub enum PlannedNetwork {
 }
 
 impl PlannedNetwork {
-    /// What `policy` says a sandboxed run's network is.
-    pub fn of(policy: &ResolvedPolicy) -> Self {
-        match policy.network.value {
+    /// The network of `mode`, with `egress`'s rules in proxy mode (none given: nothing
+    /// is allowed).
+    pub fn new(mode: crate::SandboxNetwork, egress: Option<&crate::ResolvedEgress>) -> Self {
+        match mode {
             crate::SandboxNetwork::Off => PlannedNetwork::Plain(false),
             crate::SandboxNetwork::On => PlannedNetwork::Plain(true),
             crate::SandboxNetwork::Proxy => PlannedNetwork::Proxy {
-                proxy: policy.egress.clone().unwrap_or_default(),
+                proxy: egress.cloned().unwrap_or_default(),
             },
         }
+    }
+
+    /// What `policy` says a sandboxed run's network is.
+    pub fn of(policy: &ResolvedPolicy) -> Self {
+        PlannedNetwork::new(policy.network.value, policy.egress.as_ref())
+    }
+
+    /// What a sandbox built from `sandbox` gives every run (the runner refuses a plan
+    /// that says otherwise).
+    pub fn of_sandbox(sandbox: &crate::SandboxSettings) -> Self {
+        PlannedNetwork::new(
+            sandbox.network,
+            Some(&crate::ResolvedEgress::of(&sandbox.egress)),
+        )
     }
 }
 

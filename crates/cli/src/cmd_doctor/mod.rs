@@ -133,7 +133,7 @@ pub fn run(args: DoctorArgs) -> i32 {
                 "detail": containment.detail,
             },
             "execAllowlist": exec.as_ref().map(|e| e.json.clone()),
-            "network": network.as_ref().map(|(ok, detail)| json!({"ok": ok, "detail": detail, "mode": config.as_ref().ok().map(|c| c.sandbox.network)})),
+            "network": network.as_ref().map(|detail| json!({"detail": detail, "mode": config.as_ref().ok().map(|c| c.sandbox.network)})),
             "record": { "ok": record.ok, "detail": record.detail },
             "config": { "ok": config_status.is_ok(), "path": config_path, "detail": config_status.clone().unwrap_or_else(|e| e) },
             "approver": { "listening": matches!(approver_status, Approver::Listening(_)), "usable": !matches!(approver_status, Approver::Unsafe(_)), "detail": approver_status.detail() },
@@ -180,8 +180,8 @@ pub fn run(args: DoctorArgs) -> i32 {
                 remaining(until)
             ));
         }
-        if let Some((ok, detail)) = &network {
-            out.push_str(&line(*ok, "  network", detail));
+        if let Some(detail) = &network {
+            out.push_str(&line(true, "  network", detail));
         }
         if let Some(exec) = &exec {
             out.push_str(&line(exec.ok, "  exec allowlist", &exec.detail));
@@ -252,35 +252,19 @@ pub fn run(args: DoctorArgs) -> i32 {
 
 /// Each problem that makes Warden refuse this layout, or the one error that stopped the
 /// check.
-/// What network a sandboxed command has under `config`, and whether that can be given
-/// here (`proxy` only with the bwrap backend; an allow list that is empty lets nothing
-/// out, which is said, not failed).
-fn network_status(config: &policy::Config) -> (bool, String) {
+/// What network a sandboxed command has under `config`. A backend that cannot give it
+/// is said on the sandbox line, by the route every exec takes; an allow list that is
+/// empty lets nothing out, which is said here, not failed.
+fn network_status(config: &policy::Config) -> String {
     let planned = crate::egress_gate::planned_network(config);
-    match (config.sandbox.network, config.sandbox.backend) {
-        (policy::SandboxNetwork::Proxy, SandboxBackend::Bwrap) => {
-            let empty = config.sandbox.egress.allow.is_empty();
-            (
-                true,
-                format!(
-                    "{planned}{}",
-                    if empty {
-                        " — [sandbox.egress] allows nothing yet: add the hosts commands need to `allow`"
-                    } else {
-                        ""
-                    }
-                ),
-            )
-        }
-        (policy::SandboxNetwork::Proxy, backend) => (
-            false,
-            format!(
-                "sandbox.network = \"proxy\" is not available with the {} backend: every sandboxed command is refused",
-                format!("{backend:?}").to_lowercase()
-            ),
-        ),
-        _ => (true, planned.to_string()),
-    }
+    let empty = config.sandbox.network == policy::SandboxNetwork::Proxy
+        && config.sandbox.egress.allow.is_empty();
+    let hint = if empty {
+        " — [sandbox.egress] allows nothing yet: add the hosts commands need to `allow`"
+    } else {
+        ""
+    };
+    format!("{planned}{hint}")
 }
 
 fn layout_problems(e: &anyhow::Error) -> Vec<String> {

@@ -226,21 +226,57 @@ mod tests {
         }
     }
 
-    /// A command that opens connections and never sends a byte holds them until the
-    /// proxy's head timeout: past [`MAX_OPEN`] it is refused, and each refusal is
-    /// reported; the broker's end stops the rest.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_run_holds_at_most_max_open_connections_at_once() {
+    /// A broker whose proxy refuses everything, after waiting up to `head_timeout` for a
+    /// connection's request head.
+    fn refusing_broker(head_timeout: Duration) -> (Broker, OwnedFd) {
         let proxy = Proxy {
             gate: Arc::new(RefuseAll),
             resolver: Arc::new(SystemResolver),
             report: Arc::new(|_| {}),
             limits: Limits {
-                head_timeout: Duration::from_secs(30),
+                head_timeout,
                 connect_timeout: Duration::from_secs(1),
             },
         };
-        let (broker, theirs) = Broker::start(proxy, tokio::runtime::Handle::current()).unwrap();
+        Broker::start(proxy, tokio::runtime::Handle::current()).unwrap()
+    }
+
+    /// A run cancelled before its broker finished (the broker dropped): every connection
+    /// it had open is closed at once, not left waiting for its request head.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_dropped_broker_closes_every_connection_at_once() {
+        use std::io::Read;
+        let (broker, theirs) = refusing_broker(Duration::from_secs(60));
+        let fd = theirs.as_raw_fd();
+        let mut held = tokio::task::spawn_blocking(move || ask(fd).unwrap())
+            .await
+            .unwrap();
+        // The proxy waits for this connection's head (a minute)...
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        drop(broker);
+        // ... until the broker is dropped: then its end is closed.
+        let read = tokio::task::spawn_blocking(move || {
+            held.set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            let mut buf = [0u8; 16];
+            held.read(&mut buf)
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            read.unwrap(),
+            0,
+            "the connection outlived its dropped broker"
+        );
+        drop(theirs);
+    }
+
+    /// A command that opens connections and never sends a byte holds them until the
+    /// proxy's head timeout: past [`MAX_OPEN`] it is refused, and each refusal is
+    /// reported; the broker's end stops the rest.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_run_holds_at_most_max_open_connections_at_once() {
+        let (broker, theirs) = refusing_broker(Duration::from_secs(30));
         let fd = theirs.as_raw_fd();
         let held = tokio::task::spawn_blocking(move || {
             let mut held = Vec::new();

@@ -104,23 +104,19 @@ impl NamespaceSandbox {
             let (connections, cut) = broker.finish(EGRESS_GRACE).await;
             output.egress = connections.into_iter().map(Into::into).collect();
             if cut > 0 {
-                let note = format!(
-                    "warden sandbox: {cut} egress connection(s) were still open when the run ended and were closed"
+                say(
+                    &mut output,
+                    &format!(
+                        "warden sandbox: {cut} egress connection(s) were still open when the run ended and were closed"
+                    ),
                 );
-                for text in [&mut output.stderr, &mut output.combined] {
-                    text.push_str(&note);
-                    text.push('\n');
-                }
             }
         }
         // Every sandboxed process is gone now (the pid namespace died with bubblewrap), so
         // what the command planted in a repository cannot change under this check.
         for note in post_run.finish() {
             tracing::warn!("{note}");
-            for text in [&mut output.stderr, &mut output.combined] {
-                text.push_str(&note);
-                text.push('\n');
-            }
+            say(&mut output, &note);
         }
         if let Some(report) = report_read {
             let report = crate::watch::read_report(report);
@@ -131,6 +127,14 @@ impl NamespaceSandbox {
                 crate::classify_refused_writes(&output, report.refused_writes());
         }
         Ok(output)
+    }
+}
+
+/// Add Warden's `note` to what the run wrote on stderr (and so to its combined output).
+fn say(output: &mut ExecOutput, note: &str) {
+    for text in [&mut output.stderr, &mut output.combined] {
+        text.push_str(note);
+        text.push('\n');
     }
 }
 
