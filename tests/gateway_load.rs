@@ -1,8 +1,8 @@
 //! End-to-end: `warden gateway run` under hostile load from a local process. Each test
 //! is one way of exhausting the gateway, tried against the real listener over real
 //! sockets: a connection flood and slowloris (agents keep being served, `/healthz`
-//! answers, descriptors come back), idle and slow-body connections (closed by their
-//! timeouts), thousands of cancelled calls stateless and stateful (every count returns
+//! answers, descriptors come back), idle and slow-body connections and a keep-alive connection's
+//! trickled next request (closed by their timeouts), thousands of cancelled calls stateless and stateful (every count returns
 //! to zero), one agent's session churn (another's `/exec security=deny` survives), late
 //! events (a forgotten session stays forgotten), concurrent runs (capped per agent on
 //! every path), event streams (bounded, closed with their session), and the credentials
@@ -280,8 +280,11 @@ fn idle_connections_and_slow_bodies_are_closed_by_their_timeouts() {
     let g = GatewayProcess::start(home.path(), ws.path(), &[]);
     let token = gateway_token(home.path(), "main");
 
-    // A keep-alive connection that stops asking is closed.
+    // A keep-alive connection that stops asking is closed: also when its first request
+    // came after the gateway had begun waiting for it (the idle timeout then counts from
+    // the response, not from the first request's header deadline).
     let mut idle = TcpStream::connect(&g.addr).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
     idle.write_all(
         format!(
             "GET /status HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\r\n",
@@ -398,6 +401,67 @@ fn idle_connections_and_slow_bodies_are_closed_by_their_timeouts() {
     assert_eq!(
         after["connections"]["total"], 1,
         "only /status's own: {after}"
+    );
+}
+
+#[test]
+fn a_later_requests_headers_are_due_within_the_header_timeout_not_the_idle_one() {
+    // The idle timeout is long and the header timeout short: a keep-alive connection that
+    // answered one request and then trickles the next one's headers is held to the short
+    // one, counted from that request's first byte.
+    let home = home_with("header_read_timeout = \"1s\"\nconnection_idle_timeout = \"60s\"\n");
+    let ws = tempfile::tempdir().unwrap();
+    let g = GatewayProcess::start(home.path(), ws.path(), &[]);
+    let token = gateway_token(home.path(), "main");
+    let mut conn = TcpStream::connect(&g.addr).unwrap();
+    let ask = format!(
+        "GET /status HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\r\n",
+        g.addr
+    );
+    conn.write_all(ask.as_bytes()).unwrap();
+    let head = raw_http::read_head(&mut conn);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse().unwrap())
+        })
+        .expect("a sized /status body");
+    let mut body = vec![0u8; length];
+    conn.read_exact(&mut body).unwrap();
+
+    // Idle a moment (well inside the idle timeout), then one byte every 200 ms.
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    let mut closed = false;
+    for byte in ask.bytes().take(40) {
+        if conn.write_all(&[byte]).is_err() {
+            closed = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        if started.elapsed() > Duration::from_secs(6) {
+            break;
+        }
+    }
+    if !closed {
+        conn.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        // Closed: an end of stream or a reset; still open: the read times out.
+        closed = match conn.read_to_end(&mut Vec::new()) {
+            Ok(_) => true,
+            Err(e) => !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ),
+        };
+    }
+    let waited = started.elapsed();
+    assert!(closed, "a trickled second request kept its connection open");
+    assert!(
+        waited < Duration::from_secs(5),
+        "a trickled second request held its connection {waited:?} (header timeout 1s)"
     );
 }
 

@@ -174,6 +174,7 @@ impl Connections {
                 head_since: Some(now),
                 idle_since: now,
             }),
+            changed: tokio::sync::Notify::new(),
         })
     }
 
@@ -204,6 +205,10 @@ pub struct Connection {
     close: CancellationToken,
     /// What only this connection's task and requests touch (no global lock per read).
     local: Mutex<Local>,
+    /// Told when [`Connection::waiting`] changes, so the connection's task works out its
+    /// next deadline from the new state (a deadline worked out from the old one may be
+    /// later: a header deadline 10 s away while the idle one is 1 s away).
+    changed: tokio::sync::Notify,
 }
 
 struct Local {
@@ -232,6 +237,12 @@ impl Connection {
         &self.close
     }
 
+    /// Resolves once what the connection waits for has changed since the last time it
+    /// resolved (a change with nobody waiting is kept for the next wait).
+    pub async fn waiting_changed(&self) {
+        self.changed.notified().await;
+    }
+
     fn local(&self) -> std::sync::MutexGuard<'_, Local> {
         self.local.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -243,6 +254,7 @@ impl Connection {
             let mut local = self.local();
             if local.in_flight == 0 && local.head_since.is_none() {
                 local.head_since = Some(Instant::now());
+                self.changed.notify_one();
             }
         }
         if first && let Some(conn) = self.set.lock().conns.get_mut(&self.id) {
@@ -277,6 +289,7 @@ impl Connection {
             local.in_flight += 1;
             local.head_since = None;
         }
+        self.changed.notify_one();
         if let Some(conn) = self.set.lock().conns.get_mut(&self.id) {
             conn.in_flight += 1;
             conn.last_active = Instant::now();
@@ -301,6 +314,7 @@ impl Drop for RequestOnConnection {
             local.in_flight = local.in_flight.saturating_sub(1);
             local.idle_since = Instant::now();
         }
+        self.0.changed.notify_one();
         if let Some(conn) = self.0.set.lock().conns.get_mut(&self.0.id) {
             conn.in_flight = conn.in_flight.saturating_sub(1);
             conn.last_active = Instant::now();

@@ -189,6 +189,9 @@ async fn serve_connection(
                 ending = true;
                 connection.as_mut().graceful_shutdown();
             }
+            // A request began or ended, or a new one's headers began: the next deadline
+            // is the new state's, worked out now.
+            () = conn.waiting_changed() => check = tokio::time::Instant::now(),
             () = tokio::time::sleep_until(check) => {
                 let now = std::time::Instant::now();
                 let due = match conn.waiting() {
