@@ -500,6 +500,158 @@ fn warden_exec_in_proxy_mode_reaches_what_config_allows_and_says_so() {
     );
 }
 
+/// A host `[sandbox.egress]` does not name is put to the approver (the real terminal
+/// one) while curl waits: it sees the run's command, the host and port, and that the
+/// address is loopback; "once" reaches it for the rest of the run (the second request
+/// to it is not asked about again), "deny" refuses another, and both answers are on the
+/// record; "always" stores exactly that host and port for the agent, whose later runs
+/// reach it with nobody to ask, while askFallback refuses the rest.
+#[test]
+fn a_host_no_rule_names_is_put_to_the_approver_once_per_run() {
+    if !bwrap_usable() || !curl_present() {
+        return;
+    }
+    let first = serve_http("127.0.0.1:0", "reached after asking");
+    let second = serve_http("127.0.0.1:0", "must not be reached");
+    let home = warden_home();
+    let ws = tempfile::tempdir().unwrap();
+    let ws_path = std::fs::canonicalize(ws.path()).unwrap();
+    configure(
+        home.path(),
+        "[sandbox]\nnetwork = \"proxy\"\n\n[sandbox.egress]\nallow = []\n",
+        r#"{"version":1}"#,
+    );
+    let script = format!(
+        "curl -sS --max-time 60 http://{first}/a; echo; curl -sS --max-time 60 http://{first}/b; echo; \
+         curl -sS --max-time 60 -o /dev/null -w 'second=%{{http_code}}\\n' http://{second}/"
+    );
+    let mut approver = support::TerminalApprover::start(home.path());
+    let run = {
+        let (home, ws_path, script) = (home.path().to_path_buf(), ws_path.clone(), script.clone());
+        std::thread::spawn(move || {
+            warden_in(&home)
+                .args(["exec", "--shell", &script])
+                .current_dir(&ws_path)
+                .output()
+                .unwrap()
+        })
+    };
+    let shown = approver.read_until("digest:").join("\n");
+    for expected in [
+        "(a network connection)".to_owned(),
+        format!("connects: 127.0.0.1:{}", first.port()),
+        "127.0.0.1 is loopback".to_owned(),
+        format!(
+            "no [sandbox.egress] allow rule names 127.0.0.1 on port {}",
+            first.port()
+        ),
+        format!("http://{first}/a"),
+    ] {
+        assert!(shown.contains(&expected), "{expected:?} not in {shown}");
+    }
+    approver.type_text("o\n");
+    // The next question is the second host's: the first is not asked about again.
+    approver.answer(&format!("connects: 127.0.0.1:{}", second.port()), "d\n");
+    let out = run.join().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(
+        stdout.matches("reached after asking").count(),
+        2,
+        "{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("second=403"), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "warden: network: 127.0.0.1:{} http allowed (allowed for this run by the approver",
+            first.port()
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("denied by the approver on this host's socket"),
+        "{stderr}"
+    );
+    let answers = support::log_records(home.path(), &["--kind", "answer"]);
+    let rules: Vec<&str> = answers.iter().filter_map(|a| a["rule"].as_str()).collect();
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    assert!(
+        answers[0]["reason"] == "connection-allowed"
+            && rules[0].starts_with(&format!("connection to 127.0.0.1:{}", first.port())),
+        "{answers:?}"
+    );
+    assert_eq!(answers[1]["reason"], "connection-refused", "{answers:?}");
+
+    // "Allow always" stores exactly that host and port for the agent.
+    let fetch_second = format!("curl -sS --max-time 60 http://{second}/");
+    let run = {
+        let (home, ws_path, script) = (
+            home.path().to_path_buf(),
+            ws_path.clone(),
+            fetch_second.clone(),
+        );
+        std::thread::spawn(move || {
+            warden_in(&home)
+                .args(["exec", "--shell", &script])
+                .current_dir(&ws_path)
+                .output()
+                .unwrap()
+        })
+    };
+    approver.answer(
+        &format!("always:   stores 127.0.0.1:{} for", second.port()),
+        "a\n",
+    );
+    let out = run.join().unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("must not be reached"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stored: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(home.path().join("exec-approvals.json")).unwrap())
+            .unwrap();
+    let agents = stored["agents"].as_object().unwrap();
+    assert!(
+        agents.values().any(
+            |a| a["egressAllow"] == serde_json::json!([format!("127.0.0.1:{}", second.port())])
+        ),
+        "{stored}"
+    );
+    approver.stop();
+
+    // Nobody listening: the stored host is reached without a question; askFallback
+    // (deny by default) refuses the other, and says why.
+    let out = warden_in(home.path())
+        .args(["exec", "--shell", &format!("{script}; {fetch_second}")])
+        .current_dir(&ws_path)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        !stdout.contains("reached after asking"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("must not be reached"), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("askFallback = deny refuses a host no rule names"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "allowed (exec-approvals.json egressAllow 127.0.0.1:{}",
+            second.port()
+        )),
+        "{stderr}"
+    );
+}
+
 /// A loopback HTTP server answering `GET path` with the bytes `routes` gives for it
 /// (404 otherwise), one request per connection.
 fn serve_files(routes: Vec<(String, Vec<u8>)>) -> SocketAddr {

@@ -1168,3 +1168,82 @@ fn the_history_page_filters_the_record_and_shows_a_runs_whole_record() {
     driver.click("#history-form button", "Show");
     driver.wait_text("#history-note", "since");
 }
+
+/// A sandboxed run whose network goes through Warden's proxy, with no host allowed.
+const PROXY_SANDBOX: &str = "[tools.exec]\nhost = \"sandbox\"\nask = \"on-miss\"\n\n[[agents.list]]\nid = \"main\"\n\n[sandbox]\nnetwork = \"proxy\"\n\n[sandbox.egress]\nallow = []\n";
+
+/// A loopback HTTP server answering every request with `body`; its address.
+fn answering(body: &'static str) -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let mut head = [0u8; 4096];
+            let _ = conn.read(&mut head);
+            let _ = write!(
+                conn,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    addr
+}
+
+/// A proxied sandbox run's question about a host its rules do not name is answered on
+/// the page: the card says it is a network connection, the prompt names the host and
+/// port and that the address is loopback, and the one allow-always button names exactly
+/// the rule it stores — pressing `a` stores it in the agent's `egressAllow`, and the run
+/// reaches the host.
+#[test]
+fn a_connection_question_is_answered_on_the_page_and_allow_always_stores_the_host() {
+    if !support::bwrap_usable() {
+        return;
+    }
+    if !Path::new("/usr/bin/curl").exists() {
+        eprintln!(
+            "SKIPPED: /usr/bin/curl is missing (.ci/run installs it): the run fetches with it"
+        );
+        return;
+    }
+    let Some(SignedIn {
+        driver,
+        web: _web,
+        app: _,
+        home,
+    }) = signed_in(PROXY_SANDBOX)
+    else {
+        return;
+    };
+    let h = home.path();
+    let upstream = answering("reached from the sandbox");
+    let url = format!("http://{upstream}/");
+    let child = exec(h, &["--", "curl", "-sS", "--max-time", "60", &url]);
+    let label = driver.wait_text(".request button.allow-always", "egressAllow");
+    let rule = format!("127.0.0.1:{}", upstream.port());
+    assert_eq!(
+        label,
+        format!("Allow always — stores {rule} (egressAllow) (a)")
+    );
+    let shown = driver.wait_text(".request pre.prompt-text", "connects:");
+    assert!(
+        shown.contains(&format!("connects: {rule}")) && shown.contains("127.0.0.1 is loopback"),
+        "{shown}"
+    );
+    driver.wait_text(".request .meta", "a network connection");
+    screenshot(&driver, "web-approver-connection.png");
+    driver.press("a");
+    let out = finish(child, Duration::from_secs(60));
+    support::assert_success(&out);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("reached from the sandbox"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        file(h)["agents"]["main"]["egressAllow"],
+        serde_json::json!([rule])
+    );
+    driver.wait_text("#recent li", "egressAllow");
+}

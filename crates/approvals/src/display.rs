@@ -241,6 +241,52 @@ pub fn render_prompt(prompt: &Prompt) -> String {
                 "always:   stores nothing (a write permission is for this one request)"
             );
         }
+        PromptKind::Connection {
+            command,
+            destination,
+            port,
+            why,
+            special,
+            store,
+        } => {
+            let _ = writeln!(
+                out,
+                "host:     {}   (a network connection)",
+                escape(&prompt.host)
+            );
+            let _ = writeln!(out, "command:  {}", escape(command));
+            let to = if destination.contains(':') {
+                format!("[{}]:{port}", escape(destination))
+            } else {
+                format!("{}:{port}", escape(destination))
+            };
+            let _ = writeln!(out, "connects: {to}");
+            let _ = writeln!(out, "why:      {}", escape(why));
+            if let Some(special) = special {
+                let _ = writeln!(
+                    out,
+                    "warning:  {} is {}: allowing it reaches that",
+                    escape(destination),
+                    escape(special)
+                );
+            }
+            match store {
+                Some(rule) => {
+                    let _ = writeln!(
+                        out,
+                        "always:   stores {} for {} (egressAllow): its runs reach it without asking",
+                        escape(rule),
+                        escape(&prompt.agent)
+                    );
+                }
+                None => {
+                    let _ = writeln!(
+                        out,
+                        "always:   stores nothing (allowed, it is reached for the rest of this run)"
+                    );
+                }
+            }
+        }
     }
     let _ = writeln!(out, "digest:   {}", escape(&prompt.digest));
     out
@@ -376,6 +422,54 @@ mod tests {
             text.contains("stores nothing (a write permission"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_connection_shows_the_command_the_host_and_port_and_a_special_address_warning() {
+        let prompt = Prompt::new(
+            "r",
+            "a",
+            "s",
+            "sandbox",
+            PromptKind::Connection {
+                command: "curl http://169.254.169.254/\x1b[2J".into(),
+                destination: "169.254.169.254".into(),
+                port: 80,
+                why: "no [sandbox.egress] allow rule names it".into(),
+                special: Some("link-local (cloud metadata)".into()),
+                store: Some("169.254.169.254:80".into()),
+            },
+        );
+        let text = render_prompt(&prompt);
+        assert!(text.contains("(a network connection)"), "{text}");
+        assert!(text.contains("connects: 169.254.169.254:80"), "{text}");
+        assert!(
+            text.contains("169.254.169.254 is link-local (cloud metadata)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("always:   stores 169.254.169.254:80 for a (egressAllow)"),
+            "{text}"
+        );
+        assert!(!text.contains('\x1b'), "{text}");
+        let v6 = Prompt::new(
+            "r",
+            "a",
+            "s",
+            "sandbox",
+            PromptKind::Connection {
+                command: "x".into(),
+                destination: "2001:db8::1".into(),
+                port: 443,
+                why: "w".into(),
+                special: None,
+                store: None,
+            },
+        );
+        let text = render_prompt(&v6);
+        assert!(text.contains("connects: [2001:db8::1]:443"), "{text}");
+        assert!(!text.contains("warning:"), "{text}");
+        assert!(text.contains("always:   stores nothing"), "{text}");
     }
 
     #[test]

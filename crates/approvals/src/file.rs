@@ -109,6 +109,12 @@ pub struct AgentEntry {
     /// Allowlist entries, in order.
     #[serde(default)]
     pub allowlist: Vec<AllowlistEntry>,
+    /// Hosts this agent's sandboxed runs may reach through Warden's proxy besides what
+    /// `[sandbox.egress]` allows (`host:port` rules, as `policy::egress` reads them),
+    /// stored by "allow always" on a connection question. A rule that does not read
+    /// allows nothing; `[sandbox.egress]`'s deny rules still win.
+    #[serde(default, rename = "egressAllow", skip_serializing_if = "Vec::is_empty")]
+    pub egress_allow: Vec<String>,
     /// Fields this version does not know.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -240,6 +246,19 @@ impl ApprovalsFile {
         own.into_iter()
             .chain(self.agents.get(EVERY_AGENT))
             .flat_map(|e| e.allowlist.iter().map(AllowlistEntry::rule))
+            .collect()
+    }
+
+    /// The egress rules stored for `agent` (its own, then those of `*`) that read; a
+    /// rule that does not read allows nothing and is left out.
+    pub fn egress_allow_for(&self, agent: &str) -> Vec<policy::egress::DomainRule> {
+        let own = (agent != EVERY_AGENT)
+            .then(|| self.agents.get(agent))
+            .flatten();
+        own.into_iter()
+            .chain(self.agents.get(EVERY_AGENT))
+            .flat_map(|e| &e.egress_allow)
+            .filter_map(|text| policy::egress::DomainRule::parse(text).ok())
             .collect()
     }
 

@@ -18,7 +18,10 @@
 //!   field of the entry: pattern, arguments and their match mode, allowed flags): an
 //!   agent's own entry may be covered by its own entries or those of `*`, an entry of `*`
 //!   only by `*`'s. An old entry that is not in force (an invalid pattern or failing
-//!   examples) allows nothing, and so covers nothing.
+//!   examples) allows nothing, and so covers nothing;
+//! - every `egressAllow` rule of the new file that reads is one the old file already
+//!   stores for the same agents (its own or `*`'s; for `*` only `*`'s), compared as
+//!   rules (a rule that does not read allows nothing).
 
 use policy::Profiles;
 use serde_json::{Map, Value};
@@ -52,6 +55,18 @@ pub fn loosenings(
         let empty = Map::new();
         let before = current.agents.get(agent).map_or(&empty, |e| &e.extra);
         unknown_fields(&format!("agents.{agent}"), before, &entry.extra, &mut out);
+        // Its own and `*`'s for an agent, only `*`'s for `*`.
+        let stored = current.egress_allow_for(agent);
+        for text in &entry.egress_allow {
+            let Ok(rule) = policy::egress::DomainRule::parse(text) else {
+                continue;
+            };
+            if !stored.contains(&rule) {
+                out.push(format!(
+                    "agents.{agent}: egressAllow {rule}: a host its runs may not reach now"
+                ));
+            }
+        }
         let covering = covering_entries(current, agent, profiles);
         for e in &entry.allowlist {
             if let Err(why) = covered(e, &covering) {
@@ -209,6 +224,48 @@ mod tests {
 
     fn loosened(current: &ApprovalsFile, incoming: &ApprovalsFile) -> String {
         loosenings(current, incoming, &shipped()).join("\n")
+    }
+
+    #[test]
+    fn an_egress_rule_is_kept_or_dropped_remotely_but_never_added_or_widened() {
+        let current = file(
+            r#"{"version":1,"agents":{"main":{"egressAllow":["pypi.org:443","bad rule"]},
+                "*":{"egressAllow":["files.example:443"]}}}"#,
+        );
+        let mut same = current.clone();
+        // Spelled another way, still the same rule; one dropped; one `*` covers.
+        same.agents.get_mut("main").unwrap().egress_allow =
+            vec!["PyPI.org.:443".into(), "files.example:443".into()];
+        assert_eq!(loosened(&current, &same), "");
+        for (agent, added) in [
+            ("main", "pypi.org"),
+            ("main", "*.pypi.org:443"),
+            ("main", "evil.example:443"),
+            ("*", "pypi.org:443"),
+            ("new", "evil.example:443"),
+        ] {
+            let mut looser = current.clone();
+            looser
+                .agents
+                .entry(agent.into())
+                .or_default()
+                .egress_allow
+                .push(added.into());
+            let got = loosened(&current, &looser);
+            assert!(
+                got.contains(&format!("agents.{agent}: egressAllow")),
+                "{agent} {added}: {got:?}"
+            );
+        }
+        // A rule that does not read allows nothing: adding one loosens nothing.
+        let mut unreadable = current.clone();
+        unreadable
+            .agents
+            .get_mut("main")
+            .unwrap()
+            .egress_allow
+            .push("a b".into());
+        assert_eq!(loosened(&current, &unreadable), "");
     }
 
     #[test]

@@ -21,6 +21,7 @@
 //! assert_eq!(fs.read(Path::new("/work/notes.txt")).unwrap(), b"hello");
 //! ```
 
+mod connection_ask;
 mod error;
 mod exec_output;
 mod fs;
@@ -33,6 +34,7 @@ mod terminal;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
+pub use connection_ask::{AskConnection, ConnectionAnswer, ConnectionAsker, ConnectionQuestion};
 pub use error::CapsError;
 pub use fs::{DirEntry, FileId, FileKind, Fs, FsLock, Metadata, WriteOptions};
 pub use input::{

@@ -87,6 +87,10 @@ pub struct ExecOptions {
     /// sequences) and [`Stdin::Stream`] is typed on the terminal. Providers that cannot
     /// make one refuse the run ([`CapsError::Unsupported`]); none ignores it.
     pub terminal: Option<crate::TerminalSize>,
+    /// Who decides a connection the run's egress rules do not name (a sandbox whose
+    /// network goes through Warden's proxy); `None`: such a connection is refused.
+    /// Providers without a proxy ignore it.
+    pub ask_connection: Option<crate::ConnectionAsker>,
 }
 
 impl ExecOptions {
@@ -105,6 +109,7 @@ impl ExecOptions {
             exec_allowlist: None,
             live: None,
             terminal: None,
+            ask_connection: None,
         }
     }
 

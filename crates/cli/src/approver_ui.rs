@@ -165,9 +165,9 @@ pub(crate) fn confirm_always(
     if *answer != Answer::AllowAlways {
         return None;
     }
-    Some(match prompt.allow_always_rules(choice) {
+    Some(match prompt.always_stores(choice) {
         Ok(rules) if !rules.is_empty() => {
-            let shown: Vec<String> = rules.iter().map(|r| escape(&r.describe())).collect();
+            let shown: Vec<String> = rules.iter().map(|r| escape(r)).collect();
             format!(
                 "{} will be stored for {}\n",
                 shown.join(", "),
@@ -235,6 +235,7 @@ async fn terminal_loop(
         let options = match &prompt.kind {
             PromptKind::Command { allow_always, .. } => allow_always.len(),
             PromptKind::Write { .. } => 0,
+            PromptKind::Connection { store, .. } => usize::from(store.is_some()),
         };
         let question = question(options, input.single_key(), runs_here);
         let answer = loop {

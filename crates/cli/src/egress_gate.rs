@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use policy::egress::{EgressRules, HostPattern, Verdict};
+use policy::egress::{DomainRule, EgressRules, HostPattern, Verdict};
 use policy::{Config, PlannedNetwork, SandboxNetwork};
 use sandbox::egress::proxy::{Admission, Gate, Limits, SystemResolver};
 
@@ -32,7 +32,8 @@ pub fn egress(config: &Config) -> sandbox::Egress {
     }
 }
 
-/// `[sandbox.egress]` as the proxy's gate: deny wins, and a host no rule names is refused.
+/// `[sandbox.egress]` as the proxy's gate: deny wins, and a host no rule names is asked
+/// about (the run's asker puts it to the approver, or refuses it).
 struct RulesGate(EgressRules);
 
 impl Gate for RulesGate {
@@ -43,7 +44,11 @@ impl Gate for RulesGate {
                 rule: format!("[sandbox.egress] allow {rule}"),
             },
             Verdict::Denied(rule) => Admission::Refuse(format!("[sandbox.egress] deny {rule}")),
-            Verdict::Unknown => Admission::Refuse(format!(
+            // Only a real host name or address is put to a human (and could be stored).
+            Verdict::Unknown if DomainRule::exactly(host, port).is_err() => {
+                Admission::Refuse(format!("{host:?} is not a host name or an address"))
+            }
+            Verdict::Unknown => Admission::Ask(format!(
                 "no [sandbox.egress] allow rule names {host} on port {port}"
             )),
         }
@@ -53,7 +58,6 @@ impl Gate for RulesGate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use policy::egress::DomainRule;
 
     fn gate(allow: &[&str], deny: &[&str]) -> RulesGate {
         let parse = |t: &[&str]| t.iter().map(|r| DomainRule::parse(r).unwrap()).collect();
@@ -64,7 +68,7 @@ mod tests {
     }
 
     #[test]
-    fn deny_wins_unknown_is_refused_and_only_an_address_rule_names_an_address() {
+    fn deny_wins_unknown_is_asked_about_and_only_an_address_rule_names_an_address() {
         let g = gate(&["*.example.com", "10.0.0.5:8080"], &["bad.example.com"]);
         assert_eq!(
             g.admit("a.example.com", 443),
@@ -77,7 +81,7 @@ mod tests {
             matches!(g.admit("bad.example.com", 443), Admission::Refuse(why) if why.contains("deny bad.example.com"))
         );
         assert!(
-            matches!(g.admit("example.com", 443), Admission::Refuse(why) if why.contains("no [sandbox.egress] allow rule"))
+            matches!(g.admit("example.com", 443), Admission::Ask(why) if why.contains("no [sandbox.egress] allow rule"))
         );
         assert!(matches!(
             g.admit("10.0.0.5", 8080),
@@ -86,6 +90,18 @@ mod tests {
                 ..
             }
         ));
-        assert!(matches!(g.admit("10.0.0.5", 80), Admission::Refuse(_)));
+        assert!(matches!(g.admit("10.0.0.5", 80), Admission::Ask(_)));
+        // Junk is never put to a human.
+        for junk in [
+            "evil\u{1b}[2J.example",
+            "a..b",
+            "*.example.com",
+            "under_score.example",
+        ] {
+            assert!(
+                matches!(g.admit(junk, 443), Admission::Refuse(why) if why.contains("not a host name")),
+                "{junk:?}"
+            );
+        }
     }
 }

@@ -68,6 +68,7 @@ async fn ask_here(prompt: &Prompt, why: &str, timeout: Duration) -> AskOutcome {
     let options = match &prompt.kind {
         PromptKind::Command { allow_always, .. } => allow_always.len(),
         PromptKind::Write { .. } => 0,
+        PromptKind::Connection { store, .. } => usize::from(store.is_some()),
     };
     let mut input = Input::open();
     let asked = question(options, input.single_key(), false);

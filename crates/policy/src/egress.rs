@@ -160,6 +160,23 @@ impl DomainRule {
         }
     }
 
+    /// The narrowest rule that names `host` (a name, or an address) on `port`: what
+    /// "allow always" stores for one connection.
+    pub fn exactly(host: &str, port: u16) -> Result<DomainRule, RuleError> {
+        let host = match host.parse::<IpAddr>() {
+            Ok(IpAddr::V6(v6)) => format!("[{v6}]"),
+            _ => host.to_owned(),
+        };
+        let rule = DomainRule::parse(&format!("{host}:{port}"))?;
+        if matches!(rule.host, HostPattern::Below(_)) {
+            return Err(RuleError {
+                text: host,
+                problem: "a wildcard names more than one host".into(),
+            });
+        }
+        Ok(rule)
+    }
+
     /// Whether this rule names exactly `ip` (what lets a special address be reached).
     pub fn names_address(&self, ip: &IpAddr) -> bool {
         matches!(&self.host, HostPattern::Address(a) if same_address(a, ip))

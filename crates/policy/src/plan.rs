@@ -169,7 +169,9 @@ impl std::fmt::Display for PlannedNetwork {
                 if !proxy.deny.is_empty() {
                     write!(f, " (never {})", proxy.deny.join(", "))?;
                 }
-                Ok(())
+                // The hosts the agent's egressAllow stores, and those a human allows when
+                // asked, are reached too: each was a human's decision about that host.
+                f.write_str("; another host only as the agent's egressAllow or the approver allows")
             }
         }
     }

@@ -269,6 +269,12 @@ impl Runner {
                 host: report.host.clone(),
             });
         }
+        // Through Warden's proxy, a host the rules do not name is asked about.
+        let ask_connection = matches!(
+            plan.limits.network,
+            Some(policy::PlannedNetwork::Proxy { .. })
+        )
+        .then(|| self.connection_asker(decided, &plan.host, cancel));
         let result = tokio::select! {
             biased;
             _ = cancel.cancelled() => None,
@@ -279,6 +285,7 @@ impl Runner {
                 decided.request.live.clone(),
                 decided.request.input.clone(),
                 decided.request.terminal,
+                ask_connection,
             ) => Some(result),
         };
         conclude(report, events, result)

@@ -44,13 +44,14 @@ pub async fn launch(
             Err(_) => None,
         },
     };
-    launch_restricted(shell, plan, exec_allowlist, live, None, None).await
+    launch_restricted(shell, plan, exec_allowlist, live, None, None, None).await
 }
 
 /// [`launch`] with the exec allowlist the caller worked out for `shell` (the runner
 /// checks every profile of a sandbox at once, and direct mode runs without one), the
-/// standard input its driver writes while it runs, if any (else `/dev/null`), and the
-/// terminal it runs on, if any.
+/// standard input its driver writes while it runs, if any (else `/dev/null`), the
+/// terminal it runs on, if any, and who decides a connection its egress rules do not name
+/// (else such a connection is refused).
 pub(crate) async fn launch_restricted(
     shell: &dyn Shell,
     plan: &RunPlan,
@@ -58,6 +59,7 @@ pub(crate) async fn launch_restricted(
     live: Option<caps::LiveOutput>,
     input: Option<caps::InputStream>,
     terminal: Option<caps::TerminalSize>,
+    ask_connection: Option<caps::ConnectionAsker>,
 ) -> caps::Result<ExecOutput> {
     let mut options = ExecOptions::new(&plan.cwd, plan.limits.timeout());
     if let Some(input) = input {
@@ -68,6 +70,7 @@ pub(crate) async fn launch_restricted(
     options.resources = plan.limits.resources();
     options.exec_allowlist = exec_allowlist;
     options.live = live;
+    options.ask_connection = ask_connection;
     match &plan.launch {
         Launch::Exec {
             program,

@@ -20,6 +20,7 @@
 mod approver;
 mod ask;
 mod conclude;
+mod connection_ask;
 mod decide;
 mod events;
 mod execute;
@@ -34,6 +35,7 @@ mod sandboxed;
 mod usage;
 
 pub use approver::{Approvals, NoApprover, SocketApprovals};
+pub use connection_ask::MAX_QUESTIONS;
 pub use decide::Decided;
 pub use events::{CollectEvents, EventSink, ExecEvent, NoEvents};
 pub use executor::{Executor, SandboxShells};

@@ -1723,3 +1723,206 @@ async fn with_run_in_approver_allow_always_stores_the_chosen_scope_and_nothing_r
         }]
     );
 }
+
+/// A proxied sandbox run (`[sandbox.egress]` allows pypi.org) under `approvals_json` and
+/// `tools` (the config's `[tools.exec]` lines), answered by `human`: the world, and the
+/// asker the run's shell was given.
+async fn proxied_run(
+    approvals_json: &str,
+    tools: &str,
+    human: Human,
+) -> (World, caps::ConnectionAsker) {
+    let config = format!(
+        "[tools.exec]\n{tools}[sandbox]\nnetwork = \"proxy\"\n[sandbox.egress]\nallow = [\"pypi.org\"]\n"
+    );
+    let w = world(approvals_json, &config, human);
+    let shell = ScriptedShell::new();
+    shell.respond_with(|_| Ok(ok_output("ran\n")));
+    let executor = Executor::Sandbox(SandboxShells {
+        readonly: Arc::new(shell.clone()),
+        watched: Arc::new(shell.clone()),
+        writable: Arc::new(shell.clone()),
+        unconfined: None,
+        read_only_unavailable: None,
+        network: policy::PlannedNetwork::of_sandbox(&w.runner.config().sandbox),
+    });
+    let report = w
+        .runner
+        .run(
+            argv(&["pip", "install", "x"]),
+            &executor,
+            &CollectEvents::default(),
+            &CancellationToken::new(),
+        )
+        .await;
+    assert_eq!(stdout_of(&report), "ran\n", "{report:?}");
+    let calls = shell.calls();
+    let (RecordedCall::Exec { options, .. } | RecordedCall::Run { options, .. }) = &calls[0];
+    let asker = options
+        .ask_connection
+        .clone()
+        .expect("a proxied run is given an asker");
+    (w, asker)
+}
+
+fn question(host: &str, port: u16) -> caps::ConnectionQuestion {
+    caps::ConnectionQuestion {
+        host: host.into(),
+        port,
+        why: format!("no [sandbox.egress] allow rule names {host} on port {port}"),
+        special: None,
+    }
+}
+
+const SANDBOX_HOST: &str =
+    r#"{"version":1,"defaults":{"security":"full","ask":"on-miss","askFallback":"deny"}}"#;
+
+#[tokio::test]
+async fn a_connection_no_rule_names_is_asked_once_per_host_and_port_and_at_most_so_often() {
+    let (w, asker) = proxied_run(
+        SANDBOX_HOST,
+        "host = \"sandbox\"\nsecurity = \"full\"\n",
+        Human::Says(Answer::AllowOnce),
+    )
+    .await;
+    let connection_prompts = || {
+        w.prompts()
+            .into_iter()
+            .filter(|p| matches!(p.kind, PromptKind::Connection { .. }))
+            .collect::<Vec<_>>()
+    };
+    let first = asker.0.ask(&question("files.example", 443)).await;
+    assert!(
+        matches!(&first, caps::ConnectionAnswer::Allow(w) if w.contains("allowed for this run by")),
+        "{first:?}"
+    );
+    // The same host and port again: the answer stands, nobody is asked again.
+    assert_eq!(asker.0.ask(&question("files.example", 443)).await, first);
+    let prompts = connection_prompts();
+    assert_eq!(prompts.len(), 1, "{prompts:?}");
+    let PromptKind::Connection {
+        command,
+        destination,
+        port,
+        why,
+        special,
+        store,
+    } = &prompts[0].kind
+    else {
+        unreachable!()
+    };
+    assert_eq!(store.as_deref(), Some("files.example:443"));
+    assert_eq!(command, "pip install x");
+    assert_eq!((destination.as_str(), *port), ("files.example", 443));
+    assert!(why.contains("no [sandbox.egress] allow rule"));
+    assert_eq!(special, &None);
+    assert_eq!(prompts[0].agent, "coder");
+    // Another port is another question; past the most one run may ask, refused unasked.
+    for i in 0..runner::MAX_QUESTIONS + 3 {
+        let _ = asker
+            .0
+            .ask(&question("files.example", 8000 + i as u16))
+            .await;
+    }
+    assert_eq!(connection_prompts().len(), runner::MAX_QUESTIONS);
+    let past = asker.0.ask(&question("late.example", 443)).await;
+    assert!(
+        matches!(&past, caps::ConnectionAnswer::Refuse(w) if w.contains("already asked about 16 hosts")),
+        "{past:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_denied_unanswered_or_unaskable_connection_follows_the_answer_fallback_and_ask_mode() {
+    let tools = "host = \"sandbox\"\nsecurity = \"full\"\n";
+    let (_, asker) = proxied_run(SANDBOX_HOST, tools, Human::Says(Answer::Deny)).await;
+    let got = asker.0.ask(&question("evil.example", 443)).await;
+    assert!(
+        matches!(&got, caps::ConnectionAnswer::Refuse(w) if w.contains("denied by")),
+        "{got:?}"
+    );
+
+    for (human, fallback, allowed) in [
+        (Human::Absent, "deny", false),
+        (Human::TooSlow, "allowlist", false),
+        (Human::Absent, "full", true),
+    ] {
+        let host = format!(
+            r#"{{"version":1,"defaults":{{"security":"full","ask":"on-miss","askFallback":"{fallback}"}}}}"#
+        );
+        let (_, asker) = proxied_run(&host, tools, human).await;
+        let got = asker.0.ask(&question("x.example", 443)).await;
+        match (&got, allowed) {
+            (caps::ConnectionAnswer::Allow(w), true) => assert!(w.contains("askFallback = full")),
+            (caps::ConnectionAnswer::Refuse(w), false) => {
+                assert!(
+                    w.contains(&format!("askFallback = {fallback} refuses")),
+                    "{w}"
+                )
+            }
+            _ => panic!("{human:?} {fallback}: {got:?}"),
+        }
+    }
+
+    // ask = off: refused, and nobody is asked.
+    let host = r#"{"version":1,"defaults":{"security":"full","ask":"off","askFallback":"full"}}"#;
+    let (w, asker) = proxied_run(
+        host,
+        "host = \"sandbox\"\nsecurity = \"full\"\nask = \"off\"\n",
+        Human::Says(Answer::AllowOnce),
+    )
+    .await;
+    let got = asker.0.ask(&question("x.example", 443)).await;
+    assert!(
+        matches!(&got, caps::ConnectionAnswer::Refuse(w) if w.contains("ask = off")),
+        "{got:?}"
+    );
+    assert!(w.prompts().is_empty(), "{:?}", w.prompts());
+}
+
+#[tokio::test]
+async fn allow_always_on_a_connection_stores_exactly_its_host_and_port_for_the_agent() {
+    let tools = "host = \"sandbox\"\nsecurity = \"full\"\n";
+    let (w, asker) = proxied_run(SANDBOX_HOST, tools, Human::Says(Answer::AllowAlways)).await;
+    let got = asker.0.ask(&question("Files.Example.", 443)).await;
+    assert!(
+        matches!(&got, caps::ConnectionAnswer::Allow(w) if w.contains("stored for agent coder: egressAllow files.example:443")),
+        "{got:?}"
+    );
+    let file = w.store.load().unwrap().file;
+    assert_eq!(
+        file.agents["coder"].egress_allow,
+        vec!["files.example:443".to_string()]
+    );
+    // The next run of the agent reaches it without a question; another port is asked.
+    let prompts_before = w.prompts().len();
+    let shell = ScriptedShell::new();
+    shell.respond_with(|_| Ok(ok_output("ran\n")));
+    let executor = Executor::Sandbox(SandboxShells {
+        readonly: Arc::new(shell.clone()),
+        watched: Arc::new(shell.clone()),
+        writable: Arc::new(shell.clone()),
+        unconfined: None,
+        read_only_unavailable: None,
+        network: policy::PlannedNetwork::of_sandbox(&w.runner.config().sandbox),
+    });
+    w.runner
+        .run(
+            argv(&["pip", "install", "y"]),
+            &executor,
+            &CollectEvents::default(),
+            &CancellationToken::new(),
+        )
+        .await;
+    let calls = shell.calls();
+    let (RecordedCall::Exec { options, .. } | RecordedCall::Run { options, .. }) = &calls[0];
+    let next = options.ask_connection.clone().unwrap();
+    let got = next.0.ask(&question("files.example", 443)).await;
+    assert!(
+        matches!(&got, caps::ConnectionAnswer::Allow(w) if w.contains("egressAllow files.example:443")),
+        "{got:?}"
+    );
+    assert_eq!(w.prompts().len(), prompts_before, "asked again");
+    let _ = next.0.ask(&question("files.example", 8443)).await;
+    assert_eq!(w.prompts().len(), prompts_before + 1);
+}

@@ -201,6 +201,7 @@ fn only_what_the_rules_allow_is_reached_and_only_as_it_was_allowed() {
                     head_timeout: Duration::from_secs(2),
                     connect_timeout: Duration::from_secs(2),
                 },
+                ask: None,
             };
             let listener = UnixListener::bind(&socket).unwrap();
             tokio::spawn(proxy.serve(listener));
@@ -414,6 +415,7 @@ async fn an_oversized_slow_or_malformed_request_is_refused_before_any_upstream_i
             head_timeout: Duration::from_millis(500),
             connect_timeout: Duration::from_secs(1),
         },
+        ask: None,
     };
     tokio::spawn(proxy.serve(UnixListener::bind(&socket).unwrap()));
     // A head over 8 KiB (one header line growing without end).
@@ -443,4 +445,161 @@ async fn an_oversized_slow_or_malformed_request_is_refused_before_any_upstream_i
         "{:?}",
         asked.lock().unwrap()
     );
+}
+
+/// Asks about every host, so the run's asker decides each connection.
+struct AskAll;
+
+impl Gate for AskAll {
+    fn admit(&self, host: &str, port: u16) -> Admission {
+        Admission::Ask(format!("no rule names {host}:{port}"))
+    }
+}
+
+/// Allows `asked.test` and 127.0.0.1 after a pause (the client is held meanwhile),
+/// refuses the rest; keeps every question.
+struct SlowAsker(Arc<Mutex<Vec<caps::ConnectionQuestion>>>);
+
+impl caps::AskConnection for SlowAsker {
+    fn ask<'a>(
+        &'a self,
+        question: &'a caps::ConnectionQuestion,
+    ) -> std::pin::Pin<Box<dyn Future<Output = caps::ConnectionAnswer> + Send + 'a>> {
+        Box::pin(async move {
+            self.0.lock().unwrap().push(question.clone());
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            match question.host.as_str() {
+                "asked.test" | "127.0.0.1" => caps::ConnectionAnswer::Allow(format!(
+                    "allowed by the test's human: {}",
+                    question.host
+                )),
+                other => {
+                    caps::ConnectionAnswer::Refuse(format!("the test's human refused {other}"))
+                }
+            }
+        })
+    }
+}
+
+/// A host no rule names is decided by the run's asker while the client waits: allowed
+/// (a name, TLS still held to it; an address, which the human saw and so names), refused
+/// (nothing reaches the upstream), and refused outright when the run has no asker.
+#[test]
+fn a_host_no_rule_names_is_decided_by_the_runs_asker_while_the_client_waits() {
+    in_network_namespace(|| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let dir = tempfile::tempdir().unwrap();
+            let questions: Arc<Mutex<Vec<caps::ConnectionQuestion>>> = Arc::default();
+            let reports: Arc<Mutex<Vec<Connection>>> = Arc::default();
+            let kept = Arc::clone(&reports);
+            let proxy = |ask: Option<caps::ConnectionAsker>| Proxy {
+                gate: Arc::new(AskAll),
+                resolver: Arc::new(TestResolver),
+                report: {
+                    let kept = Arc::clone(&kept);
+                    Arc::new(move |c| kept.lock().unwrap().push(c))
+                },
+                limits: Limits {
+                    head_timeout: Duration::from_secs(2),
+                    connect_timeout: Duration::from_secs(2),
+                },
+                ask,
+            };
+            let socket = dir.path().join("asked.sock");
+            let asker = caps::ConnectionAsker(Arc::new(SlowAsker(Arc::clone(&questions))));
+            tokio::spawn(proxy(Some(asker)).serve(UnixListener::bind(&socket).unwrap()));
+            let unasked = dir.path().join("unasked.sock");
+            tokio::spawn(proxy(None).serve(UnixListener::bind(&unasked).unwrap()));
+            let (tls_port, tls_seen) = upstream(PUBLIC, b"pong").await;
+            let (local_port, local_seen) = upstream("127.0.0.1", b"local").await;
+
+            let hello = client_hello("asked.test");
+            let got = through(
+                &socket,
+                &format!("CONNECT asked.test:{tls_port} HTTP/1.1\r\n\r\n"),
+                &hello,
+            )
+            .await;
+            assert!(
+                got.starts_with("HTTP/1.1 200") && got.ends_with("pong"),
+                "{got:?}"
+            );
+            // Allowed by a human, the tunnel is still held to the name asked about.
+            tls_seen.lock().unwrap().clear();
+            let got = through(
+                &socket,
+                &format!("CONNECT asked.test:{tls_port} HTTP/1.1\r\n\r\n"),
+                &client_hello("evil.test"),
+            )
+            .await;
+            assert!(!got.contains("pong"), "{got:?}");
+            assert!(tls_seen.lock().unwrap().is_empty());
+
+            // An address the human was shown (and told is loopback) is reached.
+            let got = through(
+                &socket,
+                &format!("CONNECT 127.0.0.1:{local_port} HTTP/1.1\r\n\r\n"),
+                b"hi",
+            )
+            .await;
+            assert!(got.ends_with("local"), "{got:?}");
+            assert_eq!(local_seen.lock().unwrap().as_slice(), b"hi");
+
+            // Refused by the human: a 403 that says so, nothing reached.
+            let got = through(
+                &socket,
+                &format!("CONNECT other.test:{tls_port} HTTP/1.1\r\n\r\n"),
+                b"",
+            )
+            .await;
+            assert!(got.starts_with("HTTP/1.1 403"), "{got:?}");
+            assert!(
+                got.contains("the test's human refused other.test"),
+                "{got:?}"
+            );
+            assert!(tls_seen.lock().unwrap().is_empty());
+
+            // No asker: refused, and said why.
+            let asked_before = questions.lock().unwrap().len();
+            let got = through(
+                &unasked,
+                &format!("CONNECT asked.test:{tls_port} HTTP/1.1\r\n\r\n"),
+                b"",
+            )
+            .await;
+            assert!(got.starts_with("HTTP/1.1 403"), "{got:?}");
+            assert!(got.contains("nobody is asked"), "{got:?}");
+            assert!(tls_seen.lock().unwrap().is_empty());
+            assert_eq!(questions.lock().unwrap().len(), asked_before);
+
+            let questions = questions.lock().unwrap().clone();
+            let hosts: Vec<&str> = questions.iter().map(|q| q.host.as_str()).collect();
+            assert_eq!(
+                hosts,
+                ["asked.test", "asked.test", "127.0.0.1", "other.test"],
+                "{questions:?}"
+            );
+            assert!(questions[0].why.contains("no rule names asked.test"));
+            assert_eq!(questions[0].special, None);
+            assert!(
+                questions[2]
+                    .special
+                    .as_deref()
+                    .is_some_and(|s| s.contains("loopback")),
+                "{questions:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let reports = reports.lock().unwrap();
+            assert!(reports.iter().any(|c| c.host == "asked.test"
+                && c.allowed
+                && c.reason.contains("allowed by the test's human")));
+            assert!(reports.iter().any(|c| c.host == "other.test"
+                && !c.allowed
+                && c.reason.contains("refused other.test")));
+        });
+    });
 }

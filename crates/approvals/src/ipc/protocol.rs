@@ -316,6 +316,27 @@ pub enum PromptKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         retry: Option<RunPlan>,
     },
+    /// A connection a sandboxed run asked Warden's egress proxy for, to a host its egress
+    /// rules do not name (`sandbox.network = "proxy"`): allowed, it is reached for the
+    /// rest of this run; "allow always" also stores `store` for the agent.
+    Connection {
+        /// The run's command as the agent wrote it.
+        command: String,
+        /// The host asked for: a name, or an address.
+        destination: String,
+        /// The port asked for.
+        port: u16,
+        /// Why the human is asked (no rule names it).
+        why: String,
+        /// What the address is when it is a special one (loopback, private, metadata…):
+        /// allowing it reaches that.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        special: Option<String>,
+        /// The rule "allow always" stores in the agent's `egressAllow` (exactly this host
+        /// and port); `None`: nothing can be stored, "allow always" allows once.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        store: Option<String>,
+    },
 }
 
 fn put(hasher: &mut sha2::Sha256, bytes: &[u8]) {
@@ -439,6 +460,34 @@ impl Prompt {
                         .as_bytes(),
                 );
             }
+            PromptKind::Connection {
+                command,
+                destination,
+                port,
+                why,
+                special,
+                store,
+            } => {
+                put(&mut h, b"connection");
+                put(&mut h, command.as_bytes());
+                put(&mut h, destination.as_bytes());
+                h.update(u64::from(*port).to_be_bytes());
+                put(&mut h, why.as_bytes());
+                match special {
+                    Some(special) => {
+                        put(&mut h, b"special");
+                        put(&mut h, special.as_bytes());
+                    }
+                    None => put(&mut h, b"ordinary"),
+                }
+                match store {
+                    Some(rule) => {
+                        put(&mut h, b"store");
+                        put(&mut h, rule.as_bytes());
+                    }
+                    None => put(&mut h, b"store nothing"),
+                }
+            }
         }
         format!("sha256:{}", policy::hex(&h.finalize()))
     }
@@ -477,7 +526,24 @@ impl Prompt {
                     "allow-always option {i} chosen for a write permission"
                 )),
             },
+            PromptKind::Connection { store, .. } => match (choice, store) {
+                (None, _) | (Some(0), Some(_)) => Ok(&[]),
+                (Some(i), _) => Err(format!("allow-always option {i} chosen for a connection")),
+            },
         }
+    }
+
+    /// What "allow always" stores for the approver's `choice`, one line each (escape
+    /// before showing); empty when nothing can be stored (then it allows once). The
+    /// error: the choice is not one the prompt offered.
+    pub fn always_stores(&self, choice: Option<usize>) -> Result<Vec<String>, String> {
+        let rules = self.allow_always_rules(choice)?;
+        Ok(match &self.kind {
+            PromptKind::Connection {
+                store: Some(rule), ..
+            } => vec![format!("{rule} (egressAllow)")],
+            _ => rules.iter().map(RuleSpec::describe).collect(),
+        })
     }
 
     /// The run plan the answer allows, if it allows one.
@@ -485,6 +551,7 @@ impl Prompt {
         match &self.kind {
             PromptKind::Command { plan, .. } => Some(plan),
             PromptKind::Write { retry, .. } => retry.as_ref(),
+            PromptKind::Connection { .. } => None,
         }
     }
 }
@@ -746,5 +813,78 @@ mod tests {
         let unknown_in_kind = br#"{"type":"prompt","id":"r","agent":"a","session":"s","host":"gateway","kind":{"type":"write","paths":[],"detail":"x","extra":1},"digest":"d"}"#;
         assert!(parse_strict::<Request>(unknown_in_kind).is_err());
         assert!(parse_strict::<Response>(b"{} trailing").is_err());
+    }
+
+    fn connection(destination: &str, port: u16, why: &str, special: Option<&str>) -> Prompt {
+        Prompt::new(
+            "r",
+            "a",
+            "s",
+            "sandbox",
+            PromptKind::Connection {
+                command: "curl https://x/".into(),
+                destination: destination.into(),
+                port,
+                why: why.into(),
+                special: special.map(str::to_owned),
+                store: Some(format!("{destination}:{port}")),
+            },
+        )
+    }
+
+    #[test]
+    fn a_connection_prompts_digest_binds_everything_shown_and_it_stores_nothing() {
+        let base = connection("pypi.org", 443, "no rule names it", None);
+        let others = [
+            connection("pypi.org.evil", 443, "no rule names it", None),
+            connection("pypi.org", 80, "no rule names it", None),
+            connection("pypi.org", 443, "another reason", None),
+            connection("pypi.org", 443, "no rule names it", Some("loopback")),
+            Prompt::new(
+                "r",
+                "a",
+                "s",
+                "sandbox",
+                PromptKind::Connection {
+                    command: "curl https://y/".into(),
+                    destination: "pypi.org".into(),
+                    port: 443,
+                    why: "no rule names it".into(),
+                    special: None,
+                    store: Some("pypi.org:443".into()),
+                },
+            ),
+            Prompt::new(
+                "r",
+                "a",
+                "s",
+                "sandbox",
+                PromptKind::Connection {
+                    command: "curl https://x/".into(),
+                    destination: "pypi.org".into(),
+                    port: 443,
+                    why: "no rule names it".into(),
+                    special: None,
+                    store: Some("*.pypi.org".into()),
+                },
+            ),
+        ];
+        for other in &others {
+            assert_ne!(base.digest, other.digest, "{other:?}");
+        }
+        assert_eq!(base.allow_always_rules(None), Ok(&[][..]));
+        assert_eq!(
+            base.always_stores(None),
+            Ok(vec!["pypi.org:443 (egressAllow)".to_string()])
+        );
+        assert_eq!(base.always_stores(Some(0)), base.always_stores(None));
+        assert!(base.always_stores(Some(1)).is_err());
+        assert_eq!(base.plan(), None);
+        // It travels as strict JSON, like every other kind.
+        let wire = serde_json::to_vec(&Request::Prompt(base.clone())).unwrap();
+        assert_eq!(
+            parse_strict::<Request>(&wire).unwrap(),
+            Request::Prompt(base)
+        );
     }
 }

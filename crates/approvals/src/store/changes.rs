@@ -1,5 +1,6 @@
 //! What an edit of the approvals file changed, in words, for the record: settings,
-//! agents, allowlist entries, the approver's socket and token (named, never shown).
+//! agents, allowlist entries, `egressAllow` rules, the approver's socket and token
+//! (named, never shown).
 //! An edit that only updates entries' last-use fields changes no policy and is not
 //! described.
 
@@ -65,6 +66,20 @@ pub fn describe(before: &ApprovalsFile, after: &ApprovalsFile) -> Option<String>
                 parts.push(format!("{id} allowlist - {}", o.rule().describe()));
             }
         }
+        for rule in entry
+            .egress_allow
+            .iter()
+            .filter(|r| !old.egress_allow.contains(r))
+        {
+            parts.push(format!("{id} egressAllow + {rule}"));
+        }
+        for rule in old
+            .egress_allow
+            .iter()
+            .filter(|r| !entry.egress_allow.contains(r))
+        {
+            parts.push(format!("{id} egressAllow - {rule}"));
+        }
     }
     if before.extra != after.extra || before.defaults.extra != after.defaults.extra {
         parts.push("fields this version does not know changed".to_owned());
@@ -126,6 +141,17 @@ mod tests {
         assert!(text.contains("agent coder added"), "{text}");
         assert!(text.contains("coder allowlist + /usr/bin/ls"), "{text}");
         assert!(!text.contains("s3cret"), "{text}");
+        let mut stored = after.clone();
+        let coder = stored.agents.get_mut("coder").unwrap();
+        coder.egress_allow.push("pypi.org:443".into());
+        assert_eq!(
+            describe(&after, &stored).as_deref(),
+            Some("coder egressAllow + pypi.org:443")
+        );
+        assert_eq!(
+            describe(&stored, &after).as_deref(),
+            Some("coder egressAllow - pypi.org:443")
+        );
     }
 
     #[test]

@@ -134,6 +134,39 @@ impl Store {
         })
     }
 
+    /// Store `rule` in `agent`'s `egressAllow` ("allow always" on a connection question);
+    /// a rule already stored is not added again. The value: whether it was added.
+    pub fn add_egress_allow(
+        &self,
+        agent: &str,
+        rule: &policy::egress::DomainRule,
+    ) -> Result<Updated<bool>, StoreError> {
+        let text = rule.to_string();
+        self.update(None, |file| {
+            // A new agent gets a plain id, as in `add_rules`.
+            if !file.agents.contains_key(agent) && !policy::is_agent_id(agent) {
+                return Err(StoreError::Invalid {
+                    problems: vec![format!(
+                        "invalid agent id {agent:?}: {}",
+                        policy::AGENT_ID_RULE
+                    )],
+                });
+            }
+            let entry = file
+                .agents
+                .entry(agent.to_owned())
+                .or_insert_with(AgentEntry::default);
+            let stored = entry
+                .egress_allow
+                .iter()
+                .any(|t| policy::egress::DomainRule::parse(t).as_ref() == Ok(rule));
+            if !stored {
+                entry.egress_allow.push(text);
+            }
+            Ok(!stored)
+        })
+    }
+
     /// Remove `pattern` from `agent`'s allowlist; an absent pattern is an error naming it.
     pub fn remove_pattern(&self, agent: &str, pattern: &str) -> Result<Updated<()>, StoreError> {
         self.remove_pattern_based(None, agent, pattern)

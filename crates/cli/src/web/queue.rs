@@ -212,6 +212,18 @@ impl Queue {
                         ("command", options)
                     }
                     PromptKind::Write { .. } => ("write", Vec::new()),
+                    PromptKind::Connection { store, .. } => (
+                        "connection",
+                        store
+                            .iter()
+                            .map(|rule| AlwaysView {
+                                index: 0,
+                                scope: "host",
+                                rules: vec![escape(&format!("{rule} (egressAllow)"))],
+                                preselected: true,
+                            })
+                            .collect(),
+                    ),
                 };
                 PendingView {
                     key: *key,
@@ -266,18 +278,22 @@ impl Queue {
             _ => None,
         };
         let (answer, note) = match answer {
-            Answer::AllowAlways => match entry.prompt.allow_always_rules(option) {
+            Answer::AllowAlways => match entry.prompt.always_stores(option) {
                 Err(why) => return Err(AnswerError::Option(why)),
-                Ok([]) => (
+                Ok(stored) if stored.is_empty() => (
                     Answer::AllowOnce,
                     Some("nothing can be stored for this request; allowed once".to_owned()),
                 ),
-                Ok(rules) => (
+                Ok(stored) => (
                     answer,
                     Some(format!(
                         "stored for {}: {}",
                         escape(&entry.prompt.agent),
-                        shown_rules(rules).join(", ")
+                        stored
+                            .iter()
+                            .map(|s| escape(s))
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     )),
                 ),
             },

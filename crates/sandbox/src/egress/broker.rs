@@ -237,6 +237,7 @@ mod tests {
                 head_timeout,
                 connect_timeout: Duration::from_secs(1),
             },
+            ask: None,
         };
         Broker::start(proxy, tokio::runtime::Handle::current()).unwrap()
     }

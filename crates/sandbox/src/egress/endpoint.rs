@@ -50,6 +50,7 @@ impl Endpoint {
                 kept.lock().unwrap_or_else(|p| p.into_inner()).push(c);
             }),
             limits,
+            ask: None,
         };
         Ok(Endpoint {
             path,

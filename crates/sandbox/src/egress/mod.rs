@@ -8,7 +8,9 @@
 //! (`broker.rs`: a descriptor only its forwarder inherits, which hands out connections to
 //! the proxy), and inside its namespace the helper starts a forwarder (`forward.rs`) that
 //! carries loopback TCP to them; `endpoint.rs` serves the same proxy on a socket path
-//! instead. Not yet: the DNS stub, the ask path, the container backend.
+//! instead. A host no rule names is asked about through the run's asker
+//! ([`caps::ExecOptions::ask_connection`]), the client connection held meanwhile. Not
+//! yet: the DNS stub, the container backend.
 
 pub mod addr;
 pub mod broker;
@@ -33,8 +35,9 @@ pub struct Egress {
 }
 
 impl Egress {
-    /// The proxy serving one run (its connections are gathered by the run's broker).
-    pub(crate) fn proxy(&self) -> proxy::Proxy {
+    /// The proxy serving one run (its connections are gathered by the run's broker);
+    /// `ask` decides what the gate asks about.
+    pub(crate) fn proxy(&self, ask: Option<caps::ConnectionAsker>) -> proxy::Proxy {
         proxy::Proxy {
             gate: Arc::clone(&self.gate),
             resolver: Arc::clone(&self.resolver),
@@ -42,6 +45,7 @@ impl Egress {
                 tracing::debug!(?connection, "egress connection ended");
             }),
             limits: self.limits,
+            ask,
         }
     }
 }

@@ -33,6 +33,9 @@ pub enum Admission {
     },
     /// Refuse it, saying why.
     Refuse(String),
+    /// No rule names it: the run's asker decides (refused when the run has none), and
+    /// the words say why it is asked.
+    Ask(String),
 }
 
 /// Decides each host and port.
@@ -126,6 +129,9 @@ pub struct Proxy {
     pub report: Arc<dyn Fn(Connection) + Send + Sync>,
     /// Its bounds.
     pub limits: Limits,
+    /// Who decides what the gate asks about (the run's caller's asker); `None`: those
+    /// connections are refused.
+    pub ask: Option<caps::ConnectionAsker>,
 }
 
 impl Proxy {
@@ -174,6 +180,11 @@ impl Proxy {
                 names_address,
             } => (names_address, rule),
             Admission::Refuse(why) => return refuse(&mut client, report, 403, why).await,
+            Admission::Ask(why) => match self.ask(&request.host, request.port, why).await {
+                // The human saw this exact host: an address they allowed is named.
+                Ok(rule) => (request.host.parse::<IpAddr>().is_ok(), rule),
+                Err(why) => return refuse(&mut client, report, 403, why).await,
+            },
         };
         let upstream = match self
             .connect(&request.host, request.port, names_address)
@@ -189,6 +200,30 @@ impl Proxy {
                 .await
         } else {
             forward_http(client, upstream, &request, head.rest, report).await
+        }
+    }
+
+    /// Ask the run's asker about `host`:`port`, which no rule names (`why`); the client
+    /// connection waits meanwhile. What allowed it, or why not.
+    async fn ask(&self, host: &str, port: u16, why: String) -> Result<String, String> {
+        let Some(asker) = &self.ask else {
+            return Err(format!(
+                "{why}, and nobody is asked about this run's connections"
+            ));
+        };
+        let question = caps::ConnectionQuestion {
+            host: host.to_owned(),
+            port,
+            why,
+            special: host
+                .parse::<IpAddr>()
+                .ok()
+                .and_then(addr::special)
+                .map(str::to_owned),
+        };
+        match asker.0.ask(&question).await {
+            caps::ConnectionAnswer::Allow(rule) => Ok(rule),
+            caps::ConnectionAnswer::Refuse(why) => Err(why),
         }
     }
 

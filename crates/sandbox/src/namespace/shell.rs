@@ -60,7 +60,7 @@ impl NamespaceSandbox {
         // down (see `caps::process::ProcessSpec::exit_report`).
         let (status_read, status_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
             .map_err(|e| CapsError::from_io("pipe", "exit status", e.into()))?;
-        let (broker, egress_fd) = self.egress_broker(argv)?.unzip();
+        let (broker, egress_fd) = self.egress_broker(argv, options)?.unzip();
         let launch = self.command_line(
             profile,
             &options.cwd,
@@ -149,6 +149,7 @@ impl NamespaceSandbox {
     fn egress_broker(
         &self,
         argv: &[String],
+        options: &ExecOptions,
     ) -> caps::Result<Option<(crate::egress::broker::Broker, std::os::fd::OwnedFd)>> {
         if self.policy().network != crate::Network::Proxy {
             return Ok(None);
@@ -159,9 +160,12 @@ impl NamespaceSandbox {
                 "sandbox.network = \"proxy\" but this sandbox has no egress rules to decide connections with; nothing was run",
             ));
         };
-        crate::egress::broker::Broker::start(egress.proxy(), tokio::runtime::Handle::current())
-            .map(Some)
-            .map_err(|e| CapsError::from_io("start", "the run's egress broker", e))
+        crate::egress::broker::Broker::start(
+            egress.proxy(options.ask_connection.clone()),
+            tokio::runtime::Handle::current(),
+        )
+        .map(Some)
+        .map_err(|e| CapsError::from_io("start", "the run's egress broker", e))
     }
 }
 

@@ -75,7 +75,7 @@ function requestCard(p) {
     el("span", { text: `agent ${p.agent}` }),
     el("span", { text: `session ${p.session}` }),
     el("span", { text: `host ${p.host}` }),
-    el("span", { text: p.kind === "write" ? "a write permission" : "a command" }),
+    el("span", { text: { write: "a write permission", connection: "a network connection" }[p.kind] || "a command" }),
     el("span", { text: new Date(p.receivedMs).toLocaleTimeString() })));
   if (p.runsHere) {
     card.append(el("div", { class: "runs-here",

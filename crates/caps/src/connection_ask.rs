@@ -1,0 +1,61 @@
+//! Asking about a connection a sandboxed run's egress rules do not name
+//! (`sandbox.network = "proxy"`): the run's caller supplies an asker in
+//! [`crate::ExecOptions::ask_connection`] — the runner's asks the run's approver, with
+//! the run's agent, command and fallback — and the provider's proxy holds the connection
+//! until it answers. A provider without a proxy ignores it.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// What the asker decided about one host and port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConnectionAnswer {
+    /// Reach it; the words say who allowed it ("allowed once by the approver").
+    Allow(String),
+    /// Refuse it, saying why.
+    Refuse(String),
+}
+
+/// One question: a host and port no rule names, and why it is asked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnectionQuestion {
+    /// The host asked for (a name, lower-cased, or an address).
+    pub host: String,
+    /// The port asked for.
+    pub port: u16,
+    /// Why it is asked (no rule names it), in words.
+    pub why: String,
+    /// What the address is when the host is a special one (loopback, private,
+    /// metadata…): the human is told that allowing it reaches that.
+    pub special: Option<String>,
+}
+
+/// Decides connections nobody's rules decided: the run's caller's answer.
+pub trait AskConnection: Send + Sync {
+    /// Decide `question`. May take as long as a human does; the provider drops the
+    /// future when the run ends (which withdraws the question).
+    fn ask<'a>(
+        &'a self,
+        question: &'a ConnectionQuestion,
+    ) -> Pin<Box<dyn Future<Output = ConnectionAnswer> + Send + 'a>>;
+}
+
+/// A run's asker, as [`crate::ExecOptions`] carries it (compared by identity).
+#[derive(Clone)]
+pub struct ConnectionAsker(pub Arc<dyn AskConnection>);
+
+impl fmt::Debug for ConnectionAsker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ConnectionAsker(..)")
+    }
+}
+
+impl PartialEq for ConnectionAsker {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for ConnectionAsker {}
