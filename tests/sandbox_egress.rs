@@ -622,6 +622,31 @@ fn a_host_no_rule_names_is_put_to_the_approver_once_per_run() {
         "{stored}"
     );
     approver.stop();
+    // `policy explain` shows what the agent's egressAllow adds, in words and in JSON.
+    let explained = warden_in(home.path())
+        .args(["policy", "explain", "--", "curl", "http://x/"])
+        .current_dir(&ws_path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&explained.stdout);
+    assert!(
+        text.contains(&format!(
+            "egress allow: 127.0.0.1:{} (exec-approvals.json egressAllow of agent main)",
+            second.port()
+        )),
+        "{text}"
+    );
+    let explained = warden_in(home.path())
+        .args(["policy", "explain", "--json", "--", "curl", "http://x/"])
+        .current_dir(&ws_path)
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&explained.stdout).unwrap();
+    assert_eq!(
+        json["egressAllow"],
+        serde_json::json!([format!("127.0.0.1:{}", second.port())]),
+        "{json}"
+    );
 
     // Nobody listening: the stored host is reached without a question; askFallback
     // (deny by default) refuses the other, and says why.

@@ -97,6 +97,10 @@ fn explain_command(args: &ExplainArgs) -> anyhow::Result<i32> {
         if let Some(note) = node_note {
             value["note"] = note.into();
         }
+        let stored = decided.egress_allow();
+        if !stored.is_empty() {
+            value["egressAllow"] = stored.into();
+        }
         outln!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         if let Some(err) = decided.host_file_error() {
@@ -109,6 +113,14 @@ fn explain_command(args: &ExplainArgs) -> anyhow::Result<i32> {
             );
         }
         out!("{}", explanation.to_text());
+        let stored = decided.egress_allow();
+        if !stored.is_empty() {
+            outln!(
+                "egress allow: {} (exec-approvals.json egressAllow of agent {})",
+                stored.join(", "),
+                args.agent
+            );
+        }
         if let Some(status) = &exec_status {
             outln!("exec allowlist: {}", status.detail);
             if status.state == crate::exec_allowlist::State::Active {

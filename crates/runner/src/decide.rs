@@ -36,6 +36,28 @@ impl Decided {
         self.explanation.policy.host.value
     }
 
+    /// The hosts the agent's `egressAllow` (this host's approvals file, as the request
+    /// read it) lets a proxied sandboxed run reach besides its plan's rules, one rule
+    /// each; empty when the run's network is not Warden's proxy.
+    pub fn egress_allow(&self) -> Vec<String> {
+        let proxied = matches!(
+            self.explanation
+                .plans
+                .as_written
+                .as_ref()
+                .map(|p| &p.limits.network),
+            Ok(Some(policy::PlannedNetwork::Proxy { .. }))
+        );
+        match (&self.view.file, proxied) {
+            (Some(file), true) => file
+                .egress_allow_for(&self.request.agent)
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// Why this host's approvals file could not be used (then everything is denied).
     pub fn host_file_error(&self) -> Option<&str> {
         self.view.error.as_deref()
