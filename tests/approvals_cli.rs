@@ -529,6 +529,121 @@ fn an_answer_typed_as_stdin_closes_is_delivered_and_a_pending_prompt_goes_unansw
 }
 
 #[test]
+fn egress_rules_are_added_and_removed_as_rules_and_bad_ones_change_nothing() {
+    let tmp = home();
+    let h = tmp.path();
+    let out = w(h)
+        .args([
+            "approvals",
+            "egress",
+            "add",
+            "--agent",
+            "main",
+            "--json",
+            "PyPI.org.:443",
+            "*.example.com",
+        ])
+        .output()
+        .unwrap();
+    support::assert_success(&out);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["added"],
+        serde_json::json!(["pypi.org:443", "*.example.com"])
+    );
+    assert_eq!(
+        file(h)["agents"]["main"]["egressAllow"],
+        serde_json::json!(["pypi.org:443", "*.example.com"])
+    );
+    // The same rule spelled another way is not added twice.
+    let out = w(h)
+        .args([
+            "approvals",
+            "egress",
+            "add",
+            "--agent",
+            "main",
+            "pypi.org:443",
+        ])
+        .output()
+        .unwrap();
+    support::assert_success(&out);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("added 0"));
+    // A rule that does not read, among good ones, changes nothing and says why.
+    let before = std::fs::read(h.join("exec-approvals.json")).unwrap();
+    for bad in [
+        vec!["ok.example", "a b"],
+        vec!["*.com"],
+        vec!["x.example:0"],
+    ] {
+        let mut args = vec!["approvals", "egress", "add", "--agent", "main"];
+        args.extend(bad.iter().copied());
+        let out = w(h).args(&args).output().unwrap();
+        assert!(!out.status.success(), "{bad:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("egress rule"),
+            "{bad:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            std::fs::read(h.join("exec-approvals.json")).unwrap(),
+            before
+        );
+    }
+    // Removed as a rule, however it is spelled; an absent one is an error naming it.
+    let out = w(h)
+        .args([
+            "approvals",
+            "egress",
+            "remove",
+            "--agent",
+            "main",
+            "PYPI.ORG:443",
+        ])
+        .output()
+        .unwrap();
+    support::assert_success(&out);
+    assert_eq!(
+        file(h)["agents"]["main"]["egressAllow"],
+        serde_json::json!(["*.example.com"])
+    );
+    let out = w(h)
+        .args([
+            "approvals",
+            "egress",
+            "remove",
+            "--agent",
+            "main",
+            "pypi.org:443",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("has no egressAllow rule pypi.org:443"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Each change is on the record as a policy change.
+    let changes: Vec<String> = support::log_records(h, &["--kind", "policy"])
+        .iter()
+        .filter_map(|r| r["change"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        changes
+            .iter()
+            .any(|c| c.contains("main egressAllow + pypi.org:443")),
+        "{changes:?}"
+    );
+    assert!(
+        changes
+            .iter()
+            .any(|c| c.contains("main egressAllow - pypi.org:443")),
+        "{changes:?}"
+    );
+}
+
+#[test]
 fn defaults_show_and_set_the_host_ceilings() {
     let tmp = home();
     let h = tmp.path();

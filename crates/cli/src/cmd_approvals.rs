@@ -62,6 +62,10 @@ pub enum ApprovalsCommand {
     /// Edit an agent's allowlist.
     #[command(subcommand)]
     Allowlist(AllowlistCommand),
+    /// Edit the hosts an agent's proxied sandboxed runs reach besides `[sandbox.egress]`
+    /// (its `egressAllow`; "allow always" on a connection question adds to it).
+    #[command(subcommand)]
+    Egress(EgressCommand),
     /// Merge an OpenClaw-format (version 1) approvals file into this one. `*` is every
     /// agent; settings that loosen this host and values not taken are listed.
     Import {
@@ -144,6 +148,35 @@ impl RuleArgs {
     }
 }
 
+/// `warden approvals egress ...`
+#[derive(Debug, clap::Subcommand)]
+pub enum EgressCommand {
+    /// Add rules: `host`, `*.suffix`, `host:port`, an address (`10.0.0.5`,
+    /// `[fd00::1]:8080`), as `[sandbox.egress]` takes them.
+    Add {
+        /// The agent (`*`: every agent).
+        #[arg(long)]
+        agent: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// The rules.
+        #[arg(required = true)]
+        rules: Vec<String>,
+    },
+    /// Remove a rule (compared as a rule, however it is spelled).
+    Remove {
+        /// The agent.
+        #[arg(long)]
+        agent: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// The rule.
+        rule: String,
+    },
+}
+
 /// `warden approvals allowlist ...`
 #[derive(Debug, clap::Subcommand)]
 pub enum AllowlistCommand {
@@ -192,7 +225,9 @@ pub fn run(command: ApprovalsCommand) -> i32 {
         | ApprovalsCommand::Defaults { json, .. }
         | ApprovalsCommand::Import { json, .. }
         | ApprovalsCommand::Allowlist(AllowlistCommand::Add { json, .. })
-        | ApprovalsCommand::Allowlist(AllowlistCommand::Remove { json, .. }) => *json,
+        | ApprovalsCommand::Allowlist(AllowlistCommand::Remove { json, .. })
+        | ApprovalsCommand::Egress(EgressCommand::Add { json, .. })
+        | ApprovalsCommand::Egress(EgressCommand::Remove { json, .. }) => *json,
         ApprovalsCommand::Ui(_) => false,
     };
     match execute(command) {
@@ -439,6 +474,38 @@ fn execute(command: ApprovalsCommand) -> anyhow::Result<Output> {
             };
             Ok(Output {
                 text: written(&u, &format!("removed {pattern:?} from {agent}")),
+                json: serde_json::json!({ "written": u.written, "hash": u.hash }),
+            })
+        }
+        ApprovalsCommand::Egress(EgressCommand::Add { agent, rules, .. }) => {
+            // Every rule is read first: one that does not read changes nothing.
+            let rules = rules
+                .iter()
+                .map(|r| policy::egress::DomainRule::parse(r))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut added = Vec::new();
+            let mut hash = String::new();
+            for rule in &rules {
+                let u = store.add_egress_allow(&agent, rule)?;
+                if u.value {
+                    added.push(rule.to_string());
+                }
+                hash = u.hash;
+            }
+            Ok(Output {
+                text: format!(
+                    "added {} egressAllow rule(s) for {agent}{}\n(hash {hash})\n",
+                    added.len(),
+                    added.iter().map(|a| format!("\n  {a}")).collect::<String>(),
+                ),
+                json: serde_json::json!({ "hash": hash, "added": added }),
+            })
+        }
+        ApprovalsCommand::Egress(EgressCommand::Remove { agent, rule, .. }) => {
+            let parsed = policy::egress::DomainRule::parse(&rule)?;
+            let u = store.remove_egress_allow(&agent, &parsed)?;
+            Ok(Output {
+                text: written(&u, &format!("removed egressAllow {parsed} from {agent}")),
                 json: serde_json::json!({ "written": u.written, "hash": u.hash }),
             })
         }

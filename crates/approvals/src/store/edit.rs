@@ -167,6 +167,34 @@ impl Store {
         })
     }
 
+    /// Remove `rule` (compared as a rule: `PyPI.org.:443` is `pypi.org:443`) from
+    /// `agent`'s `egressAllow`; an absent rule is an error naming it.
+    pub fn remove_egress_allow(
+        &self,
+        agent: &str,
+        rule: &policy::egress::DomainRule,
+    ) -> Result<Updated<()>, StoreError> {
+        self.update(None, |file| {
+            let entry = file
+                .agents
+                .get_mut(agent)
+                .ok_or_else(|| StoreError::UnknownAgent {
+                    agent: agent.to_owned(),
+                    suggestion: None,
+                })?;
+            let before = entry.egress_allow.len();
+            entry
+                .egress_allow
+                .retain(|t| policy::egress::DomainRule::parse(t).as_ref() != Ok(rule));
+            if entry.egress_allow.len() == before {
+                return Err(StoreError::Invalid {
+                    problems: vec![format!("agent {agent:?} has no egressAllow rule {rule}")],
+                });
+            }
+            Ok(())
+        })
+    }
+
     /// Remove `pattern` from `agent`'s allowlist; an absent pattern is an error naming it.
     pub fn remove_pattern(&self, agent: &str, pattern: &str) -> Result<Updated<()>, StoreError> {
         self.remove_pattern_based(None, agent, pattern)
