@@ -1195,7 +1195,7 @@ fn answering(body: &'static str) -> std::net::SocketAddr {
 /// the page: the card says it is a network connection, the prompt names the host and
 /// port and that the address is loopback, and the one allow-always button names exactly
 /// the rule it stores — pressing `a` stores it in the agent's `egressAllow`, and the run
-/// reaches the host.
+/// reaches the host; the console lists the stored host under the agent and removes it.
 #[test]
 fn a_connection_question_is_answered_on_the_page_and_allow_always_stores_the_host() {
     if !support::bwrap_usable() {
@@ -1246,4 +1246,13 @@ fn a_connection_question_is_answered_on_the_page_and_allow_always_stores_the_hos
         serde_json::json!([rule])
     );
     driver.wait_text("#recent li", "egressAllow");
+    // The console lists the stored host under the agent, and removes it.
+    let stored = format!(".agent[data-agent='main'] .egress-allow li[data-rule='{rule}']");
+    driver.wait_text(&stored, &rule);
+    driver.click(&format!("{stored} button.remove-egress"), "Remove");
+    driver.wait_gone(&stored);
+    assert_eq!(
+        file(h)["agents"]["main"]["egressAllow"],
+        serde_json::Value::Null
+    );
 }

@@ -174,7 +174,17 @@ impl Store {
         agent: &str,
         rule: &policy::egress::DomainRule,
     ) -> Result<Updated<()>, StoreError> {
-        self.update(None, |file| {
+        self.remove_egress_allow_based(None, agent, rule)
+    }
+
+    /// [`Store::remove_egress_allow`], only if the file still has hash `base_hash`.
+    pub fn remove_egress_allow_based(
+        &self,
+        base_hash: Option<&str>,
+        agent: &str,
+        rule: &policy::egress::DomainRule,
+    ) -> Result<Updated<()>, StoreError> {
+        self.update(base_hash, |file| {
             let entry = file
                 .agents
                 .get_mut(agent)

@@ -57,10 +57,22 @@ pub struct AgentView {
     in_config: bool,
     settings: SettingsView,
     allowlist: Vec<EntryView>,
+    /// Its `egressAllow` rules, as stored (the page shows them escaped).
+    egress_allow: Vec<EgressView>,
     /// Its resolved policy for a request without parameters, as `policy explain` shows.
     policy: String,
     /// Its node binding (only when the registry has a node).
     binding: Option<BindingView>,
+}
+
+/// One `egressAllow` rule as the page shows it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EgressView {
+    /// As stored (what a removal names).
+    rule: String,
+    /// Escaped for display.
+    shown: String,
 }
 
 /// The whole console.
@@ -188,6 +200,17 @@ pub fn view(app: &App) -> ConsoleView {
                             .collect()
                     })
                     .unwrap_or_default(),
+                egress_allow: entry
+                    .map(|e| {
+                        e.egress_allow
+                            .iter()
+                            .map(|rule| EgressView {
+                                rule: rule.clone(),
+                                shown: approvals::display::escape(rule),
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
                 policy,
                 binding: nodes
                     .is_some()
@@ -248,6 +271,15 @@ pub enum Edit {
         agent: String,
         /// The rule, as the page was given it.
         rule: RuleSpec,
+    },
+    /// Remove an `egressAllow` rule (compared as a rule).
+    RemoveEgress {
+        /// The version shown.
+        base: String,
+        /// The agent.
+        agent: String,
+        /// The rule, as stored.
+        rule: String,
     },
     /// Remove every entry with this pattern, named exactly as stored.
     RemovePattern {
@@ -354,6 +386,16 @@ pub fn apply(app: &App, edit: Edit) -> Result<String, EditError> {
         Edit::RemoveRule { base, agent, rule } => store
             .remove_rule_based(Some(&base), &agent, &rule)
             .map(|u| u.hash),
+        Edit::RemoveEgress { base, agent, rule } => {
+            match policy::egress::DomainRule::parse(&rule) {
+                Ok(parsed) => store
+                    .remove_egress_allow_based(Some(&base), &agent, &parsed)
+                    .map(|u| u.hash),
+                Err(e) => Err(StoreError::Invalid {
+                    problems: vec![e.to_string()],
+                }),
+            }
+        }
         Edit::RemovePattern {
             base,
             agent,

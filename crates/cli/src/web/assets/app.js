@@ -270,6 +270,18 @@ function agentCard(a) {
   }
   table.append(body);
   card.append(table);
+  // The hosts "allow always" on a connection question stored (egressAllow).
+  if (a.egressAllow.length) {
+    const hosts = el("ul", { class: "egress-allow" });
+    for (const e of a.egressAllow) {
+      const remove = el("button", { type: "button", class: "remove-egress", text: "Remove" });
+      remove.addEventListener("click", () =>
+        edit({ op: "remove-egress", base: consoleHash, agent: a.id, rule: e.rule }, err));
+      hosts.append(el("li", { "data-rule": e.rule }, el("code", { text: e.shown }), " ", remove));
+    }
+    card.append(el("p", { class: "egress-title",
+      text: "Hosts its sandboxed runs reach through Warden's proxy besides [sandbox.egress] (egressAllow):" }), hosts);
+  }
   const input = el("input", { class: "pattern-input", name: "pattern", autocomplete: "off",
                               placeholder: "/usr/bin/rg, ~/bin/*, **/bin/tool or a bare name" });
   const args = el("input", { class: "args-input", name: "args", autocomplete: "off",
