@@ -12,8 +12,15 @@ use std::sync::Arc;
 /// What the asker decided about one host and port.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ConnectionAnswer {
-    /// Reach it; the words say who allowed it ("allowed once by the approver").
-    Allow(String),
+    /// Reach it.
+    Allow {
+        /// Who allowed it, in words ("allowed for this run by the approver…").
+        reason: String,
+        /// Whether what allowed it named this host exactly — a human shown the address,
+        /// or a stored address rule — which is the only way a special address (loopback,
+        /// private, metadata…) written out as the host is reached; a fallback does not.
+        names_address: bool,
+    },
     /// Refuse it, saying why.
     Refuse(String),
 }

@@ -97,7 +97,11 @@ impl AskConnection for RunAsker {
             if let Some(allowed) = self.stored(question) {
                 return allowed;
             }
-            let key = (question.host.clone(), question.port);
+            // The host as a rule reads it (`Files.Example.` is `files.example`).
+            let key = match policy::egress::DomainRule::exactly(&question.host, question.port) {
+                Ok(rule) => (rule.to_string(), question.port),
+                Err(_) => (question.host.clone(), question.port),
+            };
             {
                 let mut settled = self.settled.lock().unwrap_or_else(|p| p.into_inner());
                 if let Some(answer) = settled.answers.get(&key) {
@@ -136,10 +140,14 @@ impl RunAsker {
             deny: Vec::new(),
         };
         match rules.verdict(&question.host, question.port) {
-            policy::egress::Verdict::Allowed(rule) => Some(ConnectionAnswer::Allow(format!(
-                "exec-approvals.json egressAllow {rule} (agent {})",
-                self.agent
-            ))),
+            policy::egress::Verdict::Allowed(rule) => Some(ConnectionAnswer::Allow {
+                reason: format!(
+                    "exec-approvals.json egressAllow {rule} (agent {})",
+                    self.agent
+                ),
+                // Only an address rule matches an address: it names it.
+                names_address: matches!(rule.host, policy::egress::HostPattern::Address(_)),
+            }),
             _ => None,
         }
     }
@@ -171,24 +179,37 @@ impl RunAsker {
         let approver = self.runner.host.approvals.who();
         let nobody = match (&asked, store) {
             (Asked::Answered(Answer::AllowAlways, _), Some(rule)) => {
-                let words = match self.store(&rule).await {
-                    Ok(()) => format!(
-                        "allowed by {approver}, and stored for agent {}: egressAllow {rule}",
-                        self.agent
+                return match self.store(&rule).await {
+                    Ok(()) => (
+                        ConnectionAnswer::Allow {
+                            reason: format!(
+                                "allowed by {approver}, and stored for agent {}: egressAllow {rule}",
+                                self.agent
+                            ),
+                            names_address: true,
+                        },
+                        approver,
+                        Some(rule.to_string()),
                     ),
-                    Err(e) => {
-                        format!("allowed for this run by {approver} (storing {rule} failed: {e})")
-                    }
+                    Err(e) => (
+                        ConnectionAnswer::Allow {
+                            reason: format!(
+                                "allowed for this run by {approver} (storing {rule} failed: {e})"
+                            ),
+                            names_address: true,
+                        },
+                        approver,
+                        None,
+                    ),
                 };
-                return (
-                    ConnectionAnswer::Allow(words),
-                    approver,
-                    Some(rule.to_string()),
-                );
             }
             (Asked::Answered(Answer::AllowOnce | Answer::AllowAlways, _), _) => {
                 return (
-                    ConnectionAnswer::Allow(format!("allowed for this run by {approver}")),
+                    // The human was shown this exact host (and what a special address is).
+                    ConnectionAnswer::Allow {
+                        reason: format!("allowed for this run by {approver}"),
+                        names_address: true,
+                    },
                     approver,
                     None,
                 );
@@ -211,7 +232,11 @@ impl RunAsker {
             (Asked::NoApprover(why) | Asked::MayHaveRun(why), _) => format!("no approver: {why}"),
         };
         let answer = match self.ask_fallback {
-            AskFallback::Full => ConnectionAnswer::Allow(format!("askFallback = full ({nobody})")),
+            // Nobody saw the host: a special address stays out of reach.
+            AskFallback::Full => ConnectionAnswer::Allow {
+                reason: format!("askFallback = full ({nobody})"),
+                names_address: false,
+            },
             other => ConnectionAnswer::Refuse(format!(
                 "{}; {nobody}, and askFallback = {} refuses a host no rule names",
                 question.why,
@@ -244,7 +269,7 @@ impl RunAsker {
         stored: Option<&str>,
     ) {
         let (verdict, reason, words) = match answer {
-            ConnectionAnswer::Allow(words) => ("allow", "connection-allowed", words),
+            ConnectionAnswer::Allow { reason: words, .. } => ("allow", "connection-allowed", words),
             ConnectionAnswer::Refuse(words) => ("deny", "connection-refused", words),
         };
         let destination = if question.host.contains(':') {

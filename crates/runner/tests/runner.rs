@@ -1793,7 +1793,7 @@ async fn a_connection_no_rule_names_is_asked_once_per_host_and_port_and_at_most_
     };
     let first = asker.0.ask(&question("files.example", 443)).await;
     assert!(
-        matches!(&first, caps::ConnectionAnswer::Allow(w) if w.contains("allowed for this run by")),
+        matches!(&first, caps::ConnectionAnswer::Allow { reason: w, .. } if w.contains("allowed for this run by")),
         "{first:?}"
     );
     // The same host and port again: the answer stands, nobody is asked again.
@@ -1853,7 +1853,17 @@ async fn a_denied_unanswered_or_unaskable_connection_follows_the_answer_fallback
         let (_, asker) = proxied_run(&host, tools, human).await;
         let got = asker.0.ask(&question("x.example", 443)).await;
         match (&got, allowed) {
-            (caps::ConnectionAnswer::Allow(w), true) => assert!(w.contains("askFallback = full")),
+            (
+                caps::ConnectionAnswer::Allow {
+                    reason: w,
+                    names_address,
+                },
+                true,
+            ) => {
+                assert!(w.contains("askFallback = full"));
+                // Nobody saw the host: it names no address.
+                assert!(!names_address);
+            }
             (caps::ConnectionAnswer::Refuse(w), false) => {
                 assert!(
                     w.contains(&format!("askFallback = {fallback} refuses")),
@@ -1886,7 +1896,7 @@ async fn allow_always_on_a_connection_stores_exactly_its_host_and_port_for_the_a
     let (w, asker) = proxied_run(SANDBOX_HOST, tools, Human::Says(Answer::AllowAlways)).await;
     let got = asker.0.ask(&question("Files.Example.", 443)).await;
     assert!(
-        matches!(&got, caps::ConnectionAnswer::Allow(w) if w.contains("stored for agent coder: egressAllow files.example:443")),
+        matches!(&got, caps::ConnectionAnswer::Allow { reason: w, .. } if w.contains("stored for agent coder: egressAllow files.example:443")),
         "{got:?}"
     );
     let file = w.store.load().unwrap().file;
@@ -1919,7 +1929,7 @@ async fn allow_always_on_a_connection_stores_exactly_its_host_and_port_for_the_a
     let next = options.ask_connection.clone().unwrap();
     let got = next.0.ask(&question("files.example", 443)).await;
     assert!(
-        matches!(&got, caps::ConnectionAnswer::Allow(w) if w.contains("egressAllow files.example:443")),
+        matches!(&got, caps::ConnectionAnswer::Allow { reason: w, .. } if w.contains("egressAllow files.example:443")),
         "{got:?}"
     );
     assert_eq!(w.prompts().len(), prompts_before, "asked again");

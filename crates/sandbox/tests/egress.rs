@@ -469,10 +469,15 @@ impl caps::AskConnection for SlowAsker {
             self.0.lock().unwrap().push(question.clone());
             tokio::time::sleep(Duration::from_millis(300)).await;
             match question.host.as_str() {
-                "asked.test" | "127.0.0.1" => caps::ConnectionAnswer::Allow(format!(
-                    "allowed by the test's human: {}",
-                    question.host
-                )),
+                "asked.test" | "127.0.0.1" => caps::ConnectionAnswer::Allow {
+                    reason: format!("allowed by the test's human: {}", question.host),
+                    names_address: true,
+                },
+                // As a fallback would: reached, but naming no address.
+                "169.254.169.254" => caps::ConnectionAnswer::Allow {
+                    reason: "allowed by the test's fallback".into(),
+                    names_address: false,
+                },
                 other => {
                     caps::ConnectionAnswer::Refuse(format!("the test's human refused {other}"))
                 }
@@ -549,6 +554,12 @@ fn a_host_no_rule_names_is_decided_by_the_runs_asker_while_the_client_waits() {
             assert!(got.ends_with("local"), "{got:?}");
             assert_eq!(local_seen.lock().unwrap().as_slice(), b"hi");
 
+            // Allowed by what names no address (a fallback): the metadata address
+            // written out stays out of reach.
+            let got = through(&socket, "CONNECT 169.254.169.254:80 HTTP/1.1\r\n\r\n", b"").await;
+            assert!(got.starts_with("HTTP/1.1 502"), "{got:?}");
+            assert!(got.contains("169.254.169.254 is"), "{got:?}");
+
             // Refused by the human: a 403 that says so, nothing reached.
             let got = through(
                 &socket,
@@ -580,7 +591,13 @@ fn a_host_no_rule_names_is_decided_by_the_runs_asker_while_the_client_waits() {
             let hosts: Vec<&str> = questions.iter().map(|q| q.host.as_str()).collect();
             assert_eq!(
                 hosts,
-                ["asked.test", "asked.test", "127.0.0.1", "other.test"],
+                [
+                    "asked.test",
+                    "asked.test",
+                    "127.0.0.1",
+                    "169.254.169.254",
+                    "other.test"
+                ],
                 "{questions:?}"
             );
             assert!(questions[0].why.contains("no rule names asked.test"));

@@ -181,8 +181,7 @@ impl Proxy {
             } => (names_address, rule),
             Admission::Refuse(why) => return refuse(&mut client, report, 403, why).await,
             Admission::Ask(why) => match self.ask(&request.host, request.port, why).await {
-                // The human saw this exact host: an address they allowed is named.
-                Ok(rule) => (request.host.parse::<IpAddr>().is_ok(), rule),
+                Ok((rule, names_address)) => (names_address, rule),
                 Err(why) => return refuse(&mut client, report, 403, why).await,
             },
         };
@@ -204,8 +203,9 @@ impl Proxy {
     }
 
     /// Ask the run's asker about `host`:`port`, which no rule names (`why`); the client
-    /// connection waits meanwhile. What allowed it, or why not.
-    async fn ask(&self, host: &str, port: u16, why: String) -> Result<String, String> {
+    /// connection waits meanwhile. What allowed it and whether that names the address,
+    /// or why not.
+    async fn ask(&self, host: &str, port: u16, why: String) -> Result<(String, bool), String> {
         let Some(asker) = &self.ask else {
             return Err(format!(
                 "{why}, and nobody is asked about this run's connections"
@@ -222,7 +222,10 @@ impl Proxy {
                 .map(str::to_owned),
         };
         match asker.0.ask(&question).await {
-            caps::ConnectionAnswer::Allow(rule) => Ok(rule),
+            caps::ConnectionAnswer::Allow {
+                reason,
+                names_address,
+            } => Ok((reason, names_address)),
             caps::ConnectionAnswer::Refuse(why) => Err(why),
         }
     }
