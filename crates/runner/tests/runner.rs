@@ -1736,6 +1736,12 @@ async fn proxied_run(
         "[tools.exec]\n{tools}[sandbox]\nnetwork = \"proxy\"\n[sandbox.egress]\nallow = [\"pypi.org\"]\n"
     );
     let w = world(approvals_json, &config, human);
+    let asker = run_proxied(&w, &["pip", "install", "x"]).await;
+    (w, asker)
+}
+
+/// Run `words` in `w`'s proxied sandbox; the asker the run's shell was given.
+async fn run_proxied(w: &World, words: &[&str]) -> caps::ConnectionAsker {
     let shell = ScriptedShell::new();
     shell.respond_with(|_| Ok(ok_output("ran\n")));
     let executor = Executor::Sandbox(SandboxShells {
@@ -1749,7 +1755,7 @@ async fn proxied_run(
     let report = w
         .runner
         .run(
-            argv(&["pip", "install", "x"]),
+            argv(words),
             &executor,
             &CollectEvents::default(),
             &CancellationToken::new(),
@@ -1758,11 +1764,10 @@ async fn proxied_run(
     assert_eq!(stdout_of(&report), "ran\n", "{report:?}");
     let calls = shell.calls();
     let (RecordedCall::Exec { options, .. } | RecordedCall::Run { options, .. }) = &calls[0];
-    let asker = options
+    options
         .ask_connection
         .clone()
-        .expect("a proxied run is given an asker");
-    (w, asker)
+        .expect("a proxied run is given an asker")
 }
 
 fn question(host: &str, port: u16) -> caps::ConnectionQuestion {
@@ -1906,27 +1911,7 @@ async fn allow_always_on_a_connection_stores_exactly_its_host_and_port_for_the_a
     );
     // The next run of the agent reaches it without a question; another port is asked.
     let prompts_before = w.prompts().len();
-    let shell = ScriptedShell::new();
-    shell.respond_with(|_| Ok(ok_output("ran\n")));
-    let executor = Executor::Sandbox(SandboxShells {
-        readonly: Arc::new(shell.clone()),
-        watched: Arc::new(shell.clone()),
-        writable: Arc::new(shell.clone()),
-        unconfined: None,
-        read_only_unavailable: None,
-        network: policy::PlannedNetwork::of_sandbox(&w.runner.config().sandbox),
-    });
-    w.runner
-        .run(
-            argv(&["pip", "install", "y"]),
-            &executor,
-            &CollectEvents::default(),
-            &CancellationToken::new(),
-        )
-        .await;
-    let calls = shell.calls();
-    let (RecordedCall::Exec { options, .. } | RecordedCall::Run { options, .. }) = &calls[0];
-    let next = options.ask_connection.clone().unwrap();
+    let next = run_proxied(&w, &["pip", "install", "y"]).await;
     let got = next.0.ask(&question("files.example", 443)).await;
     assert!(
         matches!(&got, caps::ConnectionAnswer::Allow { reason: w, .. } if w.contains("egressAllow files.example:443")),

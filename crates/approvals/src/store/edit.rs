@@ -27,6 +27,23 @@ fn distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
+/// `agent`'s entry in `file`, added if it is not there. A new agent gets a plain id (as a
+/// gateway credential does); one already in the file keeps whatever it was written with.
+fn agent_entry<'a>(
+    file: &'a mut ApprovalsFile,
+    agent: &str,
+) -> Result<&'a mut AgentEntry, StoreError> {
+    if !file.agents.contains_key(agent) && !policy::is_agent_id(agent) {
+        return Err(StoreError::Invalid {
+            problems: vec![format!(
+                "invalid agent id {agent:?}: {}",
+                policy::AGENT_ID_RULE
+            )],
+        });
+    }
+    Ok(file.agents.entry(agent.to_owned()).or_default())
+}
+
 impl Store {
     /// Add `patterns` to `agent`'s allowlist (duplicates are skipped). An agent that is
     /// neither in the file nor in `known_agents` is refused unless `create_agent`.
@@ -109,20 +126,7 @@ impl Store {
                     suggestion,
                 });
             }
-            // A new agent gets a plain id (as a gateway credential does); one already in
-            // the file keeps whatever it was written with.
-            if !file.agents.contains_key(agent) && !policy::is_agent_id(agent) {
-                return Err(StoreError::Invalid {
-                    problems: vec![format!(
-                        "invalid agent id {agent:?}: {}",
-                        policy::AGENT_ID_RULE
-                    )],
-                });
-            }
-            let entry = file
-                .agents
-                .entry(agent.to_owned())
-                .or_insert_with(AgentEntry::default);
+            let entry = agent_entry(file, agent)?;
             let mut added = Vec::new();
             for r in rules {
                 if !entry.allowlist.iter().any(|e| e.rule().same_rule(r)) {
@@ -143,19 +147,7 @@ impl Store {
     ) -> Result<Updated<bool>, StoreError> {
         let text = rule.to_string();
         self.update(None, |file| {
-            // A new agent gets a plain id, as in `add_rules`.
-            if !file.agents.contains_key(agent) && !policy::is_agent_id(agent) {
-                return Err(StoreError::Invalid {
-                    problems: vec![format!(
-                        "invalid agent id {agent:?}: {}",
-                        policy::AGENT_ID_RULE
-                    )],
-                });
-            }
-            let entry = file
-                .agents
-                .entry(agent.to_owned())
-                .or_insert_with(AgentEntry::default);
+            let entry = agent_entry(file, agent)?;
             let stored = entry
                 .egress_allow
                 .iter()
