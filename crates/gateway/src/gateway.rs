@@ -461,6 +461,18 @@ impl EventSink for Watched<'_> {
             process.saw_asking();
         }
     }
+
+    fn connection_question(&self, run_id: &str, to: Option<&str>) {
+        match to {
+            Some(_) => self.awaiting_approval(run_id),
+            None => {
+                self.settled();
+                if let Some(process) = self.process {
+                    process.saw_answered();
+                }
+            }
+        }
+    }
 }
 
 /// Why a `host = node` request is refused by a process that takes no node connections.

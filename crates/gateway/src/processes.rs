@@ -204,6 +204,12 @@ impl Process {
         self.touch();
     }
 
+    /// The question it waited on (about a connection, while it runs) was settled.
+    pub(crate) fn saw_answered(&self) {
+        self.awaiting.send_replace(None);
+        self.touch();
+    }
+
     /// Where the last answer about its output stopped.
     pub fn read_to(&self) -> u64 {
         *self.read_to.lock().unwrap_or_else(|p| p.into_inner())
@@ -555,6 +561,16 @@ mod tests {
             host: runner::RunHost::Gateway,
         });
         assert!(p.awaiting_approval().is_none());
+        // Running, a connection's question: awaited until it is settled.
+        p.saw_asking();
+        assert!(p.awaiting_approval().is_some());
+        assert!(
+            crate::mcp::process_tool::state_words(&p, None)
+                .contains("a connection awaiting operator approval")
+        );
+        p.saw_answered();
+        assert!(p.awaiting_approval().is_none());
+        assert!(crate::mcp::process_tool::state_words(&p, None).starts_with("running for"));
     }
 
     #[test]

@@ -42,6 +42,9 @@ struct RunAsker {
     ask_fallback: AskFallback,
     host_file: Option<Arc<ApprovalsFile>>,
     cancel: CancellationToken,
+    /// Told `Some(host:port)` when a question goes out and `None` when it is settled
+    /// (the run's driver passes it on to its event sink).
+    questions: tokio::sync::mpsc::UnboundedSender<Option<String>>,
     /// Held while a question is out: one at a time, so a second connection to the same
     /// host waits for the first's answer instead of asking again.
     asking: tokio::sync::Mutex<()>,
@@ -60,12 +63,13 @@ struct Settled {
 
 impl Runner {
     /// The asker of the run `decided` (on `host`, the plan's host), ending its questions
-    /// when `cancel` fires.
+    /// when `cancel` fires and telling `questions` when one goes out and is settled.
     pub(crate) fn connection_asker(
         &self,
         decided: &Decided,
         host: &str,
         cancel: &CancellationToken,
+        questions: tokio::sync::mpsc::UnboundedSender<Option<String>>,
     ) -> ConnectionAsker {
         let policy = &decided.explanation.policy;
         ConnectionAsker(Arc::new(RunAsker {
@@ -81,6 +85,7 @@ impl Runner {
             ask_fallback: policy.ask_fallback.value,
             host_file: decided.view.file.clone(),
             cancel: cancel.clone(),
+            questions,
             asking: tokio::sync::Mutex::new(()),
             settled: Mutex::default(),
         }))
@@ -172,10 +177,18 @@ impl RunAsker {
                 store: store.as_ref().map(ToString::to_string),
             },
         );
+        let to = if question.host.contains(':') {
+            format!("[{}]:{}", question.host, question.port)
+        } else {
+            format!("{}:{}", question.host, question.port)
+        };
+        // The driver may be gone (the run ended): then nobody is told, and that is fine.
+        let _ = self.questions.send(Some(to));
         let asked = self
             .runner
             .ask(prompt, self.host_file.as_deref(), &self.cancel)
             .await;
+        let _ = self.questions.send(None);
         let approver = self.runner.host.approvals.who();
         let nobody = match (&asked, store) {
             (Asked::Answered(Answer::AllowAlways, _), Some(rule)) => {

@@ -130,6 +130,14 @@ pub trait EventSink: Send + Sync {
     fn awaiting_approval(&self, run_id: &str) {
         let _ = run_id;
     }
+
+    /// Run `run_id`, already running, now waits for a human's answer about a connection
+    /// to `to` (`host:port`, through Warden's egress proxy); `None`: that question is
+    /// settled. Not a session event either: a caller that reports a run's state says so
+    /// while it lasts.
+    fn connection_question(&self, run_id: &str, to: Option<&str>) {
+        let _ = (run_id, to);
+    }
 }
 
 /// Discards events.

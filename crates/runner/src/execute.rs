@@ -269,12 +269,21 @@ impl Runner {
                 host: report.host.clone(),
             });
         }
-        // Through Warden's proxy, a host the rules do not name is asked about.
+        // Through Warden's proxy, a host the rules do not name is asked about; the
+        // events hear while a question is out.
+        let (questions, mut asked) = tokio::sync::mpsc::unbounded_channel::<Option<String>>();
         let ask_connection = matches!(
             plan.limits.network,
             Some(policy::PlannedNetwork::Proxy { .. })
         )
-        .then(|| self.connection_asker(decided, &plan.host, cancel));
+        .then(|| self.connection_asker(decided, &plan.host, cancel, questions));
+        let tell_events = async {
+            while let Some(to) = asked.recv().await {
+                events.connection_question(&report.run_id, to.as_deref());
+            }
+            // Every asker is gone: nothing more to tell; the run decides when this ends.
+            std::future::pending::<()>().await;
+        };
         let result = tokio::select! {
             biased;
             _ = cancel.cancelled() => None,
@@ -287,7 +296,12 @@ impl Runner {
                 decided.request.terminal,
                 ask_connection,
             ) => Some(result),
+            () = tell_events => None,
         };
+        // What the run's end overtook, in order (so a question told is also settled).
+        while let Ok(to) = asked.try_recv() {
+            events.connection_question(&report.run_id, to.as_deref());
+        }
         conclude(report, events, result)
     }
 }

@@ -274,4 +274,12 @@ impl EventSink for NoFinish<'_> {
             self.0.emit(event);
         }
     }
+
+    fn awaiting_approval(&self, run_id: &str) {
+        self.0.awaiting_approval(run_id);
+    }
+
+    fn connection_question(&self, run_id: &str, to: Option<&str>) {
+        self.0.connection_question(run_id, to);
+    }
 }

@@ -1921,3 +1921,83 @@ async fn allow_always_on_a_connection_stores_exactly_its_host_and_port_for_the_a
     let _ = next.0.ask(&question("files.example", 8443)).await;
     assert_eq!(w.prompts().len(), prompts_before + 1);
 }
+
+/// A sandbox shell whose command, while it runs, asks the run's asker about one host
+/// (as the proxy does for a connection), and prints the answer.
+#[derive(Debug)]
+struct AskingShell;
+
+#[async_trait::async_trait]
+impl caps::Shell for AskingShell {
+    async fn exec(
+        &self,
+        _argv: &[String],
+        options: &caps::ExecOptions,
+    ) -> caps::Result<caps::ExecOutput> {
+        let asker = options
+            .ask_connection
+            .clone()
+            .expect("a proxied run is given an asker");
+        let answer = asker.0.ask(&question("files.example", 443)).await;
+        // The command goes on a while after its answer.
+        tokio::task::yield_now().await;
+        Ok(ok_output(&format!("{answer:?}\n")))
+    }
+
+    async fn run(
+        &self,
+        script: &caps::Script,
+        options: &caps::ExecOptions,
+    ) -> caps::Result<caps::ExecOutput> {
+        self.exec(std::slice::from_ref(&script.source), options).await
+    }
+}
+
+/// Records the questions a running command waits on.
+#[derive(Default)]
+struct QuestionEvents(Mutex<Vec<(String, Option<String>)>>);
+
+impl runner::EventSink for QuestionEvents {
+    fn emit(&self, _event: ExecEvent) {}
+
+    fn connection_question(&self, run_id: &str, to: Option<&str>) {
+        self.0
+            .lock()
+            .unwrap()
+            .push((run_id.to_owned(), to.map(str::to_owned)));
+    }
+}
+
+#[tokio::test]
+async fn while_a_running_command_waits_on_a_connection_question_its_events_hear_so() {
+    let config = "[tools.exec]\nhost = \"sandbox\"\nsecurity = \"full\"\n[sandbox]\nnetwork = \"proxy\"\n[sandbox.egress]\nallow = []\n";
+    let w = world(SANDBOX_HOST, config, Human::Says(Answer::AllowOnce));
+    let shell: Arc<dyn caps::Shell> = Arc::new(AskingShell);
+    let executor = Executor::Sandbox(SandboxShells {
+        readonly: Arc::clone(&shell),
+        watched: Arc::clone(&shell),
+        writable: shell,
+        unconfined: None,
+        read_only_unavailable: None,
+        network: policy::PlannedNetwork::of_sandbox(&w.runner.config().sandbox),
+    });
+    let events = QuestionEvents::default();
+    let report = w
+        .runner
+        .run(
+            argv(&["pip", "install", "x"]),
+            &executor,
+            &events,
+            &CancellationToken::new(),
+        )
+        .await;
+    assert!(stdout_of(&report).contains("Allow"), "{report:?}");
+    let heard = events.0.lock().unwrap().clone();
+    assert_eq!(
+        heard,
+        vec![
+            (report.run_id.clone(), Some("files.example:443".to_owned())),
+            (report.run_id.clone(), None),
+        ]
+    );
+}

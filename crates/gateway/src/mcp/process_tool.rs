@@ -490,6 +490,18 @@ pub(crate) fn state_words(process: &Process, report: Option<&RunReport>) -> Stri
                 "not started after {:.1} s (being decided, or waiting for a human's answer)",
                 process.elapsed().as_secs_f64()
             ),
+            // A running command whose connection waits for a human (egress proxy).
+            ProcessState::Running if process.awaiting_approval().is_some() => {
+                let asked = process
+                    .awaiting_approval()
+                    .and_then(|at| at.elapsed().ok())
+                    .unwrap_or_default();
+                format!(
+                    "running for {:.1} s, a connection awaiting operator approval (asked {:.0} s ago)",
+                    process.elapsed().as_secs_f64(),
+                    asked.as_secs_f64()
+                )
+            }
             _ => format!("running for {:.1} s", process.elapsed().as_secs_f64()),
         },
     }
