@@ -1949,7 +1949,8 @@ impl caps::Shell for AskingShell {
         script: &caps::Script,
         options: &caps::ExecOptions,
     ) -> caps::Result<caps::ExecOutput> {
-        self.exec(std::slice::from_ref(&script.source), options).await
+        self.exec(std::slice::from_ref(&script.source), options)
+            .await
     }
 }
 
