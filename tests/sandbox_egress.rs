@@ -407,19 +407,12 @@ fn warden_exec_in_proxy_mode_reaches_what_config_allows_and_says_so() {
     }
     let allowed = serve_http("127.0.0.1:0", "hello from config");
     let other = serve_http("127.0.0.1:0", "must not be reached");
-    let home = warden_home();
-    let ws = tempfile::tempdir().unwrap();
-    let ws_path = std::fs::canonicalize(ws.path()).unwrap();
-    configure(
-        home.path(),
-        &format!(
-            "[sandbox]\nnetwork = \"proxy\"\n\n[sandbox.egress]\nallow = [\"127.0.0.1:{}\"]\ndeny = [\"*.example.com\"]\n",
-            allowed.port()
-        ),
-        r#"{"version":1}"#,
-    );
+    let p = ProxyHome::new(&format!(
+        "allow = [\"127.0.0.1:{}\"]\ndeny = [\"*.example.com\"]\n",
+        allowed.port()
+    ));
     for companion in ["on", "off"] {
-        let out = warden_in(home.path())
+        let out = p.warden()
             .env("WARDEN_COMPANION", companion)
             .args([
                 "exec",
@@ -429,7 +422,6 @@ fn warden_exec_in_proxy_mode_reaches_what_config_allows_and_says_so() {
                      curl -sS --max-time 20 -o /dev/null -w 'other=%{{http_code}}\\n' http://{other}/"
                 ),
             ])
-            .current_dir(&ws_path)
             .output()
             .unwrap();
         let (stdout, stderr) = (
@@ -459,34 +451,30 @@ fn warden_exec_in_proxy_mode_reaches_what_config_allows_and_says_so() {
             "{stderr}"
         );
     }
-    let out = warden_in(home.path())
+    let out = p
+        .warden()
         .args(["exec", "--json", "--", "curl", "-sS", "--max-time", "20"])
         .arg(format!("http://{allowed}/"))
-        .current_dir(&ws_path)
         .output()
         .unwrap();
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["egress"][0]["allowed"], true, "{json}");
     assert_eq!(json["egress"][0]["port"], allowed.port(), "{json}");
     // The run's record keeps its connections too.
-    let runs = support::log_records(home.path(), &["--kind", "run"]);
+    let runs = support::log_records(p.home(), &["--kind", "run"]);
     let last = runs.last().expect("a run record");
     assert_eq!(last["egress"][0]["host"], "127.0.0.1", "{last}");
     assert_eq!(last["egress"][0]["allowed"], true, "{last}");
     // `policy explain` shows the run's network policy as it will be in force.
-    let explained = warden_in(home.path())
+    let explained = p
+        .warden()
         .args(["policy", "explain", "--json", "--", "curl", "http://x/"])
-        .current_dir(&ws_path)
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&explained.stdout);
     assert!(text.contains("\"proxy\""), "{text}");
     // So does `warden doctor`, under the sandbox host.
-    let doctor = warden_in(home.path())
-        .arg("doctor")
-        .current_dir(&ws_path)
-        .output()
-        .unwrap();
+    let doctor = p.warden().arg("doctor").output().unwrap();
     let said = String::from_utf8_lossy(&doctor.stdout);
     assert!(
         said.lines().any(|l| l.starts_with("ok    network")
@@ -498,6 +486,50 @@ fn warden_exec_in_proxy_mode_reaches_what_config_allows_and_says_so() {
         text.contains(&format!("127.0.0.1:{}", allowed.port())) && text.contains("*.example.com"),
         "{text}"
     );
+}
+
+/// A Warden home whose sandbox reaches the network only through Warden's proxy, under
+/// `egress` (the lines of its `[sandbox.egress]` table), with a workspace to run in.
+struct ProxyHome {
+    home: tempfile::TempDir,
+    _workspace: tempfile::TempDir,
+    workspace: std::path::PathBuf,
+}
+
+impl ProxyHome {
+    fn new(egress: &str) -> ProxyHome {
+        let home = warden_home();
+        let workspace_dir = tempfile::tempdir().unwrap();
+        let workspace = std::fs::canonicalize(workspace_dir.path()).unwrap();
+        configure(
+            home.path(),
+            &format!("[sandbox]\nnetwork = \"proxy\"\n\n[sandbox.egress]\n{egress}"),
+            r#"{"version":1}"#,
+        );
+        ProxyHome {
+            home,
+            _workspace: workspace_dir,
+            workspace,
+        }
+    }
+
+    fn home(&self) -> &std::path::Path {
+        self.home.path()
+    }
+
+    /// `warden` in this home, run in the workspace.
+    fn warden(&self) -> Command {
+        let mut cmd = warden_in(self.home());
+        cmd.current_dir(&self.workspace);
+        cmd
+    }
+
+    /// `warden exec --shell script` on a thread of its own (while the test answers).
+    fn exec_later(&self, script: &str) -> std::thread::JoinHandle<std::process::Output> {
+        let mut cmd = self.warden();
+        cmd.args(["exec", "--shell", script]);
+        std::thread::spawn(move || cmd.output().unwrap())
+    }
 }
 
 /// A host `[sandbox.egress]` does not name is put to the approver (the real terminal
@@ -513,29 +545,13 @@ fn a_host_no_rule_names_is_put_to_the_approver_once_per_run() {
     }
     let first = serve_http("127.0.0.1:0", "reached after asking");
     let second = serve_http("127.0.0.1:0", "must not be reached");
-    let home = warden_home();
-    let ws = tempfile::tempdir().unwrap();
-    let ws_path = std::fs::canonicalize(ws.path()).unwrap();
-    configure(
-        home.path(),
-        "[sandbox]\nnetwork = \"proxy\"\n\n[sandbox.egress]\nallow = []\n",
-        r#"{"version":1}"#,
-    );
+    let p = ProxyHome::new("allow = []\n");
     let script = format!(
         "curl -sS --max-time 60 http://{first}/a; echo; curl -sS --max-time 60 http://{first}/b; echo; \
          curl -sS --max-time 60 -o /dev/null -w 'second=%{{http_code}}\\n' http://{second}/"
     );
-    let mut approver = support::TerminalApprover::start(home.path());
-    let run = {
-        let (home, ws_path, script) = (home.path().to_path_buf(), ws_path.clone(), script.clone());
-        std::thread::spawn(move || {
-            warden_in(&home)
-                .args(["exec", "--shell", &script])
-                .current_dir(&ws_path)
-                .output()
-                .unwrap()
-        })
-    };
+    let mut approver = support::TerminalApprover::start(p.home());
+    let run = p.exec_later(&script);
     let shown = approver.read_until("digest:").join("\n");
     for expected in [
         "(a network connection)".to_owned(),
@@ -575,7 +591,7 @@ fn a_host_no_rule_names_is_put_to_the_approver_once_per_run() {
         stderr.contains("denied by the approver on this host's socket"),
         "{stderr}"
     );
-    let answers = support::log_records(home.path(), &["--kind", "answer"]);
+    let answers = support::log_records(p.home(), &["--kind", "answer"]);
     let rules: Vec<&str> = answers.iter().filter_map(|a| a["rule"].as_str()).collect();
     assert_eq!(answers.len(), 2, "{answers:?}");
     assert!(
@@ -587,20 +603,7 @@ fn a_host_no_rule_names_is_put_to_the_approver_once_per_run() {
 
     // "Allow always" stores exactly that host and port for the agent.
     let fetch_second = format!("curl -sS --max-time 60 http://{second}/");
-    let run = {
-        let (home, ws_path, script) = (
-            home.path().to_path_buf(),
-            ws_path.clone(),
-            fetch_second.clone(),
-        );
-        std::thread::spawn(move || {
-            warden_in(&home)
-                .args(["exec", "--shell", &script])
-                .current_dir(&ws_path)
-                .output()
-                .unwrap()
-        })
-    };
+    let run = p.exec_later(&fetch_second);
     approver.answer(
         &format!("always:   stores 127.0.0.1:{} for", second.port()),
         "a\n",
@@ -612,7 +615,7 @@ fn a_host_no_rule_names_is_put_to_the_approver_once_per_run() {
         String::from_utf8_lossy(&out.stderr)
     );
     let stored: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(home.path().join("exec-approvals.json")).unwrap())
+        serde_json::from_slice(&std::fs::read(p.home().join("exec-approvals.json")).unwrap())
             .unwrap();
     let agents = stored["agents"].as_object().unwrap();
     assert!(
@@ -623,9 +626,9 @@ fn a_host_no_rule_names_is_put_to_the_approver_once_per_run() {
     );
     approver.stop();
     // `policy explain` shows what the agent's egressAllow adds, in words and in JSON.
-    let explained = warden_in(home.path())
+    let explained = p
+        .warden()
         .args(["policy", "explain", "--", "curl", "http://x/"])
-        .current_dir(&ws_path)
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&explained.stdout);
@@ -636,9 +639,9 @@ fn a_host_no_rule_names_is_put_to_the_approver_once_per_run() {
         )),
         "{text}"
     );
-    let explained = warden_in(home.path())
+    let explained = p
+        .warden()
         .args(["policy", "explain", "--json", "--", "curl", "http://x/"])
-        .current_dir(&ws_path)
         .output()
         .unwrap();
     let json: serde_json::Value = serde_json::from_slice(&explained.stdout).unwrap();
@@ -650,9 +653,9 @@ fn a_host_no_rule_names_is_put_to_the_approver_once_per_run() {
 
     // Nobody listening: the stored host is reached without a question; askFallback
     // (deny by default) refuses the other, and says why.
-    let out = warden_in(home.path())
+    let out = p
+        .warden()
         .args(["exec", "--shell", &format!("{script}; {fetch_second}")])
-        .current_dir(&ws_path)
         .output()
         .unwrap();
     let (stdout, stderr) = (
@@ -675,6 +678,50 @@ fn a_host_no_rule_names_is_put_to_the_approver_once_per_run() {
         )),
         "{stderr}"
     );
+}
+
+/// A run that ends while its connection's question is out (its timeout) ends on time:
+/// the question is withdrawn from the approver, nothing reaches the upstream, and the
+/// connection is reported refused.
+#[test]
+fn a_run_that_ends_while_its_connection_is_asked_about_withdraws_the_question() {
+    if !bwrap_usable() || !curl_present() {
+        return;
+    }
+    let upstream = serve_http("127.0.0.1:0", "must not be reached");
+    let p = ProxyHome::new("allow = []\n");
+    let mut approver = support::TerminalApprover::start(p.home());
+    let started = std::time::Instant::now();
+    let mut cmd = p.warden();
+    cmd.args([
+        "exec",
+        "--timeout",
+        "3s",
+        "--shell",
+        &format!("curl -sS --max-time 60 http://{upstream}/"),
+    ]);
+    let run = std::thread::spawn(move || cmd.output().unwrap());
+    // Shown, and left unanswered.
+    let shown = approver.read_until("digest:").join("\n");
+    assert!(shown.contains(&format!("connects: {upstream}")), "{shown}");
+    let withdrawn = approver.read_until("withdrawn").join("\n");
+    assert!(withdrawn.contains("the requester gave up"), "{withdrawn}");
+    let out = run.join().unwrap();
+    let waited = started.elapsed();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(waited < Duration::from_secs(20), "{waited:?}");
+    assert!(
+        !stdout.contains("must not be reached"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        stderr.contains("timed out") || stderr.contains("timeout"),
+        "{stderr}"
+    );
+    approver.stop();
 }
 
 /// A loopback HTTP server answering `GET path` with the bytes `routes` gives for it

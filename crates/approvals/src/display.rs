@@ -255,12 +255,11 @@ pub fn render_prompt(prompt: &Prompt) -> String {
                 escape(&prompt.host)
             );
             let _ = writeln!(out, "command:  {}", escape(command));
-            let to = if destination.contains(':') {
-                format!("[{}]:{port}", escape(destination))
-            } else {
-                format!("{}:{port}", escape(destination))
-            };
-            let _ = writeln!(out, "connects: {to}");
+            let _ = writeln!(
+                out,
+                "connects: {}",
+                caps::host_port(&escape(destination), *port)
+            );
             let _ = writeln!(out, "why:      {}", escape(why));
             if let Some(special) = special {
                 let _ = writeln!(

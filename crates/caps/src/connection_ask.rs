@@ -39,6 +39,22 @@ pub struct ConnectionQuestion {
     pub special: Option<String>,
 }
 
+/// `host:port` as people write it: `[v6]:port` for an IPv6 address.
+pub fn host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+impl ConnectionQuestion {
+    /// Its host and port as people write them ([`host_port`]).
+    pub fn destination(&self) -> String {
+        host_port(&self.host, self.port)
+    }
+}
+
 /// Decides connections nobody's rules decided: the run's caller's answer.
 pub trait AskConnection: Send + Sync {
     /// Decide `question`. May take as long as a human does; the provider drops the

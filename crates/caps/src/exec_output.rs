@@ -150,21 +150,16 @@ impl fmt::Display for EgressConnection {
                 })
                 .collect()
         };
-        let host = printable(&self.host);
-        let host = if host.contains(':') {
-            format!("[{host}]")
-        } else {
-            host
-        };
+        let to = crate::host_port(&printable(&self.host), self.port);
         let reason = printable(&self.reason);
         if self.allowed {
             write!(
                 f,
-                "{host}:{} {} allowed ({reason}), {} B sent, {} B received",
-                self.port, self.kind, self.sent, self.received
+                "{to} {} allowed ({reason}), {} B sent, {} B received",
+                self.kind, self.sent, self.received
             )
         } else {
-            write!(f, "{host}:{} {} refused: {reason}", self.port, self.kind)
+            write!(f, "{to} {} refused: {reason}", self.kind)
         }
     }
 }

@@ -34,7 +34,9 @@ mod terminal;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
-pub use connection_ask::{AskConnection, ConnectionAnswer, ConnectionAsker, ConnectionQuestion};
+pub use connection_ask::{
+    AskConnection, ConnectionAnswer, ConnectionAsker, ConnectionQuestion, host_port,
+};
 pub use error::CapsError;
 pub use fs::{DirEntry, FileId, FileKind, Fs, FsLock, Metadata, WriteOptions};
 pub use input::{

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use policy::egress::{DomainRule, EgressRules, HostPattern, Verdict};
+use policy::egress::{EgressRules, HostPattern, Verdict};
 use policy::{Config, PlannedNetwork, SandboxNetwork};
 use sandbox::egress::proxy::{Admission, Gate, Limits, SystemResolver};
 
@@ -45,8 +45,8 @@ impl Gate for RulesGate {
             },
             Verdict::Denied(rule) => Admission::Refuse(format!("[sandbox.egress] deny {rule}")),
             // Only a real host name or address is put to a human (and could be stored).
-            Verdict::Unknown if DomainRule::exactly(host, port).is_err() => {
-                Admission::Refuse(format!("{host:?} is not a host name or an address"))
+            Verdict::NotAHost(why) => {
+                Admission::Refuse(format!("{host:?} is not a host name or an address: {why}"))
             }
             Verdict::Unknown => Admission::Ask(format!(
                 "no [sandbox.egress] allow rule names {host} on port {port}"
@@ -58,6 +58,7 @@ impl Gate for RulesGate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use policy::egress::DomainRule;
 
     fn gate(allow: &[&str], deny: &[&str]) -> RulesGate {
         let parse = |t: &[&str]| t.iter().map(|r| DomainRule::parse(r).unwrap()).collect();

@@ -51,6 +51,9 @@ pub enum Verdict {
     Allowed(DomainRule),
     /// No rule names it: ask, or refuse.
     Unknown,
+    /// It is not a host name or an address at all (why): no rule can name it, and
+    /// nobody should be asked about it.
+    NotAHost(String),
 }
 
 /// A run's egress rules.
@@ -66,8 +69,9 @@ impl EgressRules {
     /// What the rules say about `host` (a name as a client wrote it, or an address) on
     /// `port`. A name that is not a plain hostname is never allowed.
     pub fn verdict(&self, host: &str, port: u16) -> Verdict {
-        let Ok(target) = Target::parse(host) else {
-            return Verdict::Unknown;
+        let target = match Target::parse(host) {
+            Ok(target) => target,
+            Err(why) => return Verdict::NotAHost(why),
         };
         if let Some(rule) = self.deny.iter().find(|r| r.matches(&target, port)) {
             return Verdict::Denied(rule.clone());
@@ -347,9 +351,16 @@ mod tests {
             "a b.example.com",
             "",
             "a.example.com:80",
+            "*.example.com",
+            "a..example.com",
         ] {
-            assert_eq!(r.verdict(host, 443), Verdict::Unknown, "{host:?}");
+            assert!(
+                matches!(r.verdict(host, 443), Verdict::NotAHost(_)),
+                "{host:?}"
+            );
         }
+        let long = format!("{}.example.com", "a".repeat(64));
+        assert!(matches!(r.verdict(&long, 443), Verdict::NotAHost(_)));
     }
 
     #[test]

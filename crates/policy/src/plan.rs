@@ -183,6 +183,12 @@ impl PlannedLimits {
         std::time::Duration::from_millis(self.timeout_ms)
     }
 
+    /// Whether the run's network goes only through Warden's egress proxy (then a host
+    /// its rules do not name is asked about).
+    pub fn through_proxy(&self) -> bool {
+        matches!(self.network, Some(PlannedNetwork::Proxy { .. }))
+    }
+
     /// The process and memory limits as a shell takes them.
     pub fn resources(&self) -> caps::ResourceLimits {
         caps::ResourceLimits {

@@ -177,13 +177,8 @@ impl RunAsker {
                 store: store.as_ref().map(ToString::to_string),
             },
         );
-        let to = if question.host.contains(':') {
-            format!("[{}]:{}", question.host, question.port)
-        } else {
-            format!("{}:{}", question.host, question.port)
-        };
         // The driver may be gone (the run ended): then nobody is told, and that is fine.
-        let _ = self.questions.send(Some(to));
+        let _ = self.questions.send(Some(question.destination()));
         let asked = self
             .runner
             .ask(prompt, self.host_file.as_deref(), &self.cancel)
@@ -285,11 +280,7 @@ impl RunAsker {
             ConnectionAnswer::Allow { reason: words, .. } => ("allow", "connection-allowed", words),
             ConnectionAnswer::Refuse(words) => ("deny", "connection-refused", words),
         };
-        let destination = if question.host.contains(':') {
-            format!("[{}]:{}", question.host, question.port)
-        } else {
-            format!("{}:{}", question.host, question.port)
-        };
+        let destination = question.destination();
         let entry = Entry::new(Kind::Answer)
             .agent(&self.agent)
             .session(&self.session)

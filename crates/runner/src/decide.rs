@@ -40,14 +40,12 @@ impl Decided {
     /// read it) lets a proxied sandboxed run reach besides its plan's rules, one rule
     /// each; empty when the run's network is not Warden's proxy.
     pub fn egress_allow(&self) -> Vec<String> {
-        let proxied = matches!(
-            self.explanation
-                .plans
-                .as_written
-                .as_ref()
-                .map(|p| &p.limits.network),
-            Ok(Some(policy::PlannedNetwork::Proxy { .. }))
-        );
+        let proxied = self
+            .explanation
+            .plans
+            .as_written
+            .as_ref()
+            .is_ok_and(|p| p.limits.through_proxy());
         match (&self.view.file, proxied) {
             (Some(file), true) => file
                 .egress_allow_for(&self.request.agent)

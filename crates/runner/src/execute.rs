@@ -271,15 +271,18 @@ impl Runner {
         }
         // Through Warden's proxy, a host the rules do not name is asked about; the
         // events hear while a question is out.
-        let (questions, mut asked) = tokio::sync::mpsc::unbounded_channel::<Option<String>>();
-        let ask_connection = matches!(
-            plan.limits.network,
-            Some(policy::PlannedNetwork::Proxy { .. })
-        )
-        .then(|| self.connection_asker(decided, &plan.host, cancel, questions));
+        let (ask_connection, mut asked) = if plan.limits.through_proxy() {
+            let (questions, asked) = tokio::sync::mpsc::unbounded_channel();
+            let asker = self.connection_asker(decided, &plan.host, cancel, questions);
+            (Some(asker), Some(asked))
+        } else {
+            (None, None)
+        };
         let tell_events = async {
-            while let Some(to) = asked.recv().await {
-                events.connection_question(&report.run_id, to.as_deref());
+            if let Some(asked) = asked.as_mut() {
+                while let Some(to) = asked.recv().await {
+                    events.connection_question(&report.run_id, to.as_deref());
+                }
             }
             // Every asker is gone: nothing more to tell; the run decides when this ends.
             std::future::pending::<()>().await;
@@ -299,7 +302,7 @@ impl Runner {
             () = tell_events => None,
         };
         // What the run's end overtook, in order (so a question told is also settled).
-        while let Ok(to) = asked.try_recv() {
+        while let Some(Ok(to)) = asked.as_mut().map(|a| a.try_recv()) {
             events.connection_question(&report.run_id, to.as_deref());
         }
         conclude(report, events, result)

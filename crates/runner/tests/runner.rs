@@ -1803,8 +1803,15 @@ async fn a_connection_no_rule_names_is_asked_once_per_host_and_port_and_at_most_
     );
     // The same host and port again: the answer stands, nobody is asked again.
     assert_eq!(asker.0.ask(&question("files.example", 443)).await, first);
+    // Two connections at once to a host not yet answered: one question, one answer.
+    let (one, other) = (
+        question("both.example", 443),
+        question("Both.Example.", 443),
+    );
+    let (a, b) = tokio::join!(asker.0.ask(&one), asker.0.ask(&other));
+    assert_eq!(a, b);
     let prompts = connection_prompts();
-    assert_eq!(prompts.len(), 1, "{prompts:?}");
+    assert_eq!(prompts.len(), 2, "{prompts:?}");
     let PromptKind::Connection {
         command,
         destination,
@@ -1823,7 +1830,7 @@ async fn a_connection_no_rule_names_is_asked_once_per_host_and_port_and_at_most_
     assert_eq!(special, &None);
     assert_eq!(prompts[0].agent, "coder");
     // Another port is another question; past the most one run may ask, refused unasked.
-    for i in 0..runner::MAX_QUESTIONS + 3 {
+    for i in 0..runner::MAX_QUESTIONS + 3 - 2 {
         let _ = asker
             .0
             .ask(&question("files.example", 8000 + i as u16))

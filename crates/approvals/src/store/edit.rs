@@ -27,6 +27,19 @@ fn distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
+/// `agent`'s entry in `file`, which must be there.
+fn known_agent_entry<'a>(
+    file: &'a mut ApprovalsFile,
+    agent: &str,
+) -> Result<&'a mut AgentEntry, StoreError> {
+    file.agents
+        .get_mut(agent)
+        .ok_or_else(|| StoreError::UnknownAgent {
+            agent: agent.to_owned(),
+            suggestion: None,
+        })
+}
+
 /// `agent`'s entry in `file`, added if it is not there. A new agent gets a plain id (as a
 /// gateway credential does); one already in the file keeps whatever it was written with.
 fn agent_entry<'a>(
@@ -177,13 +190,7 @@ impl Store {
         rule: &policy::egress::DomainRule,
     ) -> Result<Updated<()>, StoreError> {
         self.update(base_hash, |file| {
-            let entry = file
-                .agents
-                .get_mut(agent)
-                .ok_or_else(|| StoreError::UnknownAgent {
-                    agent: agent.to_owned(),
-                    suggestion: None,
-                })?;
+            let entry = known_agent_entry(file, agent)?;
             let before = entry.egress_allow.len();
             entry
                 .egress_allow
@@ -248,13 +255,7 @@ impl Store {
         shown: impl Fn() -> String,
     ) -> Result<Updated<()>, StoreError> {
         self.update(base_hash, |file| {
-            let entry = file
-                .agents
-                .get_mut(agent)
-                .ok_or_else(|| StoreError::UnknownAgent {
-                    agent: agent.to_owned(),
-                    suggestion: None,
-                })?;
+            let entry = known_agent_entry(file, agent)?;
             let before = entry.allowlist.len();
             entry.allowlist.retain(|e| !matches(e));
             if entry.allowlist.len() == before {

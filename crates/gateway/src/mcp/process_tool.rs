@@ -467,6 +467,13 @@ fn summary_line(process: &Process) -> String {
     )
 }
 
+/// How long ago the question `process` waits on was asked; `None` when it waits on none.
+fn asked_ago(process: &Process) -> Option<std::time::Duration> {
+    process
+        .awaiting_approval()
+        .map(|at| at.elapsed().unwrap_or_default())
+}
+
 /// Where a run is, in words.
 pub(crate) fn state_words(process: &Process, report: Option<&RunReport>) -> String {
     match report {
@@ -476,32 +483,20 @@ pub(crate) fn state_words(process: &Process, report: Option<&RunReport>) -> Stri
         ),
         Some(report) => format!("ended: {}", result::headline(report)),
         None => match process.state() {
-            ProcessState::Pending if process.awaiting_approval().is_some() => {
-                let asked = process
-                    .awaiting_approval()
-                    .and_then(|at| at.elapsed().ok())
-                    .unwrap_or_default();
-                format!(
-                    "awaiting operator approval (asked {:.0} s ago)",
-                    asked.as_secs_f64()
-                )
-            }
+            ProcessState::Pending if let Some(asked) = asked_ago(process) => format!(
+                "awaiting operator approval (asked {:.0} s ago)",
+                asked.as_secs_f64()
+            ),
             ProcessState::Pending => format!(
                 "not started after {:.1} s (being decided, or waiting for a human's answer)",
                 process.elapsed().as_secs_f64()
             ),
             // A running command whose connection waits for a human (egress proxy).
-            ProcessState::Running if process.awaiting_approval().is_some() => {
-                let asked = process
-                    .awaiting_approval()
-                    .and_then(|at| at.elapsed().ok())
-                    .unwrap_or_default();
-                format!(
-                    "running for {:.1} s, a connection awaiting operator approval (asked {:.0} s ago)",
-                    process.elapsed().as_secs_f64(),
-                    asked.as_secs_f64()
-                )
-            }
+            ProcessState::Running if let Some(asked) = asked_ago(process) => format!(
+                "running for {:.1} s, a connection awaiting operator approval (asked {:.0} s ago)",
+                process.elapsed().as_secs_f64(),
+                asked.as_secs_f64()
+            ),
             _ => format!("running for {:.1} s", process.elapsed().as_secs_f64()),
         },
     }
