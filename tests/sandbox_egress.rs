@@ -496,6 +496,141 @@ struct ProxyHome {
     workspace: std::path::PathBuf,
 }
 
+/// An agent's own `sandbox.egress` decides its runs' connections: its allow list
+/// replaces the global one (another agent's host is not reached), the global deny list
+/// still holds for it and its own deny adds to it, and what allowed or refused each
+/// connection says whose rules they were. The same `warden exec` as another agent, in
+/// the same home, is decided by the global rules alone — one sandbox, each run its own
+/// rules.
+#[test]
+fn an_agents_own_egress_rules_decide_its_runs_and_only_its_runs() {
+    if !bwrap_usable() || !curl_present() {
+        return;
+    }
+    let global = serve_http("127.0.0.1:0", "the global host");
+    let ci_only = serve_http("127.0.0.1:0", "the ci host");
+    let denied = serve_http("127.0.0.1:0", "must not be reached");
+    let p = ProxyHome::new(&format!(
+        "allow = [\"127.0.0.1:{g}\", \"127.0.0.1:{d}\"]\ndeny = [\"*.example.com\"]\n\n\
+         [[agents.list]]\nid = \"ci\"\n\
+         sandbox.egress.allow = [\"127.0.0.1:{c}\", \"127.0.0.1:{d}\", \"x.example.com\"]\n\
+         sandbox.egress.deny = [\"127.0.0.1:{d}\"]\n",
+        g = global.port(),
+        c = ci_only.port(),
+        d = denied.port(),
+    ));
+    let script = format!(
+        "for a in {global} {ci_only} {denied}; do \
+           curl -sS --max-time 20 -o /dev/null -w \"$a=%{{http_code}}\\n\" http://$a/; \
+         done; curl -sS --max-time 20 -o /dev/null -w 'x=%{{http_code}}\\n' -x \"$HTTP_PROXY\" http://x.example.com/"
+    );
+    let run = |agent: &str| {
+        let out = p
+            .warden()
+            .args(["exec", "--agent", agent, "--ask", "off", "--shell", &script])
+            .output()
+            .unwrap();
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (stdout, stderr) = run("ci");
+    for expected in [
+        format!("{global}=403"),
+        format!("{ci_only}=200"),
+        format!("{denied}=403"),
+        "x=403".to_owned(),
+    ] {
+        assert!(
+            stdout.contains(&expected),
+            "ci: {expected}\n{stdout}\n{stderr}"
+        );
+    }
+    for said in [
+        format!(
+            "127.0.0.1:{c} http allowed (agent ci's sandbox.egress allow 127.0.0.1:{c})",
+            c = ci_only.port()
+        ),
+        format!(
+            "127.0.0.1:{d} http refused: agent ci's sandbox.egress deny 127.0.0.1:{d}",
+            d = denied.port()
+        ),
+        "x.example.com:80 http refused: agent ci's sandbox.egress deny *.example.com".to_owned(),
+    ] {
+        assert!(stderr.contains(&said), "ci: {said}\n{stderr}");
+    }
+    let (stdout, stderr) = run("main");
+    for expected in [
+        format!("{global}=200"),
+        format!("{ci_only}=403"),
+        format!("{denied}=200"),
+    ] {
+        assert!(
+            stdout.contains(&expected),
+            "main: {expected}\n{stdout}\n{stderr}"
+        );
+    }
+    assert!(
+        stderr.contains(&format!(
+            "127.0.0.1:{g} http allowed ([sandbox.egress] allow 127.0.0.1:{g})",
+            g = global.port()
+        )),
+        "{stderr}"
+    );
+    // `policy explain` shows each agent's rules as its runs will have them.
+    let explained = |agent: &str| {
+        let out = p
+            .warden()
+            .args([
+                "policy",
+                "explain",
+                "--json",
+                "--agent",
+                agent,
+                "--",
+                "curl",
+                "http://x/",
+            ])
+            .output()
+            .unwrap();
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let ci = explained("ci");
+    assert_eq!(ci["policy"]["egress"]["agent"], "ci", "{ci}");
+    assert_eq!(
+        ci["policy"]["egress"]["deny"],
+        serde_json::json!(["*.example.com", format!("127.0.0.1:{}", denied.port())]),
+        "{ci}"
+    );
+    // And the plan's network line, which the approver of a command sees.
+    let text = p
+        .warden()
+        .args([
+            "policy",
+            "explain",
+            "--agent",
+            "ci",
+            "--",
+            "curl",
+            "http://x/",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains(&format!(
+            "only through Warden's proxy, to 127.0.0.1:{}, 127.0.0.1:{}, x.example.com (never *.example.com, 127.0.0.1:{}) by agent ci's rules",
+            ci_only.port(),
+            denied.port(),
+            denied.port()
+        )),
+        "{text}"
+    );
+    let main = explained("main");
+    assert!(main["policy"]["egress"].get("agent").is_none(), "{main}");
+}
+
 impl ProxyHome {
     fn new(egress: &str) -> ProxyHome {
         let home = warden_home();

@@ -1,13 +1,58 @@
-//! Asking about a connection a sandboxed run's egress rules do not name
-//! (`sandbox.network = "proxy"`): the run's caller supplies an asker in
-//! [`crate::ExecOptions::ask_connection`] — the runner's asks the run's approver, with
-//! the run's agent, command and fallback — and the provider's proxy holds the connection
-//! until it answers. A provider without a proxy ignores it.
+//! Deciding a sandboxed run's connections (`sandbox.network = "proxy"`): the run's caller
+//! supplies the run's own rules in [`crate::ExecOptions::connection_rules`] (the runner
+//! adapts the approved plan's egress rules) and an asker in
+//! [`crate::ExecOptions::ask_connection`] for a host those rules do not name — the
+//! runner's asks the run's approver, with the run's agent, command and fallback — and the
+//! provider's proxy holds the connection until it answers. A provider without a proxy
+//! ignores both.
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+
+/// What a run's rules say about one host and port, before anyone is asked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// Reach it; `rule` is what allowed it, and `names_address` says the rule names the
+    /// (IP literal) host exactly — the only way a special address is reached.
+    Allow {
+        /// The rule, in words.
+        rule: String,
+        /// Whether the rule names this address exactly.
+        names_address: bool,
+    },
+    /// Refuse it, saying why.
+    Refuse(String),
+    /// No rule names it: the run's asker decides (refused when the run has none), and
+    /// the words say why it is asked.
+    Ask(String),
+}
+
+/// Decides each host and port a run's command asks for by rules (no human).
+pub trait AdmitConnection: Send + Sync {
+    /// What the rules say about `host` (lower-cased, brackets removed) on `port`.
+    fn admit(&self, host: &str, port: u16) -> Admission;
+}
+
+/// A run's own connection rules, as [`crate::ExecOptions`] carries them (compared by
+/// identity).
+#[derive(Clone)]
+pub struct ConnectionRules(pub Arc<dyn AdmitConnection>);
+
+impl fmt::Debug for ConnectionRules {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ConnectionRules(..)")
+    }
+}
+
+impl PartialEq for ConnectionRules {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for ConnectionRules {}
 
 /// What the asker decided about one host and port.
 #[derive(Clone, Debug, PartialEq, Eq)]

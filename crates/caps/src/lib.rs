@@ -35,7 +35,8 @@ mod terminal;
 pub mod testkit;
 
 pub use connection_ask::{
-    AskConnection, ConnectionAnswer, ConnectionAsker, ConnectionQuestion, host_port,
+    Admission, AdmitConnection, AskConnection, ConnectionAnswer, ConnectionAsker,
+    ConnectionQuestion, ConnectionRules, host_port,
 };
 pub use error::CapsError;
 pub use fs::{DirEntry, FileId, FileKind, Fs, FsLock, Metadata, WriteOptions};

@@ -91,6 +91,10 @@ pub struct ExecOptions {
     /// network goes through Warden's proxy); `None`: such a connection is refused.
     /// Providers without a proxy ignore it.
     pub ask_connection: Option<crate::ConnectionAsker>,
+    /// The run's own egress rules (a sandbox whose network goes through Warden's proxy):
+    /// they decide each connection before anyone is asked. `None`: the provider's own
+    /// (those it was built with). Providers without a proxy ignore it.
+    pub connection_rules: Option<crate::ConnectionRules>,
 }
 
 impl ExecOptions {
@@ -110,6 +114,7 @@ impl ExecOptions {
             live: None,
             terminal: None,
             ask_connection: None,
+            connection_rules: None,
         }
     }
 

@@ -46,6 +46,7 @@ mod config_edit_error;
 mod confinement;
 mod decision;
 pub mod egress;
+pub mod egress_gate;
 mod env;
 mod error;
 mod evaluate;

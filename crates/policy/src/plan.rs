@@ -139,6 +139,24 @@ impl PlannedNetwork {
         }
     }
 
+    /// Its mode, without the rules (what a sandbox is built for; the rules come with
+    /// each run's plan).
+    pub fn mode(&self) -> crate::SandboxNetwork {
+        match self {
+            PlannedNetwork::Plain(false) => crate::SandboxNetwork::Off,
+            PlannedNetwork::Plain(true) => crate::SandboxNetwork::On,
+            PlannedNetwork::Proxy { .. } => crate::SandboxNetwork::Proxy,
+        }
+    }
+
+    /// The egress rules a run decides its connections by (proxy mode only).
+    pub fn egress(&self) -> Option<&crate::ResolvedEgress> {
+        match self {
+            PlannedNetwork::Proxy { proxy } => Some(proxy),
+            PlannedNetwork::Plain(_) => None,
+        }
+    }
+
     /// What `policy` says a sandboxed run's network is.
     pub fn of(policy: &ResolvedPolicy) -> Self {
         PlannedNetwork::new(policy.network.value, policy.egress.as_ref())
@@ -168,6 +186,9 @@ impl std::fmt::Display for PlannedNetwork {
                 }
                 if !proxy.deny.is_empty() {
                     write!(f, " (never {})", proxy.deny.join(", "))?;
+                }
+                if let Some(agent) = &proxy.agent {
+                    write!(f, " by agent {agent}'s rules")?;
                 }
                 // The hosts the agent's egressAllow stores, and those a human allows when
                 // asked, are reached too: each was a human's decision about that host.
@@ -613,10 +634,11 @@ mod tests {
                 proxy: crate::ResolvedEgress {
                     allow: allow.iter().map(|s| s.to_string()).collect(),
                     deny: deny.iter().map(|s| s.to_string()).collect(),
+                    agent: None,
                 },
             })
         };
-        let limits: [&dyn Fn(&mut PlannedLimits); 12] = [
+        let limits: [&dyn Fn(&mut PlannedLimits); 13] = [
             &|l| l.unconfined = true,
             &|l| l.timeout_ms += 1,
             &|l| l.max_processes -= 1,
@@ -628,6 +650,15 @@ mod tests {
             &|l| l.network = proxy(&[], &["example.com"]),
             // The same texts moved between the lists, or split differently, differ too.
             &|l| l.network = proxy(&["a.example", "b.example"], &[]),
+            // Whose rules they are is part of what was approved.
+            &|l| {
+                l.network = Some(PlannedNetwork::Proxy {
+                    proxy: crate::ResolvedEgress {
+                        agent: Some("ci".into()),
+                        ..Default::default()
+                    },
+                })
+            },
             &|l| {
                 l.exec_allowlist = Some(PlannedExecAllowlist {
                     paths: vec!["/usr/bin".into()],

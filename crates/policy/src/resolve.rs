@@ -143,6 +143,11 @@ pub struct ResolvedEgress {
     pub allow: Vec<String>,
     /// Hosts never reached.
     pub deny: Vec<String>,
+    /// The agent whose `[[agents.list]]` entry has a `sandbox.egress` of its own (its
+    /// allow list replaces the global one, its deny list adds to the global one); `None`:
+    /// the global `[sandbox.egress]` alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 impl ResolvedEgress {
@@ -151,7 +156,41 @@ impl ResolvedEgress {
         ResolvedEgress {
             allow: rules.allow.iter().map(ToString::to_string).collect(),
             deny: rules.deny.iter().map(ToString::to_string).collect(),
+            agent: None,
         }
+    }
+
+    /// The rules `agent`'s runs decide by: its `sandbox.egress.allow` instead of the
+    /// global list when it has one, the global deny list and its own together.
+    pub fn for_agent(config: &Config, agent: Option<&str>) -> Self {
+        let global = &config.sandbox.egress;
+        let entry = agent
+            .and_then(|id| config.agent(id))
+            .filter(|a| a.egress_allow.is_some() || a.egress_deny.is_some());
+        let Some(entry) = entry else {
+            return ResolvedEgress::of(global);
+        };
+        let mut deny = global.deny.clone();
+        for rule in entry.egress_deny.iter().flatten() {
+            if !deny.contains(rule) {
+                deny.push(rule.clone());
+            }
+        }
+        ResolvedEgress {
+            agent: Some(entry.id.clone()),
+            ..ResolvedEgress::of(&crate::egress::EgressRules {
+                allow: entry
+                    .egress_allow
+                    .clone()
+                    .unwrap_or_else(|| global.allow.clone()),
+                deny,
+            })
+        }
+    }
+
+    /// The gate a run with these rules decides its connections by.
+    pub fn gate(&self) -> caps::ConnectionRules {
+        crate::egress_gate::RulesGate::new(self.rules(), self.agent.clone()).into_rules()
     }
 
     /// The rules again. Each was checked when the config was read and its normal form
@@ -436,7 +475,7 @@ pub fn resolve(
             Sourced::new(config.sandbox.network, Source::Global)
         },
         egress: (config.sandbox.network == crate::SandboxNetwork::Proxy)
-            .then(|| ResolvedEgress::of(&config.sandbox.egress)),
+            .then(|| ResolvedEgress::for_agent(config, agent)),
     }
 }
 

@@ -53,8 +53,8 @@ pub struct SandboxShells {
     /// never served by the writable profile. `None` when `readonly` and `watched` are
     /// read-only.
     pub read_only_unavailable: Option<String>,
-    /// What network these shells give a run (`sandbox.network` and `[sandbox.egress]`
-    /// when they were built); a plan that says otherwise is refused.
+    /// What network these shells give a run (`sandbox.network` when they were built); a
+    /// plan for another mode is refused. A proxied run's egress rules come with its plan.
     pub network: policy::PlannedNetwork,
 }
 

@@ -71,6 +71,14 @@ pub(crate) async fn launch_restricted(
     options.exec_allowlist = exec_allowlist;
     options.live = live;
     options.ask_connection = ask_connection;
+    // The approved plan's own rules decide its connections, whatever the sandbox was
+    // built with.
+    options.connection_rules = plan
+        .limits
+        .network
+        .as_ref()
+        .and_then(|n| n.egress())
+        .map(policy::ResolvedEgress::gate);
     match &plan.launch {
         Launch::Exec {
             program,

@@ -63,14 +63,19 @@ impl Runner {
             PermissionMode::Readonly => &shells.readonly,
         };
         if let Some(network) = &plan.limits.network
-            && *network != shells.network
+            && network.mode() != shells.network.mode()
         {
-            // The sandbox was built with another setting (or other egress rules): running
-            // the plan here would not be what was approved.
+            // The sandbox was built for another network mode: running the plan here would
+            // not be what was approved. (Egress rules come with the plan: each run decides
+            // its connections by its own.)
             let rule = format!(
                 "the plan says the run has {network}, but this sandbox was set up with {} \
-                 (sandbox.network or [sandbox.egress] changed since it started?); nothing was run",
-                shells.network
+                 (sandbox.network changed since it started?); nothing was run",
+                match shells.network.mode() {
+                    policy::SandboxNetwork::Off => "no network",
+                    policy::SandboxNetwork::On => "the host's network",
+                    policy::SandboxNetwork::Proxy => "a network only through Warden's proxy",
+                }
             );
             let reason = DenyReason::SandboxUnavailable;
             report.decision = Decision::Deny {

@@ -1742,6 +1742,15 @@ async fn proxied_run(
 
 /// Run `words` in `w`'s proxied sandbox; the asker the run's shell was given.
 async fn run_proxied(w: &World, words: &[&str]) -> caps::ConnectionAsker {
+    proxied_options(w, words)
+        .await
+        .ask_connection
+        .expect("a proxied run is given an asker")
+}
+
+/// Run `words` in `w`'s proxied sandbox (built from its global rules); the options the
+/// run's shell was given.
+async fn proxied_options(w: &World, words: &[&str]) -> caps::ExecOptions {
     let shell = ScriptedShell::new();
     shell.respond_with(|_| Ok(ok_output("ran\n")));
     let executor = Executor::Sandbox(SandboxShells {
@@ -1764,10 +1773,39 @@ async fn run_proxied(w: &World, words: &[&str]) -> caps::ConnectionAsker {
     assert_eq!(stdout_of(&report), "ran\n", "{report:?}");
     let calls = shell.calls();
     let (RecordedCall::Exec { options, .. } | RecordedCall::Run { options, .. }) = &calls[0];
-    options
-        .ask_connection
-        .clone()
-        .expect("a proxied run is given an asker")
+    options.clone()
+}
+
+/// A proxied run carries its plan's egress rules to the shell — the requesting agent's
+/// own `sandbox.egress` here, though the sandbox was built from the global rules — and
+/// they decide its connections: the agent's host is allowed saying whose rule it was,
+/// the global one is not (asked about), the global deny still wins.
+#[tokio::test]
+async fn a_proxied_run_carries_its_own_agents_egress_rules_to_the_shell() {
+    let config = "[tools.exec]\nhost = \"sandbox\"\nsecurity = \"full\"\n\
+                  [sandbox]\nnetwork = \"proxy\"\n[sandbox.egress]\nallow = [\"pypi.org\"]\n\
+                  deny = [\"*.evil.test\"]\n\
+                  [[agents.list]]\nid = \"coder\"\nsandbox.egress.allow = [\"crates.io\", \"*.evil.test\"]\n";
+    let w = world(SANDBOX_HOST, config, Human::Says(Answer::Deny));
+    let rules = proxied_options(&w, &["cargo", "fetch"])
+        .await
+        .connection_rules
+        .expect("a proxied run carries its rules");
+    assert_eq!(
+        rules.0.admit("crates.io", 443),
+        caps::Admission::Allow {
+            rule: "agent coder's sandbox.egress allow crates.io".into(),
+            names_address: false
+        }
+    );
+    assert!(matches!(
+        rules.0.admit("pypi.org", 443),
+        caps::Admission::Ask(_)
+    ));
+    assert!(matches!(
+        rules.0.admit("x.evil.test", 443),
+        caps::Admission::Refuse(why) if why.contains("deny *.evil.test")
+    ));
 }
 
 fn question(host: &str, port: u16) -> caps::ConnectionQuestion {

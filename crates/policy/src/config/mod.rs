@@ -53,6 +53,11 @@ pub struct AgentConfig {
     pub exec_allowlist: Option<Vec<PathBuf>>,
     /// Its `sandbox.exec_allowlist_mode`.
     pub exec_allowlist_mode: Option<ExecAllowlistMode>,
+    /// Its `sandbox.egress.allow`: replaces the global allow list for this agent.
+    pub egress_allow: Option<Vec<crate::egress::DomainRule>>,
+    /// Its `sandbox.egress.deny`: added to the global deny list for this agent (a global
+    /// deny is never lifted).
+    pub egress_deny: Option<Vec<crate::egress::DomainRule>>,
 }
 
 /// The whole config file.

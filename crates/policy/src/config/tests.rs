@@ -108,6 +108,58 @@ fn sandbox_settings_parse_and_are_validated() {
     }
 }
 
+/// An agent's `sandbox.egress`: its allow list replaces the global one, its deny list
+/// adds to the global one (a global deny is never lifted), an agent without one has the
+/// global rules, and a bad rule in it is refused naming the agent's key.
+#[test]
+fn an_agents_egress_replaces_the_allow_list_and_adds_to_the_deny_list() {
+    let c = parse(
+        "[sandbox]\nnetwork = \"proxy\"\n[sandbox.egress]\nallow = [\"pypi.org\"]\ndeny = [\"*.evil.test\"]\n\
+         [[agents.list]]\nid = \"ci\"\nsandbox.egress.allow = [\"registry.npmjs.org\"]\n\
+         sandbox.egress.deny = [\"bad.npmjs.org\", \"*.evil.test\"]\n\
+         [[agents.list]]\nid = \"denier\"\nsandbox.egress.deny = [\"files.pypi.org\"]\n\
+         [[agents.list]]\nid = \"plain\"\n",
+    )
+    .unwrap();
+    let ci = crate::ResolvedEgress::for_agent(&c, Some("ci"));
+    assert_eq!(ci.allow, ["registry.npmjs.org"]);
+    assert_eq!(ci.deny, ["*.evil.test", "bad.npmjs.org"], "no rule twice");
+    assert_eq!(ci.agent.as_deref(), Some("ci"));
+    // Only a deny list: the global allow list stands.
+    let denier = crate::ResolvedEgress::for_agent(&c, Some("denier"));
+    assert_eq!(denier.allow, ["pypi.org"]);
+    assert_eq!(denier.deny, ["*.evil.test", "files.pypi.org"]);
+    for agent in [Some("plain"), Some("unknown"), None] {
+        let global = crate::ResolvedEgress::for_agent(&c, agent);
+        assert_eq!(
+            global,
+            crate::ResolvedEgress::of(&c.sandbox.egress),
+            "{agent:?}"
+        );
+        assert_eq!(global.agent, None);
+    }
+    // The plan's rules read back as the same rules.
+    assert_eq!(ci.rules().allow.len(), 1);
+    assert_eq!(ci.rules().deny.len(), 2);
+    for (text, expected) in [
+        (
+            "[[agents.list]]\nid = \"ci\"\nsandbox.egress.allow = [\"*.com\"]",
+            "agents.list[0].sandbox.egress.allow",
+        ),
+        (
+            "[[agents.list]]\nid = \"ci\"\nsandbox.egress.allowed = []",
+            "takes allow, deny",
+        ),
+        (
+            "[[agents.list]]\nid = \"ci\"\nsandbox.egress = \"pypi.org\"",
+            "agents.list[0].sandbox.egress",
+        ),
+    ] {
+        let err = parse(text).unwrap_err().to_string();
+        assert!(err.contains(expected), "{text}: {err}");
+    }
+}
+
 #[test]
 fn gateway_session_bounds_parse_and_are_validated() {
     let c = parse(

@@ -69,7 +69,12 @@ const AGENT_EXEC_KEYS: &[&str] = &[
     "run_in_approver",
 ];
 const AGENT_KEYS: &[&str] = &["id", "tools", "sandbox"];
-const AGENT_SANDBOX_KEYS: &[&str] = &["permission_mode", "exec_allowlist", "exec_allowlist_mode"];
+const AGENT_SANDBOX_KEYS: &[&str] = &[
+    "permission_mode",
+    "exec_allowlist",
+    "exec_allowlist_mode",
+    "egress",
+];
 const GATEWAY_KEYS: &[&str] = &[
     "max_sessions_per_credential",
     "max_streams_per_session",
@@ -388,6 +393,11 @@ impl Walker<'_> {
                                     "exec_allowlist_mode" => {
                                         agent.exec_allowlist_mode = Some(self.parsed(&full, v)?)
                                     }
+                                    "egress" => {
+                                        let (allow, deny) = self.egress_rules(&full, v)?;
+                                        agent.egress_allow = allow;
+                                        agent.egress_deny = deny;
+                                    }
                                     _ => return Err(self.unknown_of(full, AGENT_SANDBOX_KEYS)),
                                 }
                             }
@@ -569,6 +579,33 @@ impl Walker<'_> {
             .collect()
     }
 
+    /// An `egress` table (global or an agent's): its allow and deny lists, each `None`
+    /// when not written.
+    #[allow(clippy::type_complexity)]
+    fn egress_rules(
+        &self,
+        key: &str,
+        value: &toml::Value,
+    ) -> Result<
+        (
+            Option<Vec<crate::egress::DomainRule>>,
+            Option<Vec<crate::egress::DomainRule>>,
+        ),
+        PolicyError,
+    > {
+        let (mut allow, mut deny) = (None, None);
+        for (k, v) in self.table(key, value)? {
+            let full = format!("{key}.{k}");
+            let rules = match k.as_str() {
+                "allow" => &mut allow,
+                "deny" => &mut deny,
+                _ => return Err(self.unknown_of(full, EGRESS_KEYS)),
+            };
+            *rules = Some(self.domain_rules(&full, v)?);
+        }
+        Ok((allow, deny))
+    }
+
     fn sandbox(&self, value: &toml::Value) -> Result<SandboxSettings, PolicyError> {
         let mut s = SandboxSettings::default();
         for (key, value) in self.table("sandbox", value)? {
@@ -591,15 +628,9 @@ impl Walker<'_> {
                     }
                 }
                 "egress" => {
-                    for (k, v) in self.table(&full, value)? {
-                        let key = format!("{full}.{k}");
-                        let rules = match k.as_str() {
-                            "allow" => &mut s.egress.allow,
-                            "deny" => &mut s.egress.deny,
-                            _ => return Err(self.unknown_of(key, EGRESS_KEYS)),
-                        };
-                        *rules = self.domain_rules(&key, v)?;
-                    }
+                    let (allow, deny) = self.egress_rules(&full, value)?;
+                    s.egress.allow = allow.unwrap_or_default();
+                    s.egress.deny = deny.unwrap_or_default();
                 }
                 "landlock" => {
                     let mode = self.string(&full, value)?;

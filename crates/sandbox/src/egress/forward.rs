@@ -1,32 +1,41 @@
 //! Inside the run's network namespace: a TCP listener on loopback (what `HTTP_PROXY` and
-//! `HTTPS_PROXY` name for the command) whose every connection is carried to the run's
-//! proxy — over a connection its broker hands out (`broker.rs`), or a socket path. Plain
-//! threads and blocking splices (`splice.rs`): it runs beside the command in the sandbox,
-//! where there is no runtime, and ends with it.
+//! `HTTPS_PROXY` name for the command) whose every connection is handed, as it is, to the
+//! run's broker outside (`broker.rs`), which serves it with the run's proxy. The forwarder
+//! only accepts and hands over — no bytes pass through it, so a fault here is not a way
+//! around the proxy's checks. One thread: it runs beside the command in the sandbox, where
+//! there is no runtime, and ends with it.
 
-use std::net::{Shutdown, TcpListener, TcpStream};
-use std::os::unix::net::UnixStream;
-use std::sync::Arc;
+use std::net::TcpListener;
+use std::os::fd::RawFd;
 
-/// Carry each connection `listener` accepts to a connection `open` makes to the proxy,
-/// for ever (or until accepting fails). A client `open` finds no connection for is
-/// closed.
-pub fn forward(
-    listener: TcpListener,
-    open: impl Fn() -> std::io::Result<UnixStream> + Send + Sync + 'static,
-) -> std::io::Error {
-    let open = Arc::new(open);
+/// Hand each connection `listener` accepts to the broker on `broker`, until accepting
+/// fails or the broker is gone (the run is ending). A connection the broker cannot take
+/// is closed.
+pub fn forward(listener: TcpListener, broker: RawFd) -> std::io::Error {
+    use std::io::ErrorKind;
     loop {
         let client = match listener.accept() {
             Ok((client, _)) => client,
+            // A client that gave up before it was accepted, or a signal: not the end.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::ConnectionAborted | ErrorKind::Interrupted
+                ) =>
+            {
+                continue;
+            }
             Err(e) => return e,
         };
-        let open = Arc::clone(&open);
-        std::thread::spawn(move || {
-            if let Ok(upstream) = open() {
-                carry(client, upstream);
-            }
-        });
+        if let Err(e) = super::broker::hand(broker, &client)
+            && matches!(
+                e.kind(),
+                ErrorKind::BrokenPipe | ErrorKind::ConnectionReset | ErrorKind::ConnectionRefused
+            )
+        {
+            return e;
+        }
+        // Our copy closes here; the broker's is the connection now.
     }
 }
 
@@ -50,8 +59,8 @@ pub const BYPASS_VARIABLES: &[&str] = &["NO_PROXY", "no_proxy", "npm_config_nopr
 
 /// In the sandbox's helper, before the command starts (one thread, confined as the
 /// command will be): listen on an unused loopback port of the run's own network
-/// namespace, fork the forwarder that carries each connection there to a connection the
-/// run's broker (descriptor `broker`) hands out, and name it in the proxy variables. The
+/// namespace, fork the forwarder that hands each connection there to the run's broker
+/// (descriptor `broker`), and name it in the proxy variables. The
 /// forwarder keeps nothing else open, not even standard output (it must not hold the
 /// run's output open), and dies with its parent. Any failure ends the run before the
 /// command starts.
@@ -86,12 +95,7 @@ pub(crate) fn start_in_sandbox(broker: i32) {
                 from = fd as u32 + 1;
             }
             close_range(from, u32::MAX);
-            // One request and its answer at a time on the broker's socket.
-            let asking = std::sync::Mutex::new(());
-            let _ = forward(listener, move || {
-                let _one = asking.lock().unwrap_or_else(|p| p.into_inner());
-                super::broker::ask(broker)
-            });
+            let _ = forward(listener, broker);
             // SAFETY: _exit ends the process at once: nothing is left to flush.
             unsafe { nix::libc::_exit(0) }
         }
@@ -121,48 +125,64 @@ fn close_range(first: u32, last: u32) {
     unsafe { nix::libc::syscall(nix::libc::SYS_close_range, first, last, 0u32) };
 }
 
-/// Move both ways until each side is done, passing each end-of-stream on (by splice:
-/// see `splice.rs`).
-fn carry(client: TcpStream, upstream: UnixStream) {
-    let (Ok(client_read), Ok(upstream_write)) = (client.try_clone(), upstream.try_clone()) else {
-        return;
-    };
-    let outward = std::thread::spawn(move || {
-        super::splice::blocking(&client_read, &upstream_write);
-        let _ = upstream_write.shutdown(Shutdown::Write);
-    });
-    super::splice::blocking(&upstream, &client);
-    let _ = client.shutdown(Shutdown::Write);
-    let _ = outward.join();
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::egress::broker::Broker;
+    use crate::egress::proxy::{Admission, Gate, Limits, Proxy, SystemResolver};
     use std::io::{Read, Write};
-    use std::os::unix::net::UnixListener;
+    use std::os::fd::AsRawFd;
+    use std::sync::Arc;
+    use std::time::Duration;
 
-    #[test]
-    fn a_tcp_connection_reaches_the_socket_and_both_ends_of_stream_pass() {
-        let dir = tempfile::tempdir().unwrap();
-        let socket = dir.path().join("egress.sock");
-        let upstream = UnixListener::bind(&socket).unwrap();
-        // An upstream that answers everything it read, once the client is done writing.
-        std::thread::spawn(move || {
-            let (mut s, _) = upstream.accept().unwrap();
-            let mut got = Vec::new();
-            s.read_to_end(&mut got).unwrap();
-            s.write_all(b"got:").unwrap();
-            s.write_all(&got).unwrap();
-        });
+    struct RefuseAll;
+    impl Gate for RefuseAll {
+        fn admit(&self, host: &str, port: u16) -> Admission {
+            Admission::Refuse(format!("{host}:{port} is not for tests"))
+        }
+    }
+
+    /// A connection to the forwarder reaches the run's proxy itself: the proxy's answer
+    /// comes back on it, and the connection closes with the proxy's end.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_connection_to_the_forwarder_is_served_by_the_runs_proxy() {
+        let proxy = Proxy {
+            gate: Arc::new(RefuseAll),
+            resolver: Arc::new(SystemResolver),
+            report: Arc::new(|_| {}),
+            limits: Limits {
+                head_timeout: Duration::from_secs(5),
+                connect_timeout: Duration::from_secs(1),
+            },
+            ask: None,
+        };
+        let (broker, theirs) = Broker::start(proxy, tokio::runtime::Handle::current()).unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
-        std::thread::spawn(move || forward(listener, move || UnixStream::connect(&socket)));
-        let mut client = TcpStream::connect(addr).unwrap();
-        client.write_all(b"CONNECT x:443 HTTP/1.1\r\n\r\n").unwrap();
-        client.shutdown(Shutdown::Write).unwrap();
-        let mut answer = String::new();
-        client.read_to_string(&mut answer).unwrap();
-        assert_eq!(answer, "got:CONNECT x:443 HTTP/1.1\r\n\r\n");
+        let fd = theirs.as_raw_fd();
+        std::thread::spawn(move || forward(listener, fd));
+        let answer = tokio::task::spawn_blocking(move || {
+            let mut client = std::net::TcpStream::connect(addr).unwrap();
+            client
+                .write_all(b"CONNECT example.test:443 HTTP/1.1\r\n\r\n")
+                .unwrap();
+            let mut answer = String::new();
+            client.read_to_string(&mut answer).unwrap();
+            answer
+        })
+        .await
+        .unwrap();
+        assert!(answer.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{answer}");
+        assert!(
+            answer.contains("example.test:443 is not for tests"),
+            "{answer}"
+        );
+        let (connections, cut) = broker.finish(Duration::from_secs(5)).await;
+        assert_eq!(cut, 0);
+        assert_eq!(connections.len(), 1, "{connections:?}");
+        assert_eq!(connections[0].host, "example.test");
+        // The forwarder's thread stays in accept (nothing connects again); it would
+        // hand a connection to a closed broker and end.
+        drop(theirs);
     }
 }

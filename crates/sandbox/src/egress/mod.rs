@@ -5,9 +5,9 @@
 //! a rule does not name exactly (`addr.rs`), holds TLS to the name it was allowed for
 //! (`sni.rs`) and plain HTTP to its `Host`, and reports every connection — host, port,
 //! verdict, bytes each way. A sandboxed run in `proxy` mode gets a broker of its own
-//! (`broker.rs`: a descriptor only its forwarder inherits, which hands out connections to
-//! the proxy), and inside its namespace the helper starts a forwarder (`forward.rs`) that
-//! carries loopback TCP to them; `endpoint.rs` serves the same proxy on a socket path
+//! (`broker.rs`: a descriptor only its forwarder inherits), and inside its namespace the
+//! helper starts a forwarder (`forward.rs`) that hands each loopback TCP connection the
+//! command makes over it, to be served by the proxy as it is; `endpoint.rs` serves the same proxy on a socket path
 //! instead. A host no rule names is asked about through the run's asker
 //! ([`caps::ExecOptions::ask_connection`]), the client connection held meanwhile. Not
 //! yet: the DNS stub, the container backend.
@@ -26,7 +26,7 @@ use std::sync::Arc;
 /// run's rules), the resolver the proxy trusts, the proxy's bounds.
 #[derive(Clone)]
 pub struct Egress {
-    /// Decides each host and port.
+    /// Decides each host and port of a run that carries no rules of its own.
     pub gate: Arc<dyn proxy::Gate>,
     /// Resolves names.
     pub resolver: Arc<dyn proxy::Resolve>,
@@ -35,11 +35,16 @@ pub struct Egress {
 }
 
 impl Egress {
-    /// The proxy serving one run (its connections are gathered by the run's broker);
-    /// `ask` decides what the gate asks about.
-    pub(crate) fn proxy(&self, ask: Option<caps::ConnectionAsker>) -> proxy::Proxy {
+    /// The proxy serving one run (its connections are gathered by the run's broker):
+    /// the run's own `rules` decide, else the sandbox's gate; `ask` decides what they ask
+    /// about.
+    pub(crate) fn proxy(
+        &self,
+        rules: Option<caps::ConnectionRules>,
+        ask: Option<caps::ConnectionAsker>,
+    ) -> proxy::Proxy {
         proxy::Proxy {
-            gate: Arc::clone(&self.gate),
+            gate: rules.map_or_else(|| Arc::clone(&self.gate), |rules| rules.0),
             resolver: Arc::clone(&self.resolver),
             report: Arc::new(|connection| {
                 tracing::debug!(?connection, "egress connection ended");

@@ -10,39 +10,26 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpStream, UnixListener, UnixStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpStream, UnixListener};
 
 use super::addr;
 use super::sni::{self, Hello};
 
+/// A client connection the proxy serves: the run's own TCP connection, handed over by its
+/// forwarder (`broker.rs`), or a connection to a socket path (`endpoint.rs`).
+pub(crate) trait Client:
+    AsyncRead + AsyncWrite + super::splice::Socket + Unpin + Send
+{
+}
+impl<T: AsyncRead + AsyncWrite + super::splice::Socket + Unpin + Send> Client for T {}
+
 /// The longest request head read.
 pub const MAX_HEAD: usize = 8 * 1024;
 
-/// What the run's rules say about one host and port (the composition root adapts the
-/// run's egress rules to this).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Admission {
-    /// Reach it; `rule` is what allowed it, and `names_address` says the rule names the
-    /// (IP literal) host exactly — the only way a special address is reached.
-    Allow {
-        /// The rule, in words.
-        rule: String,
-        /// Whether the rule names this address exactly.
-        names_address: bool,
-    },
-    /// Refuse it, saying why.
-    Refuse(String),
-    /// No rule names it: the run's asker decides (refused when the run has none), and
-    /// the words say why it is asked.
-    Ask(String),
-}
-
-/// Decides each host and port.
-pub trait Gate: Send + Sync {
-    /// What the rules say about `host` (lower-cased, brackets removed) on `port`.
-    fn admit(&self, host: &str, port: u16) -> Admission;
-}
+/// What the run's rules say about one host and port, and what decides it: the rules a
+/// run carries ([`caps::ExecOptions::connection_rules`]) or the sandbox's own.
+pub use caps::{Admission, AdmitConnection as Gate};
 
 /// Resolves names to the addresses the proxy connects to.
 pub trait Resolve: Send + Sync {
@@ -148,7 +135,7 @@ impl Proxy {
     }
 
     /// One client connection, to its end.
-    pub(crate) async fn handle(&self, mut client: UnixStream) -> Connection {
+    pub(crate) async fn handle(&self, mut client: impl Client) -> Connection {
         let mut report = Connection {
             host: String::new(),
             port: 0,
@@ -279,7 +266,7 @@ impl Proxy {
     /// spliced.
     async fn tunnel(
         &self,
-        mut client: UnixStream,
+        mut client: impl Client,
         mut upstream: TcpStream,
         mut first: Vec<u8>,
         host: &str,
@@ -354,7 +341,7 @@ impl Proxy {
 
 /// Answer `status` with `why`, and report the refusal.
 async fn refuse(
-    client: &mut UnixStream,
+    client: &mut impl Client,
     mut report: Connection,
     status: u16,
     why: String,
@@ -384,7 +371,7 @@ struct Head {
     rest: Vec<u8>,
 }
 
-async fn read_head(client: &mut UnixStream) -> Result<Head, String> {
+async fn read_head(client: &mut impl Client) -> Result<Head, String> {
     let mut buf = Vec::with_capacity(1024);
     loop {
         if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
@@ -539,7 +526,7 @@ fn authority(text: &str, default: Option<u16>) -> Result<(String, u16), String> 
 
 /// One plain-HTTP request: its head rewritten, its body by length, then the answer.
 async fn forward_http(
-    mut client: UnixStream,
+    mut client: impl Client,
     mut upstream: TcpStream,
     request: &Request,
     rest: Vec<u8>,
@@ -565,7 +552,7 @@ async fn forward_http(
 }
 
 /// Copy both ways until both ends close; the bytes each way.
-async fn splice(client: UnixStream, upstream: TcpStream) -> (u64, u64) {
+async fn splice(client: impl Client, upstream: TcpStream) -> (u64, u64) {
     tokio::join!(
         super::splice::relay(&client, &upstream),
         super::splice::relay(&upstream, &client),

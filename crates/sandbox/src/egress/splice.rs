@@ -1,13 +1,12 @@
 //! Relaying bytes between two sockets without copying them through user space: each
 //! direction moves pages from its source into a pipe and from the pipe into its
-//! destination with `splice(2)`. A proxied download crosses two relays (the forwarder in
-//! the run's namespace and the proxy outside); with read and write each would copy every
-//! byte twice more and take a core's worth of time a direct download does not.
-//! [`blocking`] serves the forwarder's threads, [`relay`] the proxy's tasks (readiness
-//! from Tokio, `SPLICE_F_NONBLOCK` calls). A pair of descriptors splice cannot join
-//! (`EINVAL`) falls back to copying, the same bytes either way.
+//! destination with `splice(2)`. A proxied download crosses one relay, the proxy's (the
+//! command's own connection, handed over by its forwarder, to the upstream); with read and
+//! write it would copy every byte twice more. [`relay`] serves the proxy's tasks
+//! (readiness from Tokio, `SPLICE_F_NONBLOCK` calls). A pair of descriptors splice cannot
+//! join (`EINVAL`) falls back to copying, the same bytes either way.
 
-use std::io::{self, Read, Write};
+use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 
 use rustix::pipe::{PipeFlags, SpliceFlags, splice};
@@ -23,51 +22,6 @@ fn pipe(flags: PipeFlags) -> io::Result<(OwnedFd, OwnedFd)> {
     // costs calls.
     let _ = rustix::pipe::fcntl_setpipe_size(&write, CHUNK);
     Ok((read, write))
-}
-
-/// Move everything `from` sends to `to` until `from` ends, blocking; the bytes moved.
-/// Used on blocking sockets only (the forwarder's threads).
-pub fn blocking(from: impl AsFd + Read, to: impl AsFd + Write) -> u64 {
-    let Ok((pipe_read, pipe_write)) = pipe(PipeFlags::empty()) else {
-        return copy(from, to);
-    };
-    let mut moved = 0u64;
-    loop {
-        let n = match splice(&from, None, &pipe_write, None, CHUNK, SpliceFlags::MOVE) {
-            Ok(0) => return moved,
-            Ok(n) => n,
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(rustix::io::Errno::INVAL) if moved == 0 => return copy(from, to),
-            Err(_) => return moved,
-        };
-        let mut left = n;
-        while left > 0 {
-            match splice(&pipe_read, None, &to, None, left, SpliceFlags::MOVE) {
-                Ok(0) => return moved,
-                Ok(m) => left -= m,
-                Err(rustix::io::Errno::INTR) => {}
-                Err(_) => return moved,
-            }
-        }
-        moved += n as u64;
-    }
-}
-
-/// The copying fallback of [`blocking`].
-fn copy(mut from: impl Read, mut to: impl Write) -> u64 {
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut moved = 0u64;
-    loop {
-        match from.read(&mut buf) {
-            Ok(0) | Err(_) => return moved,
-            Ok(n) => {
-                if to.write_all(&buf[..n]).is_err() {
-                    return moved;
-                }
-                moved += n as u64;
-            }
-        }
-    }
 }
 
 /// A Tokio socket [`relay`] can wait on and splice from or to.
@@ -232,26 +186,5 @@ mod tests {
         assert_eq!(moved, data.len() as u64);
         let _peer = writer.await.unwrap();
         assert_eq!(reader.await.unwrap(), data, "the end reached the reader");
-    }
-
-    #[test]
-    fn blocking_splice_moves_every_byte() {
-        let (mut a, a_peer) = std::os::unix::net::UnixStream::pair().unwrap();
-        let (b, mut b_peer) = std::os::unix::net::UnixStream::pair().unwrap();
-        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 241) as u8).collect();
-        let sent = data.clone();
-        let writer = std::thread::spawn(move || {
-            a.write_all(&sent).unwrap();
-        });
-        let reader = std::thread::spawn(move || {
-            let mut got = Vec::new();
-            b_peer.read_to_end(&mut got).unwrap();
-            got
-        });
-        let moved = blocking(&a_peer, &b);
-        writer.join().unwrap();
-        assert_eq!(moved, data.len() as u64);
-        drop(b);
-        assert_eq!(reader.join().unwrap(), data);
     }
 }

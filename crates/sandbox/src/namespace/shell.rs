@@ -161,7 +161,10 @@ impl NamespaceSandbox {
             ));
         };
         crate::egress::broker::Broker::start(
-            egress.proxy(options.ask_connection.clone()),
+            egress.proxy(
+                options.connection_rules.clone(),
+                options.ask_connection.clone(),
+            ),
             tokio::runtime::Handle::current(),
         )
         .map(Some)
