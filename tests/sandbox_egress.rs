@@ -520,9 +520,8 @@ fn an_agents_own_egress_rules_decide_its_runs_and_only_its_runs() {
         d = denied.port(),
     ));
     let script = format!(
-        "for a in {global} {ci_only} {denied}; do \
-           curl -sS --max-time 20 -o /dev/null -w \"$a=%{{http_code}}\\n\" http://$a/; \
-         done; curl -sS --max-time 20 -o /dev/null -w 'x=%{{http_code}}\\n' -x \"$HTTP_PROXY\" http://x.example.com/"
+        "{}; curl -sS --max-time 20 -o /dev/null -w 'x=%{{http_code}}\\n' http://x.example.com/",
+        status_of_each(&[global, ci_only, denied])
     );
     let run = |agent: &str| {
         let out = p
@@ -629,6 +628,136 @@ fn an_agents_own_egress_rules_decide_its_runs_and_only_its_runs() {
     );
     let main = explained("main");
     assert!(main["policy"]["egress"].get("agent").is_none(), "{main}");
+}
+
+/// A request's own `egress` rules (`--egress-allow`, `--egress-deny`; the MCP `egress`
+/// parameter is the same field) only narrow: a host the configuration allows but the
+/// request does not name is refused without asking, the host both name is reached, the
+/// request's deny refuses one the configuration allows, and the approver is shown the
+/// narrowing in the plan. Where nothing could hold the run to them — the gateway host,
+/// the host's network — the request is refused before anything runs.
+#[test]
+fn a_requests_own_egress_rules_only_narrow_and_are_refused_where_they_cannot_hold() {
+    if !bwrap_usable() || !curl_present() {
+        return;
+    }
+    let wanted = serve_http("127.0.0.1:0", "the wanted host");
+    let unwanted = serve_http("127.0.0.1:0", "must not be reached");
+    let p = ProxyHome::new(&format!(
+        "allow = [\"127.0.0.1:{}\", \"127.0.0.1:{}\"]\n",
+        wanted.port(),
+        unwanted.port()
+    ));
+    let script = status_of_each(&[wanted, unwanted]);
+    let out = p
+        .warden()
+        .args(["exec", "--egress-allow"])
+        .arg(format!("127.0.0.1:{}", wanted.port()))
+        .args(["--shell", &script])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(&format!("{wanted}=200")),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains(&format!("{unwanted}=403")),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "127.0.0.1:{u} http refused: the request's egress allow names no 127.0.0.1 on port {u}",
+            u = unwanted.port()
+        )),
+        "{stderr}"
+    );
+    // Its deny list refuses a host the configuration allows.
+    let out = p
+        .warden()
+        .args(["exec", "--egress-deny"])
+        .arg(format!("127.0.0.1:{}", wanted.port()))
+        .args(["--shell", &script])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(&format!("{wanted}=403")), "{stdout}");
+    assert!(stdout.contains(&format!("{unwanted}=200")), "{stdout}");
+    // The plan says it (what a human asked about the command is shown).
+    let explained = p
+        .warden()
+        .args([
+            "policy",
+            "explain",
+            "--egress-allow",
+            "pypi.org",
+            "--egress-deny",
+            "*.evil.example",
+            "--",
+            "pip",
+            "download",
+            "x",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&explained.stdout);
+    assert!(
+        text.contains("; this request: only pypi.org, never *.evil.example; another host the request names only as"),
+        "{text}"
+    );
+    // A bad rule is refused naming it, before anything runs.
+    let out = p
+        .warden()
+        .args(["exec", "--egress-allow", "*.com", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("whole top-level domain"),
+        "{out:?}"
+    );
+    // Nothing could hold a gateway run, or one with the host's network, to the rules.
+    let refused = |home: &std::path::Path, extra: &[&str]| {
+        let out = warden_in(home)
+            .args(["exec", "--egress-allow", "pypi.org"])
+            .args(extra)
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    configure(
+        p.home(),
+        "[sandbox]\nnetwork = \"proxy\"\n",
+        r#"{"version":1,"defaults":{"security":"full","ask":"off"}}"#,
+    );
+    let said = refused(p.home(), &["--host", "gateway"]);
+    assert!(said.contains("this run runs on the gateway host"), "{said}");
+    let open = warden_home();
+    configure(
+        open.path(),
+        "[sandbox]\nnetwork = true\n",
+        r#"{"version":1}"#,
+    );
+    let said = refused(open.path(), &[]);
+    assert!(said.contains("this run has the host's network"), "{said}");
+}
+
+/// A script that fetches `http://ADDRESS/` of each of `addresses` with curl (through the
+/// proxy, as its variables say) and prints `ADDRESS=STATUS` for each.
+fn status_of_each(addresses: &[std::net::SocketAddr]) -> String {
+    let list: Vec<String> = addresses.iter().map(ToString::to_string).collect();
+    format!(
+        "for a in {}; do \
+           curl -sS --max-time 20 -o /dev/null -w \"$a=%{{http_code}}\\n\" http://$a/; \
+         done",
+        list.join(" ")
+    )
 }
 
 impl ProxyHome {

@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use policy::egress::{RequestEgress, RuleText};
 use policy::{Ask, Command, ExecArgs, Host, Security};
 
 /// The policy tool parameters (`--host --security --ask --node`).
@@ -27,6 +28,14 @@ pub struct PolicyArgs {
     // clap's generic advice to pass them after `--`, which would make them the command.
     #[arg(long, value_parser = parse_duration, allow_negative_numbers = true)]
     timeout: Option<Duration>,
+    /// Narrow this run's network through Warden's egress proxy to the hosts these rules
+    /// name (repeat it; e.g. pypi.org, '*.pythonhosted.org:443'). Never widens what the
+    /// host allows; refused where it cannot be enforced.
+    #[arg(long = "egress-allow", value_name = "RULE", value_parser = parse_rule)]
+    egress_allow: Vec<RuleText>,
+    /// A host this run never reaches through Warden's egress proxy (repeat it).
+    #[arg(long = "egress-deny", value_name = "RULE", value_parser = parse_rule)]
+    egress_deny: Vec<RuleText>,
 }
 
 impl PolicyArgs {
@@ -37,6 +46,11 @@ impl PolicyArgs {
         args.ask = self.ask;
         args.node.clone_from(&self.node);
         args.timeout = self.timeout.map(|t| t.as_secs_f64());
+        let egress = RequestEgress {
+            allow: (!self.egress_allow.is_empty()).then(|| self.egress_allow.clone()),
+            deny: self.egress_deny.clone(),
+        };
+        args.egress = (!egress.is_empty()).then_some(egress);
     }
 }
 
@@ -103,4 +117,9 @@ impl CommandArgs {
             None => Command::Argv(self.argv.clone()),
         }
     }
+}
+
+/// An egress rule on the command line, checked as the config's are.
+fn parse_rule(text: &str) -> Result<RuleText, String> {
+    RuleText::parse(text).map_err(|e| e.problem)
 }

@@ -83,6 +83,65 @@ impl EgressRules {
     }
 }
 
+/// A request's own egress rules (the exec request's `egress` parameter): they only ever
+/// narrow what the host's rules allow — `allow` limits the run to the hosts it names
+/// (each still reached only as the host's rules, its `egressAllow` or its approver
+/// allow), `deny` adds hosts the run never reaches. Each rule is checked, and kept in its
+/// normal form, when the request is read.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestEgress {
+    /// The only hosts the run may reach (`None`: no narrowing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow: Option<Vec<RuleText>>,
+    /// Hosts the run never reaches.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<RuleText>,
+}
+
+/// One rule's text, read as a [`DomainRule`] and kept in its normal form.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(transparent)]
+pub struct RuleText(String);
+
+impl RuleText {
+    /// `text` as a rule, in its normal form, or why it is not one.
+    pub fn parse(text: &str) -> Result<RuleText, RuleError> {
+        DomainRule::parse(text).map(|rule| RuleText(rule.to_string()))
+    }
+
+    /// The rule (its normal form always reads back).
+    pub fn rule(&self) -> Option<DomainRule> {
+        DomainRule::parse(&self.0).ok()
+    }
+
+    /// As written in normal form.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for RuleText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        RuleText::parse(&text).map_err(|e| serde::de::Error::custom(e.problem))
+    }
+}
+
+impl RequestEgress {
+    /// The rules, each parsed: (the allow list if any, the deny list). A [`RuleText`] is
+    /// only ever made by reading a rule, so each reads back.
+    pub fn rules(&self) -> (Option<Vec<DomainRule>>, Vec<DomainRule>) {
+        let parsed = |list: &[RuleText]| list.iter().filter_map(RuleText::rule).collect();
+        (self.allow.as_deref().map(parsed), parsed(&self.deny))
+    }
+
+    /// Whether it narrows anything at all.
+    pub fn is_empty(&self) -> bool {
+        self.allow.is_none() && self.deny.is_empty()
+    }
+}
+
 /// A host being checked: a normalised name or an address.
 enum Target {
     Name(String),

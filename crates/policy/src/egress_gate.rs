@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use caps::Admission;
 
-use crate::egress::{EgressRules, HostPattern, Verdict};
+use crate::egress::{DomainRule, EgressRules, HostPattern, Verdict};
 
 /// Rules that decide connections, and whose they are (said in every answer).
 #[derive(Clone, Debug)]
@@ -17,13 +17,31 @@ pub struct RulesGate {
     rules: EgressRules,
     /// The agent whose `sandbox.egress` these are (`None`: the global `[sandbox.egress]`).
     agent: Option<String>,
+    /// The request's own rules, which only narrow: the only hosts it may reach (`None`:
+    /// no narrowing), and hosts it never reaches.
+    request_allow: Option<Vec<DomainRule>>,
+    request_deny: Vec<DomainRule>,
 }
 
 impl RulesGate {
     /// A gate deciding by `rules`, the global `[sandbox.egress]` or (with `agent`) that
     /// agent's.
     pub fn new(rules: EgressRules, agent: Option<String>) -> Self {
-        RulesGate { rules, agent }
+        RulesGate {
+            rules,
+            agent,
+            request_allow: None,
+            request_deny: Vec::new(),
+        }
+    }
+
+    /// Narrowed by a request's own rules (`RequestEgress::rules`): a host its deny rules
+    /// name, or its allow list (when it has one) does not, is refused before the host's
+    /// rules are looked at — so never asked about, and never reached by `egressAllow`.
+    pub fn narrowed(mut self, (allow, deny): (Option<Vec<DomainRule>>, Vec<DomainRule>)) -> Self {
+        self.request_allow = allow;
+        self.request_deny = deny;
+        self
     }
 
     /// As a run's options carry it.
@@ -42,6 +60,26 @@ impl RulesGate {
 
 impl caps::AdmitConnection for RulesGate {
     fn admit(&self, host: &str, port: u16) -> Admission {
+        // The request's narrowing first: deny rules as rules, the allow list as a
+        // filter (an empty list: nothing at all).
+        if !self.request_deny.is_empty() || self.request_allow.is_some() {
+            let request = EgressRules {
+                allow: self.request_allow.clone().unwrap_or_default(),
+                deny: self.request_deny.clone(),
+            };
+            match request.verdict(host, port) {
+                Verdict::Denied(rule) => {
+                    return Admission::Refuse(format!("the request's egress deny {rule}"));
+                }
+                Verdict::Unknown if self.request_allow.is_some() => {
+                    return Admission::Refuse(format!(
+                        "the request's egress allow names no {host} on port {port}"
+                    ));
+                }
+                // Junk is refused below, the same way with or without a request.
+                Verdict::Allowed(_) | Verdict::Unknown | Verdict::NotAHost(_) => {}
+            }
+        }
         match self.rules.verdict(host, port) {
             Verdict::Allowed(rule) => Admission::Allow {
                 names_address: matches!(rule.host, HostPattern::Address(_)),
@@ -120,6 +158,51 @@ mod tests {
                 "{junk:?}"
             );
         }
+    }
+
+    /// A request's own rules only narrow: outside its allow list nothing is reached or
+    /// asked about (not even what the host's rules allow), inside it the host's rules
+    /// decide as before (allowed, denied, or asked), and its deny rules refuse.
+    #[test]
+    fn a_requests_rules_only_narrow() {
+        let parse = |t: &[&str]| t.iter().map(|r| DomainRule::parse(r).unwrap()).collect();
+        let g = gate(&["pypi.org", "*.pythonhosted.org"], &["evil.test"], None).narrowed((
+            Some(parse(&["pypi.org", "evil.test", "new.example"])),
+            parse(&["pypi.org:80"]),
+        ));
+        assert!(matches!(g.admit("pypi.org", 443), Admission::Allow { .. }));
+        assert_eq!(
+            g.admit("pypi.org", 80),
+            Admission::Refuse("the request's egress deny pypi.org:80".into())
+        );
+        assert_eq!(
+            g.admit("files.pythonhosted.org", 443),
+            Admission::Refuse(
+                "the request's egress allow names no files.pythonhosted.org on port 443".into()
+            )
+        );
+        // Named by the request: the host's deny still wins, and an unknown host is asked.
+        assert!(
+            matches!(g.admit("evil.test", 443), Admission::Refuse(why) if why.contains("[sandbox.egress] deny"))
+        );
+        assert!(matches!(g.admit("new.example", 443), Admission::Ask(_)));
+        assert!(
+            matches!(g.admit("a..b", 443), Admission::Refuse(why) if why.contains("not a host name"))
+        );
+        // An empty allow list: nothing at all.
+        let none = gate(&["pypi.org"], &[], None).narrowed((Some(Vec::new()), Vec::new()));
+        assert!(matches!(none.admit("pypi.org", 443), Admission::Refuse(_)));
+        // Only a deny list: the host's rules decide the rest.
+        let deny_only = gate(&["pypi.org"], &[], None).narrowed((None, parse(&["*.bad.example"])));
+        assert!(matches!(
+            deny_only.admit("pypi.org", 443),
+            Admission::Allow { .. }
+        ));
+        assert!(matches!(
+            deny_only.admit("a.bad.example", 443),
+            Admission::Refuse(_)
+        ));
+        assert!(matches!(deny_only.admit("b.test", 443), Admission::Ask(_)));
     }
 
     #[test]

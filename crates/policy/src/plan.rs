@@ -190,9 +190,33 @@ impl std::fmt::Display for PlannedNetwork {
                 if let Some(agent) = &proxy.agent {
                     write!(f, " by agent {agent}'s rules")?;
                 }
+                if let Some(request) = &proxy.request {
+                    let list = |rules: &[crate::egress::RuleText]| {
+                        rules
+                            .iter()
+                            .map(crate::egress::RuleText::as_str)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    };
+                    match &request.allow {
+                        Some(allow) if allow.is_empty() => {
+                            f.write_str("; this request: nothing at all")?
+                        }
+                        Some(allow) => write!(f, "; this request: only {}", list(allow))?,
+                        None => f.write_str("; this request")?,
+                    }
+                    if !request.deny.is_empty() {
+                        write!(f, ", never {}", list(&request.deny))?;
+                    }
+                }
                 // The hosts the agent's egressAllow stores, and those a human allows when
                 // asked, are reached too: each was a human's decision about that host.
-                f.write_str("; another host only as the agent's egressAllow or the approver allows")
+                let narrowed = proxy.request.as_ref().is_some_and(|r| r.allow.is_some());
+                f.write_str(if narrowed {
+                    "; another host the request names only as the agent's egressAllow or the approver allows"
+                } else {
+                    "; another host only as the agent's egressAllow or the approver allows"
+                })
             }
         }
     }
@@ -428,6 +452,30 @@ fn utf8_path(path: &Path, what: &str) -> Result<String, PlanError> {
         .ok_or_else(|| PlanError::invalid(format!("{what} {} is not UTF-8", path.display())))
 }
 
+/// Whether a request's own egress rules hold for a run with `limits`: through Warden's
+/// proxy they are part of its rules, and with no network there is nothing to narrow;
+/// anywhere else nothing could hold the run to them, so it is refused (an agent that
+/// asked for a narrower network must not get a wider one without a word).
+fn egress_enforceable(policy: &ResolvedPolicy, limits: &PlannedLimits) -> Result<(), String> {
+    let where_ = match &limits.network {
+        Some(PlannedNetwork::Proxy { .. } | PlannedNetwork::Plain(false)) => return Ok(()),
+        Some(PlannedNetwork::Plain(true)) => {
+            "has the host's network (sandbox.network = true)".to_owned()
+        }
+        None if limits.unconfined => {
+            "runs unconfined (direct mode), with the host's network".to_owned()
+        }
+        None => match policy.host.value {
+            Host::Node => "runs on a node, which has no egress proxy".to_owned(),
+            _ => format!("runs on the {} host, with its network", policy.host.value),
+        },
+    };
+    Err(format!(
+        "`egress` narrows the network of a run sandboxed with sandbox.network = \"proxy\"; \
+         this run {where_}, so nothing could hold it to those rules"
+    ))
+}
+
 /// Work out the plans for `command`, resolved as `policy` says, in `ctx`.
 pub(crate) fn plans(
     command: CommandInput<'_>,
@@ -441,6 +489,10 @@ pub(crate) fn plans(
         policy
             .checked_timeout()
             .map_err(|e| PlanError::invalid(e.to_string()))?;
+        let limits = PlannedLimits::of(policy, confinement);
+        if policy.egress_request.is_some() {
+            egress_enforceable(policy, &limits).map_err(PlanError::invalid)?;
+        }
         match ctx.fs.metadata(ctx.cwd) {
             Ok(meta) if meta.is_dir() => {}
             Ok(_) => {
@@ -473,7 +525,7 @@ pub(crate) fn plans(
             agent: request.agent.to_owned(),
             session: request.session.to_owned(),
             host: policy.host.value.to_string(),
-            limits: PlannedLimits::of(policy, confinement),
+            limits,
         })
     })();
     let base = match base {
@@ -635,10 +687,11 @@ mod tests {
                     allow: allow.iter().map(|s| s.to_string()).collect(),
                     deny: deny.iter().map(|s| s.to_string()).collect(),
                     agent: None,
+                    request: None,
                 },
             })
         };
-        let limits: [&dyn Fn(&mut PlannedLimits); 13] = [
+        let limits: [&dyn Fn(&mut PlannedLimits); 14] = [
             &|l| l.unconfined = true,
             &|l| l.timeout_ms += 1,
             &|l| l.max_processes -= 1,
@@ -650,6 +703,18 @@ mod tests {
             &|l| l.network = proxy(&[], &["example.com"]),
             // The same texts moved between the lists, or split differently, differ too.
             &|l| l.network = proxy(&["a.example", "b.example"], &[]),
+            // The request's own narrowing is part of what was approved.
+            &|l| {
+                l.network = Some(PlannedNetwork::Proxy {
+                    proxy: crate::ResolvedEgress {
+                        request: Some(crate::egress::RequestEgress {
+                            allow: Some(Vec::new()),
+                            deny: Vec::new(),
+                        }),
+                        ..Default::default()
+                    },
+                })
+            },
             // Whose rules they are is part of what was approved.
             &|l| {
                 l.network = Some(PlannedNetwork::Proxy {

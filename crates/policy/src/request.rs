@@ -135,6 +135,14 @@ pub struct ExecArgs {
     )]
     #[schemars(schema_with = "terminal_cells_schema")]
     pub cols: Option<u16>,
+    /// Narrow this run's network through Warden's egress proxy (a sandbox with sandbox.network = "proxy"): `allow`, the only hosts it may reach (each still only as the host's rules or its approver allow); `deny`, hosts it never reaches. A rule is a host (`example.com`, `*.example.com`, an address) with an optional port (`example.com:443`). It never widens anything; a run it cannot be enforced on (the host's network, the gateway, a node) is refused.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    #[schemars(schema_with = "egress_schema")]
+    pub egress: Option<crate::egress::RequestEgress>,
 }
 
 /// What to run: a shell command line or a program with its arguments.
@@ -238,6 +246,7 @@ impl ExecArgs {
             timeout: self
                 .timeout
                 .and_then(|t| Duration::try_from_secs_f64(t).ok()),
+            egress: self.egress.clone().filter(|e| !e.is_empty()),
         }
     }
 
@@ -428,6 +437,15 @@ fn argv_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     }))
 }
 
+fn egress_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let rules = json!({"type": "array", "items": {"type": "string", "minLength": 1}});
+    schema(json!({
+        "type": "object",
+        "properties": {"allow": rules, "deny": rules},
+        "additionalProperties": false,
+    }))
+}
+
 fn env_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schema(json!({
         "type": "object",
@@ -519,7 +537,7 @@ mod tests {
         assert_eq!(schema["additionalProperties"], false);
         let props = schema["properties"].as_object().unwrap();
         for field in [
-            "command", "argv", "cwd", "env", "timeout", "host", "security", "ask", "node",
+            "command", "argv", "cwd", "env", "timeout", "host", "security", "ask", "node", "egress",
         ] {
             let p = &props[field];
             assert!(
@@ -531,6 +549,8 @@ mod tests {
         assert_eq!(props["host"]["enum"], json!(["sandbox", "gateway", "node"]));
         assert_eq!(props["ask"]["enum"], json!(["off", "on-miss", "always"]));
         assert_eq!(props["command"]["minLength"], 1);
+        assert_eq!(props["egress"]["additionalProperties"], false);
+        assert_eq!(props["egress"]["properties"]["allow"]["type"], "array");
     }
 
     #[test]
@@ -546,6 +566,23 @@ mod tests {
             (json!({"command": "x", "cwd": null}), "cwd"),
             (json!({"command": "x", "bogus": 1}), "bogus"),
             (json!({"command": "x", "argv": ["x"]}), "command"),
+            (
+                json!({"command": "x", "egress": {"allow": ["pypi.org", "*.com"]}}),
+                "egress.allow[1]",
+            ),
+            (
+                json!({"command": "x", "egress": {"deny": ["a b"]}}),
+                "egress.deny[0]",
+            ),
+            (
+                json!({"command": "x", "egress": {"deny": "pypi.org"}}),
+                "egress.deny",
+            ),
+            (
+                json!({"command": "x", "egress": {"allowed": []}}),
+                "egress.allowed",
+            ),
+            (json!({"command": "x", "egress": null}), "egress"),
         ] {
             let e = decode(args.clone()).expect_err(&args.to_string());
             assert_eq!(e.field, field, "{args}: {e}");
@@ -556,9 +593,14 @@ mod tests {
     fn a_request_round_trips_and_says_what_it_runs() {
         let args = decode(json!({
             "argv": ["ls", "-la"], "cwd": "src", "env": {"A": "1"}, "timeout": 2.5,
-            "host": "node", "security": "allowlist", "ask": "always", "node": "n1"
+            "host": "node", "security": "allowlist", "ask": "always", "node": "n1",
+            "egress": {"allow": ["PyPI.org.", "*.pythonhosted.org:443"], "deny": []}
         }))
         .unwrap();
+        // Rules are kept in their normal form.
+        let egress = args.egress.clone().unwrap();
+        let allow: Vec<&str> = egress.allow.iter().flatten().map(|r| r.as_str()).collect();
+        assert_eq!(allow, ["pypi.org", "*.pythonhosted.org:443"]);
         assert_eq!(
             args.command().unwrap(),
             Command::Argv(vec!["ls".into(), "-la".into()])

@@ -27,6 +27,10 @@ pub struct ExecParams {
     /// Requested timeout (never above `tools.exec.max_timeout`).
     #[serde(skip_serializing_if = "Option::is_none", with = "opt_duration")]
     pub timeout: Option<Duration>,
+    /// The request's own egress rules (they only narrow; refused where they cannot be
+    /// enforced).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub egress: Option<crate::egress::RequestEgress>,
 }
 
 /// Per-agent, per-session overrides set by slash commands; never persisted.
@@ -128,6 +132,10 @@ pub struct ResolvedPolicy {
     /// With `network = "proxy"`, the hosts a sandboxed run may reach through Warden's
     /// egress proxy (`[sandbox.egress]`); `None` in every other mode.
     pub egress: Option<ResolvedEgress>,
+    /// The request's own egress rules as it gave them (`egress`), whatever the network:
+    /// a run they cannot be enforced on is refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub egress_request: Option<crate::egress::RequestEgress>,
     /// Whether a command a human is asked about is sent to the approver to run in its
     /// own context (gateway and node hosts; a sandboxed command always runs sandboxed).
     pub run_in_approver: Sourced<bool>,
@@ -148,6 +156,10 @@ pub struct ResolvedEgress {
     /// the global `[sandbox.egress]` alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
+    /// The request's own rules (`egress`), which narrow these: a host its allow list
+    /// does not name is refused unasked, and its deny rules are refused too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<crate::egress::RequestEgress>,
 }
 
 impl ResolvedEgress {
@@ -157,6 +169,7 @@ impl ResolvedEgress {
             allow: rules.allow.iter().map(ToString::to_string).collect(),
             deny: rules.deny.iter().map(ToString::to_string).collect(),
             agent: None,
+            request: None,
         }
     }
 
@@ -190,7 +203,12 @@ impl ResolvedEgress {
 
     /// The gate a run with these rules decides its connections by.
     pub fn gate(&self) -> caps::ConnectionRules {
-        crate::egress_gate::RulesGate::new(self.rules(), self.agent.clone()).into_rules()
+        let gate = crate::egress_gate::RulesGate::new(self.rules(), self.agent.clone());
+        match &self.request {
+            Some(request) => gate.narrowed(request.rules()),
+            None => gate,
+        }
+        .into_rules()
     }
 
     /// The rules again. Each was checked when the config was read and its normal form
@@ -474,8 +492,11 @@ pub fn resolve(
         } else {
             Sourced::new(config.sandbox.network, Source::Global)
         },
-        egress: (config.sandbox.network == crate::SandboxNetwork::Proxy)
-            .then(|| ResolvedEgress::for_agent(config, agent)),
+        egress: (config.sandbox.network == crate::SandboxNetwork::Proxy).then(|| ResolvedEgress {
+            request: params.egress.clone(),
+            ..ResolvedEgress::for_agent(config, agent)
+        }),
+        egress_request: params.egress.clone(),
     }
 }
 

@@ -668,6 +668,7 @@ mod tests {
                 "security",
                 "ask",
                 "node",
+                "egress",
                 "path",
                 "offset",
                 "limit",
