@@ -275,6 +275,17 @@ async fn nodes_are_selected_by_id_name_and_prefix_and_bindings_and_ambiguity_hol
     assert!(r["rule"].as_str().unwrap().contains("ambiguous"), "{r:#}");
     let r = exec(&main, echo(Some("nothing-here"))).await;
     assert_eq!(r["reason"], "no-node", "{r:#}");
+    // A request that narrows its network cannot be held to that on a node (no egress
+    // proxy there): the node refuses it rather than run it wider.
+    let mut narrowed = echo(Some("box-alpha-2"));
+    narrowed["egress"] = json!({"allow": ["pypi.org"]});
+    let r = exec(&main, narrowed).await;
+    assert!(
+        r.to_string()
+            .contains("runs on a node, which has no egress proxy"),
+        "{r:#}"
+    );
+    assert_ne!(r["exitCode"], 0, "{r:#}");
 
     // `bound` is bound to box-alpha-2: used without asking, and nothing else allowed.
     let bound = client(&g.http, &gateway_token(gw.path(), "bound")).await;

@@ -628,6 +628,13 @@ fn an_agents_own_egress_rules_decide_its_runs_and_only_its_runs() {
     );
     let main = explained("main");
     assert!(main["policy"]["egress"].get("agent").is_none(), "{main}");
+    // `warden doctor` names the agents whose runs decide by rules of their own.
+    let doctor = p.warden().arg("doctor").output().unwrap();
+    let said = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        said.contains("; agents with sandbox.egress of their own: ci"),
+        "{said}"
+    );
 }
 
 /// A request's own `egress` rules (`--egress-allow`, `--egress-deny`; the MCP `egress`

@@ -89,6 +89,9 @@ pub async fn run(
     args.ask = Some(requested.ask.value);
     args.timeout = (requested.timeout.source != Source::Default)
         .then_some(requested.timeout.value.as_secs_f64());
+    // As the agent asked: the node decides whether it can hold the run to it (without
+    // an egress proxy it refuses), never the gateway by leaving it out.
+    args.egress = request.params.egress.clone();
     // The node decides whether it can give the command a terminal (one that does not
     // stream refuses), never the gateway by leaving it out.
     if let Some(size) = request.terminal {

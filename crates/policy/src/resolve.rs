@@ -130,7 +130,8 @@ pub struct ResolvedPolicy {
     /// What network a sandboxed run has (`sandbox.network`).
     pub network: Sourced<crate::SandboxNetwork>,
     /// With `network = "proxy"`, the hosts a sandboxed run may reach through Warden's
-    /// egress proxy (`[sandbox.egress]`); `None` in every other mode.
+    /// egress proxy (`[sandbox.egress]`, or the agent's own `sandbox.egress`, narrowed by
+    /// the request's `egress`); `None` in every other mode.
     pub egress: Option<ResolvedEgress>,
     /// The request's own egress rules as it gave them (`egress`), whatever the network:
     /// a run they cannot be enforced on is refused.

@@ -250,23 +250,36 @@ pub fn run(args: DoctorArgs) -> i32 {
     }
 }
 
-/// Each problem that makes Warden refuse this layout, or the one error that stopped the
-/// check.
 /// What network a sandboxed command has under `config`. A backend that cannot give it
 /// is said on the sandbox line, by the route every exec takes; an allow list that is
-/// empty lets nothing out, which is said here, not failed.
+/// empty lets nothing out, which is said here, not failed; agents with egress rules of
+/// their own are named (their runs decide by those).
 fn network_status(config: &policy::Config) -> String {
     let planned = crate::egress_gate::planned_network(config);
-    let empty = config.sandbox.network == policy::SandboxNetwork::Proxy
-        && config.sandbox.egress.allow.is_empty();
-    let hint = if empty {
-        " — [sandbox.egress] allows nothing yet: add the hosts commands need to `allow`"
-    } else {
-        ""
-    };
-    format!("{planned}{hint}")
+    let proxied = config.sandbox.network == policy::SandboxNetwork::Proxy;
+    let own: Vec<&str> = config
+        .agents
+        .iter()
+        .filter(|a| a.egress_allow.is_some() || a.egress_deny.is_some())
+        .map(|a| a.id.as_str())
+        .collect();
+    let mut said = planned.to_string();
+    if proxied && config.sandbox.egress.allow.is_empty() {
+        said.push_str(
+            " — [sandbox.egress] allows nothing yet: add the hosts commands need to `allow`",
+        );
+    }
+    if proxied && !own.is_empty() {
+        said.push_str(&format!(
+            "; agents with sandbox.egress of their own: {}",
+            own.join(", ")
+        ));
+    }
+    said
 }
 
+/// Each problem that makes Warden refuse this layout, or the one error that stopped the
+/// check.
 fn layout_problems(e: &anyhow::Error) -> Vec<String> {
     match e.downcast_ref::<sandbox::protect::LayoutProblems>() {
         Some(problems) => problems.0.clone(),
