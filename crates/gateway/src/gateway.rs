@@ -231,7 +231,15 @@ impl Gateway {
         stop: impl Future<Output = ()>,
     ) -> RunReport {
         let cancel = self.shutdown.child_token();
-        until(self.run(key, request, &cancel, None), &cancel, stop).await
+        // On the heap: a run's future is tens of KiB, and every caller's future above it
+        // (the MCP call, its progress, rmcp's and the HTTP server's) would carry it again
+        // — in a debug build enough copies to overflow a worker thread's 2 MiB stack.
+        until(
+            Box::pin(self.run(key, request, &cancel, None)),
+            &cancel,
+            stop,
+        )
+        .await
     }
 
     /// The first run of an agent with no policy of its own is reported to the operator
