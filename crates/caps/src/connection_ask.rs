@@ -11,6 +11,26 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+/// `Debug` (opaque) and equality by identity (the same `Arc`) for a handle around a
+/// trait object, as [`crate::ExecOptions`] compares them.
+macro_rules! by_identity {
+    ($name:ident) => {
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(concat!(stringify!($name), "(..)"))
+            }
+        }
+
+        impl PartialEq for $name {
+            fn eq(&self, other: &Self) -> bool {
+                Arc::ptr_eq(&self.0, &other.0)
+            }
+        }
+
+        impl Eq for $name {}
+    };
+}
+
 /// What a run's rules say about one host and port, before anyone is asked.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Admission {
@@ -40,19 +60,7 @@ pub trait AdmitConnection: Send + Sync {
 #[derive(Clone)]
 pub struct ConnectionRules(pub Arc<dyn AdmitConnection>);
 
-impl fmt::Debug for ConnectionRules {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("ConnectionRules(..)")
-    }
-}
-
-impl PartialEq for ConnectionRules {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-impl Eq for ConnectionRules {}
+by_identity!(ConnectionRules);
 
 /// What the asker decided about one host and port.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -114,16 +122,4 @@ pub trait AskConnection: Send + Sync {
 #[derive(Clone)]
 pub struct ConnectionAsker(pub Arc<dyn AskConnection>);
 
-impl fmt::Debug for ConnectionAsker {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("ConnectionAsker(..)")
-    }
-}
-
-impl PartialEq for ConnectionAsker {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-impl Eq for ConnectionAsker {}
+by_identity!(ConnectionAsker);

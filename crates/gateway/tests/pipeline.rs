@@ -26,6 +26,7 @@ const APPROVALS: &str = r#"{"version":1,
 const CONFIG: &str = "[tools.exec]\nhost = \"gateway\"\nsecurity = \"allowlist\"\n";
 
 struct Lab {
+    gateway: Arc<Gateway>,
     gateway_shell: ScriptedShell,
     sandbox_shell: ScriptedShell,
     client: RunningService<RoleClient, ()>,
@@ -84,8 +85,9 @@ async fn lab(sandbox: bool) -> Lab {
     };
     let gateway = Arc::new(Gateway::new(Runner::new(host), routes, None));
     let (server_end, client_end) = tokio::io::duplex(1 << 16);
+    let served = Arc::clone(&gateway);
     tokio::spawn(async move {
-        if let Ok(running) = WardenMcp::new(gateway, "coder", "s1")
+        if let Ok(running) = WardenMcp::new(served, "coder", "s1")
             .serve(server_end)
             .await
         {
@@ -94,6 +96,7 @@ async fn lab(sandbox: bool) -> Lab {
     });
     let client = ().serve(client_end).await.unwrap();
     Lab {
+        gateway,
         gateway_shell,
         sandbox_shell,
         client,
@@ -193,4 +196,26 @@ async fn routes_that_cannot_serve_a_request_refuse_it_with_one_spelling() {
     assert!(lab.gateway_shell.calls().is_empty());
     assert!(lab.sandbox_shell.calls().is_empty());
     lab.client.cancel().await.unwrap();
+}
+
+/// A run's future is kept on the heap where the gateway starts it: every future above it
+/// — the MCP call, its progress, rmcp's session and the HTTP server's connection — holds
+/// the gateway's, and when that held the run itself (~70 KiB in a debug build) one more
+/// field in a request overflowed a worker thread's 2 MiB stack. This holds it small.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateways_exec_future_is_small_whatever_a_run_holds() {
+    let lab = lab(false).await;
+    let key = gateway::SessionKey {
+        agent: "coder".into(),
+        session: "s1".into(),
+    };
+    let request = runner::ExecRequest::new(
+        "coder",
+        "s1",
+        policy::Command::Argv(vec!["/usr/bin/ls".into()]),
+    );
+    let exec = lab.gateway.exec(&key, request, std::future::pending());
+    let size = std::mem::size_of_val(&exec);
+    assert!(size <= 4096, "Gateway::exec's future is {size} bytes");
+    drop(exec);
 }
