@@ -91,8 +91,13 @@ impl EgressRules {
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RequestEgress {
-    /// The only hosts the run may reach (`None`: no narrowing).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The only hosts the run may reach (`None`: no narrowing; `null` is refused, as
+    /// everywhere in a request).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "listed"
+    )]
     pub allow: Option<Vec<RuleText>>,
     /// Hosts the run never reaches.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -128,12 +133,23 @@ impl<'de> serde::Deserialize<'de> for RuleText {
     }
 }
 
+/// A list that is present: a value, never `null`.
+fn listed<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<RuleText>>, D::Error> {
+    <Vec<RuleText> as serde::Deserialize>::deserialize(d).map(Some)
+}
+
 impl RequestEgress {
     /// The rules, each parsed: (the allow list if any, the deny list). A [`RuleText`] is
-    /// only ever made by reading a rule, so each reads back.
-    pub fn rules(&self) -> (Option<Vec<DomainRule>>, Vec<DomainRule>) {
-        let parsed = |list: &[RuleText]| list.iter().filter_map(RuleText::rule).collect();
-        (self.allow.as_deref().map(parsed), parsed(&self.deny))
+    /// only ever made by reading a rule, so each reads back; should one not, `None` —
+    /// and the caller refuses everything rather than drop a rule.
+    #[allow(clippy::type_complexity)]
+    pub fn rules(&self) -> Option<(Option<Vec<DomainRule>>, Vec<DomainRule>)> {
+        let parsed = |list: &[RuleText]| list.iter().map(RuleText::rule).collect::<Option<_>>();
+        let allow = match self.allow.as_deref() {
+            Some(list) => Some(parsed(list)?),
+            None => None,
+        };
+        Some((allow, parsed(&self.deny)?))
     }
 
     /// Whether it narrows anything at all.

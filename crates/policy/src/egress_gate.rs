@@ -21,6 +21,8 @@ pub struct RulesGate {
     /// no narrowing), and hosts it never reaches.
     request_allow: Option<Vec<DomainRule>>,
     request_deny: Vec<DomainRule>,
+    /// The rules did not read back: every host is refused.
+    unreadable: bool,
 }
 
 impl RulesGate {
@@ -32,6 +34,7 @@ impl RulesGate {
             agent,
             request_allow: None,
             request_deny: Vec::new(),
+            unreadable: false,
         }
     }
 
@@ -42,6 +45,15 @@ impl RulesGate {
         self.request_allow = allow;
         self.request_deny = deny;
         self
+    }
+
+    /// A gate that refuses every host: for rules that did not read back (a plan from
+    /// elsewhere), which are never used with a rule dropped.
+    pub fn refusing_all() -> Self {
+        RulesGate {
+            unreadable: true,
+            ..RulesGate::new(EgressRules::default(), None)
+        }
     }
 
     /// As a run's options carry it.
@@ -60,6 +72,11 @@ impl RulesGate {
 
 impl caps::AdmitConnection for RulesGate {
     fn admit(&self, host: &str, port: u16) -> Admission {
+        if self.unreadable {
+            return Admission::Refuse(
+                "the run's egress rules did not read back: nothing is reached".into(),
+            );
+        }
         // The request's narrowing first: deny rules as rules, the allow list as a
         // filter (an empty list: nothing at all).
         if !self.request_deny.is_empty() || self.request_allow.is_some() {
@@ -203,6 +220,29 @@ mod tests {
             Admission::Refuse(_)
         ));
         assert!(matches!(deny_only.admit("b.test", 443), Admission::Ask(_)));
+    }
+
+    /// Rules that do not read back (a plan from elsewhere) refuse everything: no rule
+    /// is ever dropped in a way that could allow more.
+    #[test]
+    fn unreadable_rules_refuse_everything() {
+        let bad = crate::ResolvedEgress {
+            allow: vec!["pypi.org".into()],
+            deny: vec!["not a rule".into()],
+            ..Default::default()
+        };
+        assert_eq!(bad.rules(), None);
+        assert!(
+            matches!(bad.gate().0.admit("pypi.org", 443), Admission::Refuse(why) if why.contains("did not read back"))
+        );
+        let good = crate::ResolvedEgress {
+            allow: vec!["pypi.org".into()],
+            ..Default::default()
+        };
+        assert!(matches!(
+            good.gate().0.admit("pypi.org", 443),
+            Admission::Allow { .. }
+        ));
     }
 
     #[test]

@@ -135,7 +135,7 @@ pub struct ExecArgs {
     )]
     #[schemars(schema_with = "terminal_cells_schema")]
     pub cols: Option<u16>,
-    /// Narrow this run's network through Warden's egress proxy (a sandbox with sandbox.network = "proxy"): `allow`, the only hosts it may reach (each still only as the host's rules or its approver allow); `deny`, hosts it never reaches. A rule is a host (`example.com`, `*.example.com`, an address) with an optional port (`example.com:443`). It never widens anything; a run it cannot be enforced on (the host's network, the gateway, a node) is refused.
+    /// Narrow this run's network through Warden's egress proxy (a sandbox with sandbox.network = "proxy"): `allow`, the only hosts it may reach (each still only as the host's rules, the agent's egressAllow or its approver allow); `deny`, hosts it never reaches. A rule is a host (`example.com`, `*.example.com`, an address) with an optional port (`example.com:443`). It never widens anything; a run it cannot be enforced on (the host's network, the gateway, a node) is refused.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -583,6 +583,10 @@ mod tests {
                 "egress.allowed",
             ),
             (json!({"command": "x", "egress": null}), "egress"),
+            (
+                json!({"command": "x", "egress": {"allow": null}}),
+                "egress.allow",
+            ),
         ] {
             let e = decode(args.clone()).expect_err(&args.to_string());
             assert_eq!(e.field, field, "{args}: {e}");

@@ -202,30 +202,36 @@ impl ResolvedEgress {
         }
     }
 
-    /// The gate a run with these rules decides its connections by.
+    /// The gate a run with these rules decides its connections by: one that refuses
+    /// everything should any rule not read back (a plan from elsewhere), never one with
+    /// a rule dropped.
     pub fn gate(&self) -> caps::ConnectionRules {
-        let gate = crate::egress_gate::RulesGate::new(self.rules(), self.agent.clone());
-        match &self.request {
-            Some(request) => gate.narrowed(request.rules()),
-            None => gate,
-        }
-        .into_rules()
+        let gate = match (self.rules(), &self.request) {
+            (Some(rules), None) => crate::egress_gate::RulesGate::new(rules, self.agent.clone()),
+            (Some(rules), Some(request)) => match request.rules() {
+                Some(narrowing) => crate::egress_gate::RulesGate::new(rules, self.agent.clone())
+                    .narrowed(narrowing),
+                None => crate::egress_gate::RulesGate::refusing_all(),
+            },
+            (None, _) => crate::egress_gate::RulesGate::refusing_all(),
+        };
+        gate.into_rules()
     }
 
     /// The rules again. Each was checked when the config was read and its normal form
-    /// reads back as itself; should any text not (a plan from elsewhere), nothing is
-    /// allowed at all — a rule is never dropped in a way that could allow more.
-    pub fn rules(&self) -> crate::egress::EgressRules {
+    /// reads back as itself; should any text not (a plan from elsewhere), `None` — the
+    /// caller refuses everything rather than drop a rule.
+    pub fn rules(&self) -> Option<crate::egress::EgressRules> {
         let parse = |texts: &[String]| -> Option<Vec<crate::egress::DomainRule>> {
             texts
                 .iter()
                 .map(|t| crate::egress::DomainRule::parse(t).ok())
                 .collect()
         };
-        match (parse(&self.allow), parse(&self.deny)) {
-            (Some(allow), Some(deny)) => crate::egress::EgressRules { allow, deny },
-            _ => crate::egress::EgressRules::default(),
-        }
+        Some(crate::egress::EgressRules {
+            allow: parse(&self.allow)?,
+            deny: parse(&self.deny)?,
+        })
     }
 }
 

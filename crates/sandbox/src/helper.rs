@@ -56,9 +56,10 @@ pub struct HelperArgs {
     /// helper then waits for the command instead of becoming it. Under bubblewrap only;
     /// Warden's builder reports from pid 1.
     pub status_fd: Option<i32>,
-    /// `proxy` mode: the run's end of its egress broker. The helper starts the run's
-    /// forwarder with it (see [`crate::egress::forward::start_in_sandbox`]) and points
-    /// the command's proxy variables at it; the command never holds it.
+    /// `proxy` mode: the run's end of its egress broker. The helper hands the run's
+    /// loopback listener over it (see [`crate::egress::forward::start_in_sandbox`]) and
+    /// points the command's proxy variables at the listener; the command never holds
+    /// either.
     pub egress_fd: Option<i32>,
     /// Refused writes beneath these paths are reported (the writable paths).
     pub watch_roots: Vec<PathBuf>,
@@ -372,8 +373,9 @@ pub fn run(parsed: HelperArgs) -> ! {
         finish_confinement(&parsed);
     }
     // Confined as the command will be, and before Landlock (which it does not need):
-    // the forwarder, then the proxy variables that name it. Its descriptor is closed
-    // here with everything else not kept.
+    // the egress listener, handed to the broker, then the proxy variables that name it.
+    // The broker's descriptor and the listener are closed here with everything else not
+    // kept, so the command has neither.
     if let Some(broker) = parsed.egress_fd {
         crate::egress::forward::start_in_sandbox(broker);
     }

@@ -105,9 +105,9 @@ pub enum Network {
     /// The host's own network.
     On,
     /// A new network namespace with only loopback, where the only way out is Warden's
-    /// egress proxy ([`egress`]): a forwarder on loopback, named by `HTTP_PROXY` and
-    /// friends, carries each connection to the proxy outside, which decides it by the
-    /// run's rules.
+    /// egress proxy ([`egress`]): a listener on loopback, named by `HTTP_PROXY` and
+    /// friends and held by the proxy outside, which decides each connection by the run's
+    /// rules.
     Proxy,
 }
 

@@ -1,17 +1,20 @@
 //! One run's way out, with no path anyone could name: a connected pair of sequenced-packet
-//! sockets, one end inherited by the run's forwarder (`forward.rs`) and nothing else, the
-//! other kept here. The forwarder accepts each TCP connection the command makes to it in
-//! the run's namespace and hands the connection itself over (`SCM_RIGHTS`); the broker
-//! serves it with the run's proxy. So the bytes cross one relay (the proxy's) and no
-//! socket but the command's own, and the forwarder only accepts. A run is known by the
-//! descriptor it inherited — never by anything it sends, and never by a socket another run
-//! could reach through the filesystem. What comes over the broker is not trusted: only a
-//! single connected TCP socket is served; anything else is closed and reported. The broker
-//! lives as long as the run: [`Broker::finish`] stops it and gathers what its connections
-//! did.
+//! sockets, one end inherited by the run's sandbox helper and nothing else, the other kept
+//! here. Before the command starts, the helper listens on a loopback port of the run's
+//! network namespace (`forward.rs`) and hands that listening socket over (`SCM_RIGHTS`),
+//! then closes its copies; from then on Warden alone holds it, accepts every connection
+//! the command makes to it, and serves each with the run's proxy. So the bytes cross one
+//! relay (the proxy's), every socket the proxy serves is its own (no process in the
+//! sandbox shares it), and no process in the sandbox has a channel to Warden while the
+//! command runs. A run is known by the descriptor its helper inherited — never by
+//! anything the command sends, and never by a socket another run could reach through the
+//! filesystem. The one message is still not trusted: only a single listening TCP socket
+//! on loopback is taken; anything else is closed and reported. The broker lives as long
+//! as the run: [`Broker::finish`] stops it and gathers what its connections did.
 
 use std::io::{self, IoSlice, IoSliceMut};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -22,25 +25,36 @@ use nix::sys::socket::{
 
 use super::proxy::{Connection, Proxy};
 
-/// The payload of the message that hands a connection over (the descriptor is what counts).
-const HANDED: &[u8] = b"c";
+/// The payload of the message that hands the listener over (the descriptor is what counts).
+const HANDED: &[u8] = b"l";
 
 /// Connections one run may have open through the proxy at once. Each holds descriptors
 /// and a task in Warden's own process (the gateway's, for a gateway run): past this a
 /// command is refused more, instead of exhausting what every other run needs.
 pub const MAX_OPEN: usize = 256;
 
+/// The most descriptors one `SCM_RIGHTS` message can carry (the kernel's `SCM_MAX_FD`):
+/// room for all of them, so the kernel never truncates one and every descriptor a
+/// message brought is seen, and closed unless it is the one taken.
+const SCM_MAX_FD: usize = 253;
+
+type Tasks = Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>;
+
 /// A run's broker (see the module header).
 pub struct Broker {
     ours: Arc<OwnedFd>,
     serving: Option<std::thread::JoinHandle<()>>,
-    tasks: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    /// The task accepting connections, once the listener arrived.
+    accepting: Arc<Mutex<Option<tokio::task::JoinHandle<()>>>>,
+    tasks: Tasks,
     connections: Arc<Mutex<Vec<Connection>>>,
+    /// Connections refused because [`MAX_OPEN`] were open (said once, in [`Broker::finish`]).
+    over_limit: Arc<AtomicUsize>,
 }
 
 impl Broker {
     /// Serve `proxy` to whoever holds the returned descriptor (give it to the run's
-    /// forwarder only), each connection handled on `runtime`.
+    /// helper only), each connection handled on `runtime`.
     pub fn start(proxy: Proxy, runtime: tokio::runtime::Handle) -> io::Result<(Broker, OwnedFd)> {
         let (ours, theirs) = socketpair(
             AddressFamily::Unix,
@@ -48,37 +62,57 @@ impl Broker {
             None,
             SockFlag::SOCK_CLOEXEC,
         )?;
-        let ours = Arc::new(ours);
-        let tasks: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>> = Arc::default();
-        let connections: Arc<Mutex<Vec<Connection>>> = Arc::default();
+        let mut broker = Broker {
+            ours: Arc::new(ours),
+            serving: None,
+            accepting: Arc::default(),
+            tasks: Arc::default(),
+            connections: Arc::default(),
+            over_limit: Arc::default(),
+        };
         let serving = {
-            let (ours, tasks, connections) = (
-                Arc::clone(&ours),
-                Arc::clone(&tasks),
-                Arc::clone(&connections),
+            let ours = Arc::clone(&broker.ours);
+            let (accepting, tasks, connections, over_limit) = (
+                Arc::clone(&broker.accepting),
+                Arc::clone(&broker.tasks),
+                Arc::clone(&broker.connections),
+                Arc::clone(&broker.over_limit),
             );
             std::thread::Builder::new()
                 .name("warden-egress".into())
-                .spawn(move || serve(&ours, &proxy, &runtime, &tasks, &connections))?
+                .spawn(move || {
+                    let listener = match receive(&ours) {
+                        Received::Ended => return,
+                        Received::Refused(why) => {
+                            lock(&connections).push(refusal(why));
+                            return;
+                        }
+                        Received::Listener(listener) => listener,
+                    };
+                    let task = runtime.spawn(accept(
+                        listener,
+                        proxy,
+                        Arc::clone(&tasks),
+                        connections,
+                        over_limit,
+                    ));
+                    *lock(&accepting) = Some(task);
+                })?
         };
-        Ok((
-            Broker {
-                ours,
-                serving: Some(serving),
-                tasks,
-                connections,
-            },
-            theirs,
-        ))
+        broker.serving = Some(serving);
+        Ok((broker, theirs))
     }
 
-    /// Stop handing out connections, give the ones still open up to `grace` to end (the
-    /// run's processes are gone, so their side is closed), close the rest, and say what
-    /// every connection did — in the order they ended — and how many were cut short.
+    /// Stop accepting, give the connections still open up to `grace` to end (the run's
+    /// processes are gone, so their side is closed), close the rest, and say what every
+    /// connection did — in the order they ended — and how many were cut short.
     pub async fn finish(mut self, grace: Duration) -> (Vec<Connection>, usize) {
         let _ = nix::sys::socket::shutdown(self.ours.as_raw_fd(), nix::sys::socket::Shutdown::Both);
         if let Some(serving) = self.serving.take() {
             let _ = tokio::task::spawn_blocking(move || serving.join()).await;
+        }
+        if let Some(accepting) = lock(&self.accepting).take() {
+            accepting.abort();
         }
         let tasks = std::mem::take(&mut *lock(&self.tasks));
         let deadline = tokio::time::Instant::now() + grace;
@@ -89,15 +123,25 @@ impl Broker {
                 cut += 1;
             }
         }
-        (std::mem::take(&mut *lock(&self.connections)), cut)
+        let mut connections = std::mem::take(&mut *lock(&self.connections));
+        let over = self.over_limit.swap(0, Ordering::Relaxed);
+        if over > 0 {
+            connections.push(refusal(format!(
+                "{over} connection(s) refused: the run already had {MAX_OPEN} open through the proxy"
+            )));
+        }
+        (connections, cut)
     }
 }
 
 impl Drop for Broker {
     fn drop(&mut self) {
-        // A run cancelled before `finish`: nothing more is handed out, and nothing it
+        // A run cancelled before `finish`: nothing more is accepted, and nothing it
         // opened outlives it.
         let _ = nix::sys::socket::shutdown(self.ours.as_raw_fd(), nix::sys::socket::Shutdown::Both);
+        if let Some(accepting) = lock(&self.accepting).take() {
+            accepting.abort();
+        }
         for task in lock(&self.tasks).drain(..) {
             task.abort();
         }
@@ -108,127 +152,128 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Serve each connection handed over on `ours` with `proxy`, until the other end is
-/// closed (the run ended) or `ours` is shut down ([`Broker::finish`]).
-fn serve(
-    ours: &OwnedFd,
-    proxy: &Proxy,
-    runtime: &tokio::runtime::Handle,
-    tasks: &Mutex<Vec<tokio::task::JoinHandle<()>>>,
-    connections: &Arc<Mutex<Vec<Connection>>>,
+/// A report of something refused before any request was read.
+fn refusal(why: String) -> Connection {
+    Connection {
+        host: String::new(),
+        port: 0,
+        kind: "connect",
+        allowed: false,
+        reason: why,
+        sent: 0,
+        received: 0,
+    }
+}
+
+/// Accept each connection the command makes to `listener` and serve it with `proxy`,
+/// at most [`MAX_OPEN`] at once (one more is closed at once and counted), until aborted.
+async fn accept(
+    listener: std::net::TcpListener,
+    proxy: Proxy,
+    tasks: Tasks,
+    connections: Arc<Mutex<Vec<Connection>>>,
+    over_limit: Arc<AtomicUsize>,
 ) {
-    let refused = |why: String| {
-        lock(connections).push(Connection {
-            host: String::new(),
-            port: 0,
-            kind: "connect",
-            allowed: false,
-            reason: why,
-            sent: 0,
-            received: 0,
-        });
+    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+        lock(&connections).push(refusal(
+            "the run's egress listener could not be served".into(),
+        ));
+        return;
     };
     loop {
-        let handed = match receive(ours) {
-            Received::Ended => return,
-            Received::Nothing => continue,
-            Received::Refused(why) => {
-                refused(why);
+        let client = match listener.accept().await {
+            Ok((client, _)) => client,
+            // Out of descriptors, or a client that gave up: try again shortly, without
+            // spinning.
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
                 continue;
             }
-            Received::Connection(stream) => stream,
         };
         let open = {
-            let mut tasks = lock(tasks);
+            let mut tasks = lock(&tasks);
             tasks.retain(|t| !t.is_finished());
             tasks.len()
         };
         if open >= MAX_OPEN {
             // Closing it is the refusal the command sees.
-            drop(handed);
-            refused(format!(
-                "the run already has {MAX_OPEN} connections open through the proxy"
-            ));
+            drop(client);
+            over_limit.fetch_add(1, Ordering::Relaxed);
             continue;
         }
         let proxy = proxy.clone();
-        let connections = Arc::clone(connections);
-        // Registered with the runtime inside it (`from_std` needs its reactor).
-        let task = runtime.spawn(async move {
-            if let Ok(client) = tokio::net::TcpStream::from_std(handed) {
-                let connection = proxy.handle(client).await;
-                (proxy.report)(connection.clone());
-                lock(&connections).push(connection);
-            }
+        let connections = Arc::clone(&connections);
+        let task = tokio::spawn(async move {
+            let connection = proxy.handle(client).await;
+            (proxy.report)(connection.clone());
+            lock(&connections).push(connection);
         });
-        lock(tasks).push(task);
+        lock(&tasks).push(task);
     }
 }
 
-/// What one message on the broker's socket brought.
+/// What the one message on the broker's socket brought.
 enum Received {
-    /// The forwarder's end is closed, or ours shut down.
+    /// The helper's end closed (or ours shut down) before anything was handed over.
     Ended,
-    /// A message with no descriptor (or an interrupted wait): nothing to serve.
-    Nothing,
-    /// Something that is not one connected TCP socket: closed, and why.
+    /// Something that is not one listening TCP socket on loopback: closed, and why.
     Refused(String),
-    /// The command's connection, ready for the runtime (non-blocking).
-    Connection(std::net::TcpStream),
+    /// The run's listener, ready for the runtime (non-blocking).
+    Listener(std::net::TcpListener),
 }
 
-/// Descriptors one message may carry before it is refused outright: room to see that a
-/// message carried more than one (each is closed), not to serve them.
-const MAX_HANDED: usize = 4;
-
-/// Take one message off `ours` and whatever it handed over.
+/// Wait for the helper's one message and take what it handed over.
 fn receive(ours: &OwnedFd) -> Received {
     let mut buf = [0u8; 16];
-    let mut space = nix::cmsg_space!([RawFd; MAX_HANDED]);
+    let mut space = nix::cmsg_space!([RawFd; SCM_MAX_FD]);
     let mut iov = [IoSliceMut::new(&mut buf)];
-    let msg = match recvmsg::<()>(
-        ours.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::MSG_CMSG_CLOEXEC,
-    ) {
-        Ok(msg) => msg,
-        Err(nix::errno::Errno::EINTR) => return Received::Nothing,
-        Err(_) => return Received::Ended,
+    let msg = loop {
+        match recvmsg::<()>(
+            ours.as_raw_fd(),
+            &mut iov,
+            Some(&mut space),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        ) {
+            Ok(msg) => break msg,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return Received::Ended,
+        }
     };
-    if msg.bytes == 0 {
-        return Received::Ended;
-    }
-    let truncated = msg.flags.contains(MsgFlags::MSG_CTRUNC);
+    let Ok(cmsgs) = msg.cmsgs() else {
+        // Truncated control data (it cannot be, with room for every descriptor a message
+        // can carry): nothing in it is taken.
+        return Received::Refused("the run's helper sent unreadable control data".into());
+    };
     let mut handed = Vec::new();
-    if let Ok(cmsgs) = msg.cmsgs() {
-        for cmsg in cmsgs {
-            if let ControlMessageOwned::ScmRights(fds) = cmsg {
-                for raw in fds {
-                    // SAFETY: SCM_RIGHTS just installed this descriptor in our table; it
-                    // is owned here from now on (and closed when dropped).
-                    handed.push(unsafe { OwnedFd::from_raw_fd(raw) });
-                }
+    for cmsg in cmsgs {
+        if let ControlMessageOwned::ScmRights(fds) = cmsg {
+            for raw in fds {
+                // SAFETY: SCM_RIGHTS just installed this descriptor in our table; it is
+                // owned here from now on (and closed when dropped).
+                handed.push(unsafe { OwnedFd::from_raw_fd(raw) });
             }
         }
     }
-    match (handed.len(), truncated) {
-        (0, false) => Received::Nothing,
-        (1, false) => match connected_tcp(handed.remove(0)) {
-            Ok(stream) => Received::Connection(stream),
-            Err(why) => Received::Refused(format!(
-                "the run's forwarder handed over {why}, not a connection (closed)"
-            )),
-        },
-        (n, _) => Received::Refused(format!(
-            "the run's forwarder handed over {n} descriptors at once{} (all closed)",
-            if truncated { " and more" } else { "" }
+    if msg.bytes == 0 && handed.is_empty() {
+        return Received::Ended;
+    }
+    if handed.len() != 1 {
+        return Received::Refused(format!(
+            "the run's helper handed over {} descriptors, not its listener (all closed)",
+            handed.len()
+        ));
+    }
+    match loopback_listener(handed.remove(0)) {
+        Ok(listener) => Received::Listener(listener),
+        Err(why) => Received::Refused(format!(
+            "the run's helper handed over {why}, not a listener on loopback (closed)"
         )),
     }
 }
 
-/// `fd` as a TCP stream if it is one connected TCP socket, or what it is instead.
-fn connected_tcp(fd: OwnedFd) -> Result<std::net::TcpStream, String> {
+/// `fd` as a TCP listener if it is one listening TCP socket bound to a loopback address,
+/// or what it is instead.
+fn loopback_listener(fd: OwnedFd) -> Result<std::net::TcpListener, String> {
     use rustix::net::{AddressFamily, SocketType, ipproto, sockopt};
     let kind = sockopt::socket_type(&fd).map_err(|_| "something that is not a socket")?;
     let family = sockopt::socket_domain(&fd).map_err(|e| format!("a socket ({e})"))?;
@@ -253,18 +298,26 @@ fn connected_tcp(fd: OwnedFd) -> Result<std::net::TcpStream, String> {
         };
         return Err(format!("{family} {kind} socket"));
     }
-    rustix::net::getpeername(&fd).map_err(|_| "a TCP socket that is not connected")?;
-    let stream = std::net::TcpStream::from(fd);
-    stream
+    if !sockopt::socket_acceptconn(&fd).unwrap_or(false) {
+        return Err("a TCP socket that is not listening".into());
+    }
+    let listener = std::net::TcpListener::from(fd);
+    match listener.local_addr() {
+        Ok(at) if at.ip().is_loopback() => {}
+        Ok(at) => return Err(format!("a TCP listener on {at}")),
+        Err(e) => return Err(format!("a TCP listener without an address ({e})")),
+    }
+    listener
         .set_nonblocking(true)
-        .map_err(|e| format!("a TCP socket that cannot be made non-blocking ({e})"))?;
-    Ok(stream)
+        .map_err(|e| format!("a TCP listener that cannot be made non-blocking ({e})"))?;
+    Ok(listener)
 }
 
-/// In the run's forwarder: hand `client` (a connection it accepted) to the broker on
-/// `broker`. The forwarder closes its own copy after.
-pub fn hand(broker: RawFd, client: &std::net::TcpStream) -> io::Result<()> {
-    let fds = [client.as_raw_fd()];
+/// In the run's helper, before the command starts: hand `listener` (listening on a
+/// loopback port of the run's namespace) to the broker on `broker`. The helper closes its
+/// own copies after.
+pub fn hand(broker: RawFd, listener: impl AsFd) -> io::Result<()> {
+    let fds = [listener.as_fd().as_raw_fd()];
     sendmsg::<()>(
         broker,
         &[IoSlice::new(HANDED)],
@@ -279,6 +332,7 @@ pub fn hand(broker: RawFd, client: &std::net::TcpStream) -> io::Result<()> {
 mod tests {
     use super::*;
     use crate::egress::proxy::{Admission, Gate, Limits, SystemResolver};
+    use std::io::{Read, Write};
 
     struct RefuseAll;
     impl Gate for RefuseAll {
@@ -303,25 +357,17 @@ mod tests {
         Broker::start(proxy, tokio::runtime::Handle::current()).unwrap()
     }
 
-    /// A connected loopback TCP pair: (the command's end, the end its forwarder accepted).
-    fn tcp_pair() -> (std::net::TcpStream, std::net::TcpStream) {
+    /// What the helper does: listen on loopback, hand the listener over, close its copy.
+    fn listening(broker: &OwnedFd) -> std::net::SocketAddr {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (accepted, _) = listener.accept().unwrap();
-        (client, accepted)
+        hand(broker.as_raw_fd(), &listener).unwrap();
+        listener.local_addr().unwrap()
     }
 
-    /// What the forwarder does with one connection: hand it over, close its copy.
-    fn forwarded(broker: RawFd) -> std::net::TcpStream {
-        let (client, accepted) = tcp_pair();
-        hand(broker, &accepted).unwrap();
-        client
-    }
-
-    /// Send `fds` in one message, as a forwarder taken over by the command might.
-    fn send_fds(broker: RawFd, fds: &[RawFd]) {
+    /// Send `fds` in one message, as a broken or subverted helper might.
+    fn send_fds(broker: &OwnedFd, fds: &[RawFd]) {
         sendmsg::<()>(
-            broker,
+            broker.as_raw_fd(),
             &[IoSlice::new(HANDED)],
             &[ControlMessage::ScmRights(fds)],
             MsgFlags::MSG_NOSIGNAL,
@@ -330,16 +376,39 @@ mod tests {
         .unwrap();
     }
 
+    /// The command's connection to the listener is served by the run's proxy (its answer
+    /// comes back), with no process in between.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_connection_to_the_handed_over_listener_is_served_by_the_proxy() {
+        let (broker, theirs) = refusing_broker(Duration::from_secs(5));
+        let at = listening(&theirs);
+        drop(theirs);
+        let answer = tokio::task::spawn_blocking(move || {
+            let mut client = std::net::TcpStream::connect(at).unwrap();
+            client
+                .write_all(b"CONNECT example.test:443 HTTP/1.1\r\n\r\n")
+                .unwrap();
+            let mut answer = String::new();
+            client.read_to_string(&mut answer).unwrap();
+            answer
+        })
+        .await
+        .unwrap();
+        assert!(answer.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{answer}");
+        let (connections, cut) = broker.finish(Duration::from_secs(5)).await;
+        assert_eq!(cut, 0);
+        assert_eq!(connections.len(), 1, "{connections:?}");
+        assert_eq!(connections[0].host, "example.test");
+    }
+
     /// A run cancelled before its broker finished (the broker dropped): every connection
-    /// it had open is closed at once, not left waiting for its request head.
+    /// it had open is closed at once, not left waiting for its request head, and nothing
+    /// more is accepted.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_dropped_broker_closes_every_connection_at_once() {
-        use std::io::Read;
         let (broker, theirs) = refusing_broker(Duration::from_secs(60));
-        let fd = theirs.as_raw_fd();
-        let mut held = tokio::task::spawn_blocking(move || forwarded(fd))
-            .await
-            .unwrap();
+        let at = listening(&theirs);
+        let mut held = std::net::TcpStream::connect(at).unwrap();
         // The proxy waits for this connection's head (a minute)...
         tokio::time::sleep(Duration::from_millis(200)).await;
         drop(broker);
@@ -357,25 +426,27 @@ mod tests {
             0,
             "the connection outlived its dropped broker"
         );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(
+            std::net::TcpStream::connect(at).is_err(),
+            "the listener outlived its dropped broker"
+        );
         drop(theirs);
     }
 
     /// A command that opens connections and never sends a byte holds them until the
-    /// proxy's head timeout: past [`MAX_OPEN`] each is closed at once, and each refusal
-    /// is reported; the broker's end stops the rest.
+    /// proxy's head timeout: past [`MAX_OPEN`] each is closed at once, and the refusals
+    /// are said once, with their number.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_run_holds_at_most_max_open_connections_at_once() {
-        use std::io::Read;
         let (broker, theirs) = refusing_broker(Duration::from_secs(30));
-        let fd = theirs.as_raw_fd();
-        let held = tokio::task::spawn_blocking(move || {
-            (0..MAX_OPEN + 10)
-                .map(|_| forwarded(fd))
-                .collect::<Vec<_>>()
-        })
-        .await
-        .unwrap();
-        // The last ten were closed by the broker; the first ones wait for their heads.
+        let at = listening(&theirs);
+        let mut held = Vec::new();
+        for _ in 0..MAX_OPEN + 10 {
+            held.push(std::net::TcpStream::connect(at).unwrap());
+            // In order: each is accepted (or refused) before the next.
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
         tokio::time::sleep(Duration::from_millis(500)).await;
         let closed: Vec<bool> = held
             .iter()
@@ -384,93 +455,74 @@ mod tests {
                 matches!((&*s).read(&mut [0u8; 1]), Ok(0))
             })
             .collect();
+        assert_eq!(closed.iter().filter(|c| **c).count(), 10, "{closed:?}");
         assert!(
             closed[..MAX_OPEN].iter().all(|c| !c),
             "a connection under the bound was closed"
         );
-        assert!(
-            closed[MAX_OPEN..].iter().all(|c| *c),
-            "a connection over the bound was served"
-        );
         let (connections, _cut) = broker.finish(Duration::from_secs(5)).await;
-        let refusals = connections
+        let said: Vec<&str> = connections
             .iter()
-            .filter(|c| c.reason.contains("connections open"))
-            .count();
-        assert_eq!(refusals, 10, "{connections:?}");
+            .filter(|c| c.reason.contains("open through the proxy"))
+            .map(|c| c.reason.as_str())
+            .collect();
+        assert_eq!(
+            said,
+            [format!(
+                "10 connection(s) refused: the run already had {MAX_OPEN} open through the proxy"
+            )],
+        );
         drop(theirs);
     }
 
-    /// The forwarder runs beside the command: what it hands over is not trusted. Anything
-    /// but one connected TCP socket — a Unix socket (a way to another service), a pipe, a
-    /// file, a listening socket, two connections in one message — is closed unserved and
-    /// reported, and a real connection after them is served as before.
+    /// The one message is not trusted: anything but a single listening TCP socket on
+    /// loopback — a Unix socket (a way to some other service), a pipe, a file, a
+    /// connected TCP socket, a listener on every address, several descriptors, the
+    /// kernel's most in one message — is closed unserved and reported, and nothing after
+    /// it is taken.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn only_one_connected_tcp_socket_is_served() {
-        use std::io::{Read, Write};
-        let (broker, theirs) = refusing_broker(Duration::from_secs(30));
-        let fd = theirs.as_raw_fd();
-        let served = tokio::task::spawn_blocking(move || {
-            let (unix, _peer) = std::os::unix::net::UnixStream::pair().unwrap();
-            send_fds(fd, &[unix.as_raw_fd()]);
-            let (pipe_read, _pipe_write) = nix::unistd::pipe().unwrap();
-            send_fds(fd, &[pipe_read.as_raw_fd()]);
-            let file = std::fs::File::open("/etc/hostname").unwrap();
-            send_fds(fd, &[file.as_raw_fd()]);
-            let listening = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            send_fds(fd, &[listening.as_raw_fd()]);
-            let (mut first, a) = tcp_pair();
-            let (_second, b) = tcp_pair();
-            send_fds(fd, &[a.as_raw_fd(), b.as_raw_fd()]);
-            drop((a, b));
-            // Neither of the two was served: the proxy would have answered this.
-            first
-                .write_all(b"GET http://x/ HTTP/1.1\r\nHost: x\r\n\r\n")
-                .unwrap();
-            first
-                .set_read_timeout(Some(Duration::from_secs(10)))
-                .unwrap();
-            let mut answer = String::new();
-            let _ = first.read_to_string(&mut answer);
-            assert_eq!(
-                answer, "",
-                "a connection handed over beside another was served"
-            );
-            // A real one still is: the refusing proxy answers it.
-            let mut real = forwarded(fd);
-            real.write_all(b"GET http://x/ HTTP/1.1\r\nHost: x\r\n\r\n")
-                .unwrap();
-            real.set_read_timeout(Some(Duration::from_secs(10)))
-                .unwrap();
-            let mut answer = String::new();
-            let _ = real.read_to_string(&mut answer);
-            answer
-        })
-        .await
-        .unwrap();
-        assert!(served.starts_with("HTTP/1.1 403 "), "{served}");
-        let (connections, _cut) = broker.finish(Duration::from_secs(5)).await;
-        let reasons: Vec<&str> = connections.iter().map(|c| c.reason.as_str()).collect();
-        for expected in [
-            "a Unix stream socket",
-            "something that is not a socket",
-            "a TCP socket that is not connected",
-            "2 descriptors at once",
-        ] {
+    async fn only_one_listening_loopback_tcp_socket_is_taken() {
+        let (unix, _peer) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (pipe_read, _pipe_write) = nix::unistd::pipe().unwrap();
+        let file = std::fs::File::open("/etc/hostname").unwrap();
+        let loopback = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let connected = std::net::TcpStream::connect(loopback.local_addr().unwrap()).unwrap();
+        let everywhere = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
+        let second = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let many: Vec<RawFd> = vec![loopback.as_raw_fd(); SCM_MAX_FD];
+        let cases: Vec<(Vec<RawFd>, &str)> = vec![
+            (vec![unix.as_raw_fd()], "a Unix stream socket"),
+            (
+                vec![pipe_read.as_raw_fd()],
+                "something that is not a socket",
+            ),
+            (vec![file.as_raw_fd()], "something that is not a socket"),
+            (
+                vec![connected.as_raw_fd()],
+                "a TCP socket that is not listening",
+            ),
+            (vec![everywhere.as_raw_fd()], "a TCP listener on 0.0.0.0"),
+            (
+                vec![loopback.as_raw_fd(), second.as_raw_fd()],
+                "2 descriptors",
+            ),
+            (many, "253 descriptors"),
+        ];
+        for (fds, expected) in cases {
+            let (broker, theirs) = refusing_broker(Duration::from_secs(5));
+            send_fds(&theirs, &fds);
+            // A listener after the refusal is not taken either.
+            hand(theirs.as_raw_fd(), &second).unwrap();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let (connections, _) = broker.finish(Duration::from_secs(1)).await;
+            assert_eq!(connections.len(), 1, "{expected}: {connections:?}");
             assert!(
-                reasons.iter().any(|r| r.contains(expected)),
-                "no refusal says {expected:?}: {reasons:?}"
+                connections[0].reason.contains(expected) && !connections[0].allowed,
+                "{expected}: {connections:?}"
             );
         }
-        assert_eq!(
-            reasons
-                .iter()
-                .filter(|r| r.contains("not a socket"))
-                .count(),
-            2,
-            "the pipe and the file: {reasons:?}"
-        );
-        assert!(connections.iter().all(|c| !c.allowed));
-        drop(theirs);
+        // Nothing was accepted from the loopback listener it was sent (it stays ours).
+        loopback.set_nonblocking(true).unwrap();
+        assert!(loopback.accept().is_ok(), "the refused listener was served");
     }
 }

@@ -5,10 +5,10 @@
 //! a rule does not name exactly (`addr.rs`), holds TLS to the name it was allowed for
 //! (`sni.rs`) and plain HTTP to its `Host`, and reports every connection — host, port,
 //! verdict, bytes each way. A sandboxed run in `proxy` mode gets a broker of its own
-//! (`broker.rs`: a descriptor only its forwarder inherits), and inside its namespace the
-//! helper starts a forwarder (`forward.rs`) that hands each loopback TCP connection the
-//! command makes over it, to be served by the proxy as it is; `endpoint.rs` serves the same proxy on a socket path
-//! instead. A host no rule names is asked about through the run's asker
+//! (`broker.rs`: a descriptor only its helper inherits), over which the helper hands the
+//! loopback listener it made in the run's namespace (`forward.rs`); the broker accepts
+//! and the proxy serves each connection the command makes to it. `endpoint.rs` serves
+//! the same proxy on a socket path instead. A host no rule names is asked about through the run's asker
 //! ([`caps::ExecOptions::ask_connection`]), the client connection held meanwhile. Not
 //! yet: the DNS stub, the container backend.
 

@@ -16,8 +16,8 @@ use tokio::net::{TcpStream, UnixListener};
 use super::addr;
 use super::sni::{self, Hello};
 
-/// A client connection the proxy serves: the run's own TCP connection, handed over by its
-/// forwarder (`broker.rs`), or a connection to a socket path (`endpoint.rs`).
+/// A client connection the proxy serves: the command's own TCP connection, accepted on
+/// the run's listener (`broker.rs`), or a connection to a socket path (`endpoint.rs`).
 pub(crate) trait Client:
     AsyncRead + AsyncWrite + super::splice::Socket + Unpin + Send
 {

@@ -1,7 +1,7 @@
 //! Relaying bytes between two sockets without copying them through user space: each
 //! direction moves pages from its source into a pipe and from the pipe into its
 //! destination with `splice(2)`. A proxied download crosses one relay, the proxy's (the
-//! command's own connection, handed over by its forwarder, to the upstream); with read and
+//! command's own connection, accepted on the run's listener, to the upstream); with read and
 //! write it would copy every byte twice more. [`relay`] serves the proxy's tasks
 //! (readiness from Tokio, `SPLICE_F_NONBLOCK` calls). A pair of descriptors splice cannot
 //! join (`EINVAL`) falls back to copying, the same bytes either way.

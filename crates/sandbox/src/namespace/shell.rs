@@ -144,7 +144,7 @@ fn say(output: &mut ExecOutput, note: &str) {
 const EGRESS_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl NamespaceSandbox {
-    /// In `proxy` mode, the run's egress broker and the descriptor its forwarder gets;
+    /// In `proxy` mode, the run's egress broker and the descriptor its helper gets;
     /// refused (nothing runs) when this sandbox has no way to decide connections.
     fn egress_broker(
         &self,

@@ -222,7 +222,7 @@ pub(crate) fn eperm_rules(network: crate::Network) -> Result<Vec<(i64, Check)>, 
     }
     // Sockets of the families a run may use, and no other: none but `AF_UNIX` with the
     // network off; in proxy mode also IPv4 and IPv6 (which reach only the namespace's
-    // loopback, where the forwarder listens) — never netlink, packet or any other family,
+    // loopback, where the run's egress listener is) — never netlink, packet or any other family,
     // so a flaw elsewhere does not open another way out.
     let families: Option<Vec<u32>> = match network {
         crate::Network::Off => Some(vec![nix::libc::AF_UNIX as u32]),

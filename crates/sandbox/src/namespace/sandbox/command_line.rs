@@ -20,7 +20,7 @@ impl NamespaceSandbox {
     /// if any, the only programs the command may execute (refused when this kernel cannot
     /// enforce it), and whether it runs on a terminal (which the helper then takes).
     /// `egress`, in `proxy` mode, is the run's end of its egress broker
-    /// ([`crate::egress::broker`]), which the helper gives to the forwarder it starts.
+    /// ([`crate::egress::broker`]), over which the helper hands the run's listener.
     #[allow(clippy::too_many_arguments)]
     pub fn command_line(
         &self,
