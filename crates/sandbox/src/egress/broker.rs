@@ -38,14 +38,38 @@ pub const MAX_OPEN: usize = 256;
 /// message brought is seen, and closed unless it is the one taken.
 const SCM_MAX_FD: usize = 253;
 
-type Tasks = Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>;
+/// The tasks serving the run's connections; `None` once the broker finished or was
+/// dropped (a task started after that is ended at once, never left behind).
+type Tasks = Arc<Mutex<Option<Vec<tokio::task::JoinHandle<()>>>>>;
+
+/// Whether the run's connections are being accepted.
+#[derive(Default)]
+enum Accepting {
+    /// Not yet: the listener has not arrived.
+    #[default]
+    Waiting,
+    /// By this task.
+    By(tokio::task::JoinHandle<()>),
+    /// Never again: the broker finished or was dropped (a listener arriving now is
+    /// closed at once).
+    Stopped,
+}
+
+impl Accepting {
+    /// Stop for good, ending the accepting task if there is one.
+    fn stop(&mut self) {
+        if let Accepting::By(task) = std::mem::replace(self, Accepting::Stopped) {
+            task.abort();
+        }
+    }
+}
 
 /// A run's broker (see the module header).
 pub struct Broker {
     ours: Arc<OwnedFd>,
     serving: Option<std::thread::JoinHandle<()>>,
     /// The task accepting connections, once the listener arrived.
-    accepting: Arc<Mutex<Option<tokio::task::JoinHandle<()>>>>,
+    accepting: Arc<Mutex<Accepting>>,
     tasks: Tasks,
     connections: Arc<Mutex<Vec<Connection>>>,
     /// Connections refused because [`MAX_OPEN`] were open (said once, in [`Broker::finish`]).
@@ -66,7 +90,7 @@ impl Broker {
             ours: Arc::new(ours),
             serving: None,
             accepting: Arc::default(),
-            tasks: Arc::default(),
+            tasks: Arc::new(Mutex::new(Some(Vec::new()))),
             connections: Arc::default(),
             over_limit: Arc::default(),
         };
@@ -89,14 +113,17 @@ impl Broker {
                         }
                         Received::Listener(listener) => listener,
                     };
-                    let task = runtime.spawn(accept(
-                        listener,
-                        proxy,
-                        Arc::clone(&tasks),
-                        connections,
-                        over_limit,
-                    ));
-                    *lock(&accepting) = Some(task);
+                    let mut accepting = lock(&accepting);
+                    // Stopped while the listener was on its way: it is closed here.
+                    if matches!(*accepting, Accepting::Waiting) {
+                        *accepting = Accepting::By(runtime.spawn(accept(
+                            listener,
+                            proxy,
+                            Arc::clone(&tasks),
+                            connections,
+                            over_limit,
+                        )));
+                    }
                 })?
         };
         broker.serving = Some(serving);
@@ -111,10 +138,8 @@ impl Broker {
         if let Some(serving) = self.serving.take() {
             let _ = tokio::task::spawn_blocking(move || serving.join()).await;
         }
-        if let Some(accepting) = lock(&self.accepting).take() {
-            accepting.abort();
-        }
-        let tasks = std::mem::take(&mut *lock(&self.tasks));
+        lock(&self.accepting).stop();
+        let tasks = lock(&self.tasks).take().unwrap_or_default();
         let deadline = tokio::time::Instant::now() + grace;
         let mut cut = 0;
         for mut task in tasks {
@@ -139,10 +164,8 @@ impl Drop for Broker {
         // A run cancelled before `finish`: nothing more is accepted, and nothing it
         // opened outlives it.
         let _ = nix::sys::socket::shutdown(self.ours.as_raw_fd(), nix::sys::socket::Shutdown::Both);
-        if let Some(accepting) = lock(&self.accepting).take() {
-            accepting.abort();
-        }
-        for task in lock(&self.tasks).drain(..) {
+        lock(&self.accepting).stop();
+        for task in lock(&self.tasks).take().unwrap_or_default() {
             task.abort();
         }
     }
@@ -190,10 +213,12 @@ async fn accept(
                 continue;
             }
         };
-        let open = {
-            let mut tasks = lock(&tasks);
-            tasks.retain(|t| !t.is_finished());
-            tasks.len()
+        let open = match lock(&tasks).as_mut() {
+            Some(tasks) => {
+                tasks.retain(|t| !t.is_finished());
+                tasks.len()
+            }
+            None => return,
         };
         if open >= MAX_OPEN {
             // Closing it is the refusal the command sees.
@@ -208,7 +233,10 @@ async fn accept(
             (proxy.report)(connection.clone());
             lock(&connections).push(connection);
         });
-        lock(&tasks).push(task);
+        match lock(&tasks).as_mut() {
+            Some(tasks) => tasks.push(task),
+            None => task.abort(),
+        }
     }
 }
 
