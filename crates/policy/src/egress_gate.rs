@@ -14,15 +14,21 @@ use crate::egress::{DomainRule, EgressRules, HostPattern, Verdict};
 /// Rules that decide connections, and whose they are (said in every answer).
 #[derive(Clone, Debug)]
 pub struct RulesGate {
-    rules: EgressRules,
+    /// `None`: the rules did not read back, and every host is refused.
+    rules: Option<EgressRules>,
     /// The agent whose `sandbox.egress` these are (`None`: the global `[sandbox.egress]`).
     agent: Option<String>,
-    /// The request's own rules, which only narrow: the only hosts it may reach (`None`:
-    /// no narrowing), and hosts it never reaches.
-    request_allow: Option<Vec<DomainRule>>,
-    request_deny: Vec<DomainRule>,
-    /// The rules did not read back: every host is refused.
-    unreadable: bool,
+    /// The request's own rules, which only narrow (made once, not per connection).
+    request: Option<Narrowing>,
+}
+
+/// A request's narrowing: its deny rules, and its allow list as a filter.
+#[derive(Clone, Debug)]
+struct Narrowing {
+    /// Its allow list (empty when it has none) and deny list, as rules.
+    rules: EgressRules,
+    /// Whether it has an allow list: then a host it does not name is refused.
+    only_named: bool,
 }
 
 impl RulesGate {
@@ -30,11 +36,9 @@ impl RulesGate {
     /// agent's.
     pub fn new(rules: EgressRules, agent: Option<String>) -> Self {
         RulesGate {
-            rules,
+            rules: Some(rules),
             agent,
-            request_allow: None,
-            request_deny: Vec::new(),
-            unreadable: false,
+            request: None,
         }
     }
 
@@ -42,8 +46,13 @@ impl RulesGate {
     /// name, or its allow list (when it has one) does not, is refused before the host's
     /// rules are looked at — so never asked about, and never reached by `egressAllow`.
     pub fn narrowed(mut self, (allow, deny): (Option<Vec<DomainRule>>, Vec<DomainRule>)) -> Self {
-        self.request_allow = allow;
-        self.request_deny = deny;
+        self.request = Some(Narrowing {
+            only_named: allow.is_some(),
+            rules: EgressRules {
+                allow: allow.unwrap_or_default(),
+                deny,
+            },
+        });
         self
     }
 
@@ -51,8 +60,9 @@ impl RulesGate {
     /// elsewhere), which are never used with a rule dropped.
     pub fn refusing_all() -> Self {
         RulesGate {
-            unreadable: true,
-            ..RulesGate::new(EgressRules::default(), None)
+            rules: None,
+            agent: None,
+            request: None,
         }
     }
 
@@ -72,23 +82,19 @@ impl RulesGate {
 
 impl caps::AdmitConnection for RulesGate {
     fn admit(&self, host: &str, port: u16) -> Admission {
-        if self.unreadable {
+        let Some(rules) = &self.rules else {
             return Admission::Refuse(
                 "the run's egress rules did not read back: nothing is reached".into(),
             );
-        }
+        };
         // The request's narrowing first: deny rules as rules, the allow list as a
         // filter (an empty list: nothing at all).
-        if !self.request_deny.is_empty() || self.request_allow.is_some() {
-            let request = EgressRules {
-                allow: self.request_allow.clone().unwrap_or_default(),
-                deny: self.request_deny.clone(),
-            };
-            match request.verdict(host, port) {
+        if let Some(request) = &self.request {
+            match request.rules.verdict(host, port) {
                 Verdict::Denied(rule) => {
                     return Admission::Refuse(format!("the request's egress deny {rule}"));
                 }
-                Verdict::Unknown if self.request_allow.is_some() => {
+                Verdict::Unknown if request.only_named => {
                     return Admission::Refuse(format!(
                         "the request's egress allow names no {host} on port {port}"
                     ));
@@ -97,7 +103,7 @@ impl caps::AdmitConnection for RulesGate {
                 Verdict::Allowed(_) | Verdict::Unknown | Verdict::NotAHost(_) => {}
             }
         }
-        match self.rules.verdict(host, port) {
+        match rules.verdict(host, port) {
             Verdict::Allowed(rule) => Admission::Allow {
                 names_address: matches!(rule.host, HostPattern::Address(_)),
                 rule: format!("{} allow {rule}", self.whose()),

@@ -157,9 +157,14 @@ impl PlannedNetwork {
         }
     }
 
-    /// What `policy` says a sandboxed run's network is.
+    /// What `policy` says a sandboxed run's network is: in proxy mode its rules with the
+    /// request's narrowing.
     pub fn of(policy: &ResolvedPolicy) -> Self {
-        PlannedNetwork::new(policy.network.value, policy.egress.as_ref())
+        let egress = policy.egress.as_ref().map(|rules| crate::ResolvedEgress {
+            request: policy.egress_request.clone(),
+            ..rules.clone()
+        });
+        PlannedNetwork::new(policy.network.value, egress.as_ref())
     }
 
     /// What a sandbox built from `sandbox` gives every run (the runner refuses a plan

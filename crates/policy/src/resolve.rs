@@ -130,8 +130,9 @@ pub struct ResolvedPolicy {
     /// What network a sandboxed run has (`sandbox.network`).
     pub network: Sourced<crate::SandboxNetwork>,
     /// With `network = "proxy"`, the hosts a sandboxed run may reach through Warden's
-    /// egress proxy (`[sandbox.egress]`, or the agent's own `sandbox.egress`, narrowed by
-    /// the request's `egress`); `None` in every other mode.
+    /// egress proxy (`[sandbox.egress]`, or the agent's own `sandbox.egress`; the plan
+    /// adds the request's narrowing, [`ResolvedPolicy::egress_request`]); `None` in every
+    /// other mode.
     pub egress: Option<ResolvedEgress>,
     /// The request's own egress rules as it gave them (`egress`), whatever the network:
     /// a run they cannot be enforced on is refused.
@@ -157,8 +158,9 @@ pub struct ResolvedEgress {
     /// the global `[sandbox.egress]` alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
-    /// The request's own rules (`egress`), which narrow these: a host its allow list
-    /// does not name is refused unasked, and its deny rules are refused too.
+    /// In a plan, the request's own rules (`egress`), which narrow these: a host its
+    /// allow list does not name is refused unasked, and its deny rules are refused too.
+    /// (A resolved policy keeps them once, in `egress_request`.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<crate::egress::RequestEgress>,
 }
@@ -206,14 +208,13 @@ impl ResolvedEgress {
     /// everything should any rule not read back (a plan from elsewhere), never one with
     /// a rule dropped.
     pub fn gate(&self) -> caps::ConnectionRules {
-        let gate = match (self.rules(), &self.request) {
-            (Some(rules), None) => crate::egress_gate::RulesGate::new(rules, self.agent.clone()),
-            (Some(rules), Some(request)) => match request.rules() {
-                Some(narrowing) => crate::egress_gate::RulesGate::new(rules, self.agent.clone())
-                    .narrowed(narrowing),
-                None => crate::egress_gate::RulesGate::refusing_all(),
-            },
-            (None, _) => crate::egress_gate::RulesGate::refusing_all(),
+        use crate::egress_gate::RulesGate;
+        let gate = match (self.rules(), self.request.as_ref().map(|r| r.rules())) {
+            (Some(rules), None) => RulesGate::new(rules, self.agent.clone()),
+            (Some(rules), Some(Some(narrowing))) => {
+                RulesGate::new(rules, self.agent.clone()).narrowed(narrowing)
+            }
+            (None, _) | (_, Some(None)) => RulesGate::refusing_all(),
         };
         gate.into_rules()
     }
@@ -499,10 +500,8 @@ pub fn resolve(
         } else {
             Sourced::new(config.sandbox.network, Source::Global)
         },
-        egress: (config.sandbox.network == crate::SandboxNetwork::Proxy).then(|| ResolvedEgress {
-            request: params.egress.clone(),
-            ..ResolvedEgress::for_agent(config, agent)
-        }),
+        egress: (config.sandbox.network == crate::SandboxNetwork::Proxy)
+            .then(|| ResolvedEgress::for_agent(config, agent)),
         egress_request: params.egress.clone(),
     }
 }
