@@ -180,6 +180,41 @@ async fn a_proxy_run_reaches_nothing_of_the_host_but_through_the_proxy() {
     host.assert_unreached(&got);
 }
 
+/// The command holds nothing of the way out: the helper handed the run's listener to
+/// Warden and closed both it and the broker's descriptor before the command started, so
+/// the command's only descriptors are its standard three (the fourth is `ls`'s own
+/// directory) and no socket of any kind — nothing it could send on, or accept from.
+#[tokio::test]
+async fn a_proxy_runs_command_holds_neither_the_listener_nor_the_brokers_descriptor() {
+    if !bwrap_usable() {
+        return;
+    }
+    let lab = lab();
+    let sandbox = allowing_loopback_port(&lab, 9);
+    let out = sh(
+        &sandbox,
+        &lab,
+        "ls /proc/self/fd; for f in /proc/self/fd/*; do readlink $f; done; true",
+    )
+    .await;
+    assert!(out.status.success(), "{out:?}");
+    let listed: Vec<&str> = out
+        .stdout
+        .lines()
+        .take_while(|l| !l.starts_with('/'))
+        .collect();
+    assert!(
+        listed.len() <= 4,
+        "the command holds more descriptors: {}",
+        out.stdout
+    );
+    assert!(
+        !out.stdout.contains("socket:"),
+        "the command holds a socket: {}",
+        out.stdout
+    );
+}
+
 #[tokio::test]
 async fn a_proxy_run_without_a_gate_is_refused_before_anything_runs() {
     if !bwrap_usable() {
