@@ -41,6 +41,7 @@ mod files;
 mod line;
 mod log;
 mod query;
+mod queue;
 mod verify;
 
 pub use entry::{Entry, Kind, MAX_FIELD_CHARS};

@@ -12,12 +12,7 @@ use crate::entry::Entry;
 use crate::error::AuditError;
 use crate::files::{self, CURRENT_FILE, LOCK_FILE, io};
 use crate::line::{self, GENESIS, Record, SCHEMA_VERSION};
-
-/// How long the writer thread gathers queued records before it writes them together.
-const BATCH_WAIT: std::time::Duration = std::time::Duration::from_millis(5);
-
-/// The most records written in one append.
-const MAX_BATCH: usize = 256;
+use crate::queue::Queue;
 
 /// How much of a file's end is read to find its last record: more than any record
 /// (fields are cut at `MAX_FIELD_CHARS`), so the last intact one is always inside.
@@ -106,15 +101,8 @@ pub struct AuditLog {
     settings: Settings,
     tail: Arc<Mutex<Option<Tail>>>,
     problem: Arc<Mutex<Option<String>>>,
-    /// The writer of queued records, started on the first one.
-    queue: Mutex<Option<std::sync::mpsc::Sender<Job>>>,
-}
-
-/// Work for the writer thread.
-enum Job {
-    Write(Box<Entry>),
-    /// Answer once everything before it is written.
-    Flush(std::sync::mpsc::Sender<()>),
+    /// Records handed over to be written soon, and their writer thread.
+    queue: Arc<Queue>,
 }
 
 /// Say that a record was lost, on the program's log.
@@ -133,7 +121,7 @@ impl AuditLog {
             settings,
             tail: Arc::default(),
             problem: Arc::default(),
-            queue: Mutex::new(None),
+            queue: Arc::default(),
         }
     }
 
@@ -216,6 +204,10 @@ impl AuditLog {
                 .unwrap_or_default();
             bytes.extend_from_slice(&encoded);
         }
+        // A required record's file must be found after a crash, not only its bytes: the
+        // write that begins a file (the first, or the first after a rotation) is synced,
+        // and a synced append that begins a file syncs its directory as well.
+        let sync = sync || (size == 0 && self.settings.required);
         fs.append(&current, &bytes, WriteOptions::private(), sync)
             .map_err(|e| io(&self.dir, e))?;
         let file = match file.filter(|_| size > 0) {
@@ -234,11 +226,9 @@ impl AuditLog {
 }
 
 impl AuditLog {
-    /// Start the thread that writes queued records: each wake-up writes all that is
-    /// queued under one lock, in one append.
-    fn start_writer(&self) -> std::sync::mpsc::Sender<Job> {
-        let (sender, jobs) = std::sync::mpsc::channel::<Job>();
-        // The writer shares what this log has seen and what went wrong.
+    /// What the writer thread does with a batch of queued records: append them as this
+    /// log (sharing what it has seen and what went wrong), saying so if that fails.
+    fn batch_writer(&self) -> impl Fn(Vec<Entry>) + Send + 'static {
         let log = AuditLog {
             fs: Arc::clone(&self.fs),
             dir: self.dir.clone(),
@@ -246,51 +236,13 @@ impl AuditLog {
             settings: self.settings,
             tail: Arc::clone(&self.tail),
             problem: Arc::clone(&self.problem),
-            queue: Mutex::new(None),
+            queue: Arc::default(),
         };
-        let spawned = std::thread::Builder::new()
-            .name("warden-audit".into())
-            .spawn(move || {
-                while let Ok(first) = jobs.recv() {
-                    // Records come in pairs and bursts (a request's decision, then its
-                    // end): a moment's wait writes them together, in one append.
-                    let mut batch = Vec::new();
-                    let mut flushes = Vec::new();
-                    let mut next = Some(first);
-                    let until = std::time::Instant::now() + BATCH_WAIT;
-                    while let Some(job) = next.take() {
-                        match job {
-                            Job::Write(entry) => batch.push(*entry),
-                            // Someone waits for everything before this: it has all
-                            // been received (one queue, in order), so write now.
-                            Job::Flush(done) => {
-                                flushes.push(done);
-                                break;
-                            }
-                        }
-                        if batch.len() >= MAX_BATCH {
-                            break;
-                        }
-                        let left = until.saturating_duration_since(std::time::Instant::now());
-                        next = jobs.recv_timeout(left).ok();
-                    }
-                    if !batch.is_empty()
-                        && let Err(e) = log.append_noting(batch, false)
-                    {
-                        tracing_error(&e);
-                    }
-                    for done in flushes {
-                        let _ = done.send(());
-                    }
-                }
-            });
-        if spawned.is_err() {
-            // No thread: a dropped receiver makes every send fail, and records are
-            // written by their callers.
-            let (sender, _) = std::sync::mpsc::channel();
-            return sender;
+        move |batch| {
+            if let Err(e) = log.append_noting(batch, false) {
+                tracing_error(&e);
+            }
         }
-        sender
     }
 
     /// Append `entries` as consecutive records under one lock, in one write, noting a
@@ -323,26 +275,15 @@ impl AuditSink for AuditLog {
     }
 
     fn record_queued(&self, entry: Entry) {
-        let mut queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-        let sender = queue.get_or_insert_with(|| self.start_writer());
-        if let Err(std::sync::mpsc::SendError(Job::Write(entry))) =
-            sender.send(Job::Write(Box::new(entry)))
+        if let Some(entry) = self.queue.push(entry, || self.batch_writer())
+            && let Err(e) = self.append_noting(vec![entry], false)
         {
-            // The writer is gone: write it here.
-            if let Err(e) = self.append_noting(vec![*entry], false) {
-                tracing_error(&e);
-            }
+            tracing_error(&e);
         }
     }
 
     fn flush(&self) {
-        let sender = self.queue.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        if let Some(sender) = sender {
-            let (done, wait) = std::sync::mpsc::channel();
-            if sender.send(Job::Flush(done)).is_ok() {
-                let _ = wait.recv();
-            }
-        }
+        self.queue.flush();
     }
 
     fn required(&self) -> bool {
@@ -354,6 +295,13 @@ impl AuditSink for AuditLog {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+}
+
+impl Drop for AuditLog {
+    /// What was handed over is still written; the writer thread then ends.
+    fn drop(&mut self) {
+        self.queue.close();
     }
 }
 

@@ -202,7 +202,8 @@ pub trait Fs: Send + Sync + fmt::Debug {
 
     /// Add `data` at the end of a file (created with `options.mode` if missing) in one
     /// write, so concurrent appenders never interleave inside it; with `sync`, the data
-    /// is on disk when this returns. Appending never follows a symlink at `path`.
+    /// is on disk when this returns (and, when this write began the file, its name: the
+    /// directory is synced too). Appending never follows a symlink at `path`.
     fn append(&self, path: &Path, data: &[u8], options: WriteOptions, sync: bool) -> Result<()>;
 
     /// Up to `len` bytes of a file from byte `offset` (fewer at its end; none past it):

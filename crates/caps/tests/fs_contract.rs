@@ -307,6 +307,13 @@ fn append_creates_extends_and_never_follows_a_link(w: World) {
     w.fs.append(&log, b"one\n", private, true).unwrap();
     w.fs.append(&log, b"two\n", private, false).unwrap();
     assert_eq!(w.fs.read(&log).unwrap(), b"one\ntwo\n");
+    // A synced append that creates its file in a directory below the root syncs that
+    // directory (the file's name) as well; one to a file that is there does not need to.
+    w.fs.create_dir_all(&w.p("logs"), 0o700).unwrap();
+    let nested = w.p("logs/audit.jsonl");
+    w.fs.append(&nested, b"first\n", private, true).unwrap();
+    w.fs.append(&nested, b"second\n", private, true).unwrap();
+    assert_eq!(w.fs.read(&nested).unwrap(), b"first\nsecond\n");
     assert_eq!(w.fs.metadata(&log).unwrap().mode, 0o600);
     // Ranges: the middle, past the end, and beyond it.
     assert_eq!(w.fs.read_range(&log, 4, 3).unwrap(), b"two");

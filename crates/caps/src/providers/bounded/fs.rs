@@ -1,6 +1,6 @@
 //! `BoundedFs`: the [`Fs`] trait over a cap-std directory handle.
 
-use std::io::Write;
+use std::io::{Seek as _, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -249,6 +249,23 @@ impl Fs for BoundedFs {
         }
         if sync {
             file.sync_data().map_err(|e| map_err("fsync", path, e))?;
+            // A write that began the file (it was empty, likely created just now) is on
+            // disk only once the file's name is: sync the directory too (as
+            // `write_atomic` does, through a handle opened for reading).
+            let end = file
+                .stream_position()
+                .map_err(|e| map_err("append to", path, e))?;
+            if end == written as u64 {
+                let (dir, _) = match &self.guard {
+                    None => self.parent_dir(path, &p, "append to")?,
+                    Some(guard) => {
+                        self.guarded_parent(guard, path, &p, Access::Write, "append to")?
+                    }
+                };
+                dir.open(".")
+                    .and_then(|d| d.sync_all())
+                    .map_err(|e| CapsError::from_io("fsync directory of", path, e))?;
+            }
         }
         Ok(())
     }

@@ -1,7 +1,7 @@
 //! `LocalFs`: the real filesystem through `std::fs`.
 
 use std::fs::{self, DirBuilder, File, OpenOptions, Permissions};
-use std::io::Write;
+use std::io::{Seek as _, Write};
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -116,6 +116,15 @@ impl Fs for LocalFs {
         }
         if sync {
             file.sync_data().map_err(io_err("fsync", path))?;
+            // A write that began the file (it was empty, likely created just now) is on
+            // disk only once the file's name is: sync the directory too.
+            let end = file.stream_position().map_err(io_err("append to", path))?;
+            if end == written as u64 {
+                let dir = p.parent().unwrap_or(Path::new("/"));
+                File::open(dir)
+                    .and_then(|d| d.sync_all())
+                    .map_err(io_err("fsync directory of", path))?;
+            }
         }
         Ok(())
     }
