@@ -18,6 +18,11 @@ use crate::queue::Queue;
 /// (fields are cut at `MAX_FIELD_CHARS`), so the last intact one is always inside.
 const TAIL_WINDOW: usize = 256 * 1024;
 
+/// How much is read first: a few typical records. Every process's first write reads the
+/// tail (`warden exec` is one process per command, and waits for its record at exit), so
+/// the whole window is read only when this much holds no intact record.
+const FIRST_TAIL_WINDOW: usize = 16 * 1024;
+
 /// How the log is kept (`[audit]` in config.toml).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Settings {
@@ -352,14 +357,18 @@ fn last_in(
     file: &Path,
     len: u64,
 ) -> Result<Option<(u64, String, bool)>, AuditError> {
-    let start = len.saturating_sub(TAIL_WINDOW as u64);
-    let window = fs
-        .read_range(file, start, TAIL_WINDOW)
-        .map_err(|e| io(dir, e))?;
-    let ends_in_newline = window.last() == Some(&b'\n');
-    for candidate in window.split(|b| *b == b'\n').rev() {
-        if let Ok(link) = line::check(candidate) {
-            return Ok(Some((link.seq, link.hash, ends_in_newline)));
+    for size in [FIRST_TAIL_WINDOW, TAIL_WINDOW] {
+        let start = len.saturating_sub(size as u64);
+        let window = fs.read_range(file, start, size).map_err(|e| io(dir, e))?;
+        let ends_in_newline = window.last() == Some(&b'\n');
+        // The window's first line may be cut by its start: a cut line fails its hash.
+        for candidate in window.split(|b| *b == b'\n').rev() {
+            if let Ok(link) = line::check(candidate) {
+                return Ok(Some((link.seq, link.hash, ends_in_newline)));
+            }
+        }
+        if start == 0 {
+            break;
         }
     }
     Ok(None)
@@ -415,6 +424,32 @@ mod tests {
         assert_eq!(text.lines().count(), 3, "{text}");
         let report = verify(fs.as_ref(), Path::new("/s/audit")).unwrap();
         assert_eq!((report.records, report.torn), (2, 1), "{report:?}");
+        assert!(report.first_break.is_none(), "{report:?}");
+    }
+
+    #[test]
+    fn a_last_record_longer_than_the_first_window_is_still_found() {
+        let fs = Arc::new(MemoryFs::new());
+        let w = log(&fs, "gateway", 1 << 20);
+        w.record(Entry::new(Kind::Run).agent("small")).unwrap();
+        // Fields are cut at 4,096 characters: two-byte ones in three fields make a line
+        // longer than the first window.
+        let long = "é".repeat(FIRST_TAIL_WINDOW);
+        w.record(Entry::new(Kind::Run).command(&long).cwd(&long).rule(&long))
+            .unwrap();
+        let line_len = fs
+            .read_to_string(&Path::new("/s/audit").join(CURRENT_FILE))
+            .unwrap()
+            .lines()
+            .last()
+            .unwrap()
+            .len();
+        assert!(line_len > FIRST_TAIL_WINDOW, "{line_len}");
+        // A process that has not written here (no cached tail) chains to it.
+        let other = log(&fs, "exec", 1 << 20);
+        assert_eq!(other.record(Entry::new(Kind::Run)).unwrap(), 3);
+        let report = verify(fs.as_ref(), Path::new("/s/audit")).unwrap();
+        assert_eq!(report.records, 3);
         assert!(report.first_break.is_none(), "{report:?}");
     }
 
