@@ -19,6 +19,26 @@ pub fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
     if !built.success() {
         bail!("building the warden binary failed ({built})");
     }
+    // The helper as docs/configuration.md recommends installing it: built for musl,
+    // statically, where the toolchain can (else the glibc one cargo just built, said).
+    // `--quick` checks the harness, not the numbers: it spares that second build.
+    let quick = args.iter().any(|a| a == "--quick");
+    let musl = if quick {
+        Ok(None)
+    } else {
+        crate::musl::build_helper(root, true)
+    };
+    match musl {
+        Ok(Some(helper)) => {
+            let placed = crate::musl::place_helper(&helper, &root.join("target/release"))?;
+            eprintln!(
+                "xtask bench: measuring the static musl helper ({})",
+                placed.display()
+            );
+        }
+        Ok(None) => eprintln!("xtask bench: measuring the glibc helper"),
+        Err(e) => eprintln!("xtask bench: measuring the glibc helper: {e:#}"),
+    }
     let status = Command::new(cargo)
         .args([
             "run",

@@ -57,7 +57,99 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
         ],
         &[("WARDEN_TEST_BUILDER", "bubblewrap")],
     )?;
+    // And with the helper built for musl (the recommended install): the same logic on
+    // another C library, started from another entry.
+    sandbox_tests_with_musl_helper(root)?;
     crate::bench::run(root, &["--quick".to_string()])?;
     eprintln!("xtask ci: all checks passed");
     Ok(())
+}
+
+/// The end-to-end tests that run the helper (as the in-sandbox step under bubblewrap,
+/// the builder and companion, the watchdog and the subreaper), and the environment each
+/// runs with.
+const MUSL_HELPER_TESTS: &[(&str, &[(&str, &str)])] = &[
+    ("e2e_sandbox", &[]),
+    ("e2e_sandbox", &[("WARDEN_TEST_BUILDER", "bubblewrap")]),
+    ("e2e_containment", &[]),
+];
+
+/// Run [`MUSL_HELPER_TESTS`] with the static musl helper next to the debug `warden`
+/// (skipped, and said, where the musl target is not installed). The test binaries are
+/// run directly: `cargo test` would put cargo's own helper back first. Cargo's helper is
+/// back in place afterwards, whatever the tests did.
+fn sandbox_tests_with_musl_helper(root: &Path) -> anyhow::Result<()> {
+    let Some(musl) = crate::musl::build_helper(root, false)? else {
+        eprintln!(
+            "xtask ci: SKIPPED the helper's tests with the musl helper (target not installed)"
+        );
+        return Ok(());
+    };
+    let binaries = test_binaries(root, MUSL_HELPER_TESTS.iter().map(|(name, _)| *name))?;
+    let bin_dir = root.join("target/debug");
+    let cargo_helper = bin_dir.join("warden-sandbox-helper");
+    let kept = bin_dir.join(".warden-sandbox-helper.cargo");
+    std::fs::copy(&cargo_helper, &kept).context("keeping cargo's helper")?;
+    let ran = crate::musl::place_helper(&musl, &bin_dir).and_then(|placed| {
+        for (name, env) in MUSL_HELPER_TESTS {
+            let shown: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v} ")).collect();
+            eprintln!(
+                "xtask ci: {}{name} with {} (built for musl)",
+                shown.concat(),
+                placed.display()
+            );
+            let status = Command::new(&binaries[*name])
+                .envs(env.iter().copied())
+                .current_dir(root.join("crates/cli"))
+                .status()
+                .with_context(|| format!("running {name}"))?;
+            if !status.success() {
+                bail!("{name} with the musl helper failed ({status})");
+            }
+        }
+        Ok(())
+    });
+    std::fs::rename(&kept, &cargo_helper).context("putting cargo's helper back")?;
+    ran
+}
+
+/// Build warden-cli's test targets `names` (and the binaries they run); each one's
+/// executable.
+fn test_binaries<'a>(
+    root: &Path,
+    names: impl Iterator<Item = &'a str>,
+) -> anyhow::Result<std::collections::HashMap<String, std::path::PathBuf>> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut args = vec!["test", "-p", "warden-cli", "--locked", "--no-run"];
+    args.push("--message-format=json");
+    let names: Vec<&str> = names.collect();
+    for name in &names {
+        args.extend(["--test", name]);
+    }
+    let built = Command::new(&cargo)
+        .args(&args)
+        .current_dir(root)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .context("building the helper's tests")?;
+    if !built.status.success() {
+        bail!("building the helper's tests failed ({})", built.status);
+    }
+    let mut found = std::collections::HashMap::new();
+    for message in String::from_utf8_lossy(&built.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+    {
+        if let (Some(name), Some(exe)) = (
+            message["target"]["name"].as_str(),
+            message["executable"].as_str(),
+        ) && names.contains(&name)
+        {
+            found.insert(name.to_owned(), std::path::PathBuf::from(exe));
+        }
+    }
+    if let Some(missing) = names.iter().find(|n| !found.contains_key(**n)) {
+        bail!("cargo named no {missing} test binary");
+    }
+    Ok(found)
 }

@@ -4,6 +4,8 @@
 //!   the checks that keep docs/ true to the code (unsafe list, document list, exit codes).
 //! - `cargo xtask ci`    — fmt check, clippy `-D warnings`, lint, the whole test suite.
 //! - `cargo xtask bench [--quick]` — the benchmark suite (see docs/benchmarks.md).
+//! - `cargo xtask musl-helper [--debug] [--install DIR]` — the small helper built for
+//!   musl, statically (it starts in half the time; docs/configuration.md).
 // Project tooling drives cargo and reads the source tree.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 // Tooling reports to the terminal.
@@ -12,6 +14,7 @@
 mod bench;
 mod ci;
 mod lint;
+mod musl;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -23,8 +26,11 @@ fn main() -> ExitCode {
         Some("lint") => lint::run(&root),
         Some("ci") => ci::run(&root),
         Some("bench") => bench::run(&root, &args[1..]),
+        Some("musl-helper") => musl::run(&root, &args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <lint | ci | bench [--quick]>");
+            eprintln!(
+                "usage: cargo xtask <lint | ci | bench [--quick] | musl-helper [--debug] [--install DIR]>"
+            );
             return ExitCode::from(2);
         }
     };

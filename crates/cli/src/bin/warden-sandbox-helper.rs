@@ -34,18 +34,44 @@ fn open_closed_standard_descriptors() {
     }
 }
 
-/// The entry point (see the module header).
+/// The entry point (see the module header). The arguments are read from `argv`: std's
+/// record of them is filled by glibc's start-up alone, and this binary is also built for
+/// musl (statically, where a start costs half as much: `cargo xtask musl-helper`).
+///
+/// # Safety
+///
+/// Called once, by the C start-up, with its `argc` and `argv` (`argc` NUL-terminated
+/// strings).
 #[unsafe(no_mangle)]
-pub extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
+pub unsafe extern "C" fn main(argc: libc::c_int, argv: *const *const libc::c_char) -> libc::c_int {
     open_closed_standard_descriptors();
-    let raw: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let raw: Vec<std::ffi::OsString> = (0..usize::try_from(argc).unwrap_or(0))
+        .map(|i| {
+            use std::os::unix::ffi::OsStrExt as _;
+            // SAFETY: argv holds argc NUL-terminated strings (the C start-up's contract).
+            let arg = unsafe { std::ffi::CStr::from_ptr(*argv.add(i)) };
+            std::ffi::OsStr::from_bytes(arg.to_bytes()).to_owned()
+        })
+        .collect();
+    let raw = raw.get(1..).unwrap_or_default();
     if raw
-        .get(1)
+        .first()
         .is_some_and(|a| sandbox::subcommands::is_subcommand(a))
     {
-        sandbox::subcommands::run(&raw[1..]);
+        sandbox::subcommands::run(raw);
     }
-    // Without a subcommand: the in-sandbox helper's own argument list.
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    // Without a subcommand: the in-sandbox helper's own argument list, which Warden
+    // writes in UTF-8; anything else is refused, never rewritten.
+    let args: Vec<String> = match raw.iter().map(|a| a.clone().into_string()).collect() {
+        Ok(args) => args,
+        Err(bad) => {
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "warden sandbox: an argument is not UTF-8: {bad:?}"
+            );
+            std::process::exit(125);
+        }
+    };
     sandbox::helper::main(&args);
 }

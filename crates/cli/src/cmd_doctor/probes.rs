@@ -119,6 +119,37 @@ pub(super) fn own_builder_works() -> Result<(), String> {
     sandbox::probe::builder_works(helper.exec_path()).map_err(|e| e.to_string())
 }
 
+/// Which program is the sandbox's helper (started for every run bubblewrap builds, and
+/// as `warden exec`'s companion), and whether it starts without a dynamic loader.
+fn helper_check() -> Check {
+    let name = "sandbox helper".to_owned();
+    let Some(small) = crate::host::small_helper() else {
+        return Check {
+            name,
+            ok: true,
+            detail: "warden itself (no warden-sandbox-helper next to it): the whole binary starts for every run bubblewrap builds and for each `warden exec`; `cargo install --path crates/cli` installs the small one".into(),
+        };
+    };
+    let path = small.real_path();
+    let detail = match sandbox::exec_allowlist::interpreter(path) {
+        None => format!(
+            "{} (statically linked: starts without a dynamic loader)",
+            path.display()
+        ),
+        Some(loader) => format!(
+            "{} (dynamically linked, through {}: every start pays the loader and the C library's CPU probing; a static build starts in about half the time — `cargo xtask musl-helper --install {}`)",
+            path.display(),
+            loader.display(),
+            path.parent().unwrap_or(path).display()
+        ),
+    };
+    Check {
+        name,
+        ok: true,
+        detail,
+    }
+}
+
 /// Check name of Warden's own builder's probe in [`backend_checks`].
 pub(super) const OWN_BUILDER_CHECK: &str = "namespace builder";
 
@@ -163,6 +194,7 @@ pub(super) fn backend_checks(facts: &HostFacts, backend: SandboxBackend) -> Vec<
                     },
                 },
             );
+            checks.insert(1, helper_check());
             checks
         }
         SandboxBackend::Container => facts.container_checks().unwrap_or_else(|e| {

@@ -381,11 +381,21 @@ fn loopback_up() -> Result<(), SandboxError> {
     // SAFETY: a valid socket and a correctly sized, initialised ifreq that outlives the
     // calls.
     unsafe {
-        if libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req as *mut IfReq) != 0 {
+        if libc::ioctl(
+            sock.as_raw_fd(),
+            libc::SIOCGIFFLAGS as _,
+            &mut req as *mut IfReq,
+        ) != 0
+        {
             return Err(SandboxError::last_errno("lo"));
         }
         req.flags |= libc::IFF_UP as libc::c_short;
-        if libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req as *const IfReq) != 0 {
+        if libc::ioctl(
+            sock.as_raw_fd(),
+            libc::SIOCSIFFLAGS as _,
+            &req as *const IfReq,
+        ) != 0
+        {
             return Err(SandboxError::last_errno("lo up"));
         }
     }

@@ -144,9 +144,21 @@ impl FileActions {
         // SAFETY: initialised object.
         check(unsafe { libc::posix_spawn_file_actions_addfchdir_np(&mut self.0, fd) })
     }
+    #[cfg(target_env = "gnu")]
     fn close_from(&mut self, from: RawFd) -> io::Result<()> {
         // SAFETY: initialised object.
         check(unsafe { libc::posix_spawn_file_actions_addclosefrom_np(&mut self.0, from) })
+    }
+    /// Other C libraries (musl) have no such action, and a child that inherited what it
+    /// should not would fail open: nothing is spawned. Only the small helper is built for
+    /// musl (`cargo xtask musl-helper`), and it never spawns through here.
+    #[cfg(not(target_env = "gnu"))]
+    fn close_from(&mut self, from: RawFd) -> io::Result<()> {
+        let _ = (&self.0, from);
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this C library cannot close inherited descriptors at spawn (glibc's posix_spawn_file_actions_addclosefrom_np): nothing is started",
+        ))
     }
 }
 
