@@ -88,7 +88,7 @@ impl Lab {
             network,
             landlock: LandlockMode::Auto,
         };
-        let helper = OpenedProgram::open(Path::new(env!("CARGO_BIN_EXE_warden"))).unwrap();
+        let helper = OpenedProgram::open(lab_helper()).unwrap();
         // Warden's own builder, as `sandbox.builder = "auto"` picks it here; `cargo xtask
         // ci` runs this file again with WARDEN_TEST_BUILDER=bubblewrap, so that both
         // builders pass the same checks.
@@ -671,7 +671,7 @@ async fn nested_paths_cannot_reexpose_what_is_hidden() {
     let sb = Arc::new(
         NamespaceSandbox::new(
             policy,
-            OpenedProgram::open(Path::new(env!("CARGO_BIN_EXE_warden"))).unwrap(),
+            OpenedProgram::open(lab_helper()).unwrap(),
             &trusted_dirs(),
         )
         .unwrap(),
@@ -1537,10 +1537,38 @@ fn a_server_keeps_a_sandbox_pid_1_ready_for_every_run() {
     }
 }
 
+/// The helper the lab's sandboxes run: `warden` itself (what Warden runs where the small
+/// helper is not installed), or with WARDEN_TEST_HELPER=small the small helper next to it
+/// (`cargo xtask ci` runs this file so with the helper built for musl).
+fn lab_helper() -> &'static Path {
+    if small_helper_under_test() {
+        Path::new(env!("CARGO_BIN_EXE_warden-sandbox-helper"))
+    } else {
+        Path::new(env!("CARGO_BIN_EXE_warden"))
+    }
+}
+
+/// Whether this run tests the small helper (WARDEN_TEST_HELPER=small).
+fn small_helper_under_test() -> bool {
+    std::env::var("WARDEN_TEST_HELPER").as_deref() == Ok("small")
+}
+
 /// Whether `warden exec` builds the sandbox with Warden's own builder here (as
-/// `sandbox.builder = "auto"` does where its probe succeeds).
+/// `sandbox.builder = "auto"` does where its probe succeeds). When the small helper is
+/// under test, its builder failing where `warden`'s works is a failure, not a skip.
 fn builder_in_use() -> bool {
-    sandbox::probe::builder_works(Path::new(env!("CARGO_BIN_EXE_warden-sandbox-helper"))).is_ok()
+    let small = Path::new(env!("CARGO_BIN_EXE_warden-sandbox-helper"));
+    match sandbox::probe::builder_works(small) {
+        Ok(()) => true,
+        Err(e) => {
+            let warden = Path::new(env!("CARGO_BIN_EXE_warden"));
+            assert!(
+                !(small_helper_under_test() && sandbox::probe::builder_works(warden).is_ok()),
+                "the small helper's builder fails where warden's works: {e}"
+            );
+            false
+        }
+    }
 }
 
 /// Warden's builder, started as the pid 1 of a new pid namespace, takes it that whoever

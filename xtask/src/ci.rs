@@ -69,8 +69,15 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
 /// the builder and companion, the watchdog and the subreaper), and the environment each
 /// runs with.
 const MUSL_HELPER_TESTS: &[(&str, &[(&str, &str)])] = &[
-    ("e2e_sandbox", &[]),
-    ("e2e_sandbox", &[("WARDEN_TEST_BUILDER", "bubblewrap")]),
+    // The lab's own sandboxes run the small helper too (else they run `warden`).
+    ("e2e_sandbox", &[("WARDEN_TEST_HELPER", "small")]),
+    (
+        "e2e_sandbox",
+        &[
+            ("WARDEN_TEST_HELPER", "small"),
+            ("WARDEN_TEST_BUILDER", "bubblewrap"),
+        ],
+    ),
     ("e2e_containment", &[]),
 ];
 

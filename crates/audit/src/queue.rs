@@ -143,7 +143,14 @@ impl Queue {
             let closed = state.writer == Writer::Closed;
             drop(state);
             for batch in chunks(entries) {
-                write(batch);
+                // A panic while writing (a bug) loses that batch, said on the program's
+                // log; it must not end the writer, or every later flush would wait for
+                // it forever.
+                let written =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| write(batch)));
+                if written.is_err() {
+                    tracing::error!("not on the record: the record's writer panicked");
+                }
             }
             for done in flushes {
                 let _ = done.send(());
@@ -194,6 +201,31 @@ mod tests {
             agents,
             (0..600).map(|i| format!("a{i}")).collect::<Vec<_>>()
         );
+    }
+
+    #[test]
+    fn a_writer_that_panics_goes_on_and_answers_flushes() {
+        let queue = Arc::new(Queue::default());
+        let (seen, written) = mpsc::channel();
+        let mut seen = Some(seen);
+        let mut push = |agent: &str| {
+            let pushed = queue.push(Entry::new(Kind::Run).agent(agent), || {
+                let seen = seen.take().expect("the writer is made once");
+                move |batch: Vec<Entry>| {
+                    for e in batch {
+                        let agent = e.agent.unwrap();
+                        assert_ne!(agent, "bad", "a bug in writing");
+                        let _ = seen.send(agent);
+                    }
+                }
+            });
+            assert!(pushed.is_none());
+        };
+        push("bad");
+        queue.flush();
+        push("good");
+        queue.flush();
+        assert_eq!(written.try_iter().collect::<Vec<_>>(), ["good"]);
     }
 
     #[test]

@@ -131,12 +131,13 @@ fn helper_check() -> Check {
         };
     };
     let path = small.real_path();
-    let detail = match sandbox::exec_allowlist::interpreter(path) {
-        None => format!(
+    let detail = match sandbox::exec_allowlist::dynamic(path).map(|d| d.interpreter) {
+        None => format!("{} (not an ELF file this Warden reads)", path.display()),
+        Some(None) => format!(
             "{} (statically linked: starts without a dynamic loader)",
             path.display()
         ),
-        Some(loader) => format!(
+        Some(Some(loader)) => format!(
             "{} (dynamically linked, through {}: every start pays the loader and the C library's CPU probing; a static build starts in about half the time — `cargo xtask musl-helper --install {}`)",
             path.display(),
             loader.display(),

@@ -36,7 +36,7 @@ mod libraries;
 mod noexec;
 
 pub use diagnose::{diagnose, dynamic_loaders};
-pub use elf::interpreter;
+pub use elf::{Dynamic, dynamic, interpreter};
 pub use libraries::{library_dirs, system_dirs};
 pub(crate) use noexec::keep_executable_only;
 
