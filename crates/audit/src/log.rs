@@ -488,66 +488,13 @@ mod tests {
         assert!(report.first_break.is_none());
     }
 
-    /// The memory provider, except that every synced append fails after its bytes were
-    /// written (as a directory that cannot be synced makes the local one fail).
-    #[derive(Debug)]
-    struct SyncFails(Arc<MemoryFs>);
-
-    impl Fs for SyncFails {
-        fn resolve_path(&self, p: &Path) -> caps::Result<PathBuf> {
-            self.0.resolve_path(p)
-        }
-        fn read(&self, p: &Path) -> caps::Result<Vec<u8>> {
-            self.0.read(p)
-        }
-        fn write(&self, p: &Path, d: &[u8], o: WriteOptions) -> caps::Result<()> {
-            self.0.write(p, d, o)
-        }
-        fn write_atomic(&self, p: &Path, d: &[u8], o: WriteOptions) -> caps::Result<()> {
-            self.0.write_atomic(p, d, o)
-        }
-        fn append(&self, p: &Path, d: &[u8], o: WriteOptions, sync: bool) -> caps::Result<()> {
-            self.0.append(p, d, o, sync)?;
-            if sync {
-                let e = std::io::Error::other("the directory could not be synced");
-                return Err(caps::CapsError::from_io("fsync directory of", p, e));
-            }
-            Ok(())
-        }
-        fn create_dir_all(&self, p: &Path, m: u32) -> caps::Result<()> {
-            self.0.create_dir_all(p, m)
-        }
-        fn list(&self, p: &Path) -> caps::Result<Vec<caps::DirEntry>> {
-            self.0.list(p)
-        }
-        fn metadata(&self, p: &Path) -> caps::Result<caps::Metadata> {
-            self.0.metadata(p)
-        }
-        fn symlink_metadata(&self, p: &Path) -> caps::Result<caps::Metadata> {
-            self.0.symlink_metadata(p)
-        }
-        fn canonicalize(&self, p: &Path) -> caps::Result<PathBuf> {
-            self.0.canonicalize(p)
-        }
-        fn remove(&self, p: &Path) -> caps::Result<()> {
-            self.0.remove(p)
-        }
-        fn rename(&self, f: &Path, t: &Path) -> caps::Result<()> {
-            self.0.rename(f, t)
-        }
-        fn set_permissions(&self, p: &Path, m: u32) -> caps::Result<()> {
-            self.0.set_permissions(p, m)
-        }
-        fn lock(&self, p: &Path) -> caps::Result<caps::FsLock> {
-            self.0.lock(p)
-        }
-    }
-
     #[test]
     fn a_write_that_fails_after_its_bytes_landed_is_not_written_twice() {
         let memory = Arc::new(MemoryFs::new());
         let w = AuditLog::new(
-            Arc::new(SyncFails(memory.clone())),
+            Arc::new(caps::testkit::SharedMemoryFs::failing_synced_appends(
+                memory.clone(),
+            )),
             PathBuf::from("/s/audit"),
             "gateway",
             Settings {

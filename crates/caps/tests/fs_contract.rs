@@ -47,7 +47,7 @@ fn memory() -> World {
     fs.create_dir_all(Path::new("/work"), 0o755).unwrap();
     let for_links = std::sync::Arc::clone(&fs);
     World {
-        fs: Box::new(ArcFs(fs)),
+        fs: Box::new(caps::testkit::SharedMemoryFs::new(fs)),
         base: PathBuf::from("/work"),
         symlink: Box::new(move |t, l| for_links.symlink(t, l).unwrap()),
         _tmp: None,
@@ -76,55 +76,6 @@ fn guarded() -> World {
         base: PathBuf::new(),
         symlink: Box::new(move |t, l| std::os::unix::fs::symlink(t, root.join(l)).unwrap()),
         _tmp: Some(tmp),
-    }
-}
-
-/// Lets a test keep a handle on the `MemoryFs` (for symlinks) while the world owns it.
-#[derive(Debug)]
-struct ArcFs(std::sync::Arc<MemoryFs>);
-
-impl Fs for ArcFs {
-    fn resolve_path(&self, p: &Path) -> caps::Result<PathBuf> {
-        self.0.resolve_path(p)
-    }
-    fn read(&self, p: &Path) -> caps::Result<Vec<u8>> {
-        self.0.read(p)
-    }
-    fn write(&self, p: &Path, d: &[u8], o: WriteOptions) -> caps::Result<()> {
-        self.0.write(p, d, o)
-    }
-    fn write_atomic(&self, p: &Path, d: &[u8], o: WriteOptions) -> caps::Result<()> {
-        self.0.write_atomic(p, d, o)
-    }
-    fn append(&self, p: &Path, d: &[u8], o: WriteOptions, sync: bool) -> caps::Result<()> {
-        self.0.append(p, d, o, sync)
-    }
-    fn create_dir_all(&self, p: &Path, m: u32) -> caps::Result<()> {
-        self.0.create_dir_all(p, m)
-    }
-    fn list(&self, p: &Path) -> caps::Result<Vec<caps::DirEntry>> {
-        self.0.list(p)
-    }
-    fn metadata(&self, p: &Path) -> caps::Result<caps::Metadata> {
-        self.0.metadata(p)
-    }
-    fn symlink_metadata(&self, p: &Path) -> caps::Result<caps::Metadata> {
-        self.0.symlink_metadata(p)
-    }
-    fn canonicalize(&self, p: &Path) -> caps::Result<PathBuf> {
-        self.0.canonicalize(p)
-    }
-    fn remove(&self, p: &Path) -> caps::Result<()> {
-        self.0.remove(p)
-    }
-    fn rename(&self, f: &Path, t: &Path) -> caps::Result<()> {
-        self.0.rename(f, t)
-    }
-    fn set_permissions(&self, p: &Path, m: u32) -> caps::Result<()> {
-        self.0.set_permissions(p, m)
-    }
-    fn lock(&self, p: &Path) -> caps::Result<caps::FsLock> {
-        self.0.lock(p)
     }
 }
 

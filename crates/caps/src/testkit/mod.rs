@@ -5,9 +5,11 @@
 mod live;
 mod outputs;
 mod procs;
+mod shared_fs;
 mod worlds;
 
 pub use live::wait_for_output;
 pub use outputs::{failed_output, ok_output, output};
 pub use procs::{pids_with_cmdline, pids_with_cmdline_words, process_alive, read_pid, wait_gone};
+pub use shared_fs::SharedMemoryFs;
 pub use worlds::MemoryWorld;
