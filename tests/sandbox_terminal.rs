@@ -113,7 +113,17 @@ async fn a_signal_reaches_the_sandboxed_command_and_not_the_sandbox() {
         return;
     }
     let lab = lab();
-    for size in [None, Some(TerminalSize::DEFAULT)] {
+    let sandbox = lab.sandbox_held_by(false, containment.clone());
+    // Plain and watched (approval mode's read-only first run, whose observer waits
+    // around the command under bubblewrap), on a pipe and on a terminal.
+    let shells = [
+        ("writable", sandbox.shell(Profile::Writable)),
+        ("watched", sandbox.watched_shell()),
+    ];
+    for ((profile, shell), size) in shells
+        .iter()
+        .flat_map(|s| [(s, None), (s, Some(TerminalSize::DEFAULT))])
+    {
         let (o, sender, live) = driven(&lab, size);
         // The command handles the signal and goes on: had the sandbox around it been
         // signalled, it would have ended with it.
@@ -121,9 +131,6 @@ async fn a_signal_reaches_the_sandboxed_command_and_not_the_sandbox() {
             "trap 'echo got-usr1' USR1; echo ready; \
              while :; do sleep 0.05; if [ -e stop ]; then echo stopping; exit 4; fi; done",
         );
-        let shell = lab
-            .sandbox_held_by(false, containment.clone())
-            .shell(Profile::Writable);
         let run = shell.run(&script, &o);
         let drive = async {
             wait_for(&live, "ready").await;
@@ -134,10 +141,14 @@ async fn a_signal_reaches_the_sandboxed_command_and_not_the_sandbox() {
         let (out, ()) = tokio::join!(run, drive);
         let out = out.unwrap();
         std::fs::remove_file(lab.ws().join("stop")).unwrap();
-        assert_eq!(out.status, caps::ExitStatus::Code(4), "{size:?}: {out:?}");
+        assert_eq!(
+            out.status,
+            caps::ExitStatus::Code(4),
+            "{profile} {size:?}: {out:?}"
+        );
         assert!(
             out.stdout.contains("stopping"),
-            "{size:?}: {:?}",
+            "{profile} {size:?}: {:?}",
             out.stdout
         );
     }

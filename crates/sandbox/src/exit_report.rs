@@ -81,14 +81,27 @@ pub(crate) fn wait_and_report(status_fd: RawFd, command: &dyn Exec) -> ! {
     use nix::sys::wait::waitpid;
     use nix::unistd::{ForkResult, fork};
 
+    // Blocked before the fork, not after it in the waiter: the command may start, say it
+    // is ready and be signalled (with the whole run) before the waiter is scheduled at
+    // all, and a waiter killed so ends the sandbox around the command. The command gets
+    // the mask back before it starts; what was sent meanwhile is delivered to it then.
+    let mut before = SigSet::empty();
+    let _ = sigprocmask(
+        SigmaskHow::SIG_BLOCK,
+        Some(&SigSet::all()),
+        Some(&mut before),
+    );
+    let run_command = || -> ! {
+        let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&before), None);
+        command.exec()
+    };
     // SAFETY: the helper is single-threaded here (it has started no threads), so the
     // child may run arbitrary code before it executes the command.
     match unsafe { fork() } {
         // Cannot wait: run the command in place; its status is then bubblewrap's.
-        Err(_) => command.exec(),
-        Ok(ForkResult::Child) => command.exec(),
+        Err(_) => run_command(),
+        Ok(ForkResult::Child) => run_command(),
         Ok(ForkResult::Parent { child }) => {
-            let _ = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&SigSet::all()), None);
             // SAFETY: plain prctl and closing this process's standard descriptors, which
             // it never uses again.
             unsafe {
