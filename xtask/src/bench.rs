@@ -2,16 +2,14 @@
 //! The binary writes `target/bench/report.json` and `target/bench/report.md`.
 
 use std::path::Path;
-use std::process::Command;
 
 use anyhow::{Context, bail};
 
 /// Run the benchmark suite.
 pub fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out_dir = root.join("target/bench");
     // The sandbox benchmark runs the `warden` binary inside bubblewrap as its helper.
-    let built = Command::new(&cargo)
+    let built = crate::cargo()
         .args(["build", "--release", "--locked", "--package", "warden-cli"])
         .current_dir(root)
         .status()
@@ -39,7 +37,7 @@ pub fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
         Ok(None) => eprintln!("xtask bench: measuring the glibc helper"),
         Err(e) => eprintln!("xtask bench: measuring the glibc helper: {e:#}"),
     }
-    let status = Command::new(cargo)
+    let status = crate::cargo()
         .args([
             "run",
             "--release",

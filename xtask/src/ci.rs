@@ -11,10 +11,9 @@ fn cargo(root: &Path, args: &[&str]) -> anyhow::Result<()> {
 
 /// `cargo args` with `env` set.
 fn cargo_with(root: &Path, args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<()> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let shown: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v} ")).collect();
     eprintln!("xtask ci: {}cargo {}", shown.concat(), args.join(" "));
-    let status = Command::new(&cargo)
+    let status = crate::cargo()
         .args(args)
         .envs(env.iter().copied())
         .current_dir(root)
@@ -126,14 +125,13 @@ fn test_binaries<'a>(
     root: &Path,
     names: impl Iterator<Item = &'a str>,
 ) -> anyhow::Result<std::collections::HashMap<String, std::path::PathBuf>> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut args = vec!["test", "-p", "warden-cli", "--locked", "--no-run"];
     args.push("--message-format=json");
     let names: Vec<&str> = names.collect();
     for name in &names {
         args.extend(["--test", name]);
     }
-    let built = Command::new(&cargo)
+    let built = crate::cargo()
         .args(&args)
         .current_dir(root)
         .stderr(std::process::Stdio::inherit())

@@ -43,6 +43,11 @@ fn main() -> ExitCode {
     }
 }
 
+/// A command running the cargo that runs xtask (`$CARGO`), else the one on `PATH`.
+pub fn cargo() -> std::process::Command {
+    std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
 /// The workspace root: xtask lives one level below it.
 pub fn workspace_root() -> PathBuf {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));

@@ -56,7 +56,6 @@ pub fn build_helper(root: &Path, release: bool) -> anyhow::Result<Option<PathBuf
         );
         return Ok(None);
     }
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut args = vec![
         "build",
         "--locked",
@@ -71,7 +70,7 @@ pub fn build_helper(root: &Path, release: bool) -> anyhow::Result<Option<PathBuf
         args.push("--release");
     }
     eprintln!("xtask: cargo {}", args.join(" "));
-    let status = Command::new(cargo)
+    let status = crate::cargo()
         .args(&args)
         .current_dir(root)
         .status()

@@ -63,6 +63,32 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// `record` as its line, newline included.
 pub fn encode(record: &Record) -> Vec<u8> {
+    encode_parts(&RecordRef {
+        v: record.v,
+        seq: record.seq,
+        time: &record.time,
+        origin: &record.origin,
+        prev: &record.prev,
+        entry: &record.entry,
+    })
+    .0
+}
+
+/// A [`Record`] borrowed from its parts, as the writer has them: the fields in the same
+/// order, so it serialises to the same bytes (it is the one thing [`encode`] serialises).
+#[derive(Serialize)]
+pub(crate) struct RecordRef<'a> {
+    pub(crate) v: u32,
+    pub(crate) seq: u64,
+    pub(crate) time: &'a str,
+    pub(crate) origin: &'a str,
+    pub(crate) prev: &'a str,
+    #[serde(flatten)]
+    pub(crate) entry: &'a Entry,
+}
+
+/// The line of `record` (ending in a newline) and its hash, the next record's `prev`.
+pub(crate) fn encode_parts(record: &RecordRef<'_>) -> (Vec<u8>, String) {
     // A record is plain data: serialising it cannot fail.
     let body = serde_json::to_vec(record).unwrap_or_default();
     let hash = sha256_hex(&body);
@@ -71,7 +97,7 @@ pub fn encode(record: &Record) -> Vec<u8> {
     line.extend_from_slice(b",\"hash\":\"");
     line.extend_from_slice(hash.as_bytes());
     line.extend_from_slice(b"\"}\n");
-    line
+    (line, hash)
 }
 
 /// Why a line is not an intact record.
@@ -157,6 +183,20 @@ mod tests {
         let link = check(bare).unwrap();
         assert_eq!((link.seq, link.prev.as_str()), (1, GENESIS));
         assert_eq!(decode(bare).unwrap(), record(1));
+        // The hash the writer chains the next record to is the one the line names.
+        let r = record(1);
+        let (again, hash) = encode_parts(&RecordRef {
+            v: r.v,
+            seq: r.seq,
+            time: &r.time,
+            origin: &r.origin,
+            prev: &r.prev,
+            entry: &r.entry,
+        });
+        assert_eq!(
+            (again.as_slice(), hash.as_str()),
+            (line.as_slice(), link.hash.as_str())
+        );
         let text = String::from_utf8(line.clone()).unwrap();
         assert!(text.starts_with(r#"{"v":1,"seq":1,"time":"#), "{text}");
         assert!(

@@ -11,7 +11,7 @@ use caps::{FileId, Fs, WriteOptions};
 use crate::entry::Entry;
 use crate::error::AuditError;
 use crate::files::{self, CURRENT_FILE, LOCK_FILE, io};
-use crate::line::{self, GENESIS, Record, SCHEMA_VERSION};
+use crate::line::{self, GENESIS, RecordRef, SCHEMA_VERSION};
 use crate::queue::Queue;
 
 /// How much of a file's end is read to find its last record: more than any record
@@ -142,7 +142,7 @@ impl AuditLog {
 
     /// Append `entries` as consecutive records under one lock, in one write; the last
     /// one's sequence number.
-    fn append_all(&self, entries: Vec<Entry>, sync: bool) -> Result<u64, AuditError> {
+    fn append_all(&self, entries: &[Entry], sync: bool) -> Result<u64, AuditError> {
         let fs = self.fs.as_ref();
         // Made once: while this process has written here, the directory is there (a
         // directory removed since makes the lock fail, and the next write remakes it).
@@ -196,17 +196,15 @@ impl AuditLog {
         let time = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
         for entry in entries {
             seq += 1;
-            let encoded = line::encode(&Record {
+            let (encoded, hash) = line::encode_parts(&RecordRef {
                 v: SCHEMA_VERSION,
                 seq,
-                time: time.clone(),
-                origin: self.origin.clone(),
-                prev,
+                time: &time,
+                origin: &self.origin,
+                prev: &prev,
                 entry,
             });
-            prev = line::check(&encoded[..encoded.len() - 1])
-                .map(|l| l.hash)
-                .unwrap_or_default();
+            prev = hash;
             bytes.extend_from_slice(&encoded);
         }
         // A required record's file must be found after a crash, not only its bytes: the
@@ -254,7 +252,7 @@ impl AuditLog {
     /// failure for [`AuditSink::problem`] (and clearing it on success); the last one's
     /// sequence number.
     fn append_noting(&self, entries: Vec<Entry>, sync: bool) -> Result<u64, AuditError> {
-        let mut result = self.append_all(entries.clone(), sync);
+        let mut result = self.append_all(&entries, sync);
         // The directory may have been removed since it was made: forget what was seen
         // and try once more from scratch. Only then: a failure after the bytes were
         // written (syncing them) must not write the records a second time.
@@ -262,7 +260,7 @@ impl AuditLog {
             && source.is_not_found()
         {
             *self.tail.lock().unwrap_or_else(|p| p.into_inner()) = None;
-            result = self.append_all(entries, sync);
+            result = self.append_all(&entries, sync);
         }
         let mut problem = self.problem.lock().unwrap_or_else(|p| p.into_inner());
         match &result {

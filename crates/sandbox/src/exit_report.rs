@@ -77,7 +77,6 @@ pub(crate) fn write(fd: RawFd, end: End) {
 /// run's process group — Warden's SIGTERM at a timeout, or the command's own `kill 0` —
 /// reaches the command, while the waiter stays to report what it did to it.
 pub(crate) fn wait_and_report(status_fd: RawFd, command: &dyn Exec) -> ! {
-    use nix::sys::signal::{SigSet, SigmaskHow, sigprocmask};
     use nix::sys::wait::waitpid;
     use nix::unistd::{ForkResult, fork};
 
@@ -85,14 +84,9 @@ pub(crate) fn wait_and_report(status_fd: RawFd, command: &dyn Exec) -> ! {
     // is ready and be signalled (with the whole run) before the waiter is scheduled at
     // all, and a waiter killed so ends the sandbox around the command. The command gets
     // the mask back before it starts; what was sent meanwhile is delivered to it then.
-    let mut before = SigSet::empty();
-    let _ = sigprocmask(
-        SigmaskHow::SIG_BLOCK,
-        Some(&SigSet::all()),
-        Some(&mut before),
-    );
+    let before = block_all_signals();
     let run_command = || -> ! {
-        let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&before), None);
+        restore_signals(&before);
         command.exec()
     };
     // SAFETY: the helper is single-threaded here (it has started no threads), so the
@@ -124,6 +118,25 @@ pub(crate) fn wait_and_report(status_fd: RawFd, command: &dyn Exec) -> ! {
             unsafe { libc::_exit(end.code()) }
         }
     }
+}
+
+/// Block every signal that can be blocked, in a process about to fork the command it
+/// waits around; the mask before, which the command gets back ([`restore_signals`]).
+pub(crate) fn block_all_signals() -> nix::sys::signal::SigSet {
+    use nix::sys::signal::{SigSet, SigmaskHow, sigprocmask};
+    let mut before = SigSet::empty();
+    let _ = sigprocmask(
+        SigmaskHow::SIG_BLOCK,
+        Some(&SigSet::all()),
+        Some(&mut before),
+    );
+    before
+}
+
+/// Set the signal mask back to `before` (in the forked command, before it starts).
+pub(crate) fn restore_signals(before: &nix::sys::signal::SigSet) {
+    use nix::sys::signal::{SigmaskHow, sigprocmask};
+    let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(before), None);
 }
 
 #[cfg(test)]

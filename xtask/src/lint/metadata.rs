@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
 use anyhow::{Context, bail};
 
@@ -21,8 +20,7 @@ pub struct Graph {
 
 /// Read the graph of the workspace at `root`.
 pub fn read(root: &Path) -> anyhow::Result<Graph> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let output = Command::new(cargo)
+    let output = crate::cargo()
         .args([
             "metadata",
             "--format-version",

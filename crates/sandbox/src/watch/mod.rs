@@ -198,14 +198,8 @@ pub fn run(
     // (`exit_report`): a signal for the run (the driver's, or the command's own `kill 0`)
     // is the command's, and an observer killed by one would end the sandbox around it.
     // Blocked before the fork, so none can arrive before; the command gets its mask back.
-    let before = block_all_signals();
-    let restore = || {
-        let _ = nix::sys::signal::sigprocmask(
-            nix::sys::signal::SigmaskHow::SIG_SETMASK,
-            Some(&before),
-            None,
-        );
-    };
+    let before = crate::exit_report::block_all_signals();
+    let restore = || crate::exit_report::restore_signals(&before);
     // SAFETY: the helper is single-threaded here (it has started no threads), so the
     // child may run arbitrary code before it executes the command.
     match unsafe { fork() } {
@@ -348,18 +342,6 @@ fn answer_one(listener: RawFd, observer: &mut Observer) {
 }
 
 /// Die of `signal` as the command did, so the sandbox reports the same status.
-/// Block every signal that can be blocked; the mask before.
-fn block_all_signals() -> nix::sys::signal::SigSet {
-    use nix::sys::signal::{SigSet, SigmaskHow, sigprocmask};
-    let mut before = SigSet::empty();
-    let _ = sigprocmask(
-        SigmaskHow::SIG_BLOCK,
-        Some(&SigSet::all()),
-        Some(&mut before),
-    );
-    before
-}
-
 fn reraise(signal: nix::sys::signal::Signal) -> ! {
     use nix::sys::signal::{SigHandler, SigSet, SigmaskHow, raise, signal as set, sigprocmask};
     // SAFETY: restoring the default disposition of one signal.
