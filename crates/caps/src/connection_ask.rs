@@ -53,6 +53,14 @@ pub enum Admission {
 pub trait AdmitConnection: Send + Sync {
     /// What the rules say about `host` (lower-cased, brackets removed) on `port`.
     fn admit(&self, host: &str, port: u16) -> Admission;
+
+    /// Whether a name lookup for `host` (lower-cased, no trailing dot) is answered inside
+    /// the sandbox: [`Admission::Allow`] when the rules allow the name on some port and
+    /// no rule denies it on that port. A lookup is never asked about, so anything else
+    /// is refused — and so is every name by rules that do not say (this default).
+    fn admit_name(&self, host: &str) -> Admission {
+        Admission::Refuse(format!("these rules answer no name lookups ({host})"))
+    }
 }
 
 /// A run's own connection rules, as [`crate::ExecOptions`] carries them (compared by

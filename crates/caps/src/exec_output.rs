@@ -122,7 +122,9 @@ pub struct EgressConnection {
     pub host: String,
     /// The port asked for.
     pub port: u16,
-    /// `connect` (a tunnel) or `http` (one plain request).
+    /// `connect` (a tunnel), `http` (one plain request), or `dns` (a name the command
+    /// looked up through the sandbox's resolver: `allowed` says whether it was answered;
+    /// port 53, no bytes).
     pub kind: String,
     /// Whether it reached the upstream.
     pub allowed: bool,
@@ -152,6 +154,14 @@ impl fmt::Display for EgressConnection {
         };
         let to = crate::host_port(&printable(&self.host), self.port);
         let reason = printable(&self.reason);
+        if self.kind == "dns" {
+            let name = printable(&self.host);
+            return match (self.allowed, name.is_empty()) {
+                (true, _) => write!(f, "lookup of {name} answered ({reason})"),
+                (false, false) => write!(f, "lookup of {name} refused: {reason}"),
+                (false, true) => write!(f, "lookups: {reason}"),
+            };
+        }
         if self.allowed {
             write!(
                 f,
@@ -196,6 +206,29 @@ mod egress_tests {
         assert_eq!(
             v6.to_string(),
             "[2001:db8::1]:443 connect allowed (rule), 3 B sent, 4 B received"
+        );
+        let lookup = EgressConnection {
+            host: "evil\u{1b}[2J.test".into(),
+            port: 53,
+            kind: "dns".into(),
+            allowed: false,
+            reason: "no rule names it".into(),
+            sent: 0,
+            received: 0,
+        };
+        assert_eq!(
+            lookup.to_string(),
+            "lookup of evil\\u{1b}[2J.test refused: no rule names it"
+        );
+        let answered = EgressConnection {
+            host: "pypi.org".into(),
+            allowed: true,
+            reason: "allow pypi.org".into(),
+            ..lookup
+        };
+        assert_eq!(
+            answered.to_string(),
+            "lookup of pypi.org answered (allow pypi.org)"
         );
     }
 }

@@ -122,6 +122,43 @@ impl caps::AdmitConnection for RulesGate {
             }),
         }
     }
+
+    fn admit_name(&self, host: &str) -> Admission {
+        let Some(rules) = &self.rules else {
+            return Admission::Refuse(
+                "the run's egress rules did not read back: no name is looked up".into(),
+            );
+        };
+        if let Some(request) = &self.request {
+            match request.rules.name_verdict(host) {
+                Verdict::Denied(rule) => {
+                    return Admission::Refuse(format!("the request's egress deny {rule}"));
+                }
+                Verdict::Unknown if request.only_named => {
+                    return Admission::Refuse(format!(
+                        "the request's egress allow names no {host}"
+                    ));
+                }
+                Verdict::Allowed(_) | Verdict::Unknown | Verdict::NotAHost(_) => {}
+            }
+        }
+        match rules.name_verdict(host) {
+            Verdict::Allowed(rule) => Admission::Allow {
+                names_address: false,
+                rule: format!("{} allow {rule}", self.whose()),
+            },
+            Verdict::Denied(rule) => Admission::Refuse(format!("{} deny {rule}", self.whose())),
+            Verdict::NotAHost(why) => {
+                Admission::Refuse(format!("{host:?} is not a name to look up: {why}"))
+            }
+            // Nobody is asked about a lookup: a host the approver allows is reached
+            // through the proxy, which looks it up itself.
+            Verdict::Unknown => Admission::Refuse(format!(
+                "no allow rule in {} names {host}, and lookups are never asked about",
+                self.whose()
+            )),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -226,6 +263,51 @@ mod tests {
             Admission::Refuse(_)
         ));
         assert!(matches!(deny_only.admit("b.test", 443), Admission::Ask(_)));
+    }
+
+    /// A name is looked up only as the rules allow it, narrowed by the request, and
+    /// never asked about: what a connection would ask about, a lookup refuses.
+    #[test]
+    fn a_lookup_is_answered_only_for_a_name_the_rules_allow() {
+        let parse = |t: &[&str]| t.iter().map(|r| DomainRule::parse(r).unwrap()).collect();
+        let g = gate(
+            &["pypi.org", "*.pythonhosted.org"],
+            &["evil.pythonhosted.org"],
+            None,
+        );
+        assert_eq!(
+            g.admit_name("pypi.org"),
+            Admission::Allow {
+                rule: "[sandbox.egress] allow pypi.org".into(),
+                names_address: false
+            }
+        );
+        assert!(matches!(
+            g.admit_name("files.pythonhosted.org"),
+            Admission::Allow { .. }
+        ));
+        assert!(
+            matches!(g.admit_name("evil.pythonhosted.org"), Admission::Refuse(why) if why.contains("deny"))
+        );
+        assert!(
+            matches!(g.admit_name("secret-data.example"), Admission::Refuse(why) if why.contains("never asked about")),
+            "what a connection would ask about"
+        );
+        assert!(matches!(g.admit_name("a..b"), Admission::Refuse(_)));
+        let narrowed = g.narrowed((Some(parse(&["pypi.org"])), Vec::new()));
+        assert!(matches!(
+            narrowed.admit_name("pypi.org"),
+            Admission::Allow { .. }
+        ));
+        assert!(
+            matches!(narrowed.admit_name("files.pythonhosted.org"), Admission::Refuse(why) if why.contains("the request's egress allow"))
+        );
+        let deny = gate(&["pypi.org"], &[], None).narrowed((None, parse(&["pypi.org"])));
+        assert!(matches!(deny.admit_name("pypi.org"), Admission::Refuse(_)));
+        assert!(matches!(
+            RulesGate::refusing_all().admit_name("pypi.org"),
+            Admission::Refuse(_)
+        ));
     }
 
     /// Rules that do not read back (a plan from elsewhere) refuse everything: no rule

@@ -61,6 +61,11 @@ pub struct HelperArgs {
     /// points the command's proxy variables at the listener; the command never holds
     /// either.
     pub egress_fd: Option<i32>,
+    /// `proxy` mode under Warden's builder: the DNS stub's socket (`127.0.0.1:53` of the
+    /// run's namespace), bound by pid 1 while it held the capability to; the helper
+    /// hands it to the broker with the listener. Never read from the command line: under
+    /// bubblewrap the helper binds it itself, before it confines itself.
+    pub dns_stub_fd: Option<i32>,
     /// Refused writes beneath these paths are reported (the writable paths).
     pub watch_roots: Vec<PathBuf>,
     /// The `argv[0]` the program sees, when it differs from the file executed (a
@@ -369,6 +374,16 @@ pub fn run(parsed: HelperArgs) -> ! {
     if parsed.terminal {
         take_terminal();
     }
+    // The DNS stub's port is a privileged one: bound now, while the helper (root of the
+    // sandbox's user namespace under bubblewrap, which left it that capability for this)
+    // still may — or bound already by the builder's pid 1.
+    let stub = parsed.egress_fd.map(|_| match parsed.dns_stub_fd {
+        // SAFETY: pid 1 bound this descriptor for this helper and passed it down by fork;
+        // nothing else owns it.
+        Some(fd) => unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) },
+        None => crate::egress::dns::bind_stub_socket()
+            .unwrap_or_else(|e| fail(format!("the DNS stub cannot listen on 127.0.0.1:53: {e}"))),
+    });
     if !parsed.seccomp_fds.is_empty() {
         finish_confinement(&parsed);
     }
@@ -377,7 +392,7 @@ pub fn run(parsed: HelperArgs) -> ! {
     // The broker's descriptor and the listener are closed here with everything else not
     // kept, so the command has neither.
     if let Some(broker) = parsed.egress_fd {
-        crate::egress::forward::start_in_sandbox(broker);
+        crate::egress::forward::start_in_sandbox(broker, stub);
     }
     // Nothing bubblewrap (or anyone) left open may reach the command. The watch report
     // and status descriptors stay open for the process that waits for the command (and

@@ -100,7 +100,7 @@ fn exec_output() -> Value {
                     "properties": {
                         "host": {"type": "string"},
                         "port": {"type": "integer", "minimum": 0, "maximum": 65535},
-                        "kind": {"type": "string", "enum": ["connect", "http"]},
+                        "kind": {"type": "string", "enum": ["connect", "http", "dns"], "description": "connect: a tunnel; http: one plain request; dns: a name looked up inside the sandbox (allowed: answered)."},
                         "allowed": {"type": "boolean"},
                         "reason": {"type": "string", "description": "The rule that allowed it, or why it was refused."},
                         "sent": {"type": "integer", "minimum": 0},

@@ -69,6 +69,31 @@ impl FdSource {
     }
 }
 
+/// What descriptor `fd` reads, to its end: at most [`super::spec::MAX_DATA`] bytes.
+fn read_data(fd: i32) -> Result<Vec<u8>, SandboxError> {
+    // SAFETY: the descriptor was handed to this process for this file and stays open for
+    // its whole life; it is only borrowed here.
+    let source = unsafe { BorrowedFd::borrow_raw(fd) };
+    let limit = super::spec::MAX_DATA;
+    let mut data = vec![0u8; limit + 1];
+    let mut len = 0;
+    loop {
+        let n = rustix::io::read(source, &mut data[len..])
+            .map_err(|e| SandboxError::Tree(format!("descriptor {fd} to bind as a file: {e}")))?;
+        if n == 0 {
+            break;
+        }
+        len += n;
+        if len > limit {
+            return Err(SandboxError::Tree(format!(
+                "descriptor {fd} holds more than {limit} bytes to bind as a file"
+            )));
+        }
+    }
+    data.truncate(len);
+    Ok(data)
+}
+
 /// The tree being built: the host's under `/oldroot`, the sandbox's under `/newroot`.
 pub struct Tree {
     old_root: OwnedFd,
@@ -191,6 +216,27 @@ impl Tree {
                     });
                 }
                 self.bind(src.as_fd(), dest, bind_attrs(*writable), true)
+            }
+            Op::BindData { fd, dest } => {
+                // A file of the base tmpfs (this process's own, gone with it when the
+                // tree is finished), bound read-only where it belongs.
+                let data = read_data(*fd)?;
+                let staged = PathBuf::from(format!("/data.{fd}"));
+                let file = rustix::fs::open(
+                    &staged,
+                    OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::CLOEXEC,
+                    Mode::from_raw_mode(0o444),
+                )
+                .map_err(|e| err("create", &staged, e))?;
+                let mut written = 0;
+                while written < data.len() {
+                    written += rustix::io::write(&file, &data[written..])
+                        .map_err(|e| err("write", &staged, e))?;
+                }
+                drop(file);
+                let src = rustix::fs::open(&staged, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
+                    .map_err(|e| err("open", &staged, e))?;
+                self.bind(src.as_fd(), dest, bind_attrs(false), false)
             }
         }
     }

@@ -15,7 +15,8 @@
 //!    `NamespaceSandbox::born_in`): there is no launcher, and pid 1 checks that every namespace its
 //!    command line needs was made (`check_born_in`).
 //! 2. **pid 1** builds the filesystem (`fs.rs`), brings the loopback interface up in a new
-//!    network namespace, drops every capability, makes itself non-dumpable (the command,
+//!    network namespace (in `proxy` mode also binding the DNS stub's privileged port,
+//!    `crate::egress::dns`, for the command's process to hand over), drops every capability, makes itself non-dumpable (the command,
 //!    the same user, cannot reach its descriptors), forks the command's process and reaps
 //!    whatever is left to it — in a watched run it is also the write watch's observer
 //!    (`crate::watch::observe_as_pid1`). When the command's process ends it reports the
@@ -236,6 +237,15 @@ fn pid1(spec: &Spec, fd_sources: &[fs::FdSource], helper_args: &[String]) -> ! {
         .unwrap_or_else(|e| fail(e));
     if spec.unshare_net {
         loopback_up().unwrap_or_else(|e| fail(e));
+        // `proxy` mode's DNS stub listens on a privileged port: bound while pid 1 still
+        // may, and handed to the command's process (which hands it on, with the proxy's
+        // listener, before the command starts); pid 1's own copy is closed with the rest.
+        if helper.egress_fd.is_some() {
+            let stub = crate::egress::dns::bind_stub_socket().unwrap_or_else(|e| {
+                fail(format!("the DNS stub cannot listen on 127.0.0.1:53: {e}"))
+            });
+            helper.dns_stub_fd = Some(std::os::fd::IntoRawFd::into_raw_fd(stub));
+        }
     }
     // Built: like bubblewrap's pid 1, it keeps nothing while the command runs — no
     // capability, no new privileges — and the command's process starts from that.

@@ -39,7 +39,18 @@ pub enum Op {
         /// `--bind-fd` (else `--ro-bind-fd`).
         writable: bool,
     },
+    /// `--ro-bind-data N DEST`: a read-only file at `DEST` holding what descriptor `N`
+    /// reads (at most [`MAX_DATA`] bytes).
+    BindData {
+        /// The descriptor to read.
+        fd: i32,
+        /// Where the file appears inside.
+        dest: PathBuf,
+    },
 }
+
+/// The most a `--ro-bind-data` descriptor may hold (Warden's are a few lines).
+pub const MAX_DATA: usize = 64 * 1024;
 
 /// The whole request.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -183,6 +194,14 @@ pub fn parse(args: &[String]) -> Result<Spec, SandboxError> {
                 });
                 2
             }
+            "--ro-bind-data" => {
+                let v = value(i, 2)?;
+                spec.ops.push(Op::BindData {
+                    fd: fd(&v[0])?,
+                    dest: path(&v[1])?,
+                });
+                2
+            }
             other => match ALWAYS.iter().position(|a| *a == other) {
                 Some(n) => {
                     seen_always[n] = true;
@@ -236,7 +255,8 @@ mod tests {
             "{BASE} --unshare-net --cap-drop ALL --ro-bind / / --dev /dev --proc /proc \
              --add-seccomp-fd 3 --add-seccomp-fd 4 --tmpfs /home --bind-fd 5 /home/u/ws \
              --tmpfs /home/u/ws/.warden --remount-ro /home/u/ws/.warden \
-             --ro-bind /dev/null /etc/shadow --chdir /home/u/ws --json-status-fd 6 \
+             --ro-bind /dev/null /etc/shadow --ro-bind-data 7 /etc/resolv.conf \
+             --chdir /home/u/ws --json-status-fd 6 \
              -- /h __sandbox-helper x"
         )))
         .unwrap();
@@ -262,6 +282,10 @@ mod tests {
                     dest: "/etc/shadow".into(),
                     writable: false
                 },
+                Op::BindData {
+                    fd: 7,
+                    dest: "/etc/resolv.conf".into(),
+                },
             ]
         );
         assert_eq!(spec.chdir, Some("/home/u/ws".into()));
@@ -276,6 +300,8 @@ mod tests {
             ("--cap-drop CAP_NET_RAW", "only ALL"),
             ("--tmpfs relative", "not absolute"),
             ("--bind-fd 2 /x", "3 or more"),
+            ("--ro-bind-data 1 /etc/resolv.conf", "3 or more"),
+            ("--ro-bind-data 5 etc/resolv.conf", "not absolute"),
             ("--json-status-fd 1", "3 or more"),
             ("--bind / /", "writable root"),
             ("--ro-bind / /", "only be mounted once"),

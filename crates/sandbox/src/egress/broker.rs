@@ -8,12 +8,15 @@
 //! sandbox shares it), and no process in the sandbox has a channel to Warden while the
 //! command runs. A run is known by the descriptor its helper inherited — never by
 //! anything the command sends, and never by a socket another run could reach through the
-//! filesystem. The one message is still not trusted: only a single listening TCP socket
-//! on loopback is taken; anything else is closed and reported. The broker lives as long
-//! as the run: [`Broker::finish`] stops it and gathers what its connections did.
+//! filesystem. The same message may carry the run's DNS stub socket (`dns.rs`), which
+//! the broker serves the same way. The one message is still not trusted: only a single
+//! listening TCP socket on loopback, and then a UDP socket on `127.0.0.1:53`, are taken;
+//! anything else is closed and reported. The broker lives as long as the run:
+//! [`Broker::finish`] stops it and gathers what its connections and lookups did.
 
 use std::io::{self, IoSlice, IoSliceMut};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -23,6 +26,7 @@ use nix::sys::socket::{
     sendmsg, socketpair,
 };
 
+use super::dns::{self, Lookups};
 use super::proxy::{Connection, Proxy};
 
 /// The payload of the message that hands the listener over (the descriptor is what counts).
@@ -48,8 +52,8 @@ enum Accepting {
     /// Not yet: the listener has not arrived.
     #[default]
     Waiting,
-    /// By this task.
-    By(tokio::task::JoinHandle<()>),
+    /// By these tasks (the proxy's listener, and the DNS stub if it came).
+    By(Vec<tokio::task::JoinHandle<()>>),
     /// Never again: the broker finished or was dropped (a listener arriving now is
     /// closed at once).
     Stopped,
@@ -58,8 +62,10 @@ enum Accepting {
 impl Accepting {
     /// Stop for good, ending the accepting task if there is one.
     fn stop(&mut self) {
-        if let Accepting::By(task) = std::mem::replace(self, Accepting::Stopped) {
-            task.abort();
+        if let Accepting::By(tasks) = std::mem::replace(self, Accepting::Stopped) {
+            for task in tasks {
+                task.abort();
+            }
         }
     }
 }
@@ -72,6 +78,8 @@ pub struct Broker {
     accepting: Arc<Mutex<Accepting>>,
     tasks: Tasks,
     connections: Arc<Mutex<Vec<Connection>>>,
+    /// The names the command looked up (`dns.rs`).
+    lookups: Arc<Mutex<Lookups>>,
     /// Connections refused because [`MAX_OPEN`] were open (said once, in [`Broker::finish`]).
     over_limit: Arc<AtomicUsize>,
 }
@@ -92,37 +100,49 @@ impl Broker {
             accepting: Arc::default(),
             tasks: Arc::new(Mutex::new(Some(Vec::new()))),
             connections: Arc::default(),
+            lookups: Arc::default(),
             over_limit: Arc::default(),
         };
         let serving = {
             let ours = Arc::clone(&broker.ours);
-            let (accepting, tasks, connections, over_limit) = (
+            let (accepting, tasks, connections, lookups, over_limit) = (
                 Arc::clone(&broker.accepting),
                 Arc::clone(&broker.tasks),
                 Arc::clone(&broker.connections),
+                Arc::clone(&broker.lookups),
                 Arc::clone(&broker.over_limit),
             );
             std::thread::Builder::new()
                 .name("warden-egress".into())
                 .spawn(move || {
-                    let listener = match receive(&ours) {
+                    let (listener, stub) = match receive(&ours) {
                         Received::Ended => return,
                         Received::Refused(why) => {
                             lock(&connections).push(refusal(why));
                             return;
                         }
-                        Received::Listener(listener) => listener,
+                        Received::Listener(listener, stub) => (listener, stub),
                     };
                     let mut accepting = lock(&accepting);
                     // Stopped while the listener was on its way: it is closed here.
                     if matches!(*accepting, Accepting::Waiting) {
-                        *accepting = Accepting::By(runtime.spawn(accept(
+                        let mut serving = Vec::new();
+                        if let Some(stub) = stub {
+                            serving.push(runtime.spawn(dns::serve(
+                                stub,
+                                Arc::clone(&proxy.gate),
+                                Arc::clone(&proxy.resolver),
+                                lookups,
+                            )));
+                        }
+                        serving.push(runtime.spawn(accept(
                             listener,
                             proxy,
                             Arc::clone(&tasks),
                             connections,
                             over_limit,
                         )));
+                        *accepting = Accepting::By(serving);
                     }
                 })?
         };
@@ -132,7 +152,8 @@ impl Broker {
 
     /// Stop accepting, give the connections still open up to `grace` to end (the run's
     /// processes are gone, so their side is closed), close the rest, and say what every
-    /// connection did — in the order they ended — and how many were cut short.
+    /// connection did — in the order they ended — and how many were cut short, then the
+    /// names the command looked up.
     pub async fn finish(mut self, grace: Duration) -> (Vec<Connection>, usize) {
         let _ = nix::sys::socket::shutdown(self.ours.as_raw_fd(), nix::sys::socket::Shutdown::Both);
         if let Some(serving) = self.serving.take() {
@@ -155,6 +176,7 @@ impl Broker {
                 "{over} connection(s) refused: the run already had {MAX_OPEN} open through the proxy"
             )));
         }
+        connections.extend(std::mem::take(&mut *lock(&self.lookups)).into_report());
         (connections, cut)
     }
 }
@@ -244,10 +266,12 @@ async fn accept(
 enum Received {
     /// The helper's end closed (or ours shut down) before anything was handed over.
     Ended,
-    /// Something that is not one listening TCP socket on loopback: closed, and why.
+    /// Something that is not one listening TCP socket on loopback (and, if anything
+    /// follows, the stub's socket): all closed, and why.
     Refused(String),
-    /// The run's listener, ready for the runtime (non-blocking).
-    Listener(std::net::TcpListener),
+    /// The run's listener, ready for the runtime (non-blocking), and its DNS stub's
+    /// socket if it came.
+    Listener(std::net::TcpListener, Option<std::net::UdpSocket>),
 }
 
 /// Wait for the helper's one message and take what it handed over.
@@ -285,17 +309,51 @@ fn receive(ours: &OwnedFd) -> Received {
     if msg.bytes == 0 && handed.is_empty() {
         return Received::Ended;
     }
-    if handed.len() != 1 {
+    if !(1..=2).contains(&handed.len()) {
         return Received::Refused(format!(
-            "the run's helper handed over {} descriptors, not its listener (all closed)",
+            "the run's helper handed over {} descriptors, not its listener and DNS stub (all closed)",
             handed.len()
         ));
     }
+    let stub = match handed.len() {
+        2 => match stub_socket(handed.remove(1)) {
+            Ok(stub) => Some(stub),
+            Err(why) => {
+                return Received::Refused(format!(
+                    "the run's helper handed over {why}, not a DNS stub on 127.0.0.1:53 (all closed)"
+                ));
+            }
+        },
+        _ => None,
+    };
     match loopback_listener(handed.remove(0)) {
-        Ok(listener) => Received::Listener(listener),
+        Ok(listener) => Received::Listener(listener, stub),
         Err(why) => Received::Refused(format!(
-            "the run's helper handed over {why}, not a listener on loopback (closed)"
+            "the run's helper handed over {why}, not a listener on loopback (all closed)"
         )),
+    }
+}
+
+/// `fd` as the DNS stub's socket if it is a UDP socket bound to `127.0.0.1:53` (the
+/// address the sandbox's resolver configuration names), or what it is instead.
+fn stub_socket(fd: OwnedFd) -> Result<std::net::UdpSocket, String> {
+    use rustix::net::{AddressFamily, SocketType, ipproto, sockopt};
+    let kind = sockopt::socket_type(&fd).map_err(|_| "something that is not a socket")?;
+    let family = sockopt::socket_domain(&fd).map_err(|e| format!("a socket ({e})"))?;
+    let protocol = sockopt::socket_protocol(&fd).map_err(|e| format!("a socket ({e})"))?;
+    if kind != SocketType::DGRAM || family != AddressFamily::INET || protocol != Some(ipproto::UDP)
+    {
+        return Err(format!(
+            "a socket of family {} and type {} that is not IPv4 UDP",
+            family.as_raw(),
+            kind.as_raw()
+        ));
+    }
+    let socket = std::net::UdpSocket::from(fd);
+    match socket.local_addr() {
+        Ok(at) if at == SocketAddr::from(dns::STUB) => Ok(socket),
+        Ok(at) => Err(format!("a UDP socket on {at}")),
+        Err(e) => Err(format!("a UDP socket without an address ({e})")),
     }
 }
 
@@ -342,10 +400,11 @@ fn loopback_listener(fd: OwnedFd) -> Result<std::net::TcpListener, String> {
 }
 
 /// In the run's helper, before the command starts: hand `listener` (listening on a
-/// loopback port of the run's namespace) to the broker on `broker`. The helper closes its
-/// own copies after.
-pub fn hand(broker: RawFd, listener: impl AsFd) -> io::Result<()> {
-    let fds = [listener.as_fd().as_raw_fd()];
+/// loopback port of the run's namespace) and the DNS stub's socket (`127.0.0.1:53` there)
+/// to the broker on `broker`. The helper closes its own copies after.
+pub fn hand(broker: RawFd, listener: impl AsFd, stub: Option<BorrowedFd<'_>>) -> io::Result<()> {
+    let mut fds = vec![listener.as_fd().as_raw_fd()];
+    fds.extend(stub.map(|s| s.as_raw_fd()));
     sendmsg::<()>(
         broker,
         &[IoSlice::new(HANDED)],
@@ -388,7 +447,7 @@ mod tests {
     /// What the helper does: listen on loopback, hand the listener over, close its copy.
     fn listening(broker: &OwnedFd) -> std::net::SocketAddr {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        hand(broker.as_raw_fd(), &listener).unwrap();
+        hand(broker.as_raw_fd(), &listener, None).unwrap();
         listener.local_addr().unwrap()
     }
 
@@ -517,6 +576,7 @@ mod tests {
         let connected = std::net::TcpStream::connect(loopback.local_addr().unwrap()).unwrap();
         let everywhere = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
         let second = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let udp_elsewhere = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         let many: Vec<RawFd> = vec![loopback.as_raw_fd(); SCM_MAX_FD];
         let cases: Vec<(Vec<RawFd>, &str)> = vec![
             (vec![unix.as_raw_fd()], "a Unix stream socket"),
@@ -532,7 +592,19 @@ mod tests {
             (vec![everywhere.as_raw_fd()], "a TCP listener on 0.0.0.0"),
             (
                 vec![loopback.as_raw_fd(), second.as_raw_fd()],
-                "2 descriptors",
+                "that is not IPv4 UDP, not a DNS stub",
+            ),
+            (
+                vec![loopback.as_raw_fd(), udp_elsewhere.as_raw_fd()],
+                "a UDP socket on 127.0.0.1:",
+            ),
+            (
+                vec![
+                    loopback.as_raw_fd(),
+                    udp_elsewhere.as_raw_fd(),
+                    second.as_raw_fd(),
+                ],
+                "3 descriptors",
             ),
             (many, "253 descriptors"),
         ];
@@ -540,7 +612,7 @@ mod tests {
             let (broker, theirs) = refusing_broker(Duration::from_secs(5));
             send_fds(&theirs, &fds);
             // A listener after the refusal is not taken either.
-            hand(theirs.as_raw_fd(), &second).unwrap();
+            hand(theirs.as_raw_fd(), &second, None).unwrap();
             tokio::time::sleep(Duration::from_millis(100)).await;
             let (connections, _) = broker.finish(Duration::from_secs(1)).await;
             assert_eq!(connections.len(), 1, "{expected}: {connections:?}");

@@ -5,6 +5,7 @@
 //! for it, and no byte passes through anything but the proxy.
 
 use std::net::TcpListener;
+use std::os::fd::{AsFd, OwnedFd};
 
 /// The proxy variables a `proxy` run's command gets, each naming its listener: the
 /// upper- and lower-case spellings programs read (curl, git, pip, npm, Go, Python's
@@ -26,11 +27,12 @@ pub const BYPASS_VARIABLES: &[&str] = &["NO_PROXY", "no_proxy", "npm_config_nopr
 
 /// In the sandbox's helper, before the command starts (one thread, confined as the
 /// command will be): listen on an unused loopback port of the run's own network
-/// namespace, hand the listener to the run's broker (descriptor `broker`), and name it in
-/// the proxy variables. The helper's copies of both descriptors are closed with every
+/// namespace, hand the listener — and `stub`, the DNS stub's socket bound before the
+/// helper was confined (`dns.rs`) — to the run's broker (descriptor `broker`), and name
+/// the listener in the proxy variables. The helper's copies of both descriptors are closed with every
 /// other one it does not keep, before the command starts: from then on only Warden holds
 /// the listener. Any failure ends the run before the command starts.
-pub(crate) fn start_in_sandbox(broker: i32) {
+pub(crate) fn start_in_sandbox(broker: i32, stub: Option<OwnedFd>) {
     use crate::setup_failure::fail;
     let listener = TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)).unwrap_or_else(|e| {
         fail(format!(
@@ -41,9 +43,10 @@ pub(crate) fn start_in_sandbox(broker: i32) {
         .local_addr()
         .unwrap_or_else(|e| fail(format!("the egress listener's port: {e}")))
         .port();
-    super::broker::hand(broker, &listener)
+    super::broker::hand(broker, &listener, stub.as_ref().map(AsFd::as_fd))
         .unwrap_or_else(|e| fail(format!("the egress listener could not be handed over: {e}")));
     drop(listener);
+    drop(stub);
     let url = format!("http://127.0.0.1:{port}");
     // SAFETY: the helper is single-threaded; nothing reads the environment concurrently.
     unsafe {

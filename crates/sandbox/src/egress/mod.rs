@@ -9,11 +9,13 @@
 //! loopback listener it made in the run's namespace (`forward.rs`); the broker accepts
 //! and the proxy serves each connection the command makes to it. `endpoint.rs` serves
 //! the same proxy on a socket path instead. A host no rule names is asked about through the run's asker
-//! ([`caps::ExecOptions::ask_connection`]), the client connection held meanwhile. Not
-//! yet: the DNS stub, the container backend.
+//! ([`caps::ExecOptions::ask_connection`]), the client connection held meanwhile. Names
+//! are answered inside the sandbox only as the rules allow them (`dns.rs`: a stub whose
+//! socket the helper hands over with the listener). Not yet: the container backend.
 
 pub mod addr;
 pub mod broker;
+pub mod dns;
 pub mod endpoint;
 pub mod forward;
 pub mod proxy;

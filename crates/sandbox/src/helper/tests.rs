@@ -14,6 +14,8 @@ fn arguments_round_trip() {
         watch_fd: Some(7),
         status_fd: Some(9),
         egress_fd: Some(11),
+        // Never on the command line: pid 1 of Warden's builder sets it.
+        dns_stub_fd: None,
         watch_roots: vec![PathBuf::from("/w s"), PathBuf::from("/other")],
         arg0: Some("unxz".into()),
         terminal: true,

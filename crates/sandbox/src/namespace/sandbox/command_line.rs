@@ -76,11 +76,13 @@ impl NamespaceSandbox {
             push(&mut args, &["--cap-drop", "ALL"]);
         }
         // An exec allowlist's `noexec` layer needs the finished mount tree, which
-        // bubblewrap cannot mark: it leaves the helper the capability to do so (in the
-        // sandbox's user namespace only), and the helper drops it and installs the
-        // seccomp programs itself before anything else runs (`confine.rs`).
+        // bubblewrap cannot mark, and `proxy` mode's DNS stub a privileged port:
+        // bubblewrap leaves the helper the capability to do either (in the sandbox's
+        // user namespace only), and the helper drops it and installs the seccomp
+        // programs itself before anything else runs (`confine.rs`).
+        let proxy = egress.is_some();
         let finish_in_helper =
-            exec_allowlist.is_some() && matches!(self.builder, Builder::Bubblewrap(_));
+            (exec_allowlist.is_some() || proxy) && matches!(self.builder, Builder::Bubblewrap(_));
         // An unprivileged bubblewrap would put the command in a second user namespace of
         // its own, where no capability reaches the mount tree: root of the first instead,
         // and the helper moves to the user's ids itself (`--run-as`).
@@ -91,19 +93,19 @@ impl NamespaceSandbox {
             )
         });
         if finish_in_helper {
-            // CAP_SYS_ADMIN for the mounts, CAP_SETPCAP to empty the bounding set, and
-            // CAP_SETFCAP, without which the kernel refuses the next user namespace a map
-            // of its parent's root (`--run-as`). All dropped before the command.
+            // CAP_SYS_ADMIN for the mounts, CAP_NET_BIND_SERVICE for the DNS stub's port,
+            // CAP_SETPCAP to empty the bounding set, and CAP_SETFCAP, without which the
+            // kernel refuses the next user namespace a map of its parent's root
+            // (`--run-as`). All dropped before the command.
+            if exec_allowlist.is_some() {
+                push(&mut args, &["--cap-add", "CAP_SYS_ADMIN"]);
+            }
+            if proxy {
+                push(&mut args, &["--cap-add", "CAP_NET_BIND_SERVICE"]);
+            }
             push(
                 &mut args,
-                &[
-                    "--cap-add",
-                    "CAP_SYS_ADMIN",
-                    "--cap-add",
-                    "CAP_SETPCAP",
-                    "--cap-add",
-                    "CAP_SETFCAP",
-                ],
+                &["--cap-add", "CAP_SETPCAP", "--cap-add", "CAP_SETFCAP"],
             );
         }
         if run_as.is_some() {
@@ -188,6 +190,20 @@ impl NamespaceSandbox {
                 },
             }
         }
+        // `proxy` mode: names are answered by the run's DNS stub (`crate::egress::dns`),
+        // and only by it.
+        if proxy {
+            let n = 3 + keep.len();
+            keep.push(memfd_with(
+                "warden-resolv-conf",
+                crate::egress::dns::RESOLV_CONF.as_bytes(),
+            )?);
+            args.extend([
+                "--ro-bind-data".to_owned(),
+                n.to_string(),
+                "/etc/resolv.conf".to_owned(),
+            ]);
+        }
         // Even in a writable workspace, git must not run_as a way to plant code that runs
         // later outside the sandbox (see `git.rs`).
         let mut git_guards = Vec::new();
@@ -269,6 +285,7 @@ impl NamespaceSandbox {
             watch_fd,
             status_fd,
             egress_fd,
+            dns_stub_fd: None,
             watch_roots: self.policy.writable_paths.clone(),
             arg0: arg0.map(str::to_owned),
             terminal: options.terminal.is_some(),
