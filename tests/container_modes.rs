@@ -100,6 +100,135 @@ fn unrestricted_writes_what_the_containers_mounts_allow() {
     assert!(!Path::new("/etc/planted").exists());
 }
 
+/// An HTTP server on the host's loopback answering every request with `body`.
+fn serve_http(body: &'static str) -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut client in listener.incoming().flatten() {
+            let mut head = [0u8; 4096];
+            let _ = client.read(&mut head);
+            let _ = write!(
+                client,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    at
+}
+
+/// `sandbox.network = "proxy"` in a container (`--network none`): the run's proxy
+/// variables name a listener Warden made inside the container's own namespace, and
+/// through it the command reaches what the rules allow — a server on the host's
+/// loopback, named by an address rule — and nothing else: another port is refused (and
+/// reported), and a client told to ignore the proxy reaches nothing at all. Every
+/// connection is on the run's report.
+#[test]
+fn a_proxy_run_in_the_container_reaches_only_what_its_rules_allow() {
+    let Some(fx) = Fixture::start("e2e-proxy") else {
+        return;
+    };
+    let allowed = serve_http("through the proxy");
+    let other = serve_http("must not be reached");
+    let home = warden_home();
+    configure(
+        home.path(),
+        &format!(
+            "[sandbox]\nbackend = \"container\"\npermission_mode = \"unrestricted\"\n\
+             network = \"proxy\"\ncontainer.engine = \"podman\"\ncontainer.name = \"{}\"\n\n\
+             [sandbox.egress]\nallow = [\"127.0.0.1:{}\"]\n",
+            fx.name,
+            allowed.port()
+        ),
+        r#"{"version":1}"#,
+    );
+    let out = warden_in(home.path())
+        .args(["exec", "--json", "--ask", "off", "--shell"])
+        .arg(format!(
+            "wget -q -O - http://{allowed}/; echo; \
+             wget -q -O - http://{other}/ || echo other=refused; \
+             wget -Y off -q -O - http://{allowed}/ || echo direct=refused; \
+             echo \"proxy=$http_proxy\""
+        ))
+        .current_dir(&fx.workspace)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let said = report["stdout"].as_str().unwrap_or_default();
+    assert_eq!(out.status.code(), Some(0), "{report}\n{}", stderr(&out));
+    assert!(said.contains("through the proxy"), "{report}");
+    assert!(said.contains("other=refused"), "{report}");
+    assert!(said.contains("direct=refused"), "{report}");
+    assert!(!said.contains("must not be reached"), "{report}");
+    assert!(said.contains("proxy=http://127.0.0.1:"), "{report}");
+    let egress = report["egress"].as_array().cloned().unwrap_or_default();
+    assert_eq!(egress.len(), 2, "{report}");
+    let port_of = |c: &Value| c["port"].as_u64().unwrap_or_default();
+    let reached = egress
+        .iter()
+        .find(|c| port_of(c) == u64::from(allowed.port()))
+        .expect("the allowed connection is reported");
+    assert_eq!(reached["allowed"], true, "{reached}");
+    assert!(
+        reached["received"].as_u64().unwrap_or_default() > 0,
+        "{reached}"
+    );
+    let refused = egress
+        .iter()
+        .find(|c| port_of(c) == u64::from(other.port()))
+        .expect("the refused connection is reported");
+    assert_eq!(refused["allowed"], false, "{refused}");
+    // Nothing of the run's stays in the container: its listener was Warden's alone and
+    // is closed with the run (a second run gets a listener of its own).
+    let again = warden_in(home.path())
+        .args(["exec", "--json", "--ask", "off", "--shell"])
+        .arg(format!("wget -q -O - http://{allowed}/"))
+        .current_dir(&fx.workspace)
+        .output()
+        .unwrap();
+    let again: Value = serde_json::from_slice(&again.stdout).unwrap_or(Value::Null);
+    assert!(
+        again["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("through the proxy"),
+        "{again}"
+    );
+}
+
+/// A container with a network of its own is refused in proxy mode as with the network
+/// off: nothing would stand between its commands and that network.
+#[test]
+fn a_container_with_a_network_is_refused_in_proxy_mode() {
+    let Some(fx) = Fixture::with(
+        "e2e-proxy-net",
+        Setup {
+            network: "bridge",
+            ..Setup::default()
+        },
+    ) else {
+        return;
+    };
+    let home = warden_home();
+    configure(
+        home.path(),
+        &format!(
+            "[sandbox]\nbackend = \"container\"\npermission_mode = \"unrestricted\"\n\
+             network = \"proxy\"\ncontainer.engine = \"podman\"\ncontainer.name = \"{}\"\n\n\
+             [sandbox.egress]\nallow = [\"example.com\"]\n",
+            fx.name
+        ),
+        r#"{"version":1}"#,
+    );
+    let marker = fx.workspace.join("ran");
+    let (out, report) = exec(home.path(), &fx, &format!("touch {}", marker.display()));
+    assert_ne!(out.status.code(), Some(0), "{report}");
+    assert!(message(&report).contains("--network none"), "{report}");
+    assert!(!marker.exists(), "the command ran");
+}
+
 #[test]
 fn readonly_is_refused_every_write_and_never_asks() {
     let Some(fx) = Fixture::read_only_root("e2e-readonly") else {

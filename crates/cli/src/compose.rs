@@ -161,8 +161,16 @@ fn sandbox_route(
 /// read-only, no read-only shell exists: the runner refuses `readonly` and `approval`
 /// with the reason instead of running them writable.
 fn sandbox_container(config: &Config, policy: &SandboxPolicy) -> Result<SandboxShells, String> {
-    let container = sandbox::container::Container::connect(container_config(config), policy)
+    let mut container = sandbox::container::Container::connect(container_config(config), policy)
         .map_err(|e| e.0)?;
+    if policy.network == sandbox::Network::Proxy {
+        // Each run's listener is made inside the container by the helper binary.
+        let helper = crate::host::helper_binary().map_err(|e| format!("{e:#}"))?;
+        container = container.with_egress(sandbox::container::ContainerEgress {
+            egress: crate::egress_gate::egress(config),
+            helper,
+        });
+    }
     // Without a read-only view the read-only shell refuses whatever reaches it; the
     // runner refuses these modes before that, with the reason.
     let readonly: Arc<dyn Shell> = Arc::new(container.shell(Profile::ReadOnly));

@@ -170,3 +170,11 @@ pub use egress::Egress;
 /// arguments, Landlock, the write watch or a seccomp program. Its text is the diagnosis.
 pub use error::SandboxError;
 pub use namespace::{Builder, NamespaceSandbox, SandboxShell};
+
+/// Add Warden's `note` to what the run wrote on stderr (and so to its combined output).
+pub(crate) fn say(output: &mut caps::ExecOutput, note: &str) {
+    for text in [&mut output.stderr, &mut output.combined] {
+        text.push_str(note);
+        text.push('\n');
+    }
+}

@@ -1,5 +1,6 @@
 //! The helper binary's subcommands in one place: the in-sandbox helper, Warden's own
-//! namespace builder, the subreaper, the cgroup watchdog and the companion. Both binaries that can serve
+//! namespace builder, the container backend's way into a container's network (proxy
+//! mode), the subreaper, the cgroup watchdog and the companion. Both binaries that can serve
 //! as the helper (`warden-sandbox-helper`, and `warden` itself where the small one is not
 //! installed) dispatch through [`run`] before they do anything else, and so does the
 //! companion (`caps::process::companion`) when it starts one of them in a process of its
@@ -13,6 +14,7 @@ pub fn is_subcommand(name: &std::ffi::OsStr) -> bool {
     [
         crate::helper::SUBCOMMAND,
         crate::builder::SUBCOMMAND,
+        crate::egress::join::SUBCOMMAND,
         caps::process::REAPER_SUBCOMMAND,
         caps::process::WATCHDOG_SUBCOMMAND,
         caps::process::COMPANION_SUBCOMMAND,
@@ -52,6 +54,9 @@ pub fn run(args: &[OsString]) -> ! {
     }
     if name == crate::helper::SUBCOMMAND {
         crate::helper::main(&text);
+    }
+    if name == crate::egress::join::SUBCOMMAND {
+        crate::egress::join::main(&text);
     }
     crate::setup_failure::fail(format!("unknown helper subcommand {name:?}"))
 }

@@ -60,6 +60,39 @@ pub(super) fn check_container_name(name: &str) -> Result<(), Unavailable> {
 
 impl Target {
     /// What the engine says about the container; fails unless it exists and is running.
+    /// The process id of the container's first process, as the host sees it (what the
+    /// container's namespaces are entered through), asked now: a container restarted
+    /// since Warden connected has a new one.
+    pub(super) async fn first_pid(&self) -> Result<u32, String> {
+        let spec = self.spec(vec![
+            "container".into(),
+            "inspect".into(),
+            "--format".into(),
+            "{{.State.Pid}}".into(),
+            self.container.clone().into(),
+        ]);
+        let out = caps::process::supervise(spec, ENGINE_QUERY_TIMEOUT, Default::default())
+            .await
+            .map_err(|e| {
+                format!(
+                    "could not ask the engine about container {}: {e}",
+                    self.container
+                )
+            })?;
+        if out.timed_out || !out.status.success() {
+            return Err(format!(
+                "could not ask the engine about container {} ({}): {}",
+                self.container,
+                describe_status(&out),
+                first_line(&out.stderr)
+            ));
+        }
+        match out.stdout.trim().parse::<u32>() {
+            Ok(pid) if pid > 1 => Ok(pid),
+            _ => Err(format!("container {} is not running", self.container)),
+        }
+    }
+
     pub(super) fn inspect(&self, engine: &str) -> Result<Inspected, Unavailable> {
         let spec = self.spec(vec![
             "container".into(),

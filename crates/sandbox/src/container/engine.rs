@@ -119,15 +119,26 @@ pub(super) fn engine_spec(
 ) -> ProcessSpec {
     let mut argv: Vec<OsString> = vec![engine.into(), "--log-level=error".into()];
     argv.extend(args);
+    host_program_spec(engine, argv, engine_env)
+}
+
+/// A program of the host's that runs to its end beside a run (an engine client, the
+/// helper entering the container's network), from `/`, with no input, held by its
+/// session.
+pub(super) fn host_program_spec(
+    program: &Path,
+    argv: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+) -> ProcessSpec {
     ProcessSpec {
-        program: engine.to_path_buf(),
+        program: program.to_path_buf(),
         argv,
-        env: engine_env,
-        // The client's own working directory does not matter; `/` always exists.
+        env,
+        // The program's own working directory does not matter; `/` always exists.
         cwd: WorkingDir::Path(PathBuf::from("/")),
         stdin: Stdin::Null,
         keep_fds: Vec::new(),
-        display_name: engine.display().to_string(),
+        display_name: program.display().to_string(),
         // The command runs in the container; the engine client is held by its session.
         containment: caps::process::Containment::session_only(),
         resources: caps::ResourceLimits::default(),

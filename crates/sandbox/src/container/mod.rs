@@ -74,6 +74,7 @@
 mod check;
 mod command;
 mod diagnose;
+mod egress;
 mod engine;
 mod kill;
 mod readonly;
@@ -81,6 +82,7 @@ mod shell;
 mod view;
 
 pub use diagnose::diagnose;
+pub use egress::ContainerEgress;
 pub use engine::{
     ContainerConfig, SUPPORTED_ENGINES, TRUSTED_ENGINE_DIRS, find_engine, probe_engine,
 };

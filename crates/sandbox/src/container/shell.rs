@@ -13,6 +13,7 @@ use caps::{CapsError, ExecOptions, ExecOutput, ExitStatus, Script, Shell};
 
 use super::check::check_container_name;
 use super::command::Target;
+use super::egress::ContainerEgress;
 use super::engine::{ContainerConfig, engine_env, find_engine};
 use super::kill::KillGuard;
 use super::readonly::{ReadOnlyTools, read_only_view};
@@ -24,6 +25,9 @@ use crate::{Profile, SandboxError, SandboxPolicy, Unavailable};
 pub struct Container {
     target: Arc<Target>,
     inspected: Arc<Inspected>,
+    /// `sandbox.network = "proxy"`: how runs reach out (`None` until
+    /// [`Container::with_egress`]: such runs are then refused).
+    proxy: Option<Option<Arc<ContainerEgress>>>,
     /// The programs that make the read-only view, or why this container cannot.
     read_only: Result<ReadOnlyTools, SandboxError>,
 }
@@ -40,13 +44,6 @@ impl Container {
     /// answers, up to 20 seconds per step; from async code, call it on a blocking thread.
     pub fn connect(config: ContainerConfig, policy: &SandboxPolicy) -> Result<Self, Unavailable> {
         check_container_name(&config.container)?;
-        if policy.network == crate::Network::Proxy {
-            // A container's network is its own; nothing here would stand between it and
-            // the host's network but the container's settings. Refused, never run open.
-            return Err(Unavailable(
-                "sandbox.network = \"proxy\" is not available with the container backend yet: use the bwrap backend, or network = false".into(),
-            ));
-        }
         let engine = find_engine(&config.engine, &config.engine_dirs)?;
         let engine_env = engine_env(&config.engine_dirs);
         let mut target = Target {
@@ -63,8 +60,18 @@ impl Container {
         Ok(Container {
             target: Arc::new(target),
             inspected: Arc::new(inspected),
+            proxy: (policy.network == crate::Network::Proxy).then_some(None),
             read_only,
         })
+    }
+
+    /// In `proxy` mode, what decides runs' connections and makes their listeners in the
+    /// container (`egress.rs`); without it every run in that mode is refused.
+    pub fn with_egress(mut self, egress: ContainerEgress) -> Self {
+        if let Some(slot) = self.proxy.as_mut() {
+            *slot = Some(Arc::new(egress));
+        }
+        self
     }
 
     /// `Ok` when commands can run read-only here (the `readonly` permission mode and
@@ -86,6 +93,7 @@ impl Container {
         ContainerShell {
             target: Arc::clone(&self.target),
             inspected: Arc::clone(&self.inspected),
+            proxy: self.proxy.clone(),
             mode,
         }
     }
@@ -122,6 +130,7 @@ enum Mode {
 pub struct ContainerShell {
     target: Arc<Target>,
     inspected: Arc<Inspected>,
+    proxy: Option<Option<Arc<ContainerEgress>>>,
     mode: Mode,
 }
 
@@ -148,6 +157,18 @@ impl ContainerShell {
         };
         validate(argv, options)?;
         self.check_cwd(&options.cwd)?;
+        let mut options = std::borrow::Cow::Borrowed(options);
+        let broker = match &self.proxy {
+            None => None,
+            Some(None) => {
+                return Err(CapsError::denied(
+                    &argv[0],
+                    "sandbox.network = \"proxy\" but this container has no egress rules to decide connections with; nothing was run",
+                ));
+            }
+            Some(Some(egress)) => Some(egress.start(&self.target, argv, options.to_mut()).await?),
+        };
+        let options = options.as_ref();
         let token = run_token();
         let mut spec = self.target.exec_spec(argv, options, &token, read_only);
         // A signal for the run goes into the container, to the command and what it
@@ -182,6 +203,9 @@ impl ContainerShell {
         }
         guard.armed = false;
         let mut out = result?;
+        if let Some(broker) = broker {
+            crate::egress::gather(broker, &mut out).await;
+        }
         if read_only.is_some() {
             // No watch here: a failed run that printed the kernel's EROFS message was
             // refused a write (paths unknown), which approval mode may offer to retry.

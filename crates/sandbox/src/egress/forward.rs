@@ -47,7 +47,7 @@ pub(crate) fn start_in_sandbox(broker: i32, stub: Option<OwnedFd>) {
         .unwrap_or_else(|e| fail(format!("the egress listener could not be handed over: {e}")));
     drop(listener);
     drop(stub);
-    let url = format!("http://127.0.0.1:{port}");
+    let url = proxy_url(port);
     // SAFETY: the helper is single-threaded; nothing reads the environment concurrently.
     unsafe {
         for name in PROXY_VARIABLES {
@@ -56,5 +56,22 @@ pub(crate) fn start_in_sandbox(broker: i32, stub: Option<OwnedFd>) {
         for name in BYPASS_VARIABLES {
             std::env::remove_var(name);
         }
+    }
+}
+
+/// What the proxy variables say for a listener on loopback port `port`.
+pub(crate) fn proxy_url(port: u16) -> String {
+    format!("http://127.0.0.1:{port}")
+}
+
+/// `env` as a command whose proxy listens on loopback port `port` gets it: every proxy
+/// variable naming it, none that would send a program around it.
+pub(crate) fn point_at_proxy(env: &mut std::collections::BTreeMap<String, String>, port: u16) {
+    let url = proxy_url(port);
+    for name in PROXY_VARIABLES {
+        env.insert((*name).to_owned(), url.clone());
+    }
+    for name in BYPASS_VARIABLES {
+        env.remove(*name);
     }
 }

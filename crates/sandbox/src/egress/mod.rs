@@ -18,11 +18,33 @@ pub mod broker;
 pub mod dns;
 pub mod endpoint;
 pub mod forward;
+pub mod join;
 pub mod proxy;
 pub mod sni;
 pub mod splice;
 
 use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a run's connections have, once its processes are gone, to finish what they
+/// were relaying (their command side is closed: an upstream that answers a closed
+/// request ends at once) before they are cut.
+const GRACE: Duration = Duration::from_millis(500);
+
+/// After a run: what its broker's connections and lookups did, onto `output.egress`,
+/// and a note on the run's output when some were cut short.
+pub(crate) async fn gather(broker: broker::Broker, output: &mut caps::ExecOutput) {
+    let (connections, cut) = broker.finish(GRACE).await;
+    output.egress = connections.into_iter().map(Into::into).collect();
+    if cut > 0 {
+        crate::say(
+            output,
+            &format!(
+                "warden sandbox: {cut} egress connection(s) were still open when the run ended and were closed"
+            ),
+        );
+    }
+}
 
 /// What a sandbox in `proxy` mode decides its runs' connections with: the gate (the
 /// run's rules), the resolver the proxy trusts, the proxy's bounds.

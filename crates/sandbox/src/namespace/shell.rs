@@ -100,23 +100,13 @@ impl NamespaceSandbox {
         let mut output =
             supervise_live(spec, options.timeout, options.limits, options.live.clone()).await?;
         if let Some(broker) = broker {
-            // The run's processes are gone: each connection's command side is closed.
-            let (connections, cut) = broker.finish(EGRESS_GRACE).await;
-            output.egress = connections.into_iter().map(Into::into).collect();
-            if cut > 0 {
-                say(
-                    &mut output,
-                    &format!(
-                        "warden sandbox: {cut} egress connection(s) were still open when the run ended and were closed"
-                    ),
-                );
-            }
+            crate::egress::gather(broker, &mut output).await;
         }
         // Every sandboxed process is gone now (the pid namespace died with bubblewrap), so
         // what the command planted in a repository cannot change under this check.
         for note in post_run.finish() {
             tracing::warn!("{note}");
-            say(&mut output, &note);
+            crate::say(&mut output, &note);
         }
         if let Some(report) = report_read {
             let report = crate::watch::read_report(report);
@@ -129,19 +119,6 @@ impl NamespaceSandbox {
         Ok(output)
     }
 }
-
-/// Add Warden's `note` to what the run wrote on stderr (and so to its combined output).
-fn say(output: &mut ExecOutput, note: &str) {
-    for text in [&mut output.stderr, &mut output.combined] {
-        text.push_str(note);
-        text.push('\n');
-    }
-}
-
-/// How long a `proxy` run's connections have, once its processes are gone, to finish
-/// what they were relaying (their command side is closed: an upstream that answers a
-/// closed request ends at once).
-const EGRESS_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl NamespaceSandbox {
     /// In `proxy` mode, the run's egress broker and the descriptor its helper gets;
