@@ -191,8 +191,11 @@ impl NamespaceSandbox {
             }
         }
         // `proxy` mode: names are answered by the run's DNS stub (`crate::egress::dns`),
-        // and only by it.
-        if proxy {
+        // and only by it: the file `/etc/resolv.conf` leads to (often a link into
+        // `/run`) says so, where the sandbox shows it. Where it shows none (no file, or a
+        // link into a hidden directory), the C libraries' resolvers ask 127.0.0.1 — the
+        // stub — and there is nothing to put there.
+        if proxy && let Some(at) = resolv_conf_inside(&plan) {
             let n = 3 + keep.len();
             keep.push(memfd_with(
                 "warden-resolv-conf",
@@ -201,7 +204,7 @@ impl NamespaceSandbox {
             args.extend([
                 "--ro-bind-data".to_owned(),
                 n.to_string(),
-                "/etc/resolv.conf".to_owned(),
+                at.to_string_lossy().into_owned(),
             ]);
         }
         // Even in a writable workspace, git must not run_as a way to plant code that runs
@@ -318,6 +321,12 @@ impl NamespaceSandbox {
             authorized.join(", ")
         )))
     }
+}
+
+/// The file `/etc/resolv.conf` is, every link followed, if the sandbox shows it.
+fn resolv_conf_inside(plan: &MountPlan) -> Option<PathBuf> {
+    let file = std::fs::canonicalize("/etc/resolv.conf").ok()?;
+    plan.visible(&file).then_some(file)
 }
 
 /// An in-memory file holding `bytes`, read from the start (a seccomp program for
