@@ -119,6 +119,23 @@ fn serve_http(body: &'static str) -> std::net::SocketAddr {
     at
 }
 
+/// A Warden home whose sandbox is `fx`'s container, unrestricted, in proxy mode with
+/// `allow` its one egress rule.
+fn proxy_home(fx: &Fixture, allow: &str) -> tempfile::TempDir {
+    let home = warden_home();
+    configure(
+        home.path(),
+        &format!(
+            "[sandbox]\nbackend = \"container\"\npermission_mode = \"unrestricted\"\n\
+             network = \"proxy\"\ncontainer.engine = \"podman\"\ncontainer.name = \"{}\"\n\n\
+             [sandbox.egress]\nallow = [\"{allow}\"]\n",
+            fx.name
+        ),
+        r#"{"version":1}"#,
+    );
+    home
+}
+
 /// `sandbox.network = "proxy"` in a container (`--network none`): the run's proxy
 /// variables name a listener Warden made inside the container's own namespace, and
 /// through it the command reaches what the rules allow — a server on the host's
@@ -132,18 +149,7 @@ fn a_proxy_run_in_the_container_reaches_only_what_its_rules_allow() {
     };
     let allowed = serve_http("through the proxy");
     let other = serve_http("must not be reached");
-    let home = warden_home();
-    configure(
-        home.path(),
-        &format!(
-            "[sandbox]\nbackend = \"container\"\npermission_mode = \"unrestricted\"\n\
-             network = \"proxy\"\ncontainer.engine = \"podman\"\ncontainer.name = \"{}\"\n\n\
-             [sandbox.egress]\nallow = [\"127.0.0.1:{}\"]\n",
-            fx.name,
-            allowed.port()
-        ),
-        r#"{"version":1}"#,
-    );
+    let home = proxy_home(&fx, &format!("127.0.0.1:{}", allowed.port()));
     let out = warden_in(home.path())
         .args(["exec", "--json", "--ask", "off", "--shell"])
         .arg(format!(
@@ -211,17 +217,7 @@ fn a_container_with_a_network_is_refused_in_proxy_mode() {
     ) else {
         return;
     };
-    let home = warden_home();
-    configure(
-        home.path(),
-        &format!(
-            "[sandbox]\nbackend = \"container\"\npermission_mode = \"unrestricted\"\n\
-             network = \"proxy\"\ncontainer.engine = \"podman\"\ncontainer.name = \"{}\"\n\n\
-             [sandbox.egress]\nallow = [\"example.com\"]\n",
-            fx.name
-        ),
-        r#"{"version":1}"#,
-    );
+    let home = proxy_home(&fx, "example.com");
     let marker = fx.workspace.join("ran");
     let (out, report) = exec(home.path(), &fx, &format!("touch {}", marker.display()));
     assert_ne!(out.status.code(), Some(0), "{report}");

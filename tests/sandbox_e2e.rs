@@ -80,9 +80,18 @@ impl Lab {
 
     /// The lab's sandbox with `network`, built as `WARDEN_TEST_BUILDER` says.
     fn namespace_sandbox(&self, network: sandbox::Network) -> NamespaceSandbox {
+        self.namespace_sandbox_reading(network, Vec::new())
+    }
+
+    /// [`Lab::namespace_sandbox`] that also shows `readable` (read-only).
+    fn namespace_sandbox_reading(
+        &self,
+        network: sandbox::Network,
+        readable: Vec<PathBuf>,
+    ) -> NamespaceSandbox {
         let policy = SandboxPolicy {
             writable_paths: vec![self.ws()],
-            readable_extra_paths: Vec::new(),
+            readable_extra_paths: readable,
             hidden_paths: vec![std::fs::canonicalize(self.state.path()).unwrap()],
             read_only_paths: Vec::new(),
             network,

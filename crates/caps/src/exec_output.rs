@@ -123,8 +123,8 @@ pub struct EgressConnection {
     /// The port asked for.
     pub port: u16,
     /// `connect` (a tunnel), `http` (one plain request), or `dns` (a name the command
-    /// looked up through the sandbox's resolver: `allowed` says whether it was answered;
-    /// port 53, no bytes).
+    /// looked up through the sandbox's resolver: `allowed` says whether the rules let it
+    /// be looked up; port 53, no bytes).
     pub kind: String,
     /// Whether it reached the upstream.
     pub allowed: bool,
@@ -157,7 +157,7 @@ impl fmt::Display for EgressConnection {
         if self.kind == "dns" {
             let name = printable(&self.host);
             return match (self.allowed, name.is_empty()) {
-                (true, _) => write!(f, "lookup of {name} answered ({reason})"),
+                (true, _) => write!(f, "lookup of {name} allowed ({reason})"),
                 (false, false) => write!(f, "lookup of {name} refused: {reason}"),
                 (false, true) => write!(f, "lookups: {reason}"),
             };
@@ -228,7 +228,7 @@ mod egress_tests {
         };
         assert_eq!(
             answered.to_string(),
-            "lookup of pypi.org answered (allow pypi.org)"
+            "lookup of pypi.org allowed (allow pypi.org)"
         );
     }
 }

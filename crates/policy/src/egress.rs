@@ -83,41 +83,6 @@ impl EgressRules {
     }
 }
 
-impl EgressRules {
-    /// What the rules say about looking `host` (a name) up, whatever the port: allowed
-    /// by the first allow rule that names it on a port no deny rule also covers; denied
-    /// when a deny rule covers every port (or every port an allow rule names); unknown
-    /// when no allow rule names it. An address is never looked up.
-    pub fn name_verdict(&self, host: &str) -> Verdict {
-        let target = match Target::parse(host) {
-            Ok(target @ Target::Name(_)) => target,
-            Ok(Target::Address(_)) => {
-                return Verdict::NotAHost("an address is not a name to look up".into());
-            }
-            Err(why) => return Verdict::NotAHost(why),
-        };
-        let on_its_port = |rule: &DomainRule| rule.matches(&target, rule.port.unwrap_or(1));
-        if let Some(rule) = self
-            .deny
-            .iter()
-            .find(|r| r.port.is_none() && on_its_port(r))
-        {
-            return Verdict::Denied(rule.clone());
-        }
-        let mut covered = None;
-        for rule in self.allow.iter().filter(|r| on_its_port(r)) {
-            let denied = rule
-                .port
-                .and_then(|port| self.deny.iter().find(|d| d.matches(&target, port)));
-            match denied {
-                None => return Verdict::Allowed(rule.clone()),
-                Some(deny) => covered = covered.or_else(|| Some(deny.clone())),
-            }
-        }
-        covered.map_or(Verdict::Unknown, Verdict::Denied)
-    }
-}
-
 /// A request's own egress rules (the exec request's `egress` parameter): they only ever
 /// narrow what the host's rules allow — `allow` limits the run to the hosts it names
 /// (each still reached only as the host's rules, its `egressAllow` or its approver
@@ -387,52 +352,6 @@ mod tests {
 
     fn allowed(r: &EgressRules, host: &str, port: u16) -> bool {
         matches!(r.verdict(host, port), Verdict::Allowed(_))
-    }
-
-    #[test]
-    fn a_name_is_looked_up_exactly_when_some_port_of_it_is_allowed() {
-        let r = rules(
-            &[
-                "pypi.org:443",
-                "*.example.com",
-                "both.test:443",
-                "both.test:80",
-            ],
-            &["*.evil.example.com", "pypi.org:80", "both.test:443"],
-        );
-        let named = |host: &str| matches!(r.name_verdict(host), Verdict::Allowed(_));
-        assert!(named("pypi.org"), "its one port is not denied");
-        assert!(named("PyPI.org."), "compared as DNS compares");
-        assert!(named("a.example.com"));
-        assert!(named("both.test"), "port 80 is still allowed");
-        assert!(
-            matches!(r.name_verdict("x.evil.example.com"), Verdict::Denied(_)),
-            "a deny rule on every port wins"
-        );
-        assert!(
-            matches!(r.name_verdict("example.com"), Verdict::Unknown),
-            "the apex"
-        );
-        assert!(matches!(r.name_verdict("other.org"), Verdict::Unknown));
-        assert!(matches!(r.name_verdict("10.0.0.1"), Verdict::NotAHost(_)));
-        assert!(matches!(r.name_verdict("a..b"), Verdict::NotAHost(_)));
-        let covered = rules(&["only.test:443"], &["only.test:443"]);
-        assert!(
-            matches!(covered.name_verdict("only.test"), Verdict::Denied(_)),
-            "its only allowed port is denied"
-        );
-        // The property, over every port a rule here names and one none does: a name is
-        // looked up if and only if some port of it would be reached.
-        for host in [
-            "pypi.org",
-            "a.example.com",
-            "both.test",
-            "x.evil.example.com",
-            "example.com",
-        ] {
-            let reachable = [80, 443, 8080].iter().any(|port| allowed(&r, host, *port));
-            assert_eq!(named(host), reachable, "{host}");
-        }
     }
 
     #[test]

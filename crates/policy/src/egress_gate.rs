@@ -123,41 +123,48 @@ impl caps::AdmitConnection for RulesGate {
         }
     }
 
+    /// A name is looked up exactly when some port of it would be reached: every port a
+    /// rule names, and one no rule names, are put to [`Self::admit`] — so the request's
+    /// narrowing, deny rules and their ports decide a lookup as they decide connections.
+    /// What `admit` would ask about is refused (nobody is asked about a lookup).
     fn admit_name(&self, host: &str) -> Admission {
-        let Some(rules) = &self.rules else {
-            return Admission::Refuse(
-                "the run's egress rules did not read back: no name is looked up".into(),
-            );
+        if host.parse::<std::net::IpAddr>().is_ok() {
+            return Admission::Refuse(format!("{host} is an address, not a name to look up"));
+        }
+        let mut ports = std::collections::BTreeSet::new();
+        let mut note = |rules: &EgressRules| {
+            ports.extend(rules.allow.iter().chain(&rules.deny).filter_map(|r| r.port));
         };
+        if let Some(rules) = &self.rules {
+            note(rules);
+        }
         if let Some(request) = &self.request {
-            match request.rules.name_verdict(host) {
-                Verdict::Denied(rule) => {
-                    return Admission::Refuse(format!("the request's egress deny {rule}"));
+            note(&request.rules);
+        }
+        if let Some(unnamed) = (1..=u16::MAX).find(|p| !ports.contains(p)) {
+            ports.insert(unnamed);
+        }
+        let mut refused = None;
+        for port in ports {
+            match self.admit(host, port) {
+                Admission::Allow { rule, .. } => {
+                    return Admission::Allow {
+                        rule,
+                        names_address: false,
+                    };
                 }
-                Verdict::Unknown if request.only_named => {
-                    return Admission::Refuse(format!(
-                        "the request's egress allow names no {host}"
-                    ));
+                Admission::Refuse(why) => {
+                    refused.get_or_insert(why);
                 }
-                Verdict::Allowed(_) | Verdict::Unknown | Verdict::NotAHost(_) => {}
+                Admission::Ask(_) => {}
             }
         }
-        match rules.name_verdict(host) {
-            Verdict::Allowed(rule) => Admission::Allow {
-                names_address: false,
-                rule: format!("{} allow {rule}", self.whose()),
-            },
-            Verdict::Denied(rule) => Admission::Refuse(format!("{} deny {rule}", self.whose())),
-            Verdict::NotAHost(why) => {
-                Admission::Refuse(format!("{host:?} is not a name to look up: {why}"))
-            }
-            // Nobody is asked about a lookup: a host the approver allows is reached
-            // through the proxy, which looks it up itself.
-            Verdict::Unknown => Admission::Refuse(format!(
+        Admission::Refuse(refused.unwrap_or_else(|| {
+            format!(
                 "no allow rule in {} names {host}, and lookups are never asked about",
                 self.whose()
-            )),
-        }
+            )
+        }))
     }
 }
 
@@ -301,6 +308,23 @@ mod tests {
         ));
         assert!(
             matches!(narrowed.admit_name("files.pythonhosted.org"), Admission::Refuse(why) if why.contains("the request's egress allow"))
+        );
+        // Ports count: a request denying the one port the host allows leaves nothing to
+        // look up; one denying another port does not.
+        let on_443 = || gate(&["*.example.com:443"], &[], None);
+        let denied_443 = on_443().narrowed((None, parse(&["*.example.com:443"])));
+        assert!(matches!(
+            denied_443.admit_name("a.example.com"),
+            Admission::Refuse(_)
+        ));
+        let denied_80 = on_443().narrowed((None, parse(&["*.example.com:80"])));
+        assert!(matches!(
+            denied_80.admit_name("a.example.com"),
+            Admission::Allow { .. }
+        ));
+        assert!(
+            matches!(on_443().admit_name("10.0.0.5"), Admission::Refuse(_)),
+            "an address"
         );
         let deny = gate(&["pypi.org"], &[], None).narrowed((None, parse(&["pypi.org"])));
         assert!(matches!(deny.admit_name("pypi.org"), Admission::Refuse(_)));

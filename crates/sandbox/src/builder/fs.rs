@@ -69,7 +69,8 @@ impl FdSource {
     }
 }
 
-/// What descriptor `fd` reads, to its end: at most [`super::spec::MAX_DATA`] bytes.
+/// What descriptor `fd` holds, from its start to its end (whatever its offset, as
+/// bubblewrap reads it): at most [`super::spec::MAX_DATA`] bytes.
 fn read_data(fd: i32) -> Result<Vec<u8>, SandboxError> {
     // SAFETY: the descriptor was handed to this process for this file and stays open for
     // its whole life; it is only borrowed here.
@@ -78,7 +79,7 @@ fn read_data(fd: i32) -> Result<Vec<u8>, SandboxError> {
     let mut data = vec![0u8; limit + 1];
     let mut len = 0;
     loop {
-        let n = rustix::io::read(source, &mut data[len..])
+        let n = rustix::io::pread(source, &mut data[len..], len as u64)
             .map_err(|e| SandboxError::Tree(format!("descriptor {fd} to bind as a file: {e}")))?;
         if n == 0 {
             break;
@@ -98,6 +99,8 @@ fn read_data(fd: i32) -> Result<Vec<u8>, SandboxError> {
 pub struct Tree {
     old_root: OwnedFd,
     new_root: OwnedFd,
+    /// Files staged for `--ro-bind-data` so far (each gets a name of its own).
+    staged: std::cell::Cell<usize>,
 }
 
 impl Tree {
@@ -150,7 +153,11 @@ impl Tree {
             .map_err(|e| err("mount the root on", Path::new("/newroot"), e))?;
         let new_root = rustix::fs::open("/newroot", dir, Mode::empty())
             .map_err(|e| err("open", Path::new("/newroot"), e))?;
-        Ok(Tree { old_root, new_root })
+        Ok(Tree {
+            old_root,
+            new_root,
+            staged: std::cell::Cell::new(0),
+        })
     }
 
     /// Step 2: one operation of the plan.
@@ -221,7 +228,9 @@ impl Tree {
                 // A file of the base tmpfs (this process's own, gone with it when the
                 // tree is finished), bound read-only where it belongs.
                 let data = read_data(*fd)?;
-                let staged = PathBuf::from(format!("/data.{fd}"));
+                let n = self.staged.get();
+                self.staged.set(n + 1);
+                let staged = PathBuf::from(format!("/data.{n}"));
                 let file = rustix::fs::open(
                     &staged,
                     OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::CLOEXEC,

@@ -59,7 +59,6 @@ pub(super) fn check_container_name(name: &str) -> Result<(), Unavailable> {
 }
 
 impl Target {
-    /// What the engine says about the container; fails unless it exists and is running.
     /// The process id of the container's first process, as the host sees it (what the
     /// container's namespaces are entered through), asked now: a container restarted
     /// since Warden connected has a new one.
@@ -93,6 +92,7 @@ impl Target {
         }
     }
 
+    /// What the engine says about the container; fails unless it exists and is running.
     pub(super) fn inspect(&self, engine: &str) -> Result<Inspected, Unavailable> {
         let spec = self.spec(vec![
             "container".into(),

@@ -33,8 +33,12 @@ pub const STUB: (Ipv4Addr, u16) = (Ipv4Addr::LOCALHOST, 53);
 pub const RESOLV_CONF: &str = "# Warden: this sandbox's names are answered by Warden's \
 egress rules (sandbox.network = \"proxy\")\nnameserver 127.0.0.1\noptions timeout:5 attempts:1\n";
 
-/// How long an allowed name's lookup may take before the command is told `SERVFAIL`.
-const LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long an allowed name's lookup may take before the command is told `SERVFAIL`:
+/// under the sandbox's resolver timeout (`RESOLV_CONF`), so the client hears it.
+const LOOKUP_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// The longest reply: a plain UDP answer (no EDNS).
+const MAX_REPLY: usize = 512;
 
 /// Queries answered at once; more are dropped (the client asks again).
 const IN_FLIGHT: usize = 32;
@@ -54,12 +58,14 @@ pub(crate) fn bind_stub_socket() -> io::Result<OwnedFd> {
 }
 
 /// The lookups of one run, as its report lists them: each name once, in the order first
-/// asked, at most [`MAX_REPORTED`]; `more` counts the lookups of other names past that
-/// (their names are not kept: the set stays bounded).
+/// asked — at most [`MAX_REPORTED`] answered names and as many refused ones, counted
+/// apart, so a flood of refused names cannot hide the answered ones; `more` counts the
+/// lookups past either bound (their names are not kept: the sets stay bounded).
 #[derive(Default)]
 pub(crate) struct Lookups {
     seen: HashSet<String>,
-    listed: Vec<Connection>,
+    answered: Vec<Connection>,
+    refused: Vec<Connection>,
     more: usize,
 }
 
@@ -68,17 +74,24 @@ impl Lookups {
         if self.seen.contains(&lookup.host) {
             return;
         }
-        if self.listed.len() >= MAX_REPORTED {
+        let list = if lookup.allowed {
+            &mut self.answered
+        } else {
+            &mut self.refused
+        };
+        if list.len() >= MAX_REPORTED {
             self.more += 1;
             return;
         }
         self.seen.insert(lookup.host.clone());
-        self.listed.push(lookup);
+        list.push(lookup);
     }
 
-    /// What the report lists: each name's first lookup, then one line for the rest.
+    /// What the report lists: each name's first lookup (answered, then refused), then one
+    /// line for the rest.
     pub(crate) fn into_report(self) -> Vec<Connection> {
-        let mut out = self.listed;
+        let mut out = self.answered;
+        out.extend(self.refused);
         if self.more > 0 {
             out.push(Connection {
                 host: String::new(),
@@ -86,7 +99,7 @@ impl Lookups {
                 kind: "dns",
                 allowed: false,
                 reason: format!(
-                    "{} more, of names not listed (the report lists {MAX_REPORTED} names)",
+                    "{} more, of names not listed (the report lists {MAX_REPORTED} answered and {MAX_REPORTED} refused names)",
                     self.more
                 ),
                 sent: 0,
@@ -135,11 +148,8 @@ pub(crate) async fn serve(
             Arc::clone(&lookups),
         );
         answering.spawn(async move {
-            let (reply, lookup) = answer(&query, &*gate, &*resolver).await;
-            if let Some(lookup) = lookup {
-                lock(&lookups).note(lookup);
-            }
-            if let Some(reply) = reply {
+            let note = |lookup| lock(&lookups).note(lookup);
+            if let Some(reply) = answer(&query, &*gate, &*resolver, &note).await {
                 let _ = socket.send_to(&reply, from).await;
             }
         });
@@ -150,29 +160,31 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The reply to one query (none to something that is not a query at all), and the lookup
-/// it was, for the report (none when no name was asked for).
+/// The reply to one query (none to something that is not a query at all). The lookup it
+/// was goes to `note` as soon as it is decided — before any resolver is asked, so a run
+/// that ends while a lookup is out still reports it.
 pub async fn answer(
     query: &[u8],
     gate: &dyn Gate,
     resolver: &dyn Resolve,
-) -> (Option<Vec<u8>>, Option<Connection>) {
+    note: &(dyn Fn(Connection) + Sync),
+) -> Option<Vec<u8>> {
     let Ok(packet) = simple_dns::Packet::parse(query) else {
         // Unreadable: FORMERR, if it has an id to answer to.
         let reply = (query.len() >= 2).then(|| {
             let id = u16::from_be_bytes([query[0], query[1]]);
             bare_reply(id, RCODE::FormatError)
         });
-        return (reply, None);
+        return reply;
     };
     if packet.has_flags(PacketFlag::RESPONSE) {
-        return (None, None);
+        return None;
     }
     if packet.opcode() != OPCODE::StandardQuery {
-        return (Some(bare_reply(packet.id(), RCODE::NotImplemented)), None);
+        return Some(bare_reply(packet.id(), RCODE::NotImplemented));
     }
     let [question] = packet.questions.as_slice() else {
-        return (Some(bare_reply(packet.id(), RCODE::FormatError)), None);
+        return Some(bare_reply(packet.id(), RCODE::FormatError));
     };
     let mut reply = simple_dns::Packet::new_reply(packet.id());
     if packet.has_flags(PacketFlag::RECURSION_DESIRED) {
@@ -184,21 +196,24 @@ pub async fn answer(
         Ok(name) => name,
         Err(why) => {
             *reply.rcode_mut() = RCODE::Refused;
-            return (build(&reply), Some(lookup(String::new(), false, why)));
+            note(lookup(String::new(), false, why));
+            return build(&reply);
         }
     };
     if question.qclass != QCLASS::CLASS(CLASS::IN) {
         *reply.rcode_mut() = RCODE::Refused;
-        let why = "only class IN is answered".to_owned();
-        return (build(&reply), Some(lookup(name, false, why)));
+        note(lookup(name, false, "only class IN is answered".to_owned()));
+        return build(&reply);
     }
     let rule = match gate.admit_name(&name) {
         Admission::Allow { rule, .. } => rule,
         Admission::Refuse(why) | Admission::Ask(why) => {
             *reply.rcode_mut() = RCODE::Refused;
-            return (build(&reply), Some(lookup(name, false, why)));
+            note(lookup(name, false, why));
+            return build(&reply);
         }
     };
+    note(lookup(name.clone(), true, rule));
     let family = match question.qtype {
         QTYPE::TYPE(TYPE::A) => Some(false),
         QTYPE::TYPE(TYPE::AAAA) => Some(true),
@@ -206,23 +221,17 @@ pub async fn answer(
     };
     let Some(v6) = family else {
         // An allowed name, a type with no addresses: an empty answer (NODATA).
-        return (build(&reply), Some(lookup(name, true, rule)));
+        return build(&reply);
     };
-    let found = tokio::time::timeout(LOOKUP_TIMEOUT, resolver.resolve(&name, 0)).await;
-    let addresses = match found {
-        Ok(Ok(found)) => found,
-        Ok(Err(e)) => {
-            *reply.rcode_mut() = RCODE::ServerFailure;
-            let why = format!("{rule}, but the lookup failed: {e}");
-            return (build(&reply), Some(lookup(name, false, why)));
-        }
-        Err(_) => {
-            *reply.rcode_mut() = RCODE::ServerFailure;
-            let why = format!("{rule}, but the lookup took over {LOOKUP_TIMEOUT:?}");
-            return (build(&reply), Some(lookup(name, false, why)));
-        }
+    // Absolute (a final dot): the host's search domains are never tried on it.
+    let absolute = format!("{name}.");
+    let found = tokio::time::timeout(LOOKUP_TIMEOUT, resolver.resolve(&absolute, 0)).await;
+    let Ok(Ok(addresses)) = found else {
+        *reply.rcode_mut() = RCODE::ServerFailure;
+        return build(&reply);
     };
     let mut seen = HashSet::new();
+    let mut answers = Vec::new();
     for ip in addresses
         .iter()
         .map(SocketAddr::ip)
@@ -234,14 +243,25 @@ pub async fn answer(
             IpAddr::V4(v4) => RData::A(A::from(v4)),
             IpAddr::V6(v6) => RData::AAAA(AAAA::from(v6)),
         };
-        reply.answers.push(ResourceRecord::new(
+        answers.push(ResourceRecord::new(
             question.qname.clone(),
             CLASS::IN,
             TTL,
             rdata,
         ));
     }
-    (build(&reply), Some(lookup(name, true, rule)))
+    // A reply without EDNS must fit 512 bytes: as many addresses as fit, and the
+    // truncation flag if some did not.
+    for n in (0..=answers.len()).rev() {
+        reply.answers = answers[..n].to_vec();
+        if n < answers.len() {
+            reply.set_flags(PacketFlag::TRUNCATION);
+        }
+        if let Some(bytes) = build(&reply).filter(|b| b.len() <= MAX_REPLY) {
+            return Some(bytes);
+        }
+    }
+    None
 }
 
 /// The name asked for, lower-cased, if every label is a plain one (letters, digits, `-`
@@ -348,7 +368,9 @@ mod tests {
     }
 
     async fn ask(query: &[u8], resolver: &Counting) -> (Option<Vec<u8>>, Option<Connection>) {
-        answer(query, &Rules, resolver).await
+        let noted = Mutex::new(Vec::new());
+        let reply = answer(query, &Rules, resolver, &|c| noted.lock().unwrap().push(c)).await;
+        (reply, noted.into_inner().unwrap().pop())
     }
 
     fn addresses(reply: &[u8]) -> (RCODE, Vec<IpAddr>) {
@@ -457,6 +479,67 @@ mod tests {
         assert_eq!(resolver.0.load(Ordering::SeqCst), 0);
     }
 
+    /// Many addresses for a long name: as many as fit a plain 512-byte reply, and the
+    /// truncation flag, never a reply a small client cannot take.
+    #[tokio::test]
+    async fn an_answer_that_would_not_fit_512_bytes_is_cut_and_says_so() {
+        struct Many;
+        impl Resolve for Many {
+            fn resolve<'a>(
+                &'a self,
+                _: &'a str,
+                port: u16,
+            ) -> std::pin::Pin<Box<dyn Future<Output = io::Result<Vec<SocketAddr>>> + Send + 'a>>
+            {
+                Box::pin(async move {
+                    Ok((1..=40u16)
+                        .map(|i| SocketAddr::new(format!("2001:db8::{i:x}").parse().unwrap(), port))
+                        .collect())
+                })
+            }
+        }
+        let long = format!(
+            "{}.pythonhosted.org",
+            ["a".repeat(60), "b".repeat(60)].join(".")
+        );
+        let reply = answer(&query(&long, TYPE::AAAA, CLASS::IN), &Rules, &Many, &|_| {})
+            .await
+            .unwrap();
+        assert!(reply.len() <= MAX_REPLY, "{} bytes", reply.len());
+        let packet = simple_dns::Packet::parse(&reply).unwrap();
+        assert!(packet.has_flags(PacketFlag::TRUNCATION));
+        assert!(!packet.answers.is_empty() && packet.answers.len() < MAX_ADDRESSES);
+    }
+
+    /// A lookup is noted before the resolver answers: a run that ends meanwhile still
+    /// reports it.
+    #[tokio::test]
+    async fn a_lookup_is_noted_before_the_resolver_answers() {
+        struct Never;
+        impl Resolve for Never {
+            fn resolve<'a>(
+                &'a self,
+                _: &'a str,
+                _: u16,
+            ) -> std::pin::Pin<Box<dyn Future<Output = io::Result<Vec<SocketAddr>>> + Send + 'a>>
+            {
+                Box::pin(std::future::pending())
+            }
+        }
+        let noted = Mutex::new(Vec::new());
+        let query = query("pypi.org", TYPE::A, CLASS::IN);
+        let note = |c| noted.lock().unwrap().push(c);
+        let asking = answer(&query, &Rules, &Never, &note);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), asking)
+                .await
+                .is_err()
+        );
+        let noted = noted.into_inner().unwrap();
+        assert_eq!(noted.len(), 1);
+        assert!(noted[0].allowed && noted[0].host == "pypi.org");
+    }
+
     #[test]
     fn the_report_lists_each_name_once_and_counts_past_its_bound() {
         let mut lookups = Lookups::default();
@@ -464,10 +547,16 @@ mod tests {
             lookups.note(lookup(format!("n{n}.test"), false, "no".into()));
             lookups.note(lookup(format!("n{n}.test"), false, "again".into()));
         }
+        // A flood of refused names does not hide an answered one.
+        lookups.note(lookup("pypi.org".into(), true, "allow pypi.org".into()));
         let report = lookups.into_report();
-        assert_eq!(report.len(), MAX_REPORTED + 1);
+        assert_eq!(report.len(), MAX_REPORTED + 2);
         assert!(
-            report[MAX_REPORTED]
+            report[0].allowed && report[0].host == "pypi.org",
+            "{report:?}"
+        );
+        assert!(
+            report[MAX_REPORTED + 1]
                 .reason
                 .starts_with("20 more, of names not listed"),
             "{report:?}"

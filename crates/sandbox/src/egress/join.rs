@@ -7,9 +7,14 @@
 //! helper does) and prints the port, which the run's proxy variables then name. Warden
 //! alone holds the listener; nothing of Warden's runs in the container.
 //!
-//! A namespace that is this machine's own is refused: a listener there would be the
-//! host's, open to every local process. What enters is a process of its own, because the
-//! kernel lets only a single-threaded process join a user namespace.
+//! What is refused, before anything is entered: a network namespace that is this
+//! machine's own (a listener there would be the host's, open to every local process),
+//! and a user namespace another user owns (the helper would be a process of this user —
+//! of root, when Warden runs as root — that the namespace's owner may trace: it is made
+//! non-dumpable first too). After entering, a namespace with any interface but loopback
+//! is refused (the container's network changed, or its process id now names another
+//! process). What enters is a process of its own, because the kernel lets only a
+//! single-threaded process join a user namespace.
 
 use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
@@ -59,6 +64,10 @@ fn listen_inside(pid: u32, broker: i32) -> Result<u16, String> {
             )
         })
     };
+    // Nothing that shares a namespace with the container may read or trace this
+    // process while it holds the broker's descriptor.
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .map_err(|e| format!("cannot make the helper non-dumpable: {e}"))?;
     let net = open(format!("/proc/{pid}/ns/net"))?;
     let user = open(format!("/proc/{pid}/ns/user"))?;
     let own_net = open("/proc/self/ns/net".to_owned())?;
@@ -70,11 +79,25 @@ fn listen_inside(pid: u32, broker: i32) -> Result<u16, String> {
         );
     }
     if !same(&user, &own_user)? {
+        let owner = owner_uid(&user)?;
+        let me = rustix::process::geteuid().as_raw();
+        if owner != me {
+            return Err(format!(
+                "the container's user namespace belongs to user {owner}: run Warden as that user"
+            ));
+        }
         rustix::thread::move_into_link_name_space(user.as_fd(), Some(LinkNameSpaceType::User))
             .map_err(|e| format!("cannot enter the container's user namespace: {e}"))?;
     }
     rustix::thread::move_into_link_name_space(net.as_fd(), Some(LinkNameSpaceType::Network))
         .map_err(|e| format!("cannot enter the container's network namespace: {e}"))?;
+    let interfaces = interfaces()?;
+    if interfaces.iter().any(|name| name != "lo") {
+        return Err(format!(
+            "the container's network namespace has interfaces besides loopback ({}): it is not --network none",
+            interfaces.join(", ")
+        ));
+    }
     let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
         .map_err(|e| format!("cannot listen on the container's loopback: {e}"))?;
     let port = listener
@@ -84,6 +107,43 @@ fn listen_inside(pid: u32, broker: i32) -> Result<u16, String> {
     super::broker::hand(broker, &listener, None)
         .map_err(|e| format!("the listener could not be handed over: {e}"))?;
     Ok(port)
+}
+
+/// The uid that owns the user namespace `ns` (`NS_GET_OWNER_UID`).
+fn owner_uid(ns: &OwnedFd) -> Result<u32, String> {
+    // `_IO(0xb7, 0x4)`, linux/nsfs.h.
+    const NS_GET_OWNER_UID: u64 = 0xb704;
+    let mut uid: nix::libc::uid_t = 0;
+    // SAFETY: the ioctl writes one uid_t to the pointer, which outlives the call; `ns` is
+    // an open user namespace file.
+    let r = unsafe {
+        nix::libc::ioctl(
+            std::os::fd::AsRawFd::as_raw_fd(ns),
+            NS_GET_OWNER_UID as _,
+            &mut uid as *mut nix::libc::uid_t,
+        )
+    };
+    if r != 0 {
+        return Err(format!(
+            "who owns the container's user namespace: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(uid)
+}
+
+/// The network interfaces of this thread's network namespace (`/proc/thread-self/net`
+/// follows the namespace the thread is in).
+fn interfaces() -> Result<Vec<String>, String> {
+    let dev = std::fs::read_to_string("/proc/thread-self/net/dev")
+        .map_err(|e| format!("the container's network interfaces: {e}"))?;
+    Ok(dev
+        .lines()
+        .skip(2)
+        .filter_map(|line| line.split(':').next())
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .collect())
 }
 
 /// Whether two namespace files are the same namespace (device and inode).

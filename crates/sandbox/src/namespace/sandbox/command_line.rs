@@ -195,6 +195,15 @@ impl NamespaceSandbox {
         // `/run`) says so, where the sandbox shows it. Where it shows none (no file, or a
         // link into a hidden directory), the C libraries' resolvers ask 127.0.0.1 — the
         // stub — and there is nothing to put there.
+        if proxy && let Some(door) = resolver_door_inside(&plan) {
+            return Err(CapsError::denied(
+                argv.first().map(String::as_str).unwrap_or_default(),
+                format!(
+                    "sandbox.network = \"proxy\" but {} is visible inside the sandbox, through which the host's resolver looks up any name (a way for data to leave): take it out of sandbox.readable_extra_paths / writable_paths; nothing was run",
+                    door.display()
+                ),
+            ));
+        }
         if proxy && let Some(at) = resolv_conf_inside(&plan) {
             let n = 3 + keep.len();
             keep.push(memfd_with(
@@ -321,6 +330,23 @@ impl NamespaceSandbox {
             authorized.join(", ")
         )))
     }
+}
+
+/// Where a program reaches the host's own resolver over a Unix socket (systemd-resolved,
+/// nscd, D-Bus — which resolved answers on too —, Avahi): hidden with `/run` by default.
+const RESOLVER_DOORS: &[&str] = &[
+    "/run/systemd/resolve",
+    "/run/nscd",
+    "/run/dbus",
+    "/run/avahi-daemon",
+];
+
+/// The first of [`RESOLVER_DOORS`] that exists here and that the sandbox shows.
+fn resolver_door_inside(plan: &MountPlan) -> Option<PathBuf> {
+    RESOLVER_DOORS
+        .iter()
+        .map(PathBuf::from)
+        .find(|door| std::fs::symlink_metadata(door).is_ok() && plan.visible(door))
 }
 
 /// The file `/etc/resolv.conf` is, every link followed, if the sandbox shows it.

@@ -30,7 +30,7 @@ pub struct ProcessSpec {
     pub cwd: WorkingDir,
     /// Standard input.
     pub stdin: Stdin,
-    /// Descriptors the child keeps open under the same numbers (e.g. a seccomp program
+    /// Descriptors the child keeps open, as 3, 4, … in this order (e.g. a seccomp program
     /// for bubblewrap's `--seccomp FD`). Everything else is close-on-exec.
     pub keep_fds: Vec<OwnedFd>,
     /// The name used in error messages.
