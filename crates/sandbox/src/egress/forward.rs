@@ -33,20 +33,8 @@ pub const BYPASS_VARIABLES: &[&str] = &["NO_PROXY", "no_proxy", "npm_config_nopr
 /// other one it does not keep, before the command starts: from then on only Warden holds
 /// the listener. Any failure ends the run before the command starts.
 pub(crate) fn start_in_sandbox(broker: i32, stub: Option<OwnedFd>) {
-    use crate::setup_failure::fail;
-    let listener = TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)).unwrap_or_else(|e| {
-        fail(format!(
-            "the egress listener cannot listen on loopback: {e}"
-        ))
-    });
-    let port = listener
-        .local_addr()
-        .unwrap_or_else(|e| fail(format!("the egress listener's port: {e}")))
-        .port();
-    super::broker::hand(broker, &listener, stub.as_ref().map(AsFd::as_fd))
-        .unwrap_or_else(|e| fail(format!("the egress listener could not be handed over: {e}")));
-    drop(listener);
-    drop(stub);
+    let port = listen_and_hand(broker, stub)
+        .unwrap_or_else(|e| crate::setup_failure::fail(format!("the egress listener: {e}")));
     let url = proxy_url(port);
     // SAFETY: the helper is single-threaded; nothing reads the environment concurrently.
     unsafe {
@@ -57,6 +45,22 @@ pub(crate) fn start_in_sandbox(broker: i32, stub: Option<OwnedFd>) {
             std::env::remove_var(name);
         }
     }
+}
+
+/// Listen on an unused loopback port of this thread's network namespace and hand the
+/// listener — with `stub`, the DNS stub's socket, when there is one — to the broker on
+/// descriptor `broker`, closing this process's copies; the port. The run's helper does
+/// this inside the sandbox, the container backend's helper inside the container.
+pub(crate) fn listen_and_hand(broker: i32, stub: Option<OwnedFd>) -> Result<u16, String> {
+    let listener = TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+        .map_err(|e| format!("cannot listen on loopback: {e}"))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| format!("its port: {e}"))?
+        .port();
+    super::broker::hand(broker, &listener, stub.as_ref().map(AsFd::as_fd))
+        .map_err(|e| format!("it could not be handed over: {e}"))?;
+    Ok(port)
 }
 
 /// What the proxy variables say for a listener on loopback port `port`.

@@ -98,15 +98,8 @@ fn listen_inside(pid: u32, broker: i32) -> Result<u16, String> {
             interfaces.join(", ")
         ));
     }
-    let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
-        .map_err(|e| format!("cannot listen on the container's loopback: {e}"))?;
-    let port = listener
-        .local_addr()
-        .map_err(|e| format!("the listener's port: {e}"))?
-        .port();
-    super::broker::hand(broker, &listener, None)
-        .map_err(|e| format!("the listener could not be handed over: {e}"))?;
-    Ok(port)
+    super::forward::listen_and_hand(broker, None)
+        .map_err(|e| format!("the container's egress listener: {e}"))
 }
 
 /// The uid that owns the user namespace `ns` (`NS_GET_OWNER_UID`).
