@@ -8,8 +8,8 @@
 //! Warden (an allowlist entry for the program, the real filesystem) and, if its grammar
 //! accepts it, run for real — in a network namespace of its own, with `/dev/null` as
 //! standard input and a time limit — after which the marker must be absent, `S/out`
-//! unchanged, nothing new in `S`, and `work/.git/config` and `work/.git/hooks` as they
-//! were.
+//! unchanged, nothing new in `S`, and `work/.git/config`, `work/.git/hooks` and
+//! `work/.git/info` as they were.
 //!
 //! Two corpora: everyday use (every `accept` example of the shipped grammars plus a list
 //! here, each of which must also be accepted), and generated invocations (proptest over
@@ -48,8 +48,8 @@ fn setup_for(program: &str) -> &'static str {
              && echo one > f && git add f && git commit -qm one && echo two > f \
              && git commit -qam two && echo three > f && git commit -qam three && mkdir sub"
         }
-        "tar" => "echo x > f && mkdir sub && tar -cf a.tar f",
-        "zip" | "unzip" => "echo x > f && mkdir sub && zip -q a.zip f",
+        "tar" => "echo x > f && mkdir -p sub .git/hooks && tar -cf a.tar f",
+        "zip" | "unzip" => "echo x > f && mkdir -p sub .git/hooks && zip -q a.zip f",
         "make" => {
             "printf 'all:\\n\\t@true\\nx:\\n\\t@$(CC) y\\n' > Makefile \
              && printf 'x:\\n\\t@{S}/bin/m\\n' > other.mk"
@@ -98,6 +98,9 @@ fn vocabulary(program: &str) -> (Vec<Vec<&'static str>>, Vec<Vec<&'static str>>)
                 &["-c", "Alias.St=!{S}/bin/m"],
                 &["-c", "core.hooksPath={S}/out"],
                 &["--work-tree={S}/out"],
+                &["--work-tree=.git/hooks", "checkout"],
+                &["-C", ".git/hooks"],
+                &["--git-dir=.git"],
                 &["-c", "user.name=x"],
             ]),
             w(&[
@@ -150,6 +153,9 @@ fn vocabulary(program: &str) -> (Vec<Vec<&'static str>>, Vec<Vec<&'static str>>)
                 &["--template={S}/out"],
                 &["--output", ".git/config"],
                 &["-o", ".git/hooks", "HEAD~1"],
+                &["-o", ".git/info", "HEAD~1"],
+                &["HEAD", "--", "."],
+                &["--output=.git/info/attributes"],
                 &["--separate-git-dir={S}/out/g", "r"],
                 &["--separate-git-dir=g2", "r2"],
                 &["--work-tree=sub"],
@@ -236,6 +242,8 @@ fn vocabulary(program: &str) -> (Vec<Vec<&'static str>>, Vec<Vec<&'static str>>)
                 &["-f", "../out/c.tar"],
                 &["-C", "{S}/out"],
                 &["-C", "sub"],
+                &["-C", ".git/hooks"],
+                &["--directory=.git"],
                 &["--to-command={S}/bin/m"],
                 &["-I", "{S}/bin/m"],
                 &["--use-compress-program={S}/bin/m"],
@@ -286,6 +294,7 @@ fn vocabulary(program: &str) -> (Vec<Vec<&'static str>>, Vec<Vec<&'static str>>)
             w(&[
                 &["-d", "{S}/out"],
                 &["-d", "x"],
+                &["-d", ".git/hooks"],
                 &["-:"],
                 &["a.zip"],
                 &["-l"],
@@ -553,11 +562,14 @@ impl Scratch {
         if let Ok(config) = std::fs::read(git.join("config")) {
             state.insert("git:config".into(), config);
         }
-        if let Ok(hooks) = std::fs::read_dir(git.join("hooks")) {
-            for entry in hooks {
+        for (dir, label) in [("hooks", "hook"), ("info", "info")] {
+            let Ok(entries) = std::fs::read_dir(git.join(dir)) else {
+                continue;
+            };
+            for entry in entries {
                 let path = entry.unwrap().path();
                 state.insert(
-                    format!("git:hook:{}", path.display()),
+                    format!("git:{label}:{}", path.display()),
                     std::fs::read(&path).unwrap_or_default(),
                 );
             }

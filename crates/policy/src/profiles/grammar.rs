@@ -12,6 +12,7 @@
 use std::collections::HashMap;
 
 use super::schema::{ContextSpec, DoubleDash, Style};
+use super::writes::Written;
 use crate::profile_error::{GrammarError, GrammarProblem, UnknownKind};
 use crate::word_pattern::WordPattern;
 
@@ -20,11 +21,9 @@ use crate::word_pattern::WordPattern;
 pub(crate) enum Kind {
     /// Any text: a pattern, a number, a revision, a path read.
     Value,
-    /// A path the program writes: inside the run's writable paths, never a protected file.
-    Write,
-    /// A directory the program works in, writing inside it (`git -C`, `tar -C`): inside
-    /// the run's writable paths (Git's own directory included: Git writes there anyway).
-    Workdir,
+    /// A path the program writes (`write`), a directory it works and writes in
+    /// (`workdir`), or a repository's Git directory (`git-dir`): see [`Written`].
+    Written(Written),
     /// A path written only when a `write-mode` option is given (`tar -f`, `sed -i`
     /// operands); a `host:path` (a remote archive, reached through a remote shell) never.
     MaybeWrite,
@@ -48,8 +47,9 @@ impl Kind {
     fn parse(text: &str) -> Result<Kind, UnknownKind> {
         Ok(match text {
             "value" | "path" | "pattern" | "number" => Kind::Value,
-            "write" => Kind::Write,
-            "workdir" => Kind::Workdir,
+            "write" => Kind::Written(Written::File),
+            "workdir" => Kind::Written(Written::Dir),
+            "git-dir" => Kind::Written(Written::GitDir),
             "maybe-write" => Kind::MaybeWrite,
             "config" => Kind::Config,
             "ssh-option" => Kind::SshOption,

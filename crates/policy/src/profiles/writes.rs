@@ -1,10 +1,10 @@
 //! Where an invocation is read (working directory, writable paths, what is protected,
 //! whether the command line pipes into it), and the check on a path a grammar marks as
 //! written: inside the run's writable paths — as written and with every symlink of its
-//! existing part resolved — and never Git's own files (`.git/config`, `.git/hooks/…`,
-//! whose settings run programs) or a directory where Warden keeps its own.
+//! existing part resolved — and never inside a Git directory (whose settings and hooks
+//! run programs) or a directory where Warden keeps its own.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use caps::Fs;
 
@@ -65,26 +65,49 @@ pub(crate) fn is_remote(value: &str) -> bool {
     }
 }
 
-/// Whether `path` is one of Git's own files whose content runs programs, or the `.git`
-/// entry itself (a `.git` file names the directory Git reads its configuration from).
-fn git_internal(path: &Path) -> bool {
-    let parts: Vec<Component<'_>> = path.components().collect();
-    parts.iter().enumerate().any(|(k, c)| {
-        c.as_os_str() == ".git"
-            && match parts.get(k + 1).map(|n| n.as_os_str().to_string_lossy()) {
-                None => true,
-                Some(next) => {
-                    matches!(next.as_ref(), "hooks" | "commondir" | "info")
-                        || next.starts_with("config")
-                }
-            }
-    })
+/// How a path a grammar marks as written is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Written {
+    /// A file (`write`).
+    File,
+    /// A directory the program works in and writes files into, whose names the program
+    /// or its input chooses (`workdir`: `git -C`, `tar -C`, `format-patch -o`).
+    Dir,
+    /// A directory that is a repository's Git directory (`git-dir`: `--git-dir`,
+    /// `--separate-git-dir`): it may be one, but not lie inside one.
+    GitDir,
 }
 
-/// Check a path the program writes (`workdir`: a directory it works in, which may be
-/// Git's own); the reason it may not. Not an error type: the reason is the text of a
-/// grammar refusal (a [`super::ProfileHit`]'s `reason`), which is all it is ever used as.
-pub(crate) fn check_write(value: &str, workdir: bool, inv: &Invocation<'_>) -> Result<(), String> {
+/// The Git directory `path` lies in: a `.git` component anywhere (a directory, or the
+/// pointer file of a submodule or worktree), or — with a filesystem — an existing
+/// ancestor that is a Git directory by its content (`HEAD` beside `objects` or
+/// `commondir`: a bare repository, a `--separate-git-dir`). Anything written there can
+/// become Git's settings or hooks (its own, a submodule's under `modules/`, a worktree's),
+/// which run programs; so the property is "nothing inside any Git directory", not a list
+/// of its files.
+fn git_dir_holding(path: &Path, fs: Option<&dyn Fs>) -> Option<PathBuf> {
+    let mut prefix = PathBuf::new();
+    for component in path.components() {
+        prefix.push(component);
+        if component.as_os_str() == ".git" {
+            return Some(prefix);
+        }
+    }
+    let fs = fs?;
+    let is_file = |p: PathBuf| fs.metadata(&p).is_ok_and(|m| m.is_file());
+    let is_dir = |p: PathBuf| fs.metadata(&p).is_ok_and(|m| m.is_dir());
+    path.ancestors()
+        .find(|dir| {
+            is_file(dir.join("HEAD"))
+                && (is_dir(dir.join("objects")) || is_file(dir.join("commondir")))
+        })
+        .map(Path::to_path_buf)
+}
+
+/// Check a path the program writes, written as `how`; the reason it may not. Not an
+/// error type: the reason is the text of a grammar refusal (a [`super::ProfileHit`]'s
+/// `reason`), which is all it is ever used as.
+pub(crate) fn check_write(value: &str, how: Written, inv: &Invocation<'_>) -> Result<(), String> {
     if STREAMS.contains(&value) {
         return Ok(());
     }
@@ -103,17 +126,23 @@ pub(crate) fn check_write(value: &str, workdir: bool, inv: &Invocation<'_>) -> R
     let written = normalize(&inv.cwd.join(value));
     let real = inv.fs.and_then(|fs| resolve_existing(fs, &written));
     for path in std::iter::once(&written).chain(real.as_ref()) {
-        if !workdir && git_internal(path) {
+        // A Git directory may itself be one; everything else may not be in one.
+        let within = match how {
+            Written::GitDir => path.parent(),
+            Written::File | Written::Dir => Some(path.as_path()),
+        };
+        if let Some(git_dir) = within.and_then(|p| git_dir_holding(p, inv.fs)) {
             return Err(format!(
-                "writes to {}, one of Git's own files (its settings and hooks run programs)",
-                path.display()
+                "writes to {}, inside the Git directory {} (Git's settings and hooks there run programs)",
+                path.display(),
+                git_dir.display()
             ));
         }
         // A file written inside Warden's directories; a directory worked in that is one
         // of them or holds one (git -C DIR clean would reach it).
-        let reached = match workdir {
-            true => related(path, inv.protected),
-            false => inv.protected.iter().find(|p| path.starts_with(p)).cloned(),
+        let reached = match how {
+            Written::Dir | Written::GitDir => related(path, inv.protected),
+            Written::File => inv.protected.iter().find(|p| path.starts_with(p)).cloned(),
         };
         if let Some(dir) = reached {
             return Err(format!(
@@ -150,37 +179,100 @@ pub(crate) fn check_write(value: &str, workdir: bool, inv: &Invocation<'_>) -> R
 mod tests {
     use super::*;
 
+    fn check_write_as(value: &str, dir: bool, inv: &Invocation<'_>) -> Result<(), String> {
+        let how = if dir { Written::Dir } else { Written::File };
+        check_write(value, how, inv)
+    }
+
     #[test]
     fn a_written_path_must_stay_inside_and_off_gits_own_files() {
         let inv = Invocation::example();
-        assert!(check_write("out.txt", false, &inv).is_ok());
-        assert!(check_write("sub/../out.txt", false, &inv).is_ok());
-        assert!(check_write("-", false, &inv).is_ok());
-        assert!(check_write("/dev/null", false, &inv).is_ok());
-        assert!(check_write("host:dir/file", false, &inv).is_ok());
-        assert!(check_write("../out.txt", false, &inv).is_err());
-        assert!(check_write("/etc/passwd", false, &inv).is_err());
-        assert!(check_write(".git/config", false, &inv).is_err());
-        assert!(check_write("./.git/hooks/pre-commit", false, &inv).is_err());
-        assert!(check_write("sub/.git", false, &inv).is_err());
-        assert!(check_write(".git/config.worktree", false, &inv).is_err());
-        assert!(check_write(".git/info/attributes", false, &inv).is_err());
-        assert!(check_write("-oProxyCommand=x:y", false, &inv).is_err());
-        assert!(check_write("", false, &inv).is_err());
-        // A directory a program works in may be Git's own, never outside.
-        assert!(check_write(".git", true, &inv).is_ok());
-        assert!(check_write("/tmp/repo", true, &inv).is_err());
+        assert!(check_write_as("out.txt", false, &inv).is_ok());
+        assert!(check_write_as("sub/../out.txt", false, &inv).is_ok());
+        assert!(check_write_as("-", false, &inv).is_ok());
+        assert!(check_write_as("/dev/null", false, &inv).is_ok());
+        assert!(check_write_as("host:dir/file", false, &inv).is_ok());
+        assert!(check_write_as("../out.txt", false, &inv).is_err());
+        assert!(check_write_as("/etc/passwd", false, &inv).is_err());
+        assert!(check_write_as(".git/config", false, &inv).is_err());
+        assert!(check_write_as("./.git/hooks/pre-commit", false, &inv).is_err());
+        assert!(check_write_as("sub/.git", false, &inv).is_err());
+        assert!(check_write_as(".git/config.worktree", false, &inv).is_err());
+        assert!(check_write_as(".git/info/attributes", false, &inv).is_err());
+        assert!(check_write_as("-oProxyCommand=x:y", false, &inv).is_err());
+        assert!(check_write_as("", false, &inv).is_err());
+        // Anything inside a Git directory: a submodule's or a worktree's too.
+        assert!(check_write_as(".git/modules/sub/hooks/pre-commit", false, &inv).is_err());
+        assert!(check_write_as(".git/worktrees/w/config.worktree", false, &inv).is_err());
+        assert!(check_write_as(".git/objects/x", false, &inv).is_err());
+        assert!(check_write_as("a.git/x", false, &inv).is_ok());
+        // A directory a program works in: never in a Git directory, never outside.
+        assert!(check_write_as("sub", true, &inv).is_ok());
+        assert!(check_write_as(".git", true, &inv).is_err());
+        assert!(check_write_as(".git/hooks", true, &inv).is_err());
+        assert!(check_write_as("/tmp/repo", true, &inv).is_err());
+        // A Git directory may be one, but not lie inside one.
+        assert!(check_write(".git", Written::GitDir, &inv).is_ok());
+        assert!(check_write("sub/.git", Written::GitDir, &inv).is_ok());
+        assert!(check_write("g2", Written::GitDir, &inv).is_ok());
+        assert!(check_write(".git/hooks", Written::GitDir, &inv).is_err());
+        assert!(check_write(".git/modules/m", Written::GitDir, &inv).is_err());
+        assert!(check_write("/tmp/g", Written::GitDir, &inv).is_err());
         // Warden's own directories: a file inside, or a working directory above.
         let protected = [PathBuf::from("/workspace/state")];
         let guarded = Invocation {
             protected: &protected,
             ..Invocation::example()
         };
-        assert!(check_write("state/x", false, &guarded).is_err());
-        assert!(check_write(".", true, &guarded).is_err());
-        assert!(check_write("out.txt", false, &guarded).is_ok());
+        assert!(check_write_as("state/x", false, &guarded).is_err());
+        assert!(check_write_as(".", true, &guarded).is_err());
+        assert!(check_write_as("out.txt", false, &guarded).is_ok());
         assert!(
             is_remote("h:x") && is_remote("u@h:/x") && !is_remote("./a:b") && !is_remote("/a:b")
         );
+    }
+
+    #[test]
+    fn a_git_directory_is_known_by_its_content_whatever_its_name() {
+        use caps::{MemoryFs, WriteOptions};
+        let fs = MemoryFs::new();
+        let (bare, worktree) = (Path::new("/workspace/b.git"), Path::new("/workspace/g2/w"));
+        for dir in [bare, worktree] {
+            fs.create_dir_all(dir, 0o755).unwrap();
+            fs.write(
+                &dir.join("HEAD"),
+                b"ref: refs/heads/main\n",
+                WriteOptions::default(),
+            )
+            .unwrap();
+        }
+        fs.create_dir_all(&bare.join("objects"), 0o755).unwrap();
+        fs.write(
+            &worktree.join("commondir"),
+            b"../..\n",
+            WriteOptions::default(),
+        )
+        .unwrap();
+        // A directory with only a HEAD file is not one (a file someone named HEAD).
+        fs.create_dir_all(Path::new("/workspace/notes"), 0o755)
+            .unwrap();
+        fs.write(
+            Path::new("/workspace/notes/HEAD"),
+            b"x",
+            WriteOptions::default(),
+        )
+        .unwrap();
+        let inv = Invocation {
+            fs: Some(&fs),
+            ..Invocation::example()
+        };
+        assert!(check_write("b.git/hooks/pre-commit", Written::File, &inv).is_err());
+        assert!(check_write("b.git/config", Written::File, &inv).is_err());
+        assert!(check_write("b.git", Written::Dir, &inv).is_err());
+        assert!(check_write("g2/w/config.worktree", Written::File, &inv).is_err());
+        assert!(check_write("b.git", Written::GitDir, &inv).is_ok());
+        assert!(check_write("b.git/modules/m", Written::GitDir, &inv).is_err());
+        assert!(check_write("notes/todo", Written::File, &inv).is_ok());
+        assert!(check_write("out/x", Written::File, &inv).is_ok());
     }
 }

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use super::grammar::{Context, Grammar, Kind};
 use super::schema::{DoubleDash, Script, Style};
-use super::writes::{Invocation, check_write};
+use super::writes::{Invocation, Written, check_write};
 use super::{awk, sed};
 
 /// What happened to one word of the command line.
@@ -303,7 +303,7 @@ impl<'a> Reader<'a> {
     fn finish(&mut self) {
         if self.write_mode {
             for (index, name, value) in std::mem::take(&mut self.maybe_writes) {
-                if let Err(why) = check_write(&value, false, self.inv) {
+                if let Err(why) = check_write(&value, Written::File, self.inv) {
                     self.refuse(index, name, why);
                 }
             }
@@ -368,15 +368,23 @@ mod tests {
 
     #[test]
     fn operands_take_kinds_from_both_ends() {
-        let kinds = [Kind::Value, Kind::Write];
+        let kinds = [Kind::Value, Kind::Written(Written::File)];
         assert_eq!(assign(&kinds, Some(0), 3), vec![Some(0), Some(0), Some(1)]);
         assert_eq!(assign(&kinds, None, 3), vec![Some(0), Some(1), None]);
         assert_eq!(
-            assign(&[Kind::Write, Kind::Value], Some(1), 1),
+            assign(&[Kind::Written(Written::File), Kind::Value], Some(1), 1),
             vec![Some(0)]
         );
         assert_eq!(
-            assign(&[Kind::Write, Kind::Value, Kind::Write], Some(1), 4),
+            assign(
+                &[
+                    Kind::Written(Written::File),
+                    Kind::Value,
+                    Kind::Written(Written::File)
+                ],
+                Some(1),
+                4
+            ),
             vec![Some(0), Some(1), Some(1), Some(2)]
         );
     }

@@ -81,8 +81,8 @@ impl<'a> Reader<'a> {
     pub(super) fn value(&mut self, kind: &Kind, name: &str, index: usize, value: &str) {
         match kind {
             Kind::Value | Kind::Target | Kind::File => {}
-            Kind::Write | Kind::Workdir => {
-                if let Err(why) = check_write(value, *kind == Kind::Workdir, self.inv) {
+            Kind::Written(how) => {
+                if let Err(why) = check_write(value, *how, self.inv) {
                     self.refuse(index, name, why);
                 }
             }
@@ -205,9 +205,9 @@ impl<'a> Reader<'a> {
                     "VAR=value",
                     "sets a variable that recipes may run (CC=, SHELL=)",
                 ),
-                Some(kind @ (Kind::Write | Kind::Workdir)) => {
+                Some(Kind::Written(how)) => {
                     self.accept(index, "operand (written)");
-                    if let Err(why) = check_write(&word, *kind == Kind::Workdir, self.inv) {
+                    if let Err(why) = check_write(&word, *how, self.inv) {
                         self.refuse(index, "operand", why);
                     }
                 }
