@@ -452,10 +452,18 @@ fn a_bare_entry_allows_what_the_grammar_accepts_and_names_the_first_word_it_does
         "{stderr}"
     );
     assert!(!outside.exists());
-    // Git's own files, even inside: refused.
-    let out = exec("git log --output=.git/config");
-    assert_eq!(out.status.code(), Some(77), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("one of Git's own files"));
+    // Anything inside a Git directory, even inside the working directory: refused (a
+    // directory written into too, which could be its hooks).
+    for inside_git in [
+        "git log --output=.git/config",
+        "git format-patch -o .git/hooks HEAD~1",
+    ] {
+        let out = exec(inside_git);
+        assert_eq!(out.status.code(), Some(77), "{out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("inside the Git directory"), "{stderr}");
+    }
+    assert!(!work.path().join(".git/hooks/0001-2.patch").exists());
     // A write form of git config: refused.
     let out = exec("git config core.pager cat");
     assert_eq!(out.status.code(), Some(77), "{out:?}");
