@@ -109,6 +109,9 @@ pub(crate) fn observe_as_pid1(
     let listener = receive_listener(socket.as_raw_fd());
     drop(socket);
     let mut observer = Observer::new(writable);
+    // Polled until it hangs up: once no process uses the filter it can hold no request,
+    // and a hung-up descriptor would wake every poll until SIGCHLD arrives.
+    let mut listening = listener.is_ok();
     let reap = || -> Option<WaitStatus> {
         loop {
             match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
@@ -129,7 +132,10 @@ pub(crate) fn observe_as_pid1(
                 revents: 0,
             },
             libc::pollfd {
-                fd: listener.as_ref().map_or(-1, |l| l.as_raw_fd()),
+                fd: match &listener {
+                    Ok(l) if listening => l.as_raw_fd(),
+                    _ => -1,
+                },
                 events: libc::POLLIN,
                 revents: 0,
             },
@@ -146,6 +152,8 @@ pub(crate) fn observe_as_pid1(
             && fds[1].revents & libc::POLLIN != 0
         {
             answer_one(l.as_raw_fd(), &mut observer);
+        } else if fds[1].revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+            listening = false;
         }
     };
     let report = match &listener {
