@@ -208,9 +208,11 @@ fn signals_to_warden_exec_end_the_whole_tree() {
     }
 }
 
-/// Cgroup directories named `name` anywhere under /sys/fs/cgroup (a few levels deep:
-/// a process's own cgroup may be nested).
-fn cgroups_named(name: &str) -> Vec<std::path::PathBuf> {
+/// The run cgroups of the Warden whose runs `prefix` names (`warden.<pid>`: its runs
+/// are `warden.<pid>.run.<n>`; a directory named `warden.<pid>` itself counts too)
+/// anywhere under /sys/fs/cgroup (a few levels deep: a process's own cgroup may be
+/// nested).
+fn run_cgroups_of(prefix: &str) -> Vec<std::path::PathBuf> {
     fn walk(dir: &std::path::Path, name: &str, depth: usize, found: &mut Vec<std::path::PathBuf>) {
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
@@ -219,7 +221,9 @@ fn cgroups_named(name: &str) -> Vec<std::path::PathBuf> {
             if !entry.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
             }
-            if entry.file_name().to_str() == Some(name) {
+            let entry_name = entry.file_name();
+            let entry_name = entry_name.to_string_lossy();
+            if entry_name == name || entry_name.starts_with(&format!("{name}.run.")) {
                 found.push(entry.path());
             } else if depth > 0 {
                 walk(&entry.path(), name, depth - 1, found);
@@ -227,7 +231,12 @@ fn cgroups_named(name: &str) -> Vec<std::path::PathBuf> {
         }
     }
     let mut found = Vec::new();
-    walk(std::path::Path::new("/sys/fs/cgroup"), name, 6, &mut found);
+    walk(
+        std::path::Path::new("/sys/fs/cgroup"),
+        prefix,
+        6,
+        &mut found,
+    );
     found
 }
 
@@ -277,7 +286,7 @@ fn a_killed_warden_leaves_no_run_behind() {
             let watchdog = watchdogs_of(&parent);
             assert_eq!(watchdog.len(), 1, "one watchdog for warden {}", child.id());
             assert!(
-                !cgroups_named(&parent).is_empty(),
+                !run_cgroups_of(&parent).is_empty(),
                 "the run's cgroups exist"
             );
         }
@@ -286,11 +295,12 @@ fn a_killed_warden_leaves_no_run_behind() {
         child.wait().unwrap();
         assert_none_left(&marker, &format!("{mechanism}, warden killed"));
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while cgroups && (!cgroups_named(&parent).is_empty() || !watchdogs_of(&parent).is_empty()) {
+        while cgroups && (!run_cgroups_of(&parent).is_empty() || !watchdogs_of(&parent).is_empty())
+        {
             assert!(
                 std::time::Instant::now() < deadline,
                 "left behind: cgroups {:?}, watchdog {:?}",
-                cgroups_named(&parent),
+                run_cgroups_of(&parent),
                 watchdogs_of(&parent)
             );
             std::thread::sleep(Duration::from_millis(20));
@@ -318,11 +328,11 @@ fn a_killed_warden_leaves_no_run_behind() {
         }
         assert_eq!(out.status.code(), Some(0), "{host}: {out:?}");
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !cgroups_named(&parent).is_empty() {
+        while !run_cgroups_of(&parent).is_empty() {
             assert!(
                 std::time::Instant::now() < deadline,
                 "{host}: cgroups left behind by a finished run: {:?}",
-                cgroups_named(&parent)
+                run_cgroups_of(&parent)
             );
             std::thread::sleep(Duration::from_millis(20));
         }

@@ -9,7 +9,7 @@
 //! not reach it) and outside every run's cgroup. It holds the read end of a pipe whose
 //! only write end Warden keeps (close-on-exec: no command inherits it), and blocks on
 //! it. End of file means Warden is gone — however it went — and the watchdog ends every
-//! run left under Warden's `warden.<pid>` cgroups, exactly as Warden would (`cgroup.kill`,
+//! run left in Warden's `warden.<pid>.run.<n>` cgroups, exactly as Warden would (`cgroup.kill`,
 //! or on v1 no new processes then every member killed), removes them, and exits. After a
 //! clean exit there is nothing left and it exits at once.
 
@@ -24,18 +24,18 @@ use crate::providers::local::spawn::{OwnedCwd, SpawnRequest, StdinKind};
 /// The helper binary's subcommand that runs [`run_watchdog`].
 pub const WATCHDOG_SUBCOMMAND: &str = "__warden-cgroup-watchdog";
 
-/// Start the watchdog of this process's run parents (`(flavor, warden.<pid>)` pairs)
+/// Start the watchdog of this process's runs (`(flavor, warden.<pid>)` prefix pairs)
 /// with `helper`; the returned descriptor must stay open for as long as this process
 /// lives. The caller makes sure no thread of this process is inside a run's cgroup
 /// while it spawns.
 pub(crate) fn start(
     helper: &std::path::Path,
-    parents: &[(Flavor, PathBuf)],
+    prefixes: &[(Flavor, PathBuf)],
 ) -> io::Result<OwnedFd> {
     let mut argv: Vec<OsString> = vec![helper.as_os_str().to_owned(), WATCHDOG_SUBCOMMAND.into()];
-    for (flavor, parent) in parents {
+    for (flavor, prefix) in prefixes {
         argv.push(flavor.name().into());
-        argv.push(parent.as_os_str().to_owned());
+        argv.push(prefix.as_os_str().to_owned());
     }
     let request = SpawnRequest {
         program: helper.to_path_buf(),
@@ -56,21 +56,21 @@ pub(crate) fn start(
         .ok_or_else(|| io::Error::other("the watchdog was started without its pipe"))
 }
 
-/// The watchdog's `main` (see the module header): `args` are `flavor parent` pairs.
+/// The watchdog's `main` (see the module header): `args` are `flavor prefix` pairs.
 /// Never returns.
 pub fn run_watchdog(args: &[OsString]) -> ! {
-    let parents: Vec<(Flavor, PathBuf)> = args
+    let prefixes: Vec<(Flavor, PathBuf)> = args
         .chunks(2)
         .filter_map(|pair| match pair {
-            [flavor, parent] => Some((Flavor::from_name(flavor.to_str()?)?, PathBuf::from(parent))),
+            [flavor, prefix] => Some((Flavor::from_name(flavor.to_str()?)?, PathBuf::from(prefix))),
             _ => None,
         })
         .collect();
-    if parents.len() * 2 != args.len() {
+    if prefixes.len() * 2 != args.len() {
         std::process::exit(2);
     }
     wait_for_end_of_file();
-    cgroup::end_every_run(&parents);
+    cgroup::end_every_run(&prefixes);
     std::process::exit(0)
 }
 

@@ -1,14 +1,14 @@
-//! Where this process's cgroups are: the cgroup mounts and memberships, the
-//! `warden.<pid>` parents made (and removed) beside them, the v2 controllers enabled for
-//! the runs, and what the hierarchies found can do.
+//! Where this process's cgroups are: the cgroup mounts and memberships, where its runs
+//! go (`warden.<pid>.run.<n>` beside them) and what dead Wardens left there, the v2
+//! controllers enabled for the runs, and what the hierarchies found can do.
 
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::watchdog::{WATCHDOG, Watchdog};
-use super::{Flavor, Hierarchies, Hierarchy, lock, write};
+use super::{Flavor, Hierarchies, Hierarchy, write};
+use crate::providers::local::contain::companion;
 
 /// One mounted cgroup filesystem: its mount point, the hierarchy path mounted there,
 /// and (v1) its controllers.
@@ -87,13 +87,21 @@ fn dir_of(mount: &Mount, path: &str) -> Option<PathBuf> {
     })
 }
 
-/// Make `warden.<pid>` under `home`; `Ok(None)` when this hierarchy is not ours to use.
-fn make_parent(home: &Path) -> Option<PathBuf> {
-    remove_stale_parents(home);
-    let parent = home.join(format!("warden.{}", std::process::id()));
-    match fs::create_dir(&parent) {
-        Ok(()) => Some(parent),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Some(parent),
+/// `home/warden.<pid>`, the prefix of this process's runs in `home` (see
+/// [`super::run_dir`]); `None` when runs cannot be made there. Nothing is made: whether
+/// a cgroup may be made in `home` is whether this process may write and search it (a
+/// cgroup filesystem checks a `mkdir` against the directory's permissions, and a
+/// read-only mount says `EROFS`). Leftovers of dead Wardens in `home` are removed first,
+/// unless this process has a companion, which removes them after the run, off its path.
+fn runs_prefix(home: &Path) -> Option<PathBuf> {
+    if companion::get().is_none() {
+        remove_stale_runs(home);
+    }
+    match nix::unistd::access(
+        home,
+        nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
+    ) {
+        Ok(()) => Some(home.join(format!("warden.{}", std::process::id()))),
         Err(e) => {
             tracing::debug!("cgroup {} is not usable: {e}", home.display());
             None
@@ -101,10 +109,11 @@ fn make_parent(home: &Path) -> Option<PathBuf> {
     }
 }
 
-/// Remove what a Warden that died without cleaning up (SIGKILL, a crash) left in `home`:
-/// `warden.<pid>` (and `warden.<pid>.self`) directories of processes that no longer exist, with their emptied run
-/// cgroups. A cgroup that still has members is left alone (rmdir refuses it).
-fn remove_stale_parents(home: &Path) {
+/// Remove what Wardens that died without cleaning up (SIGKILL, a crash, no watchdog)
+/// left in `home`: `warden.<pid>.run.<n>` and `warden.<pid>.self` cgroups of processes
+/// that no longer exist, and `warden.<pid>` parents with their runs (how runs were laid
+/// out before). A cgroup that still has members is left alone (rmdir refuses it).
+pub(super) fn remove_stale_runs(home: &Path) {
     let Ok(entries) = fs::read_dir(home) else {
         return;
     };
@@ -113,7 +122,7 @@ fn remove_stale_parents(home: &Path) {
         let Some(pid) = name
             .to_str()
             .and_then(|n| n.strip_prefix("warden."))
-            .map(|p| p.strip_suffix(".self").unwrap_or(p))
+            .and_then(|rest| rest.split('.').next())
             .and_then(|p| p.parse::<u32>().ok())
         else {
             continue;
@@ -138,11 +147,11 @@ fn contains_only_us(cgroup: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// Enable `pids` and `memory` for the runs under a v2 `parent` whose parent is `home`.
-/// The controllers must be enabled in `home`'s subtree too, which the kernel allows only
-/// for the root cgroup or one without processes: if this process is alone in `home`, it
-/// moves into a leaf of its own first (`home/warden.<pid>.self`).
-fn enable_v2_controllers(home: &mut PathBuf, parent: &Path, is_root: bool) -> (bool, bool, bool) {
+/// Enable `pids`, `memory` and `cpu` for the runs, children of a v2 `home`: in `home`'s
+/// subtree, which the kernel allows only for the root cgroup or one without processes —
+/// if this process is alone in `home`, it moves into a leaf of its own first
+/// (`home/warden.<pid>.self`, and `home` becomes that leaf; the runs stay beside it).
+fn enable_v2_controllers(home: &mut PathBuf, is_root: bool) -> (bool, bool, bool) {
     let available = fs::read_to_string(home.join("cgroup.controllers")).unwrap_or_default();
     let wanted: Vec<&str> = ["pids", "memory", "cpu"]
         .into_iter()
@@ -151,6 +160,7 @@ fn enable_v2_controllers(home: &mut PathBuf, parent: &Path, is_root: bool) -> (b
     if wanted.is_empty() {
         return (false, false, false);
     }
+    let runs_dir = home.clone();
     if !is_root && contains_only_us(home) {
         let leaf = home.join(format!("warden.{}.self", std::process::id()));
         let moved = fs::create_dir(&leaf)
@@ -167,16 +177,12 @@ fn enable_v2_controllers(home: &mut PathBuf, parent: &Path, is_root: bool) -> (b
             Err(e) => tracing::debug!("cannot move into a leaf cgroup: {e}"),
         }
     }
-    let enable = |dir: &Path| {
-        let text: String = wanted.iter().map(|c| format!("+{c} ")).collect();
-        write(&dir.join("cgroup.subtree_control"), text.trim_end())
-    };
-    let grandparent = parent.parent().map(Path::to_path_buf).unwrap_or_default();
-    if let Err(e) = enable(&grandparent).and_then(|()| enable(parent)) {
+    let text: String = wanted.iter().map(|c| format!("+{c} ")).collect();
+    if let Err(e) = write(&runs_dir.join("cgroup.subtree_control"), text.trim_end()) {
         tracing::debug!("cgroup v2 controllers not available for runs: {e}");
         return (false, false, false);
     }
-    let enabled = fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
+    let enabled = fs::read_to_string(runs_dir.join("cgroup.subtree_control")).unwrap_or_default();
     let has = |c: &str| enabled.split_whitespace().any(|e| e == c);
     (has("pids"), has("memory"), has("cpu"))
 }
@@ -208,11 +214,11 @@ impl Hierarchies {
             let Some(home) = dir_of(mount, path) else {
                 continue;
             };
-            if let Some(parent) = make_parent(&home) {
+            if let Some(prefix) = runs_prefix(&home) {
                 list.push(Hierarchy {
                     flavor,
                     home,
-                    parent,
+                    prefix,
                     pids: false,
                     memory: false,
                     cpu: false,
@@ -221,19 +227,19 @@ impl Hierarchies {
         }
         if let (Some(mount), Some(path)) = (mounts.iter().find(|m| m.v2), v2_path)
             && let Some(mut home) = dir_of(mount, &path)
-            && let Some(parent) = make_parent(&home)
+            && let Some(prefix) = runs_prefix(&home)
         {
             // Limits come from v1 where it has them (hybrid hosts); else from v2.
             // Hybrid hosts: v2 holds the run for ending it, v1 limits it.
             let (pids, memory, cpu) = if list.iter().all(|h| h.flavor == Flavor::V1Cpu) {
-                enable_v2_controllers(&mut home, &parent, path == "/")
+                enable_v2_controllers(&mut home, path == "/")
             } else {
                 (false, false, false)
             };
             list.push(Hierarchy {
                 flavor: Flavor::V2,
                 home,
-                parent,
+                prefix,
                 pids,
                 memory,
                 cpu,
@@ -243,12 +249,8 @@ impl Hierarchies {
             .iter()
             .any(|h| matches!(h.flavor, Flavor::V2 | Flavor::V1Pids));
         if !can_end_runs {
-            for h in &list {
-                let _ = fs::remove_dir(&h.parent);
-            }
             return Err("no cgroup hierarchy where this process may create cgroups".into());
         }
-        LIVE_HIERARCHIES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(Hierarchies {
             list: Arc::new(list),
             spare: Arc::default(),
@@ -317,25 +319,6 @@ impl Hierarchies {
             "; runs outlive a killed Warden (no helper binary for the watchdog)"
         };
         format!("{ending}; {limits}{orphans}")
-    }
-}
-
-/// `Hierarchies` alive in this process: they share its `warden.<pid>` parents, which
-/// only the last one dropped may remove (another's next run would find no parent, if
-/// it had none there at that instant; tests make several).
-static LIVE_HIERARCHIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-impl Drop for Hierarchies {
-    fn drop(&mut self) {
-        let others = LIVE_HIERARCHIES.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) > 1;
-        // The companion, told the parents, clears them once this process has ended.
-        if others || matches!(*lock(&WATCHDOG), Watchdog::Companion) {
-            return;
-        }
-        // Fails (harmlessly) while a run of this process is still there.
-        for h in self.list.iter() {
-            let _ = fs::remove_dir(&h.parent);
-        }
     }
 }
 

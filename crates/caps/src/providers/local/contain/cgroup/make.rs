@@ -10,13 +10,13 @@ use std::time::{Duration, Instant};
 use super::limits::apply_limits;
 use super::run_group::{Member, RunGroup};
 use super::watchdog::ensure_watchdog;
-use super::{Flavor, Hierarchies, Hierarchy, lock, move_into};
+use super::{Flavor, Hierarchies, Hierarchy, lock, move_into, run_dir};
 use crate::providers::local::contain::companion;
 use crate::providers::local::contain::spare::{self, Parked};
 use crate::shell::ResourceLimits;
 
-/// Run numbers, unique within this process (every `Hierarchies` of the process shares
-/// the `warden.<pid>` parent).
+/// Run numbers, unique within this process (every `Hierarchies` of the process names
+/// its runs `warden.<pid>.run.<n>`).
 static NEXT_RUN: AtomicU64 = AtomicU64::new(0);
 
 /// How long a run waits for a spare that is being prepared (it is usually a grace
@@ -146,12 +146,12 @@ impl Hierarchies {
     }
 }
 
-/// Make `run.<n>` in every hierarchy whose flavor `include` accepts.
+/// Make `warden.<pid>.run.<n>` in every hierarchy whose flavor `include` accepts.
 fn make_dirs(list: &[Hierarchy], include: impl Fn(Flavor) -> bool) -> io::Result<Vec<Member>> {
     let n = NEXT_RUN.fetch_add(1, Ordering::Relaxed);
     let mut dirs = Vec::new();
     for h in list.iter().filter(|h| include(h.flavor)) {
-        let dir = h.parent.join(format!("run.{n}"));
+        let dir = run_dir(&h.prefix, n);
         if let Err(e) = fs::create_dir(&dir) {
             remove_dirs(&dirs);
             return Err(io::Error::new(

@@ -1,8 +1,11 @@
 //! A cgroup per run. Discovered from `/proc/self/mountinfo` and `/proc/self/cgroup`:
 //! cgroup v2 (`cgroup.kill`, and `pids.max` / `memory.max` where the controllers can be
 //! enabled for Warden's runs) and, on hybrid hosts, the v1 `pids` and `memory`
-//! hierarchies for the limits. Runs live under `warden.<pid>/run.<n>` beside the
-//! process's own cgroup.
+//! hierarchies for the limits. Runs live in `warden.<pid>.run.<n>`, children of the
+//! process's own cgroup: no per-process parent to make and remove at every start (each
+//! cgroup `mkdir` is tens of microseconds, a v1 memory one more), and the runs of one
+//! process are still found by name — by its watchdog once it is gone, by the next
+//! Warden's clean-up of a dead one's leftovers.
 //!
 //! A process is put into its run's cgroup *before* it executes. Where a spare is
 //! prepared (`spare.rs`: v1 hierarchies), a thread already inside the run's cgroups
@@ -75,8 +78,9 @@ struct Hierarchy {
     flavor: Flavor,
     /// This process's own cgroup (where it returns after a spawn).
     home: PathBuf,
-    /// `warden.<pid>`, the parent of this process's runs.
-    parent: PathBuf,
+    /// `<dir>/warden.<pid>`: this process's runs are `<dir>/warden.<pid>.run.<n>` (see
+    /// [`run_dir`]); `<dir>` is where the process's own cgroup was when it started.
+    prefix: PathBuf,
     /// v2 only: `pids`, `memory` and `cpu` are enabled for the runs.
     pids: bool,
     memory: bool,
@@ -92,6 +96,19 @@ pub(crate) struct Hierarchies {
     favordynmods: bool,
     /// The binary that runs the watchdog ([`super::watchdog::WATCHDOG_SUBCOMMAND`]).
     helper: Option<Arc<Path>>,
+}
+
+/// The cgroup of run `n` of the process whose runs `prefix` names.
+fn run_dir(prefix: &Path, n: u64) -> PathBuf {
+    let mut name = prefix.as_os_str().to_owned();
+    name.push(format!(".run.{n}"));
+    PathBuf::from(name)
+}
+
+/// The directory the runs of `prefix` are in, and the start of their names.
+fn runs_of(prefix: &Path) -> Option<(&Path, String)> {
+    let name = prefix.file_name()?.to_str()?;
+    Some((prefix.parent()?, format!("{name}.run.")))
 }
 
 fn write(path: &Path, value: &str) -> io::Result<()> {
@@ -142,7 +159,7 @@ mod tests {
             eprintln!("SKIP: no v1 pids hierarchy (not a hybrid host)");
             return;
         };
-        let dir = pids.parent.join("move-test");
+        let dir = run_dir(&pids.prefix, u64::MAX);
         fs::create_dir(&dir).unwrap();
         let main_tid = nix::unistd::gettid().as_raw();
         let before = thread_cgroup(main_tid, "pids");
@@ -158,7 +175,10 @@ mod tests {
         .join()
         .unwrap();
         fs::remove_dir(&dir).unwrap();
-        assert!(inside.ends_with("/move-test"), "the thread moved: {inside}");
+        assert!(
+            inside.ends_with(&format!(".run.{}", u64::MAX)),
+            "the thread moved: {inside}"
+        );
         assert_eq!(main_meanwhile, before, "no other thread moved with it");
         assert_eq!(after, before, "and it came back home");
     }

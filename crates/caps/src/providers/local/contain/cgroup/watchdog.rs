@@ -6,12 +6,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::run_group::{Member, Removal, RunGroup};
-use super::{Flavor, Hierarchy, SPAWN_LOCK, lock};
+use super::{Flavor, Hierarchy, SPAWN_LOCK, lock, runs_of};
 use crate::providers::local::contain::companion;
 
 /// This process's cgroup watchdog (see `watchdog.rs`): one per process, however many
-/// `Hierarchies` it makes (they share the `warden.<pid>` parents), and never stopped —
-/// its pipe closes when the process ends.
+/// `Hierarchies` it makes (their runs share the `warden.<pid>` prefix), and never
+/// stopped — its pipe closes when the process ends.
 pub(super) static WATCHDOG: Mutex<Watchdog> = Mutex::new(Watchdog::NotStarted);
 
 pub(super) enum Watchdog {
@@ -34,9 +34,9 @@ pub(super) fn ensure_watchdog(helper: Option<&Path>, list: &[Hierarchy]) {
     if !matches!(*watchdog, Watchdog::NotStarted) {
         return;
     }
-    let parents: Vec<(Flavor, PathBuf)> =
-        list.iter().map(|h| (h.flavor, h.parent.clone())).collect();
-    if companion::get().is_some_and(|c| c.watch(&parents)) {
+    let prefixes: Vec<(Flavor, PathBuf)> =
+        list.iter().map(|h| (h.flavor, h.prefix.clone())).collect();
+    if companion::get().is_some_and(|c| c.watch(&prefixes)) {
         *watchdog = Watchdog::Companion;
         return;
     }
@@ -48,7 +48,7 @@ pub(super) fn ensure_watchdog(helper: Option<&Path>, list: &[Hierarchy]) {
     // Not while this process sits in a run's v2 cgroup for a spawn: the watchdog would
     // be born there, and end with that run.
     let _serial = SPAWN_LOCK.lock().unwrap_or_else(|p| p.into_inner());
-    *watchdog = match super::super::watchdog::start(helper, &parents) {
+    *watchdog = match super::super::watchdog::start(helper, &prefixes) {
         Ok(pipe) => Watchdog::Running { _pipe: pipe },
         Err(e) => {
             tracing::warn!(
@@ -59,22 +59,26 @@ pub(super) fn ensure_watchdog(helper: Option<&Path>, list: &[Hierarchy]) {
     };
 }
 
-/// End every run left under `parents` (`warden.<pid>` of each hierarchy) and remove
-/// them: what the watchdog does once its Warden is gone.
-pub(in crate::providers::local::contain) fn end_every_run(parents: &[(Flavor, PathBuf)]) {
+/// End every run left of the process whose runs `prefixes` name (`warden.<pid>` in
+/// each hierarchy) and remove them, then what Wardens that died before left in the same
+/// places: what the watchdog does once its Warden is gone.
+pub(in crate::providers::local::contain) fn end_every_run(prefixes: &[(Flavor, PathBuf)]) {
     let mut runs: std::collections::BTreeMap<std::ffi::OsString, Vec<Member>> =
         std::collections::BTreeMap::new();
-    for (flavor, parent) in parents {
-        let Ok(entries) = fs::read_dir(parent) else {
+    for (flavor, prefix) in prefixes {
+        let Some((dir, stem)) = runs_of(prefix) else {
+            continue;
+        };
+        let Ok(entries) = fs::read_dir(dir) else {
             continue;
         };
         for entry in entries.flatten() {
             let name = entry.file_name();
-            if name.to_string_lossy().starts_with("run.") && entry.path().is_dir() {
+            if name.to_string_lossy().starts_with(&stem) && entry.path().is_dir() {
                 runs.entry(name).or_default().push(Member {
                     flavor: *flavor,
                     dir: entry.path(),
-                    home: parent.clone(),
+                    home: dir.to_path_buf(),
                 });
             }
         }
@@ -91,7 +95,9 @@ pub(in crate::providers::local::contain) fn end_every_run(parents: &[(Flavor, Pa
         group.kill();
         group.finish(Removal::Wait);
     }
-    for (_, parent) in parents {
-        let _ = fs::remove_dir(parent);
+    for (_, prefix) in prefixes {
+        if let Some(dir) = prefix.parent() {
+            super::discover::remove_stale_runs(dir);
+        }
     }
 }

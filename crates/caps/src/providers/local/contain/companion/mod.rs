@@ -33,7 +33,7 @@
 //!    the run's stderr.
 //!
 //! The watchdog part is the helper-binary watchdog's (`watchdog.rs`): once told the
-//! `warden.<pid>` parents, it ends every run left under them and removes them when its
+//! `warden.<pid>` prefixes, it ends every run they name and removes them when its
 //! socket reaches end of file — when this process has gone, however it went. It lives in
 //! a session of its own, with `/dev/null` for output, outside every run's cgroup. Its
 //! children's parent is the thread that started it (`CLONE_PARENT`), and a child's
@@ -142,11 +142,11 @@ pub(crate) fn get() -> Option<&'static Companion> {
 }
 
 impl Companion {
-    /// Tell the companion which `warden.<pid>` parents to clear once this process is
-    /// gone. Whether it could be told.
-    pub(crate) fn watch(&self, parents: &[(Flavor, PathBuf)]) -> bool {
+    /// Tell the companion the `warden.<pid>` prefixes whose runs it clears once this
+    /// process is gone. Whether it could be told.
+    pub(crate) fn watch(&self, prefixes: &[(Flavor, PathBuf)]) -> bool {
         let message = wire::Message::Watch(
-            parents
+            prefixes
                 .iter()
                 .map(|(f, p)| (f.name().to_owned(), p.clone()))
                 .collect(),

@@ -32,11 +32,11 @@ pub fn run_companion(dispatch: Dispatch) -> ! {
     // `start_companion`); nothing else owns it.
     let socket = unsafe { OwnedFd::from_raw_fd(0) };
     quiet_output();
-    let mut parents: Vec<(Flavor, PathBuf)> = Vec::new();
+    let mut prefixes: Vec<(Flavor, PathBuf)> = Vec::new();
     loop {
         match wire::receive(socket.as_fd()) {
             Ok(Some((wire::Message::Watch(list), _))) => {
-                parents = list
+                prefixes = list
                     .into_iter()
                     .filter_map(|(f, p)| Some((Flavor::from_name(&f)?, p)))
                     .collect();
@@ -62,7 +62,7 @@ pub fn run_companion(dispatch: Dispatch) -> ! {
             Ok(None) | Err(_) => break,
         }
     }
-    cgroup::end_every_run(&parents);
+    cgroup::end_every_run(&prefixes);
     std::process::exit(0)
 }
 

@@ -79,7 +79,7 @@ impl Spawn {
 /// A message to the companion.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Message {
-    /// The `(flavor, warden.<pid>)` parents whose runs it ends once Warden is gone.
+    /// The `(flavor, warden.<pid>)` prefixes whose runs it ends once Warden is gone.
     Watch(Vec<(String, PathBuf)>),
     /// Start a process.
     Spawn(Spawn),
@@ -549,7 +549,7 @@ mod tests {
             namespaces: nix::libc::CLONE_NEWNET as u64,
         };
         assert_eq!(decode(&encode(&p).unwrap()).unwrap(), p);
-        let r = Message::Remove(vec!["/sys/fs/cgroup/pids/warden.1/run.0".into()]);
+        let r = Message::Remove(vec!["/sys/fs/cgroup/pids/warden.1.run.0".into()]);
         assert_eq!(decode(&encode(&r).unwrap()).unwrap(), r);
         assert_eq!(spawn().fd_count(), 2 + 1 + 1 + 3 + 4);
         // stdout, stderr, stdin; the working directory is a path.
