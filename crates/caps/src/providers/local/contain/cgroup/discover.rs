@@ -1,5 +1,5 @@
 //! Where this process's cgroups are: the cgroup mounts and memberships, where its runs
-//! go (`warden.<pid>.run.<n>` beside them) and what dead Wardens left there, the v2
+//! go (`warden.<pid>.run.<n>` in them) and what dead Wardens left there, the v2
 //! controllers enabled for the runs, and what the hierarchies found can do.
 
 use std::fs;
@@ -97,10 +97,15 @@ fn runs_prefix(home: &Path) -> Option<PathBuf> {
     if companion::get().is_none() {
         remove_stale_runs(home);
     }
-    match nix::unistd::access(
+    // With the effective ids and capabilities, as mkdir is checked (plain access(2)
+    // asks for the real ones).
+    let may_make = nix::unistd::faccessat(
+        nix::fcntl::AT_FDCWD,
         home,
         nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
-    ) {
+        nix::fcntl::AtFlags::AT_EACCESS,
+    );
+    match may_make {
         Ok(()) => Some(home.join(format!("warden.{}", std::process::id()))),
         Err(e) => {
             tracing::debug!("cgroup {} is not usable: {e}", home.display());

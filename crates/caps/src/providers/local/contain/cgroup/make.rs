@@ -99,7 +99,7 @@ impl Hierarchies {
     pub(crate) fn prepare(&self, keep: bool) {
         if companion::get().is_some() {
             // The companion starts the helper's runs inside their cgroups itself, and is
-            // the watchdog (told the parents with the first run): no thread needs to
+            // the watchdog (told the run prefixes with the first run): no thread needs to
             // wait in a spare, and nothing here waits for the companion's start.
             return;
         }

@@ -2,7 +2,8 @@
 //! cgroup v2 (`cgroup.kill`, and `pids.max` / `memory.max` where the controllers can be
 //! enabled for Warden's runs) and, on hybrid hosts, the v1 `pids` and `memory`
 //! hierarchies for the limits. Runs live in `warden.<pid>.run.<n>`, children of the
-//! process's own cgroup: no per-process parent to make and remove at every start (each
+//! cgroup the process was in when it started (beside its `warden.<pid>.self` leaf on a
+//! v2 host where it moved into one): no per-process parent to make and remove at every start (each
 //! cgroup `mkdir` is tens of microseconds, a v1 memory one more), and the runs of one
 //! process are still found by name — by its watchdog once it is gone, by the next
 //! Warden's clean-up of a dead one's leftovers.

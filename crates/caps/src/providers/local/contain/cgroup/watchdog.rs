@@ -1,4 +1,4 @@
-//! This process's cgroup watchdog (started once, or its companion told the parents), and
+//! This process's cgroup watchdog (started once, or its companion told the run prefixes), and
 //! what a watchdog does once its Warden is gone: end and remove every run left.
 
 use std::fs;
@@ -20,14 +20,14 @@ pub(super) enum Watchdog {
     Running {
         _pipe: std::os::fd::OwnedFd,
     },
-    /// This process's companion (`companion/`) watches, told the parents.
+    /// This process's companion (`companion/`) watches, told the run prefixes.
     Companion,
     /// It could not be started (said once, at debug level); runs still start.
     Unavailable,
 }
 
 /// Make sure this process has a watchdog unless it could not get one: its companion,
-/// told the parents, where it has one; else one started with `helper`. Called before a
+/// told the run prefixes, where it has one; else one started with `helper`. Called before a
 /// run's cgroups are made, by a thread outside every run's cgroup.
 pub(super) fn ensure_watchdog(helper: Option<&Path>, list: &[Hierarchy]) {
     let mut watchdog = lock(&WATCHDOG);
@@ -96,6 +96,11 @@ pub(in crate::providers::local::contain) fn end_every_run(prefixes: &[(Flavor, P
         group.finish(Removal::Wait);
     }
     for (_, prefix) in prefixes {
+        // Its own leaf (`warden.<pid>.self`, v2), which the clean-up below skips while
+        // the Warden that made it is a zombie not yet reaped.
+        let mut leaf = prefix.as_os_str().to_owned();
+        leaf.push(".self");
+        let _ = fs::remove_dir(PathBuf::from(leaf));
         if let Some(dir) = prefix.parent() {
             super::discover::remove_stale_runs(dir);
         }
