@@ -42,9 +42,11 @@ pub fn reaches_protected(
                     return Some((word.clone(), hit));
                 }
                 // Through a symlink (the command's own, in the workspace): where it
-                // leads, for as much of the path as exists.
+                // leads, for as much of the path as exists — resolved as written, so a
+                // `..` after a symlink goes up from where the symlink leads, as the
+                // kernel takes it.
                 if candidate.contains('/')
-                    && let Some(real) = resolve_existing(fs, &path)
+                    && let Some(real) = resolve_existing(fs, &base.join(candidate))
                     && let Some(hit) = related(&real, protected)
                 {
                     return Some((word.clone(), hit));
@@ -55,8 +57,9 @@ pub fn reaches_protected(
     None
 }
 
-/// `path` with its longest existing beginning resolved (every symlink followed) and the
-/// rest appended as written.
+/// `path` with its longest existing beginning resolved (every symlink followed, and a
+/// `..` in it after the symlink before it, as the kernel does) and the rest appended as
+/// written.
 pub(crate) fn resolve_existing(fs: &dyn Fs, path: &Path) -> Option<PathBuf> {
     let mut rest: Vec<&std::ffi::OsStr> = Vec::new();
     for ancestor in path.ancestors() {
@@ -77,7 +80,7 @@ pub(crate) fn related(path: &Path, protected: &[PathBuf]) -> Option<PathBuf> {
 }
 
 /// `path` with `.` and `..` resolved lexically (the kernel resolves `..` after symlinks;
-/// the symlink-resolved check above covers what that changes).
+/// [`resolve_existing`] of the path as written covers what that changes).
 pub(crate) fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in path.components() {
@@ -109,6 +112,14 @@ mod tests {
         fs.create_dir_all(Path::new("/home/u/proj"), 0o755).unwrap();
         fs.symlink(Path::new("/home/u/.warden"), Path::new("/home/u/proj/s"))
             .unwrap();
+        // A link to a directory inside the protected one: `..` after it goes up into it.
+        fs.create_dir_all(Path::new("/home/u/.warden/audit"), 0o700)
+            .unwrap();
+        fs.symlink(
+            Path::new("/home/u/.warden/audit"),
+            Path::new("/home/u/proj/a"),
+        )
+        .unwrap();
         let protected = [PathBuf::from("/home/u/.warden")];
         let cwd = Path::new("/home/u/proj");
         let hit = |w: &[&str]| reaches_protected(&fs, &words(w), cwd, &protected);
@@ -120,6 +131,7 @@ mod tests {
             &["--file=/home/u/.warden/exec-approvals.json"],
             &["s/node.json"],
             &["./s"],
+            &["a/../node.json"],
         ] {
             assert!(hit(w).is_some(), "{w:?}");
         }

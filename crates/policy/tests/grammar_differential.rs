@@ -46,7 +46,8 @@ fn setup_for(program: &str) -> &'static str {
         "git" => {
             "git init -q . && git config user.name t && git config user.email t@t \
              && echo one > f && git add f && git commit -qm one && echo two > f \
-             && git commit -qam two && echo three > f && git commit -qam three && mkdir sub"
+             && git commit -qam two && echo three > f && git commit -qam three && mkdir sub \
+             && ln -s ../.git sub/g && ln -s .git/hooks sym"
         }
         "tar" => "echo x > f && mkdir -p sub .git/hooks && tar -cf a.tar f",
         "zip" | "unzip" => "echo x > f && mkdir -p sub .git/hooks && zip -q a.zip f",
@@ -99,6 +100,8 @@ fn vocabulary(program: &str) -> (Vec<Vec<&'static str>>, Vec<Vec<&'static str>>)
                 &["-c", "core.hooksPath={S}/out"],
                 &["--work-tree={S}/out"],
                 &["--work-tree=.git/hooks", "checkout"],
+                &["-C", "sub", "log"],
+                &["-C", ".git", "log"],
                 &["-C", ".git/hooks"],
                 &["--git-dir=.git"],
                 &["-c", "user.name=x"],
@@ -156,6 +159,9 @@ fn vocabulary(program: &str) -> (Vec<Vec<&'static str>>, Vec<Vec<&'static str>>)
                 &["-o", ".git/info", "HEAD~1"],
                 &["HEAD", "--", "."],
                 &["--output=.git/info/attributes"],
+                &["--output=sym/../config"],
+                &["--output=g/config"],
+                &["--prefix=.git/hooks/"],
                 &["--separate-git-dir={S}/out/g", "r"],
                 &["--separate-git-dir=g2", "r2"],
                 &["--work-tree=sub"],
@@ -244,6 +250,7 @@ fn vocabulary(program: &str) -> (Vec<Vec<&'static str>>, Vec<Vec<&'static str>>)
                 &["-C", "sub"],
                 &["-C", ".git/hooks"],
                 &["--directory=.git"],
+                &["--transform=s,^,.git/hooks/,"],
                 &["--to-command={S}/bin/m"],
                 &["-I", "{S}/bin/m"],
                 &["--use-compress-program={S}/bin/m"],

@@ -22,7 +22,8 @@ pub(crate) enum Kind {
     /// Any text: a pattern, a number, a revision, a path read.
     Value,
     /// A path the program writes (`write`), a directory it works and writes in
-    /// (`workdir`), or a repository's Git directory (`git-dir`): see [`Written`].
+    /// (`workdir`; `git-workdir`, which may be a bare repository), or a repository's Git
+    /// directory (`git-dir`): see [`Written`].
     Written(Written),
     /// A path written only when a `write-mode` option is given (`tar -f`, `sed -i`
     /// operands); a `host:path` (a remote archive, reached through a remote shell) never.
@@ -37,6 +38,10 @@ pub(crate) enum Kind {
     Target,
     /// A file name that must not start with `!` (ed reads `!cmd` as a command's output).
     File,
+    /// The name of a member an archive will hold (`git archive --prefix`,
+    /// `--add-virtual-file=NAME:CONTENT`): relative, without `..`, and with no `.git`
+    /// component — extracted, it would land in a Git directory.
+    Member,
     /// A command and its arguments up to `;` or `+` (`find -exec`): only ever refused.
     Command,
     /// One of these words exactly.
@@ -49,6 +54,7 @@ impl Kind {
             "value" | "path" | "pattern" | "number" => Kind::Value,
             "write" => Kind::Written(Written::File),
             "workdir" => Kind::Written(Written::Dir),
+            "git-workdir" => Kind::Written(Written::GitWorkdir),
             "git-dir" => Kind::Written(Written::GitDir),
             "maybe-write" => Kind::MaybeWrite,
             "config" => Kind::Config,
@@ -56,6 +62,7 @@ impl Kind {
             "script" => Kind::Script,
             "target" => Kind::Target,
             "file" => Kind::File,
+            "member" => Kind::Member,
             "command" => Kind::Command,
             other => match other.strip_prefix("one-of:") {
                 Some(list) if !list.is_empty() => {

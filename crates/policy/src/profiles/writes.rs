@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use caps::Fs;
 
-use crate::protected::{normalize, related, resolve_existing};
+use crate::protected::{normalize, related};
 
 /// What a grammar needs to know about where a command runs.
 #[derive(Clone, Copy)]
@@ -73,9 +73,21 @@ pub(crate) enum Written {
     /// A directory the program works in and writes files into, whose names the program
     /// or its input chooses (`workdir`: `git -C`, `tar -C`, `format-patch -o`).
     Dir,
-    /// A directory that is a repository's Git directory (`git-dir`: `--git-dir`,
-    /// `--separate-git-dir`): it may be one, but not lie inside one.
+    /// A directory Git works in, which may be a (bare) repository's Git directory
+    /// (`git-workdir`: `git -C`): it may be one, but not lie inside one.
+    GitWorkdir,
+    /// A directory named as a repository's Git directory (`git-dir`: `--git-dir`,
+    /// `--separate-git-dir`): it may be one, but not lie inside one, and if it exists it
+    /// must be one already or empty — a folder filled first (a `config` written there
+    /// while it was no Git directory) would give Git its settings once named so.
     GitDir,
+}
+
+impl Written {
+    /// Whether the path is a directory (what is done inside it reaches what lies below).
+    pub(crate) fn is_dir(self) -> bool {
+        !matches!(self, Written::File)
+    }
 }
 
 /// The Git directory `path` lies in: a `.git` component anywhere (a directory, or the
@@ -94,20 +106,59 @@ fn git_dir_holding(path: &Path, fs: Option<&dyn Fs>) -> Option<PathBuf> {
         }
     }
     let fs = fs?;
-    let is_file = |p: PathBuf| fs.metadata(&p).is_ok_and(|m| m.is_file());
-    let is_dir = |p: PathBuf| fs.metadata(&p).is_ok_and(|m| m.is_dir());
     path.ancestors()
-        .find(|dir| {
-            is_file(dir.join("HEAD"))
-                && (is_dir(dir.join("objects")) || is_file(dir.join("commondir")))
-        })
+        .find(|dir| is_git_dir(fs, dir))
         .map(Path::to_path_buf)
+}
+
+/// Whether `dir` is a Git directory by its content: `HEAD` (a file, or a symlink as Git
+/// still accepts it) beside `objects`, or beside `commondir` (a worktree's).
+fn is_git_dir(fs: &dyn Fs, dir: &Path) -> bool {
+    let entry = |name: &str| fs.symlink_metadata(&dir.join(name)).ok();
+    let head = entry("HEAD").is_some_and(|m| m.is_file() || m.kind == caps::FileKind::Symlink);
+    head && (fs.metadata(&dir.join("objects")).is_ok_and(|m| m.is_dir())
+        || entry("commondir").is_some_and(|m| m.is_file()))
+}
+
+/// Where `raw` — a path as the program opens it, `..` included — really lands: its
+/// longest existing beginning resolved by the filesystem (each symlink before the `..`
+/// that follows it, as the kernel does) and the rest appended. An error when an entry on
+/// the way exists but cannot be resolved: a symlink that leads nowhere (or cannot be
+/// followed), which a write would follow to create whatever it names.
+fn real_location(fs: &dyn Fs, raw: &Path) -> Result<Option<PathBuf>, String> {
+    let mut rest: Vec<&std::ffi::OsStr> = Vec::new();
+    for ancestor in raw.ancestors() {
+        if let Ok(real) = fs.canonicalize(ancestor) {
+            return Ok(Some(rest.iter().rev().fold(real, |p, c| p.join(c))));
+        }
+        if fs.symlink_metadata(ancestor).is_ok() {
+            return Err(format!(
+                "writes through {}, a symlink that leads nowhere or cannot be followed (the write would create what it names)",
+                ancestor.display()
+            ));
+        }
+        match ancestor.file_name() {
+            Some(name) => rest.push(name),
+            // A `..` after a missing directory: the program's open fails there too.
+            None => return Ok(None),
+        }
+    }
+    Ok(None)
 }
 
 /// Check a path the program writes, written as `how`; the reason it may not. Not an
 /// error type: the reason is the text of a grammar refusal (a [`super::ProfileHit`]'s
 /// `reason`), which is all it is ever used as.
-pub(crate) fn check_write(value: &str, how: Written, inv: &Invocation<'_>) -> Result<(), String> {
+///
+/// `base` is the directory the program reads `value` from: the run's working directory,
+/// or one it was told to work in (`git -C`); the run's writable paths are the same
+/// whatever `base` is.
+pub(crate) fn check_write(
+    value: &str,
+    how: Written,
+    inv: &Invocation<'_>,
+    base: &Path,
+) -> Result<(), String> {
     if STREAMS.contains(&value) {
         return Ok(());
     }
@@ -123,12 +174,16 @@ pub(crate) fn check_write(value: &str, how: Written, inv: &Invocation<'_>) -> Re
         }
         return Ok(());
     }
-    let written = normalize(&inv.cwd.join(value));
-    let real = inv.fs.and_then(|fs| resolve_existing(fs, &written));
+    let raw = base.join(value);
+    let written = normalize(&raw);
+    let real = match inv.fs {
+        Some(fs) => real_location(fs, &raw)?,
+        None => None,
+    };
     for path in std::iter::once(&written).chain(real.as_ref()) {
         // A Git directory may itself be one; everything else may not be in one.
         let within = match how {
-            Written::GitDir => path.parent(),
+            Written::GitDir | Written::GitWorkdir => path.parent(),
             Written::File | Written::Dir => Some(path.as_path()),
         };
         if let Some(git_dir) = within.and_then(|p| git_dir_holding(p, inv.fs)) {
@@ -140,9 +195,9 @@ pub(crate) fn check_write(value: &str, how: Written, inv: &Invocation<'_>) -> Re
         }
         // A file written inside Warden's directories; a directory worked in that is one
         // of them or holds one (git -C DIR clean would reach it).
-        let reached = match how {
-            Written::Dir | Written::GitDir => related(path, inv.protected),
-            Written::File => inv.protected.iter().find(|p| path.starts_with(p)).cloned(),
+        let reached = match how.is_dir() {
+            true => related(path, inv.protected),
+            false => inv.protected.iter().find(|p| path.starts_with(p)).cloned(),
         };
         if let Some(dir) = reached {
             return Err(format!(
@@ -172,6 +227,18 @@ pub(crate) fn check_write(value: &str, how: Written, inv: &Invocation<'_>) -> Re
             listed.join(", ")
         ));
     }
+    if how == Written::GitDir
+        && let Some(fs) = inv.fs
+    {
+        let target = real.as_ref().unwrap_or(&written);
+        let empty = || fs.list(target).is_ok_and(|entries| entries.is_empty());
+        if fs.symlink_metadata(target).is_ok() && !is_git_dir(fs, target) && !empty() {
+            return Err(format!(
+                "names {} as a Git directory, which it is not and which is not empty (what was put there would become Git's settings and hooks)",
+                target.display()
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -181,7 +248,7 @@ mod tests {
 
     fn check_write_as(value: &str, dir: bool, inv: &Invocation<'_>) -> Result<(), String> {
         let how = if dir { Written::Dir } else { Written::File };
-        check_write(value, how, inv)
+        check_write(value, how, inv, inv.cwd)
     }
 
     #[test]
@@ -212,12 +279,12 @@ mod tests {
         assert!(check_write_as(".git/hooks", true, &inv).is_err());
         assert!(check_write_as("/tmp/repo", true, &inv).is_err());
         // A Git directory may be one, but not lie inside one.
-        assert!(check_write(".git", Written::GitDir, &inv).is_ok());
-        assert!(check_write("sub/.git", Written::GitDir, &inv).is_ok());
-        assert!(check_write("g2", Written::GitDir, &inv).is_ok());
-        assert!(check_write(".git/hooks", Written::GitDir, &inv).is_err());
-        assert!(check_write(".git/modules/m", Written::GitDir, &inv).is_err());
-        assert!(check_write("/tmp/g", Written::GitDir, &inv).is_err());
+        assert!(check_write(".git", Written::GitDir, &inv, inv.cwd).is_ok());
+        assert!(check_write("sub/.git", Written::GitDir, &inv, inv.cwd).is_ok());
+        assert!(check_write("g2", Written::GitDir, &inv, inv.cwd).is_ok());
+        assert!(check_write(".git/hooks", Written::GitDir, &inv, inv.cwd).is_err());
+        assert!(check_write(".git/modules/m", Written::GitDir, &inv, inv.cwd).is_err());
+        assert!(check_write("/tmp/g", Written::GitDir, &inv, inv.cwd).is_err());
         // Warden's own directories: a file inside, or a working directory above.
         let protected = [PathBuf::from("/workspace/state")];
         let guarded = Invocation {
@@ -230,6 +297,70 @@ mod tests {
         assert!(
             is_remote("h:x") && is_remote("u@h:/x") && !is_remote("./a:b") && !is_remote("/a:b")
         );
+    }
+
+    #[test]
+    fn a_write_is_checked_where_the_kernel_takes_it() {
+        use caps::MemoryFs;
+        let fs = MemoryFs::new();
+        for dir in ["/workspace/.git/hooks", "/workspace/sub"] {
+            fs.create_dir_all(Path::new(dir), 0o755).unwrap();
+        }
+        fs.symlink("/workspace/.git/hooks", "/workspace/sym")
+            .unwrap();
+        fs.symlink("/workspace/.git/commondir", "/workspace/dangling")
+            .unwrap();
+        fs.symlink("/workspace/.git", "/workspace/sub/g").unwrap();
+        let inv = Invocation {
+            fs: Some(&fs),
+            ..Invocation::example()
+        };
+        let sub = Path::new("/workspace/sub");
+        // `..` after a symlink goes up from where it leads: .git/config, not ./config.
+        assert!(check_write("sym/../config", Written::File, &inv, inv.cwd).is_err());
+        assert!(check_write("sub/../config", Written::File, &inv, inv.cwd).is_ok());
+        // A symlink that leads nowhere: the write would create its target.
+        let why = check_write("dangling", Written::File, &inv, inv.cwd).unwrap_err();
+        assert!(why.contains("leads nowhere"), "{why}");
+        // Read from the directory the program works in (`git -C sub`).
+        assert!(check_write("g/config", Written::File, &inv, sub).is_err());
+        assert!(check_write("out.txt", Written::File, &inv, sub).is_ok());
+        assert!(check_write("../../elsewhere", Written::File, &inv, sub).is_err());
+    }
+
+    #[test]
+    fn a_directory_named_a_git_directory_is_one_already_empty_or_new() {
+        use caps::{MemoryFs, WriteOptions};
+        let fs = MemoryFs::new();
+        for dir in [
+            "/workspace/prepared",
+            "/workspace/empty",
+            "/workspace/r.git/objects",
+        ] {
+            fs.create_dir_all(Path::new(dir), 0o755).unwrap();
+        }
+        fs.write(
+            Path::new("/workspace/prepared/config"),
+            b"[core]\n\tfsmonitor = x\n",
+            WriteOptions::default(),
+        )
+        .unwrap();
+        // HEAD as a symlink (an unborn branch) still makes a Git directory.
+        fs.symlink("refs/heads/main", "/workspace/r.git/HEAD")
+            .unwrap();
+        let inv = Invocation {
+            fs: Some(&fs),
+            ..Invocation::example()
+        };
+        let git_dir = |v: &str| check_write(v, Written::GitDir, &inv, inv.cwd);
+        assert!(git_dir("prepared").is_err());
+        assert!(git_dir("empty").is_ok());
+        assert!(git_dir("new").is_ok());
+        assert!(git_dir("r.git").is_ok());
+        assert!(check_write("r.git/config", Written::File, &inv, inv.cwd).is_err());
+        // Git may work in a bare repository, and write nothing of its own inside it.
+        assert!(check_write("r.git", Written::GitWorkdir, &inv, inv.cwd).is_ok());
+        assert!(check_write("r.git", Written::Dir, &inv, inv.cwd).is_err());
     }
 
     #[test]
@@ -266,13 +397,13 @@ mod tests {
             fs: Some(&fs),
             ..Invocation::example()
         };
-        assert!(check_write("b.git/hooks/pre-commit", Written::File, &inv).is_err());
-        assert!(check_write("b.git/config", Written::File, &inv).is_err());
-        assert!(check_write("b.git", Written::Dir, &inv).is_err());
-        assert!(check_write("g2/w/config.worktree", Written::File, &inv).is_err());
-        assert!(check_write("b.git", Written::GitDir, &inv).is_ok());
-        assert!(check_write("b.git/modules/m", Written::GitDir, &inv).is_err());
-        assert!(check_write("notes/todo", Written::File, &inv).is_ok());
-        assert!(check_write("out/x", Written::File, &inv).is_ok());
+        assert!(check_write("b.git/hooks/pre-commit", Written::File, &inv, inv.cwd).is_err());
+        assert!(check_write("b.git/config", Written::File, &inv, inv.cwd).is_err());
+        assert!(check_write("b.git", Written::Dir, &inv, inv.cwd).is_err());
+        assert!(check_write("g2/w/config.worktree", Written::File, &inv, inv.cwd).is_err());
+        assert!(check_write("b.git", Written::GitDir, &inv, inv.cwd).is_ok());
+        assert!(check_write("b.git/modules/m", Written::GitDir, &inv, inv.cwd).is_err());
+        assert!(check_write("notes/todo", Written::File, &inv, inv.cwd).is_ok());
+        assert!(check_write("out/x", Written::File, &inv, inv.cwd).is_ok());
     }
 }

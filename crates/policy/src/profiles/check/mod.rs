@@ -13,6 +13,7 @@
 //! subcommand's, which the refusal names).
 
 use std::borrow::Cow;
+use std::path::PathBuf;
 
 use serde::Serialize;
 
@@ -63,6 +64,10 @@ struct Reader<'a> {
     /// Values and operands written only in write mode: (index, option or `operand`, the
     /// path).
     maybe_writes: Vec<(usize, String, String)>,
+    /// Paths written (index, option or `operand`, the path, how), checked once the whole
+    /// command line is read: a directory the program works in changes where a relative
+    /// one lands, wherever it stands.
+    writes: Vec<(usize, String, String, Written)>,
     write_mode: bool,
     /// Script texts given by option (`sed -e`), which makes no operand a script.
     scripts: Vec<(usize, String)>,
@@ -87,6 +92,7 @@ pub(crate) fn read(
             ..Reading::default()
         },
         maybe_writes: Vec::new(),
+        writes: Vec::new(),
         write_mode: false,
         scripts: Vec::new(),
         seen: Vec::new(),
@@ -94,6 +100,10 @@ pub(crate) fn read(
     r.walk();
     r.reading
 }
+
+/// How many directories a command line may have its program work in (stacked `-C`s
+/// multiply) before Warden stops following them and refuses it.
+const MAX_WORKING_DIRECTORIES: usize = 32;
 
 /// `-c` for a letter, without allocating.
 fn short_name(c: char, buf: &mut [u8; 8]) -> &str {
@@ -292,6 +302,55 @@ impl<'a> Reader<'a> {
         self.refuse(i, name, reason);
     }
 
+    /// Check every written path from every directory the program may read it from: the
+    /// run's working directory and each directory it is told to work in (`git -C`,
+    /// `tar -C`), stacked in order (`git -C a -C b` works in `a/b`) — all of them for
+    /// every path, whatever the order of the words, so a program that opens a path
+    /// before or after changing directory is covered either way. A working directory is
+    /// itself checked from the others.
+    fn check_writes(&mut self, writes: Vec<(usize, String, String, Written)>) {
+        let changes_directory = |how: Written| matches!(how, Written::Dir | Written::GitWorkdir);
+        let bases_without = |skip: usize| -> Option<Vec<PathBuf>> {
+            let mut bases: Vec<PathBuf> = vec![self.inv.cwd.to_path_buf()];
+            for (k, (_, _, value, how)) in writes.iter().enumerate() {
+                if k == skip || !changes_directory(*how) {
+                    continue;
+                }
+                let stacked: Vec<PathBuf> = bases.iter().map(|b| b.join(value)).collect();
+                for base in stacked {
+                    if !bases.contains(&base) {
+                        bases.push(base);
+                    }
+                }
+                if bases.len() > MAX_WORKING_DIRECTORIES {
+                    return None;
+                }
+            }
+            Some(bases)
+        };
+        let mut refusals = Vec::new();
+        for (k, (index, name, value, how)) in writes.iter().enumerate() {
+            let Some(bases) = bases_without(k) else {
+                refusals.push((
+                    *index,
+                    name.clone(),
+                    "works in more directories than Warden follows for the paths it writes"
+                        .to_owned(),
+                ));
+                continue;
+            };
+            if let Some(why) = bases
+                .iter()
+                .find_map(|base| check_write(value, *how, self.inv, base).err())
+            {
+                refusals.push((*index, name.clone(), why));
+            }
+        }
+        for (index, name, why) in refusals {
+            self.refuse(index, name, why);
+        }
+    }
+
     fn here(&self, context: &Context) -> String {
         if context.path.is_empty() {
             self.label.to_owned()
@@ -301,13 +360,12 @@ impl<'a> Reader<'a> {
     }
 
     fn finish(&mut self) {
+        let mut writes = std::mem::take(&mut self.writes);
         if self.write_mode {
-            for (index, name, value) in std::mem::take(&mut self.maybe_writes) {
-                if let Err(why) = check_write(&value, Written::File, self.inv) {
-                    self.refuse(index, name, why);
-                }
-            }
+            let maybe = std::mem::take(&mut self.maybe_writes);
+            writes.extend(maybe.into_iter().map(|(i, n, v)| (i, n, v, Written::File)));
         }
+        self.check_writes(writes);
         if let Some(script) = self.script {
             for (index, text) in std::mem::take(&mut self.scripts) {
                 let found = match script {

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use super::{Reader, assign};
 use crate::profiles::grammar::{Context, Kind, OptionSpec};
-use crate::profiles::writes::{check_write, is_remote};
+use crate::profiles::writes::is_remote;
 
 impl<'a> Reader<'a> {
     /// The values of `option` (named `name` at word `i`), the first of them `inline` if
@@ -82,9 +82,8 @@ impl<'a> Reader<'a> {
         match kind {
             Kind::Value | Kind::Target | Kind::File => {}
             Kind::Written(how) => {
-                if let Err(why) = check_write(value, *how, self.inv) {
-                    self.refuse(index, name, why);
-                }
+                self.writes
+                    .push((index, name.to_owned(), value.to_owned(), *how));
             }
             Kind::MaybeWrite => {
                 if is_remote(value) {
@@ -102,6 +101,11 @@ impl<'a> Reader<'a> {
             Kind::SshOption => self.ssh_option(name, index, value),
             Kind::Script => self.scripts.push((index, value.to_owned())),
             Kind::Command => self.refuse(index, name, "runs a command"),
+            Kind::Member => {
+                if let Some(why) = member_refusal(value) {
+                    self.refuse(index, name, why);
+                }
+            }
             Kind::OneOf(list) => {
                 if !list.iter().any(|w| w == value) {
                     self.refuse(
@@ -207,9 +211,7 @@ impl<'a> Reader<'a> {
                 ),
                 Some(Kind::Written(how)) => {
                     self.accept(index, "operand (written)");
-                    if let Err(why) = check_write(&word, *how, self.inv) {
-                        self.refuse(index, "operand", why);
-                    }
+                    self.writes.push((index, "operand".into(), word, *how));
                 }
                 Some(Kind::MaybeWrite) => {
                     self.accept(index, "operand (written in write mode)");
@@ -227,11 +229,35 @@ impl<'a> Reader<'a> {
                         _ => "operand",
                     };
                     self.accept(index, what);
-                    if matches!(kind, Kind::OneOf(_) | Kind::Config | Kind::SshOption) {
+                    if matches!(
+                        kind,
+                        Kind::OneOf(_) | Kind::Config | Kind::SshOption | Kind::Member
+                    ) {
                         self.value(kind, "operand", index, &word);
                     }
                 }
             }
         }
     }
+}
+
+/// Why an archive member name (`NAME` or `NAME:CONTENT`) may not be written: one that,
+/// extracted, would not stay where it is extracted, or would land in a Git directory.
+fn member_refusal(value: &str) -> Option<String> {
+    let name = value.split_once(':').map_or(value, |(name, _)| name);
+    let path = std::path::Path::new(name);
+    if path.is_absolute() {
+        return Some(format!(
+            "names the archive member {name:?} by an absolute path"
+        ));
+    }
+    path.components().find_map(|c| match c {
+        std::path::Component::ParentDir => {
+            Some(format!("names the archive member {name:?} with `..`"))
+        }
+        std::path::Component::Normal(part) if part.eq_ignore_ascii_case(".git") => Some(format!(
+            "names the archive member {name:?} inside .git: extracted, it would become Git's settings or hooks"
+        )),
+        _ => None,
+    })
 }
