@@ -71,7 +71,8 @@ pub(crate) enum Written {
     /// A file (`write`).
     File,
     /// A directory the program works in and writes files into, whose names the program
-    /// or its input chooses (`workdir`: `git -C`, `tar -C`, `format-patch -o`).
+    /// or its input chooses (`workdir`: `tar -C`, `unzip -d`, `format-patch -o`,
+    /// `--work-tree`).
     Dir,
     /// A directory Git works in, which may be a (bare) repository's Git directory
     /// (`git-workdir`: `git -C`): it may be one, but not lie inside one.
