@@ -46,7 +46,7 @@ pub fn reaches_protected(
                 // `..` after a symlink goes up from where the symlink leads, as the
                 // kernel takes it.
                 if candidate.contains('/')
-                    && let Some(real) = resolve_existing(fs, &base.join(candidate))
+                    && let Ok(Some(real)) = resolve_as_written(fs, &base.join(candidate))
                     && let Some(hit) = related(&real, protected)
                 {
                     return Some((word.clone(), hit));
@@ -57,18 +57,27 @@ pub fn reaches_protected(
     None
 }
 
-/// `path` with its longest existing beginning resolved (every symlink followed, and a
-/// `..` in it after the symlink before it, as the kernel does) and the rest appended as
-/// written.
-pub(crate) fn resolve_existing(fs: &dyn Fs, path: &Path) -> Option<PathBuf> {
+/// Where `path` — as written, `..` included — really leads: its longest existing
+/// beginning resolved by the filesystem (each symlink before the `..` that follows it,
+/// as the kernel does) and the rest appended as written. `Ok(None)` where nothing of it
+/// resolves (a `..` after a missing directory, which the kernel refuses too); `Err` with
+/// the entry on the way that exists but cannot be resolved — a symlink that leads
+/// nowhere (or cannot be followed), which a write would follow to create what it names.
+pub(crate) fn resolve_as_written(fs: &dyn Fs, path: &Path) -> Result<Option<PathBuf>, PathBuf> {
     let mut rest: Vec<&std::ffi::OsStr> = Vec::new();
     for ancestor in path.ancestors() {
         if let Ok(real) = fs.canonicalize(ancestor) {
-            return Some(rest.iter().rev().fold(real, |p, c| p.join(c)));
+            return Ok(Some(rest.iter().rev().fold(real, |p, c| p.join(c))));
         }
-        rest.push(ancestor.file_name()?);
+        if fs.symlink_metadata(ancestor).is_ok() {
+            return Err(ancestor.to_path_buf());
+        }
+        match ancestor.file_name() {
+            Some(name) => rest.push(name),
+            None => return Ok(None),
+        }
     }
-    None
+    Ok(None)
 }
 
 /// The protected directory `path` is, lies inside, or lies above.
@@ -80,7 +89,7 @@ pub(crate) fn related(path: &Path, protected: &[PathBuf]) -> Option<PathBuf> {
 }
 
 /// `path` with `.` and `..` resolved lexically (the kernel resolves `..` after symlinks;
-/// [`resolve_existing`] of the path as written covers what that changes).
+/// [`resolve_as_written`] covers what that changes).
 pub(crate) fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in path.components() {

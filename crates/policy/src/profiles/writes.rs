@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use caps::Fs;
 
-use crate::protected::{normalize, related};
+use crate::protected::{normalize, related, resolve_as_written};
 
 /// What a grammar needs to know about where a command runs.
 #[derive(Clone, Copy)]
@@ -121,32 +121,6 @@ fn is_git_dir(fs: &dyn Fs, dir: &Path) -> bool {
         || entry("commondir").is_some_and(|m| m.is_file()))
 }
 
-/// Where `raw` — a path as the program opens it, `..` included — really lands: its
-/// longest existing beginning resolved by the filesystem (each symlink before the `..`
-/// that follows it, as the kernel does) and the rest appended. An error when an entry on
-/// the way exists but cannot be resolved: a symlink that leads nowhere (or cannot be
-/// followed), which a write would follow to create whatever it names.
-fn real_location(fs: &dyn Fs, raw: &Path) -> Result<Option<PathBuf>, String> {
-    let mut rest: Vec<&std::ffi::OsStr> = Vec::new();
-    for ancestor in raw.ancestors() {
-        if let Ok(real) = fs.canonicalize(ancestor) {
-            return Ok(Some(rest.iter().rev().fold(real, |p, c| p.join(c))));
-        }
-        if fs.symlink_metadata(ancestor).is_ok() {
-            return Err(format!(
-                "writes through {}, a symlink that leads nowhere or cannot be followed (the write would create what it names)",
-                ancestor.display()
-            ));
-        }
-        match ancestor.file_name() {
-            Some(name) => rest.push(name),
-            // A `..` after a missing directory: the program's open fails there too.
-            None => return Ok(None),
-        }
-    }
-    Ok(None)
-}
-
 /// Check a path the program writes, written as `how`; the reason it may not. Not an
 /// error type: the reason is the text of a grammar refusal (a [`super::ProfileHit`]'s
 /// `reason`), which is all it is ever used as.
@@ -178,7 +152,12 @@ pub(crate) fn check_write(
     let raw = base.join(value);
     let written = normalize(&raw);
     let real = match inv.fs {
-        Some(fs) => real_location(fs, &raw)?,
+        Some(fs) => resolve_as_written(fs, &raw).map_err(|link| {
+            format!(
+                "writes through {}, a symlink that leads nowhere or cannot be followed (the write would create what it names)",
+                link.display()
+            )
+        })?,
         None => None,
     };
     for path in std::iter::once(&written).chain(real.as_ref()) {
