@@ -7,7 +7,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{Flavor, Hierarchies, Hierarchy, write};
+use super::{Flavor, Hierarchies, Hierarchy, own_leaf, write};
 use crate::providers::local::contain::companion;
 
 /// One mounted cgroup filesystem: its mount point, the hierarchy path mounted there,
@@ -156,7 +156,7 @@ fn contains_only_us(cgroup: &Path) -> bool {
 /// subtree, which the kernel allows only for the root cgroup or one without processes —
 /// if this process is alone in `home`, it moves into a leaf of its own first
 /// (`home/warden.<pid>.self`, and `home` becomes that leaf; the runs stay beside it).
-fn enable_v2_controllers(home: &mut PathBuf, is_root: bool) -> (bool, bool, bool) {
+fn enable_v2_controllers(home: &mut PathBuf, prefix: &Path, is_root: bool) -> (bool, bool, bool) {
     let available = fs::read_to_string(home.join("cgroup.controllers")).unwrap_or_default();
     let wanted: Vec<&str> = ["pids", "memory", "cpu"]
         .into_iter()
@@ -167,7 +167,7 @@ fn enable_v2_controllers(home: &mut PathBuf, is_root: bool) -> (bool, bool, bool
     }
     let runs_dir = home.clone();
     if !is_root && contains_only_us(home) {
-        let leaf = home.join(format!("warden.{}.self", std::process::id()));
+        let leaf = own_leaf(prefix);
         let moved = fs::create_dir(&leaf)
             .or_else(|e| {
                 if e.kind() == io::ErrorKind::AlreadyExists {
@@ -237,7 +237,7 @@ impl Hierarchies {
             // Limits come from v1 where it has them (hybrid hosts); else from v2.
             // Hybrid hosts: v2 holds the run for ending it, v1 limits it.
             let (pids, memory, cpu) = if list.iter().all(|h| h.flavor == Flavor::V1Cpu) {
-                enable_v2_controllers(&mut home, path == "/")
+                enable_v2_controllers(&mut home, &prefix, path == "/")
             } else {
                 (false, false, false)
             };

@@ -106,6 +106,14 @@ fn run_dir(prefix: &Path, n: u64) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// The v2 leaf the process whose runs `prefix` names moves into to let controllers be
+/// enabled for its runs (`warden.<pid>.self`, beside them).
+fn own_leaf(prefix: &Path) -> PathBuf {
+    let mut name = prefix.as_os_str().to_owned();
+    name.push(".self");
+    PathBuf::from(name)
+}
+
 /// The directory the runs of `prefix` are in, and the start of their names.
 fn runs_of(prefix: &Path) -> Option<(&Path, String)> {
     let name = prefix.file_name()?.to_str()?;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::run_group::{Member, Removal, RunGroup};
-use super::{Flavor, Hierarchy, SPAWN_LOCK, lock, runs_of};
+use super::{Flavor, Hierarchy, SPAWN_LOCK, lock, own_leaf, runs_of};
 use crate::providers::local::contain::companion;
 
 /// This process's cgroup watchdog (see `watchdog.rs`): one per process, however many
@@ -98,9 +98,7 @@ pub(in crate::providers::local::contain) fn end_every_run(prefixes: &[(Flavor, P
     for (_, prefix) in prefixes {
         // Its own leaf (`warden.<pid>.self`, v2), which the clean-up below skips while
         // the Warden that made it is a zombie not yet reaped.
-        let mut leaf = prefix.as_os_str().to_owned();
-        leaf.push(".self");
-        let _ = fs::remove_dir(PathBuf::from(leaf));
+        let _ = fs::remove_dir(own_leaf(prefix));
         if let Some(dir) = prefix.parent() {
             super::discover::remove_stale_runs(dir);
         }
