@@ -298,6 +298,52 @@ fn a_vanished_stdout_reader_kills_the_command_tree_and_exits_141() {
 }
 
 #[test]
+fn a_vanished_socket_reader_kills_the_command_tree_and_exits_141() {
+    // Standard output a socket (as an agent's client may give it), its peer closed.
+    let home = open_gateway_home();
+    let tmp = tempfile::tempdir().unwrap();
+    let pidfile = tmp.path().join("pid");
+    let script = format!("echo $$ > {}; sleep 300", pidfile.display());
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    let mut child = warden_in(home.path())
+        .args(["exec", "--shell", &script])
+        .stdout(std::process::Stdio::from(std::os::fd::OwnedFd::from(
+            theirs,
+        )))
+        .spawn()
+        .unwrap();
+    let pid = support::read_pid(&pidfile);
+    assert!(process_alive(pid));
+    drop(ours);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(141));
+    assert!(wait_gone(pid), "the command survived its reader");
+}
+
+#[test]
+fn a_socket_reader_that_writes_is_not_a_reader_gone() {
+    // Data the peer sends on standard output's socket is not Warden's: the run goes on,
+    // and ends as its command does.
+    let home = open_gateway_home();
+    let (mut ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    let mut child = warden_in(home.path())
+        .args(["exec", "--shell", "sleep 1; echo done"])
+        .stdout(std::process::Stdio::from(std::os::fd::OwnedFd::from(
+            theirs,
+        )))
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut ours, b"noise").unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    ours.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let mut got = String::new();
+    let _ = std::io::Read::read_to_string(&mut ours, &mut got);
+    assert_eq!(got, "done\n");
+}
+
+#[test]
 fn version_and_help_work() {
     let out = Command::new(env!("CARGO_BIN_EXE_warden"))
         .arg("--version")

@@ -63,6 +63,7 @@ pub fn run(args: ExecArgs) -> i32 {
 /// otherwise (a terminal or a file has no reader to lose).
 async fn stdout_reader_gone() {
     use std::os::fd::AsFd;
+    use tokio::io::Interest;
     let is_pipe = nix::sys::stat::fstat(std::io::stdout().as_fd()).is_ok_and(|st| {
         let kind = st.st_mode & nix::libc::S_IFMT;
         kind == nix::libc::S_IFIFO || kind == nix::libc::S_IFSOCK
@@ -70,28 +71,28 @@ async fn stdout_reader_gone() {
     if !is_pipe {
         return std::future::pending().await;
     }
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    // A plain detached thread, not spawn_blocking: an endless poll(2) must not hold
-    // up runtime shutdown; the thread dies with the process.
-    std::thread::spawn(move || {
-        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-        let stdout = std::io::stdout();
-        // poll(2) with no requested events still reports POLLERR/POLLHUP: the reader
-        // closed.
-        let mut fds = [PollFd::new(stdout.as_fd(), PollFlags::empty())];
-        loop {
-            match poll(&mut fds, PollTimeout::NONE) {
-                Ok(n) if n > 0 => {
-                    let _ = tx.send(());
-                    return;
-                }
-                Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
-                Err(_) => return,
-            }
+    // Watched by the runtime's own poller (a copy of the descriptor: the same pipe), not
+    // by a thread of its own. The reader's end closing shows on this end as an error (a
+    // pipe) or a hang-up (a socket); data a socket's peer sends is not Warden's to read,
+    // and is only waited past.
+    let interest = Interest::ERROR | Interest::READABLE;
+    let Ok(copy) = std::io::stdout().as_fd().try_clone_to_owned() else {
+        return std::future::pending().await;
+    };
+    // SAFETY: an `OwnedFd` is an open descriptor that stays open, and the same, for as
+    // long as it is owned — here by the `AsyncFd` until it is dropped.
+    let watched = unsafe { tokio::io::unix::AsyncFd::register_with_interest(copy, interest) };
+    let Ok(watched) = watched else {
+        return std::future::pending().await;
+    };
+    loop {
+        let Ok(mut ready) = watched.ready(interest).await else {
+            return std::future::pending().await;
+        };
+        if ready.ready().is_error() || ready.ready().is_read_closed() {
+            return;
         }
-    });
-    if rx.await.is_err() {
-        std::future::pending::<()>().await;
+        ready.clear_ready();
     }
 }
 
