@@ -291,12 +291,16 @@ fn origin(command: Option<&str>, subcommand: Option<&str>) -> &'static str {
     }
 }
 
-/// The machine's memory (`MemTotal` of `/proc/meminfo`), if it can be read.
+/// The machine's memory (`MemTotal` of `/proc/meminfo`), if it can be read: read once
+/// per process (a `warden exec` asks three times on its way to the run).
 fn total_memory() -> Option<u64> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    kib.checked_mul(1024)
+    static TOTAL: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *TOTAL.get_or_init(|| {
+        let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+        let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        kib.checked_mul(1024)
+    })
 }
 
 /// The binary that runs inside the sandbox and as the subreaper, watchdog, companion and

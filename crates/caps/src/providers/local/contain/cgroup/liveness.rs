@@ -83,13 +83,22 @@ fn proc_is_ours() -> bool {
 /// is read again and must hold nobody new. Newcomers that keep coming are reported as
 /// live (the caller kills them, or waits, until its deadline).
 pub(super) fn live_members(dir: &Path, me: i32) -> Vec<i32> {
-    live_members_seen_by(dir, me, proc_is_ours())
+    live_members_seen_by(dir, me, proc_is_ours)
 }
 
 /// [`live_members`], told whether `/proc` can be trusted (tests simulate a foreign one).
-fn live_members_seen_by(dir: &Path, me: i32, proc_ours: bool) -> Vec<i32> {
-    let mut listed: Vec<i32> = members(dir).into_iter().filter(|p| *p != me).collect();
-    if !proc_ours {
+fn live_members_seen_by(dir: &Path, me: i32, proc_ours: impl FnOnce() -> bool) -> Vec<i32> {
+    let listing = || -> Vec<i32> { members(dir).into_iter().filter(|p| *p != me).collect() };
+    let mut listed = listing();
+    // Nobody listed (the usual answer at a run's end): read again, as below, but with no
+    // process to look up, without asking whose /proc this is.
+    if listed.is_empty() {
+        listed = listing();
+        if listed.is_empty() {
+            return listed;
+        }
+    }
+    if !proc_ours() {
         // A /proc of another pid namespace says nothing about these pids: every listed
         // process counts as live, and is killed and waited for until it leaves.
         return listed;
@@ -103,7 +112,7 @@ fn live_members_seen_by(dir: &Path, me: i32, proc_ours: bool) -> Vec<i32> {
         if !live.is_empty() {
             return live;
         }
-        let again: Vec<i32> = members(dir).into_iter().filter(|p| *p != me).collect();
+        let again = listing();
         if again.iter().all(|p| listed.contains(p)) {
             return Vec::new();
         }
@@ -136,6 +145,21 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_listing_asks_nothing_of_proc() {
+        let dir = tempfile::tempdir().unwrap();
+        let me = std::process::id() as i32;
+        // Only this process listed: nobody else, whoever's /proc this is.
+        fs::write(dir.path().join("cgroup.procs"), format!("{me}\n")).unwrap();
+        let asked = std::cell::Cell::new(false);
+        let live = live_members_seen_by(dir.path(), me, || {
+            asked.set(true);
+            false
+        });
+        assert_eq!(live, Vec::<i32>::new());
+        assert!(!asked.get(), "an empty listing needs no /proc");
+    }
+
+    #[test]
     fn with_a_foreign_proc_every_listed_process_counts_as_live() {
         let dir = tempfile::tempdir().unwrap();
         let me = std::process::id() as i32;
@@ -146,10 +170,13 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            live_members_seen_by(dir.path(), me, true),
+            live_members_seen_by(dir.path(), me, || true),
             Vec::<i32>::new()
         );
-        assert_eq!(live_members_seen_by(dir.path(), me, false), vec![i32::MAX]);
+        assert_eq!(
+            live_members_seen_by(dir.path(), me, || false),
+            vec![i32::MAX]
+        );
     }
 
     #[test]
