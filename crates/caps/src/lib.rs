@@ -65,8 +65,8 @@ pub use terminal::TerminalSize;
 pub mod process {
     pub use crate::providers::local::OpenedProgram;
     pub use crate::providers::local::contain::companion::{
-        COMPANION_SUBCOMMAND, Dispatch, keep_companion_standby, prepare_companion, run_companion,
-        start_companion,
+        COMPANION_SUBCOMMAND, Dispatch, PrepareStandby, keep_companion_standby, prepare_companion,
+        run_companion, start_companion,
     };
     pub use crate::providers::local::contain::{
         Containment, Mechanism, REAPER_SUBCOMMAND, WATCHDOG_SUBCOMMAND, run_reaper, run_watchdog,

@@ -30,6 +30,7 @@ pub fn run(args: &[OsString]) -> ! {
     let Some((name, rest)) = args.split_first() else {
         crate::setup_failure::fail("no helper subcommand")
     };
+    crate::builder::standby::refuse_unless_builder(name);
     if name == caps::process::REAPER_SUBCOMMAND {
         caps::process::run_reaper(rest);
     }
@@ -37,7 +38,7 @@ pub fn run(args: &[OsString]) -> ! {
         caps::process::run_watchdog(rest);
     }
     if name == caps::process::COMPANION_SUBCOMMAND {
-        caps::process::run_companion(run);
+        caps::process::run_companion(run, crate::builder::standby::prepare);
     }
     // The helper and the builder take text: Warden writes their arguments, and a path
     // that is not UTF-8 was refused before it got here.

@@ -51,9 +51,10 @@ pub struct FdSource {
 }
 
 impl FdSource {
-    /// What descriptor `fd` is, read before any namespace is made.
-    pub fn of(fd: i32) -> Result<FdSource, SandboxError> {
-        let path = std::fs::read_link(format!("/proc/self/fd/{fd}"))
+    /// What descriptor `fd` is, read through the host's `/proc` at `proc` (where this
+    /// process finds it: a standby's root has moved, see `super::standby`).
+    pub fn of(fd: i32, proc: &str) -> Result<FdSource, SandboxError> {
+        let path = std::fs::read_link(format!("{proc}/self/fd/{fd}"))
             .map_err(|e| SandboxError::Tree(format!("descriptor {fd} to bind: {e}")))?;
         // SAFETY: the descriptor was handed to this process for this bind and stays open
         // for its whole life; it is only borrowed here.
@@ -156,6 +157,21 @@ impl Tree {
         Ok(Tree {
             old_root,
             new_root,
+            staged: std::cell::Cell::new(0),
+        })
+    }
+
+    /// The tree a standby began before its run (`super::standby`: [`Tree::start`] and
+    /// the plan's first operations), found again by path: this process's root is the
+    /// private tmpfs by then, which nothing else can reach.
+    pub fn resume() -> Result<Tree, SandboxError> {
+        let dir = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let open = |path: &str| {
+            rustix::fs::open(path, dir, Mode::empty()).map_err(|e| err("open", Path::new(path), e))
+        };
+        Ok(Tree {
+            old_root: open("/oldroot")?,
+            new_root: open("/newroot")?,
             staged: std::cell::Cell::new(0),
         })
     }

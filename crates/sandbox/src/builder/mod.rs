@@ -13,7 +13,8 @@
 //!    companion (`caps::process::start_companion`), the builder is *born* as pid 1 of
 //!    those namespaces (`caps::process::ProcessSpec::born_in`, asked for by
 //!    `NamespaceSandbox::born_in`): there is no launcher, and pid 1 checks that every namespace its
-//!    command line needs was made (`check_born_in`).
+//!    command line needs was made (`check_namespaces`); a standby may have done that, and
+//!    made the plan's first mounts, while it waited (`standby.rs`).
 //! 2. **pid 1** builds the filesystem (`fs.rs`), brings the loopback interface up in a new
 //!    network namespace (in `proxy` mode also binding the DNS stub's privileged port,
 //!    `crate::egress::dns`, for the command's process to hand over), drops every capability, makes itself non-dumpable (the command,
@@ -35,6 +36,7 @@
 
 mod fs;
 mod spec;
+pub(crate) mod standby;
 
 pub use spec::{Op, Spec, parse};
 
@@ -66,11 +68,23 @@ pub fn main(args: &[String]) -> ! {
         if spec.die_with_parent {
             die_with_parent();
         }
-        let fd_sources = bound_sources(&spec);
-        check_born_in(&spec).unwrap_or_else(|e| fail(e));
-        pid1(&spec, &fd_sources, &helper_args)
+        // A standby may have checked its namespaces and begun the tree while it waited
+        // (`standby.rs`); its root is then the tree's tmpfs, the host's /proc under
+        // /oldroot.
+        match standby::resume(&spec) {
+            Some(resumed) => {
+                let resumed = resumed.unwrap_or_else(|e| fail(e));
+                let fd_sources = bound_sources(&spec, "/oldroot/proc");
+                pid1(&spec, &fd_sources, &helper_args, Some(resumed))
+            }
+            None => {
+                let fd_sources = bound_sources(&spec, "/proc");
+                check_namespaces(spec.unshare_net).unwrap_or_else(|e| fail(e));
+                pid1(&spec, &fd_sources, &helper_args, None)
+            }
+        }
     }
-    let fd_sources = bound_sources(&spec);
+    let fd_sources = bound_sources(&spec, "/proc");
     if spec.die_with_parent {
         die_with_parent();
     }
@@ -94,7 +108,7 @@ pub fn main(args: &[String]) -> ! {
         .unwrap_or_else(|e| fail(e));
     // SAFETY: one thread; the child only makes system calls and runs the helper.
     match unsafe { nix::unistd::fork() } {
-        Ok(nix::unistd::ForkResult::Child) => pid1(&spec, &fd_sources, &helper_args),
+        Ok(nix::unistd::ForkResult::Child) => pid1(&spec, &fd_sources, &helper_args, None),
         Ok(nix::unistd::ForkResult::Parent { child }) => {
             close_from(3);
             // It only waits from here on: nothing it holds in the new user namespace is
@@ -106,24 +120,25 @@ pub fn main(args: &[String]) -> ! {
     }
 }
 
-/// What each bound descriptor is, read before the mount tree changes.
-fn bound_sources(spec: &Spec) -> Vec<fs::FdSource> {
+/// What each bound descriptor is, read through the host's `/proc` at `proc` before the
+/// sandbox's tree is finished.
+fn bound_sources(spec: &Spec, proc: &str) -> Vec<fs::FdSource> {
     spec.ops
         .iter()
         .filter_map(|op| match op {
             Op::BindFd { fd, .. } => Some(*fd),
             _ => None,
         })
-        .map(|fd| fs::FdSource::of(fd).unwrap_or_else(|e| fail(e)))
+        .map(|fd| fs::FdSource::of(fd, proc).unwrap_or_else(|e| fail(e)))
         .collect()
 }
 
-/// Born as pid 1: check that every namespace `spec` needs was made — this process is the
-/// first of a new pid namespace (it is pid 1), its user namespace is a new one (the
-/// caller's ids mapped to themselves, one each), and the other namespaces are owned by
-/// that user namespace, so they were made with it. Whoever started it cannot have left
-/// one out unnoticed.
-fn check_born_in(spec: &Spec) -> Result<(), SandboxError> {
+/// Born as pid 1: check that every namespace a sandbox needs was made (the network's too
+/// when `net`) — this process is the first of a new pid namespace (it is pid 1), its
+/// user namespace is a new one (the caller's ids mapped to themselves, one each), and the
+/// other namespaces are owned by that user namespace, so they were made with it. Whoever
+/// started it cannot have left one out unnoticed.
+fn check_namespaces(net: bool) -> Result<(), SandboxError> {
     let (uid, gid) = (
         nix::unistd::getuid().as_raw(),
         nix::unistd::getgid().as_raw(),
@@ -140,7 +155,7 @@ fn check_born_in(spec: &Spec) -> Result<(), SandboxError> {
     }
     let user = ns_inode("user")?;
     let mut needed = vec!["mnt", "pid", "ipc", "uts"];
-    if spec.unshare_net {
+    if net {
         needed.push("net");
     }
     for kind in needed {
@@ -212,14 +227,31 @@ fn close_from(first: u32) {
     unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, 0u32) };
 }
 
-/// The sandbox's pid 1: build, start the command, reap until it ends.
-fn pid1(spec: &Spec, fd_sources: &[fs::FdSource], helper_args: &[String]) -> ! {
+/// The sandbox's pid 1: build (from `prepared`, what a standby did while it waited, if
+/// anything), start the command, reap until it ends.
+fn pid1(
+    spec: &Spec,
+    fd_sources: &[fs::FdSource],
+    helper_args: &[String],
+    prepared: Option<standby::Resumed>,
+) -> ! {
     if spec.die_with_parent {
         die_with_parent();
     }
     let mut helper = crate::helper::decode(helper_args).unwrap_or_else(|e| fail(e));
-    let tree = fs::Tree::start().unwrap_or_else(|e| fail(e));
-    for op in &spec.ops {
+    let (tree, ops, loopback_is_up) = match prepared {
+        Some(resumed) => (
+            resumed.tree,
+            &spec.ops[standby::PRELUDE_LEN..],
+            resumed.loopback_up,
+        ),
+        None => (
+            fs::Tree::start().unwrap_or_else(|e| fail(e)),
+            &spec.ops[..],
+            false,
+        ),
+    };
+    for op in ops {
         tree.apply(op, fd_sources).unwrap_or_else(|e| fail(e));
     }
     // An exec allowlist's first layer: nothing but the listed programs, their loaders
@@ -236,7 +268,9 @@ fn pid1(spec: &Spec, fd_sources: &[fs::FdSource], helper_args: &[String]) -> ! {
     tree.finish(spec.chdir.as_deref())
         .unwrap_or_else(|e| fail(e));
     if spec.unshare_net {
-        loopback_up().unwrap_or_else(|e| fail(e));
+        if !loopback_is_up {
+            loopback_up().unwrap_or_else(|e| fail(e));
+        }
         // `proxy` mode's DNS stub listens on a privileged port: bound while pid 1 still
         // may, and handed to the command's process (which hands it on, with the proxy's
         // listener, before the command starts); pid 1's own copy is closed with the rest.

@@ -111,10 +111,9 @@ impl NamespaceSandbox {
         if run_as.is_some() {
             push(&mut args, &["--uid", "0", "--gid", "0"]);
         }
-        push(
-            &mut args,
-            &["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"],
-        );
+        // The first mounts, always these: a standby made them ahead of its run
+        // (`crate::builder::standby`).
+        push(&mut args, &crate::builder::standby::PRELUDE_ARGS);
         // seccomp programs first: descriptors 3 and 4 in bubblewrap.
         keep.push(memfd_with("warden-seccomp-eperm", &self.seccomp_eperm)?);
         keep.push(memfd_with("warden-seccomp-enosys", &self.seccomp_enosys)?);

@@ -138,6 +138,20 @@ impl NewNamespaces {
     pub fn is_empty(self) -> bool {
         self.clone_flags() == 0
     }
+
+    /// The namespaces `flags` (`CLONE_NEW*` bits) ask for; other bits are ignored.
+    pub fn from_clone_flags(flags: u64) -> NewNamespaces {
+        use nix::libc;
+        let has = |flag: nix::libc::c_int| flags & flag as u64 != 0;
+        NewNamespaces {
+            user: has(libc::CLONE_NEWUSER),
+            mount: has(libc::CLONE_NEWNS),
+            pid: has(libc::CLONE_NEWPID),
+            ipc: has(libc::CLONE_NEWIPC),
+            uts: has(libc::CLONE_NEWUTS),
+            net: has(libc::CLONE_NEWNET),
+        }
+    }
 }
 
 impl ProcessSpec {

@@ -8,7 +8,7 @@ use std::os::unix::ffi::OsStrExt;
 
 use nix::libc;
 
-use super::{Dispatch, wire};
+use super::{Dispatch, PrepareStandby, wire};
 
 /// What a standby calls itself (`/proc/PID/comm`): its command line is still the
 /// companion's.
@@ -65,13 +65,16 @@ impl Child {
 
     /// The standby's life until it is handed a run (see `serve.rs`): it dies with Warden,
     /// maps its ids in its new user namespace, keeps nothing of the companion's open but
-    /// its own socket, and waits. Handed a request, it becomes that run's child; if the
-    /// socket closes instead, it exits.
+    /// its own socket (and `/dev/null` as descriptor 0), starts its session and resets its
+    /// signals as its run's child would, does what `prepare` does ahead of its run, and
+    /// waits. Handed a request, it becomes that run's child; if the socket
+    /// closes instead, it exits.
     pub(super) fn wait_as_standby(
         socket: OwnedFd,
         ids: (u32, u32),
         namespaces: u64,
         dispatch: Dispatch,
+        prepare: PrepareStandby,
     ) -> ! {
         // SAFETY: plain prctl calls: integers, and a NUL-terminated name of 16 bytes at
         // most (what `ps` shows: the sandbox's pid 1 to be, not another companion).
@@ -94,10 +97,16 @@ impl Child {
             }
             libc::syscall(libc::SYS_close_range, mine + 1, u32::MAX, 0u32);
         }
-        if !mapped {
+        // Its session and signals as its run's child starts with them, now rather than on
+        // the run's way (nothing here changes them again).
+        if !mapped || nix::unistd::setsid().is_err() {
             // SAFETY: ends this process at once; the companion finds it gone.
             unsafe { libc::_exit(125) }
         }
+        reset_signals();
+        // Nothing path-bound may follow this: what `prepare` does may change what paths
+        // lead to (the sandbox's builder moves this process's root).
+        prepare(crate::providers::local::process::NewNamespaces::from_clone_flags(namespaces));
         match wire::receive(socket.as_fd()) {
             Ok(Some((wire::Message::Spawn(spawn), fds))) => {
                 drop(socket);
@@ -121,8 +130,10 @@ impl Child {
     }
 
     /// Join the run, set the process up as `posix_spawn` would, and run the subcommand
-    /// (`mapped`: its new user namespace's ids are mapped already).
-    pub(super) fn run(self, spawn: &wire::Spawn, dispatch: Dispatch, mapped: bool) -> ! {
+    /// (`standby`: this is a standby, whose new user namespace's ids are mapped already,
+    /// which leads a session of its own and has its signals reset already, and whose
+    /// descriptor 0 is `/dev/null`, opened before its root may have moved).
+    pub(super) fn run(self, spawn: &wire::Spawn, dispatch: Dispatch, standby: bool) -> ! {
         // The v1 cgroups first: from here on everything this process does, and every
         // process it starts, belongs to the run. `0` moves the calling thread alone,
         // which the kernel does without its global lock (see `cgroup::move_into`).
@@ -131,17 +142,19 @@ impl Child {
                 self.fail("cannot join the run's cgroup", e);
             }
         }
-        if !mapped
+        if !standby
             && spawn.namespaces & libc::CLONE_NEWUSER as u64 != 0
             && let Err(e) = map_ids(self.ids)
         {
             self.fail("cannot map the new user namespace's ids", e);
         }
-        if let Err(e) = nix::unistd::setsid() {
-            self.fail("setsid", e);
+        if !standby {
+            if let Err(e) = nix::unistd::setsid() {
+                self.fail("setsid", e);
+            }
+            reset_signals();
         }
-        reset_signals();
-        self.place_descriptors(spawn.keep as i32);
+        self.place_descriptors(spawn.keep as i32, standby);
         let chdir = match (&spawn.cwd, &self.cwd_fd) {
             (wire::Cwd::Fd, Some(fd)) => nix::unistd::fchdir(fd),
             (wire::Cwd::Path(p), _) => nix::unistd::chdir(p.as_path()),
@@ -166,7 +179,7 @@ impl Child {
 
     /// Standard descriptors and the kept ones at 3.., each moved above that range first
     /// so that no `dup2` overwrites a source still to be copied.
-    fn place_descriptors(&self, keep: i32) {
+    fn place_descriptors(&self, keep: i32, standby: bool) {
         let above = 3 + keep;
         let high = |fd: RawFd| {
             // SAFETY: F_DUPFD_CLOEXEC on a descriptor this process holds.
@@ -178,6 +191,8 @@ impl Child {
         };
         let stdin = match &self.stdin {
             Some(fd) => high(fd.as_raw_fd()),
+            // A standby's own `/dev/null` (see `wait_as_standby`).
+            None if standby => high(0),
             None => {
                 // SAFETY: open of a constant path.
                 let null =

@@ -63,6 +63,13 @@ use crate::providers::local::spawn::{OwnedCwd, SpawnRequest, SpawnedChild, Stdin
 /// helper binaries use.
 pub type Dispatch = fn(&[OsString]) -> !;
 
+/// What a standby does with its wait (see `serve.rs`): called once, in the standby, born
+/// in these namespaces, with its ids mapped and nothing of the companion's open, before
+/// it waits for its run — the start every run it can be handed needs anyway (the
+/// sandbox's builder makes the first of its mounts). Its run is then [`Dispatch`]ed in
+/// the same process, which finds what was prepared.
+pub type PrepareStandby = fn(crate::providers::local::process::NewNamespaces);
+
 /// This process's companion, if it started one.
 static COMPANION: OnceLock<Companion> = OnceLock::new();
 

@@ -10,7 +10,9 @@
 //! cgroups and carries on as any child of the companion would. It was born before the
 //! run's cgroups existed, so it is outside the v2 one: Warden uses it only where the run
 //! is also held by a v1 `pids` cgroup, which then ends it. It dies with Warden, and when
-//! its socket closes unused.
+//! its socket closes unused. While it waits it runs the helper binary's
+//! [`PrepareStandby`] (the sandbox's builder begins its tree there: what every plan
+//! starts with), so that work, too, is done while Warden decides.
 //!
 //! Leftovers: a finished run's cgroups may still list its sandbox's pid 1 on its way out;
 //! Warden hands them over (`Remove`) and the companion removes them once the kernel lets
@@ -22,12 +24,13 @@ use std::path::PathBuf;
 use nix::libc;
 
 use super::child::Child;
-use super::{Dispatch, wire};
+use super::{Dispatch, PrepareStandby, wire};
 use crate::providers::local::contain::cgroup::{self, Flavor};
 
-/// The companion's `main` (see the module header): `dispatch` runs a helper subcommand.
-/// Its socket to Warden is standard input. Never returns.
-pub fn run_companion(dispatch: Dispatch) -> ! {
+/// The companion's `main` (see the module header): `dispatch` runs a helper subcommand,
+/// `prepare` is what each standby does while it waits. Its socket to Warden is standard
+/// input. Never returns.
+pub fn run_companion(dispatch: Dispatch, prepare: PrepareStandby) -> ! {
     // SAFETY: descriptor 0 is the socket the companion was started with (see
     // `start_companion`); nothing else owns it.
     let socket = unsafe { OwnedFd::from_raw_fd(0) };
@@ -42,7 +45,7 @@ pub fn run_companion(dispatch: Dispatch) -> ! {
                     .collect();
             }
             Ok(Some((wire::Message::Prepare { namespaces }, _))) => {
-                let answered = match standby(namespaces, dispatch) {
+                let answered = match standby(namespaces, dispatch, prepare) {
                     Ok((pid, theirs)) => {
                         wire::send_standby(socket.as_fd(), Ok((pid, theirs.as_fd())))
                     }
@@ -152,7 +155,11 @@ fn start(spawn: &wire::Spawn, fds: Vec<OwnedFd>, dispatch: Dispatch) -> Result<i
 
 /// Make the standby (see the module header) in `namespaces`: its pid and Warden's end of
 /// its socket, or the error number of the clone.
-fn standby(namespaces: u64, dispatch: Dispatch) -> Result<(i32, OwnedFd), i32> {
+fn standby(
+    namespaces: u64,
+    dispatch: Dispatch,
+    prepare: PrepareStandby,
+) -> Result<(i32, OwnedFd), i32> {
     use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
     let (warden_end, standby_end) = socketpair(
         AddressFamily::Unix,
@@ -165,7 +172,7 @@ fn standby(namespaces: u64, dispatch: Dispatch) -> Result<(i32, OwnedFd), i32> {
     let pid = clone_for_warden(namespaces, None)?;
     if pid == 0 {
         drop(warden_end);
-        Child::wait_as_standby(standby_end, ids, namespaces, dispatch);
+        Child::wait_as_standby(standby_end, ids, namespaces, dispatch, prepare);
     }
     Ok((pid, warden_end))
 }
