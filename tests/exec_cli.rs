@@ -276,48 +276,45 @@ fn sigint_kills_the_command_tree_and_exits_130() {
     assert!(wait_gone(pid), "the command survived SIGINT to warden");
 }
 
-#[test]
-fn a_vanished_stdout_reader_kills_the_command_tree_and_exits_141() {
-    // `warden exec -- long-running | head` after head has exited: nobody will read the
-    // result, so the run stops as a SIGPIPE'd command would instead of running on.
+/// `warden exec` of a long-running command with `stdout` for its standard output: once
+/// `lose_reader` has made the reader go away, nobody will read the result, so the run
+/// stops as a SIGPIPE'd command would (141) instead of running on, and the command's tree
+/// is gone.
+fn a_lost_reader_ends_the_run(
+    stdout: std::process::Stdio,
+    lose_reader: impl FnOnce(&mut std::process::Child),
+) {
     let home = open_gateway_home();
     let tmp = tempfile::tempdir().unwrap();
     let pidfile = tmp.path().join("pid");
     let script = format!("echo $$ > {}; sleep 300", pidfile.display());
     let mut child = warden_in(home.path())
         .args(["exec", "--shell", &script])
-        .stdout(std::process::Stdio::piped())
+        .stdout(stdout)
         .spawn()
         .unwrap();
     let pid = support::read_pid(&pidfile);
     assert!(process_alive(pid));
-    drop(child.stdout.take());
+    lose_reader(&mut child);
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(141));
     assert!(wait_gone(pid), "the command survived its reader");
 }
 
 #[test]
+fn a_vanished_stdout_reader_kills_the_command_tree_and_exits_141() {
+    // `warden exec -- long-running | head` after head has exited.
+    a_lost_reader_ends_the_run(std::process::Stdio::piped(), |child| {
+        drop(child.stdout.take())
+    });
+}
+
+#[test]
 fn a_vanished_socket_reader_kills_the_command_tree_and_exits_141() {
     // Standard output a socket (as an agent's client may give it), its peer closed.
-    let home = open_gateway_home();
-    let tmp = tempfile::tempdir().unwrap();
-    let pidfile = tmp.path().join("pid");
-    let script = format!("echo $$ > {}; sleep 300", pidfile.display());
     let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
-    let mut child = warden_in(home.path())
-        .args(["exec", "--shell", &script])
-        .stdout(std::process::Stdio::from(std::os::fd::OwnedFd::from(
-            theirs,
-        )))
-        .spawn()
-        .unwrap();
-    let pid = support::read_pid(&pidfile);
-    assert!(process_alive(pid));
-    drop(ours);
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(141));
-    assert!(wait_gone(pid), "the command survived its reader");
+    let stdout = std::process::Stdio::from(std::os::fd::OwnedFd::from(theirs));
+    a_lost_reader_ends_the_run(stdout, move |_| drop(ours));
 }
 
 #[test]

@@ -216,14 +216,7 @@ mod tests {
     fn outside_a_new_pid_namespace_nothing_is_prepared() {
         // The test process is not pid 1 of anything: no mount may be made, and no other
         // subcommand is refused afterwards.
-        prepare(caps::process::NewNamespaces {
-            user: true,
-            mount: true,
-            pid: true,
-            ipc: true,
-            uts: true,
-            net: true,
-        });
+        prepare(crate::namespace::DEFAULT_BORN_IN);
         assert!(lock().is_none());
         refuse_unless_builder(std::ffi::OsStr::new("__sandbox-helper"));
     }
