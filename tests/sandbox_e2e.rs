@@ -1713,3 +1713,101 @@ fn the_warden_builder_refuses_a_bound_directory_that_vanished() {
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "ran\n");
 }
+
+/// A standby pid 1 made ahead starts the sandbox's tree while it waits (tmpfs mounts its
+/// run's command will have): the user's other processes cannot reach that tree through
+/// `/proc/PID/root` — the standby is not dumpable, as pid 1 makes itself once built.
+/// (Before, its root, then still the host's tree, was reachable.) Warden runs as
+/// another user here, so that reaching in needs no privilege.
+#[test]
+fn a_standby_pid_1_is_not_reachable_through_proc_while_it_waits() {
+    if !bwrap_usable() || !builder_in_use() {
+        eprintln!("SKIPPED: needs Warden's own builder (user namespaces) here");
+        return;
+    }
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIPPED: needs root, to run Warden as another user");
+        return;
+    }
+    let as_nobody = || {
+        let mut cmd = Command::new("setpriv");
+        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
+        cmd
+    };
+    let warden = env!("CARGO_BIN_EXE_warden");
+    if !as_nobody()
+        .args(["test", "-x", warden])
+        .status()
+        .unwrap()
+        .success()
+    {
+        eprintln!("SKIPPED: {warden} cannot be run by another user from here");
+        return;
+    }
+    let owned = || {
+        let dir = warden_home();
+        nix::unistd::chown(
+            dir.path(),
+            Some(nix::unistd::Uid::from_raw(65534)),
+            Some(nix::unistd::Gid::from_raw(65534)),
+        )
+        .unwrap();
+        dir
+    };
+    let (home, ws) = (owned(), owned());
+    let mut server = as_nobody()
+        .arg(warden)
+        .args(["mcp", "--workspace"])
+        .arg(ws.path())
+        .env_clear()
+        .env("HOME", home.path())
+        .env("WARDEN_HOME", home.path())
+        .env("PATH", "/usr/bin:/bin")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The standby: Warden's child (the companion clones it with CLONE_PARENT), named so.
+    let standby_of = |parent: u32| {
+        std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let (name, rest) = stat.split_once(" (")?.1.rsplit_once(") ")?;
+            let ppid: u32 = rest.split_whitespace().nth(1)?.parse().ok()?;
+            (name == "warden-pid1" && ppid == parent).then_some(pid)
+        })
+    };
+    let reach = |pid: u32| {
+        as_nobody()
+            .args(["ls", &format!("/proc/{pid}/root/")])
+            .output()
+            .unwrap()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut last = None;
+    while Instant::now() < deadline {
+        if let Some(pid) = standby_of(server.id()) {
+            let out = reach(pid);
+            last = Some((pid, out.clone()));
+            // It is made dumpable no longer before its first mount: once refused, always.
+            if !out.status.success() {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(server.stdin.take());
+    let _ = server.wait();
+    let (pid, out) = last.expect("no standby pid 1 appeared");
+    assert!(
+        !out.status.success(),
+        "another process of Warden's user listed the standby's root /proc/{pid}/root: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Permission denied"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
