@@ -102,7 +102,7 @@ fn git_dir_holding(path: &Path, fs: Option<&dyn Fs>) -> Option<PathBuf> {
     let mut prefix = PathBuf::new();
     for component in path.components() {
         prefix.push(component);
-        if component.as_os_str() == ".git" {
+        if is_git_name(component.as_os_str()) {
             return Some(prefix);
         }
     }
@@ -110,6 +110,13 @@ fn git_dir_holding(path: &Path, fs: Option<&dyn Fs>) -> Option<PathBuf> {
     path.ancestors()
         .find(|dir| is_git_dir(fs, dir))
         .map(Path::to_path_buf)
+}
+
+/// Whether a path component names a Git directory: `.git` in any case (on a
+/// case-insensitive filesystem `.GIT` is the same directory; on another, refusing it
+/// costs nothing a command needs). The one rule for written paths and archive members.
+pub(crate) fn is_git_name(name: &std::ffi::OsStr) -> bool {
+    name.eq_ignore_ascii_case(".git")
 }
 
 /// Whether `dir` is a Git directory by its content: `HEAD` (a file, or a symlink as Git
@@ -175,9 +182,10 @@ pub(crate) fn check_write(
         }
         // A file written inside Warden's directories; a directory worked in that is one
         // of them or holds one (git -C DIR clean would reach it).
-        let reached = match how.is_dir() {
-            true => related(path, inv.protected),
-            false => inv.protected.iter().find(|p| path.starts_with(p)).cloned(),
+        let reached = if how.is_dir() {
+            related(path, inv.protected)
+        } else {
+            inv.protected.iter().find(|p| path.starts_with(p)).cloned()
         };
         if let Some(dir) = reached {
             return Err(format!(
@@ -224,56 +232,74 @@ pub(crate) fn check_write(
 
 #[cfg(test)]
 mod tests {
+    use super::Written::{Dir, File, GitDir, GitWorkdir};
     use super::*;
 
-    fn check_write_as(value: &str, dir: bool, inv: &Invocation<'_>) -> Result<(), String> {
-        let how = if dir { Written::Dir } else { Written::File };
-        check_write(value, how, inv, inv.cwd)
+    /// Each `(path, how, allowed)` checked against `inv` from `base`.
+    fn assert_writes(inv: &Invocation<'_>, base: &Path, cases: &[(&str, Written, bool)]) {
+        for (value, how, allowed) in cases {
+            let got = check_write(value, *how, inv, base);
+            assert_eq!(got.is_ok(), *allowed, "{value:?} as {how:?}: {got:?}");
+        }
     }
 
     #[test]
     fn a_written_path_must_stay_inside_and_off_gits_own_files() {
         let inv = Invocation::example();
-        assert!(check_write_as("out.txt", false, &inv).is_ok());
-        assert!(check_write_as("sub/../out.txt", false, &inv).is_ok());
-        assert!(check_write_as("-", false, &inv).is_ok());
-        assert!(check_write_as("/dev/null", false, &inv).is_ok());
-        assert!(check_write_as("host:dir/file", false, &inv).is_ok());
-        assert!(check_write_as("../out.txt", false, &inv).is_err());
-        assert!(check_write_as("/etc/passwd", false, &inv).is_err());
-        assert!(check_write_as(".git/config", false, &inv).is_err());
-        assert!(check_write_as("./.git/hooks/pre-commit", false, &inv).is_err());
-        assert!(check_write_as("sub/.git", false, &inv).is_err());
-        assert!(check_write_as(".git/config.worktree", false, &inv).is_err());
-        assert!(check_write_as(".git/info/attributes", false, &inv).is_err());
-        assert!(check_write_as("-oProxyCommand=x:y", false, &inv).is_err());
-        assert!(check_write_as("", false, &inv).is_err());
-        // Anything inside a Git directory: a submodule's or a worktree's too.
-        assert!(check_write_as(".git/modules/sub/hooks/pre-commit", false, &inv).is_err());
-        assert!(check_write_as(".git/worktrees/w/config.worktree", false, &inv).is_err());
-        assert!(check_write_as(".git/objects/x", false, &inv).is_err());
-        assert!(check_write_as("a.git/x", false, &inv).is_ok());
-        // A directory a program works in: never in a Git directory, never outside.
-        assert!(check_write_as("sub", true, &inv).is_ok());
-        assert!(check_write_as(".git", true, &inv).is_err());
-        assert!(check_write_as(".git/hooks", true, &inv).is_err());
-        assert!(check_write_as("/tmp/repo", true, &inv).is_err());
-        // A Git directory may be one, but not lie inside one.
-        assert!(check_write(".git", Written::GitDir, &inv, inv.cwd).is_ok());
-        assert!(check_write("sub/.git", Written::GitDir, &inv, inv.cwd).is_ok());
-        assert!(check_write("g2", Written::GitDir, &inv, inv.cwd).is_ok());
-        assert!(check_write(".git/hooks", Written::GitDir, &inv, inv.cwd).is_err());
-        assert!(check_write(".git/modules/m", Written::GitDir, &inv, inv.cwd).is_err());
-        assert!(check_write("/tmp/g", Written::GitDir, &inv, inv.cwd).is_err());
+        assert_writes(
+            &inv,
+            inv.cwd,
+            &[
+                ("out.txt", File, true),
+                ("sub/../out.txt", File, true),
+                ("-", File, true),
+                ("/dev/null", File, true),
+                ("host:dir/file", File, true),
+                ("../out.txt", File, false),
+                ("/etc/passwd", File, false),
+                (".git/config", File, false),
+                ("./.git/hooks/pre-commit", File, false),
+                ("sub/.git", File, false),
+                (".git/config.worktree", File, false),
+                (".git/info/attributes", File, false),
+                ("-oProxyCommand=x:y", File, false),
+                ("", File, false),
+                // Anything inside a Git directory: a submodule's or a worktree's too, in
+                // any case of its name.
+                (".git/modules/sub/hooks/pre-commit", File, false),
+                (".git/worktrees/w/config.worktree", File, false),
+                (".git/objects/x", File, false),
+                (".GIT/hooks/pre-commit", File, false),
+                ("a.git/x", File, true),
+                // A directory a program works in: never in a Git directory, never outside.
+                ("sub", Dir, true),
+                (".git", Dir, false),
+                (".git/hooks", Dir, false),
+                ("/tmp/repo", Dir, false),
+                // A Git directory may be one, but not lie inside one.
+                (".git", GitDir, true),
+                ("sub/.git", GitDir, true),
+                ("g2", GitDir, true),
+                (".git/hooks", GitDir, false),
+                (".git/modules/m", GitDir, false),
+                ("/tmp/g", GitDir, false),
+            ],
+        );
         // Warden's own directories: a file inside, or a working directory above.
         let protected = [PathBuf::from("/workspace/state")];
         let guarded = Invocation {
             protected: &protected,
             ..Invocation::example()
         };
-        assert!(check_write_as("state/x", false, &guarded).is_err());
-        assert!(check_write_as(".", true, &guarded).is_err());
-        assert!(check_write_as("out.txt", false, &guarded).is_ok());
+        assert_writes(
+            &guarded,
+            guarded.cwd,
+            &[
+                ("state/x", File, false),
+                (".", Dir, false),
+                ("out.txt", File, true),
+            ],
+        );
         assert!(
             is_remote("h:x") && is_remote("u@h:/x") && !is_remote("./a:b") && !is_remote("/a:b")
         );
@@ -295,17 +321,28 @@ mod tests {
             fs: Some(&fs),
             ..Invocation::example()
         };
-        let sub = Path::new("/workspace/sub");
         // `..` after a symlink goes up from where it leads: .git/config, not ./config.
-        assert!(check_write("sym/../config", Written::File, &inv, inv.cwd).is_err());
-        assert!(check_write("sub/../config", Written::File, &inv, inv.cwd).is_ok());
+        assert_writes(
+            &inv,
+            inv.cwd,
+            &[
+                ("sym/../config", File, false),
+                ("sub/../config", File, true),
+            ],
+        );
         // A symlink that leads nowhere: the write would create its target.
-        let why = check_write("dangling", Written::File, &inv, inv.cwd).unwrap_err();
+        let why = check_write("dangling", File, &inv, inv.cwd).unwrap_err();
         assert!(why.contains("leads nowhere"), "{why}");
         // Read from the directory the program works in (`git -C sub`).
-        assert!(check_write("g/config", Written::File, &inv, sub).is_err());
-        assert!(check_write("out.txt", Written::File, &inv, sub).is_ok());
-        assert!(check_write("../../elsewhere", Written::File, &inv, sub).is_err());
+        assert_writes(
+            &inv,
+            Path::new("/workspace/sub"),
+            &[
+                ("g/config", File, false),
+                ("out.txt", File, true),
+                ("../../elsewhere", File, false),
+            ],
+        );
     }
 
     #[test]
@@ -332,15 +369,20 @@ mod tests {
             fs: Some(&fs),
             ..Invocation::example()
         };
-        let git_dir = |v: &str| check_write(v, Written::GitDir, &inv, inv.cwd);
-        assert!(git_dir("prepared").is_err());
-        assert!(git_dir("empty").is_ok());
-        assert!(git_dir("new").is_ok());
-        assert!(git_dir("r.git").is_ok());
-        assert!(check_write("r.git/config", Written::File, &inv, inv.cwd).is_err());
-        // Git may work in a bare repository, and write nothing of its own inside it.
-        assert!(check_write("r.git", Written::GitWorkdir, &inv, inv.cwd).is_ok());
-        assert!(check_write("r.git", Written::Dir, &inv, inv.cwd).is_err());
+        assert_writes(
+            &inv,
+            inv.cwd,
+            &[
+                ("prepared", GitDir, false),
+                ("empty", GitDir, true),
+                ("new", GitDir, true),
+                ("r.git", GitDir, true),
+                ("r.git/config", File, false),
+                // Git may work in a bare repository, and write nothing of its own inside.
+                ("r.git", GitWorkdir, true),
+                ("r.git", Dir, false),
+            ],
+        );
     }
 
     #[test]
@@ -348,14 +390,16 @@ mod tests {
         use caps::{MemoryFs, WriteOptions};
         let fs = MemoryFs::new();
         let (bare, worktree) = (Path::new("/workspace/b.git"), Path::new("/workspace/g2/w"));
-        for dir in [bare, worktree] {
+        // A directory with only a HEAD file is not one (a file someone named HEAD).
+        let notes = Path::new("/workspace/notes");
+        for (dir, head) in [
+            (bare, &b"ref: refs/heads/main\n"[..]),
+            (worktree, b"ref: refs/heads/main\n"),
+            (notes, b"x"),
+        ] {
             fs.create_dir_all(dir, 0o755).unwrap();
-            fs.write(
-                &dir.join("HEAD"),
-                b"ref: refs/heads/main\n",
-                WriteOptions::default(),
-            )
-            .unwrap();
+            fs.write(&dir.join("HEAD"), head, WriteOptions::default())
+                .unwrap();
         }
         fs.create_dir_all(&bare.join("objects"), 0o755).unwrap();
         fs.write(
@@ -364,26 +408,23 @@ mod tests {
             WriteOptions::default(),
         )
         .unwrap();
-        // A directory with only a HEAD file is not one (a file someone named HEAD).
-        fs.create_dir_all(Path::new("/workspace/notes"), 0o755)
-            .unwrap();
-        fs.write(
-            Path::new("/workspace/notes/HEAD"),
-            b"x",
-            WriteOptions::default(),
-        )
-        .unwrap();
         let inv = Invocation {
             fs: Some(&fs),
             ..Invocation::example()
         };
-        assert!(check_write("b.git/hooks/pre-commit", Written::File, &inv, inv.cwd).is_err());
-        assert!(check_write("b.git/config", Written::File, &inv, inv.cwd).is_err());
-        assert!(check_write("b.git", Written::Dir, &inv, inv.cwd).is_err());
-        assert!(check_write("g2/w/config.worktree", Written::File, &inv, inv.cwd).is_err());
-        assert!(check_write("b.git", Written::GitDir, &inv, inv.cwd).is_ok());
-        assert!(check_write("b.git/modules/m", Written::GitDir, &inv, inv.cwd).is_err());
-        assert!(check_write("notes/todo", Written::File, &inv, inv.cwd).is_ok());
-        assert!(check_write("out/x", Written::File, &inv, inv.cwd).is_ok());
+        assert_writes(
+            &inv,
+            inv.cwd,
+            &[
+                ("b.git/hooks/pre-commit", File, false),
+                ("b.git/config", File, false),
+                ("b.git", Dir, false),
+                ("g2/w/config.worktree", File, false),
+                ("b.git", GitDir, true),
+                ("b.git/modules/m", GitDir, false),
+                ("notes/todo", File, true),
+                ("out/x", File, true),
+            ],
+        );
     }
 }

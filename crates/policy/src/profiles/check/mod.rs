@@ -310,10 +310,12 @@ impl<'a> Reader<'a> {
     /// itself checked from the others.
     fn check_writes(&mut self, writes: Vec<(usize, String, String, Written)>) {
         let changes_directory = |how: Written| matches!(how, Written::Dir | Written::GitWorkdir);
-        let bases_without = |skip: usize| -> Option<Vec<PathBuf>> {
+        // The bases of every path but a working directory's own (which is checked from
+        // the others): the same for all of them, worked out once.
+        let bases_without = |skip: Option<usize>| -> Option<Vec<PathBuf>> {
             let mut bases: Vec<PathBuf> = vec![self.inv.cwd.to_path_buf()];
             for (k, (_, _, value, how)) in writes.iter().enumerate() {
-                if k == skip || !changes_directory(*how) {
+                if Some(k) == skip || !changes_directory(*how) {
                     continue;
                 }
                 let stacked: Vec<PathBuf> = bases.iter().map(|b| b.join(value)).collect();
@@ -328,9 +330,17 @@ impl<'a> Reader<'a> {
             }
             Some(bases)
         };
+        let every_base = bases_without(None);
         let mut refusals = Vec::new();
         for (k, (index, name, value, how)) in writes.iter().enumerate() {
-            let Some(bases) = bases_without(k) else {
+            let own;
+            let bases = if changes_directory(*how) {
+                own = bases_without(Some(k));
+                &own
+            } else {
+                &every_base
+            };
+            let Some(bases) = bases else {
                 refusals.push((
                     *index,
                     name.clone(),

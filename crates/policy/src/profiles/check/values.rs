@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use super::{Reader, assign};
 use crate::profiles::grammar::{Context, Kind, OptionSpec};
-use crate::profiles::writes::is_remote;
+use crate::profiles::writes::{is_git_name, is_remote};
 
 impl<'a> Reader<'a> {
     /// The values of `option` (named `name` at word `i`), the first of them `inline` if
@@ -255,9 +255,31 @@ fn member_refusal(value: &str) -> Option<String> {
         std::path::Component::ParentDir => {
             Some(format!("names the archive member {name:?} with `..`"))
         }
-        std::path::Component::Normal(part) if part.eq_ignore_ascii_case(".git") => Some(format!(
+        std::path::Component::Normal(part) if is_git_name(part) => Some(format!(
             "names the archive member {name:?} inside .git: extracted, it would become Git's settings or hooks"
         )),
         _ => None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::member_refusal;
+
+    #[test]
+    fn an_archive_member_stays_where_it_is_extracted_and_out_of_git() {
+        for ok in ["src/", "docs/a.txt:hello", "a.git/x", "x:..:y"] {
+            assert_eq!(member_refusal(ok), None, "{ok}");
+        }
+        for bad in [
+            "/etc/x",
+            "../x/",
+            "a/../../x",
+            ".git/hooks/",
+            "sub/.git/config:x",
+            ".GIT/hooks/pre-commit",
+        ] {
+            assert!(member_refusal(bad).is_some(), "{bad}");
+        }
+    }
 }
