@@ -1778,9 +1778,9 @@ fn a_standby_pid_1_is_not_reachable_through_proc_while_it_waits() {
             (name == "warden-pid1" && ppid == parent).then_some(pid)
         })
     };
-    let reach = |pid: u32| {
+    let reach = |pid: u32, what: &str| {
         as_nobody()
-            .args(["ls", &format!("/proc/{pid}/root/")])
+            .args(["ls", &format!("/proc/{pid}/{what}/")])
             .output()
             .unwrap()
     };
@@ -1788,7 +1788,7 @@ fn a_standby_pid_1_is_not_reachable_through_proc_while_it_waits() {
     let mut last = None;
     while Instant::now() < deadline {
         if let Some(pid) = standby_of(server.id()) {
-            let out = reach(pid);
+            let out = reach(pid, "root");
             last = Some((pid, out.clone()));
             // It is made dumpable no longer before its first mount: once refused, always.
             if !out.status.success() {
@@ -1797,9 +1797,20 @@ fn a_standby_pid_1_is_not_reachable_through_proc_while_it_waits() {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    // Nor by its working directory or its descriptors (the tree's, while it builds).
+    let others = last
+        .as_ref()
+        .map(|(pid, _)| ["cwd", "fd"].map(|what| (what, reach(*pid, what))));
     drop(server.stdin.take());
     let _ = server.wait();
     let (pid, out) = last.expect("no standby pid 1 appeared");
+    for (what, out) in others.into_iter().flatten() {
+        assert!(
+            !out.status.success(),
+            "another process of Warden's user listed /proc/{pid}/{what}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
     assert!(
         !out.status.success(),
         "another process of Warden's user listed the standby's root /proc/{pid}/root: {}",

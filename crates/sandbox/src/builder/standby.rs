@@ -80,8 +80,9 @@ pub fn prepare(born_in: NewNamespaces) {
     {
         return;
     }
+    // `Tree::start` is the root's operation; applying it again does nothing.
     let made = Tree::start()
-        .and_then(|tree| prelude()[1..].iter().try_for_each(|op| tree.apply(op, &[])))
+        .and_then(|tree| prelude().iter().try_for_each(|op| tree.apply(op, &[])))
         // A new network namespace's `lo` is up in every sandbox that has one (the
         // kernel's part of that is a quarter of a millisecond here).
         .and_then(|()| {

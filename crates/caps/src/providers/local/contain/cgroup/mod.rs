@@ -3,10 +3,10 @@
 //! enabled for Warden's runs) and, on hybrid hosts, the v1 `pids` and `memory`
 //! hierarchies for the limits. Runs live in `warden.<pid>.run.<n>`, children of the
 //! cgroup the process was in when it started (beside its `warden.<pid>.self` leaf on a
-//! v2 host where it moved into one): no per-process parent to make and remove at every start (each
-//! cgroup `mkdir` is tens of microseconds, a v1 memory one more), and the runs of one
-//! process are still found by name — by its watchdog once it is gone, by the next
-//! Warden's clean-up of a dead one's leftovers.
+//! v2 host where it moved into one): no per-process parent to make and remove at every
+//! start (each cgroup `mkdir` is tens of microseconds, a v1 memory one more), and the
+//! runs of one process are still found by name — by its watchdog once it is gone, by
+//! the next Warden's clean-up of a dead one's leftovers.
 //!
 //! A process is put into its run's cgroup *before* it executes. Where a spare is
 //! prepared (`spare.rs`: v1 hierarchies), a thread already inside the run's cgroups
