@@ -243,6 +243,15 @@ mod tests {
         }
     }
 
+    /// [`assert_writes`] in the example invocation on `fs`, from its working directory.
+    fn assert_writes_on(fs: &dyn Fs, cases: &[(&str, Written, bool)]) {
+        let inv = Invocation {
+            fs: Some(fs),
+            ..Invocation::example()
+        };
+        assert_writes(&inv, inv.cwd, cases);
+    }
+
     #[test]
     fn a_written_path_must_stay_inside_and_off_gits_own_files() {
         let inv = Invocation::example();
@@ -365,13 +374,8 @@ mod tests {
         // HEAD as a symlink (an unborn branch) still makes a Git directory.
         fs.symlink("refs/heads/main", "/workspace/r.git/HEAD")
             .unwrap();
-        let inv = Invocation {
-            fs: Some(&fs),
-            ..Invocation::example()
-        };
-        assert_writes(
-            &inv,
-            inv.cwd,
+        assert_writes_on(
+            &fs,
             &[
                 ("prepared", GitDir, false),
                 ("empty", GitDir, true),
@@ -408,13 +412,8 @@ mod tests {
             WriteOptions::default(),
         )
         .unwrap();
-        let inv = Invocation {
-            fs: Some(&fs),
-            ..Invocation::example()
-        };
-        assert_writes(
-            &inv,
-            inv.cwd,
+        assert_writes_on(
+            &fs,
             &[
                 ("b.git/hooks/pre-commit", File, false),
                 ("b.git/config", File, false),
