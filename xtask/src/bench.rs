@@ -17,6 +17,7 @@ pub fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
     if !built.success() {
         bail!("building the warden binary failed ({built})");
     }
+    crate::hot_symbols::report_match(root);
     // The helper as docs/configuration.md recommends installing it: built for musl,
     // statically, where the toolchain can (else the glibc one cargo just built, said).
     // `--quick` checks the harness, not the numbers: it spares that second build.

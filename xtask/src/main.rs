@@ -6,6 +6,8 @@
 //! - `cargo xtask bench [--quick]` — the benchmark suite (see docs/benchmarks.md).
 //! - `cargo xtask musl-helper [--debug] [--install DIR]` — the small helper built for
 //!   musl, statically (it starts in half the time; docs/configuration.md).
+//! - `cargo xtask hot-symbols` — remake the list of the functions a `warden exec` runs,
+//!   which the linker places side by side (needs valgrind; crates/cli/build.rs).
 // Project tooling drives cargo and reads the source tree.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 // Tooling reports to the terminal.
@@ -13,6 +15,7 @@
 
 mod bench;
 mod ci;
+mod hot_symbols;
 mod lint;
 mod musl;
 
@@ -27,9 +30,10 @@ fn main() -> ExitCode {
         Some("ci") => ci::run(&root),
         Some("bench") => bench::run(&root, &args[1..]),
         Some("musl-helper") => musl::run(&root, &args[1..]),
+        Some("hot-symbols") => hot_symbols::run(&root),
         _ => {
             eprintln!(
-                "usage: cargo xtask <lint | ci | bench [--quick] | musl-helper [--debug] [--install DIR]>"
+                "usage: cargo xtask <lint | ci | bench [--quick] | musl-helper [--debug] [--install DIR] | hot-symbols>"
             );
             return ExitCode::from(2);
         }
