@@ -355,6 +355,55 @@ fn a_killed_warden_leaves_no_run_behind() {
 }
 
 #[test]
+fn a_warden_exec_that_runs_nothing_leaves_no_cgroup_behind() {
+    // A run's cgroups are made ahead, on a thread of their own while Warden decides. A
+    // command that is refused leaves them unused: they go with Warden all the same —
+    // refused at once, and refused after a moment's work (the thread may or may not
+    // have made them by then).
+    let home = open_gateway_home();
+    if !mechanisms(home.path())
+        .iter()
+        .any(|(_, mechanism)| mechanism == "cgroup")
+    {
+        return;
+    }
+    let refused: [&[&str]; 2] = [
+        &["--host", "gateway", "--security", "deny", "--", "true"],
+        &[
+            "--host",
+            "gateway",
+            "--security",
+            "deny",
+            "--shell",
+            "true && true | cat",
+        ],
+    ];
+    for args in refused {
+        let child = warden_in(home.path())
+            .env("WARDEN_CONTAINMENT", "auto")
+            .arg("exec")
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let parent = format!("warden.{}", child.id());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(77), "{args:?}: {out:?}");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !run_cgroups_of(&parent).is_empty() || !watchdogs_of(&parent).is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{args:?}: left behind: cgroups {:?}, watchdog {:?}",
+                run_cgroups_of(&parent),
+                watchdogs_of(&parent)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+#[test]
 fn signals_ignored_when_warden_exec_starts_stay_ignored() {
     // `nohup warden exec …` must survive a hang-up, and a script's background job (the
     // shell starts it with SIGINT ignored) an interrupt, as any program does; a signal

@@ -23,11 +23,12 @@ static NEXT_RUN: AtomicU64 = AtomicU64::new(0);
 /// period away) before making its own cgroups.
 const SPARE_WAIT: Duration = Duration::from_millis(200);
 
-/// The spare run group (see `spare.rs`): one ready, one being prepared, and whether
-/// using one prepares the next.
+/// The spare run group (see `spare.rs`): one ready — with a spawner parked inside it,
+/// or none where the companion starts runs — one being prepared, and whether using one
+/// prepares the next.
 #[derive(Debug, Default)]
 pub(super) struct Spare {
-    ready: Option<(Vec<Member>, Parked)>,
+    ready: Option<(Vec<Member>, Option<Parked>)>,
     preparing: bool,
     keep: bool,
 }
@@ -60,7 +61,7 @@ impl Hierarchies {
             ready
         };
         let (dirs, spawner) = match ready {
-            Some((dirs, parked)) => (dirs, Some(parked)),
+            Some((dirs, parked)) => (dirs, parked),
             None => (make_dirs(&self.list, |_| true)?, None),
         };
         // The spawner thread counts against the process limit while it waits for the
@@ -99,21 +100,17 @@ impl Hierarchies {
     pub(crate) fn prepare(&self, keep: bool) {
         if companion::get().is_some() {
             // The companion starts the helper's runs inside their cgroups itself, and is
-            // the watchdog (told the run prefixes with the first run): no thread needs to
-            // wait in a spare, and nothing here waits for the companion's start.
+            // the watchdog: no thread needs to wait in a spare, but the directories are
+            // still made ahead, on a thread of their own.
+            self.prepare_directories(keep);
             return;
         }
         if !self.list.iter().any(|h| h.flavor != Flavor::V2) {
             // Pure v2: only whole processes move, so no thread can wait inside.
             return;
         }
-        {
-            let mut spare = lock(&self.spare.0);
-            spare.keep |= keep;
-            if spare.ready.is_some() || spare.preparing {
-                return;
-            }
-            spare.preparing = true;
+        if !self.start_preparing(keep) {
+            return;
         }
         let (list, slot) = (Arc::clone(&self.list), Arc::clone(&self.spare));
         let helper = self.helper.clone();
@@ -137,13 +134,63 @@ impl Hierarchies {
                 let mut spare = lock(slot);
                 spare.preparing = false;
                 match parked {
-                    Ok(ready) => spare.ready = Some(ready),
+                    Ok((dirs, parked)) => spare.ready = Some((dirs, Some(parked))),
                     Err(e) => tracing::debug!("no spare run group: {e}"),
                 }
                 prepared.notify_all();
             },
         );
     }
+
+    /// Whether a spare should be prepared now (none ready or on its way), marked as on
+    /// its way if so; `keep` is remembered either way.
+    fn start_preparing(&self, keep: bool) -> bool {
+        let mut spare = lock(&self.spare.0);
+        spare.keep |= keep;
+        if spare.ready.is_some() || spare.preparing {
+            return false;
+        }
+        spare.preparing = true;
+        true
+    }
+
+    /// [`Hierarchies::prepare`] where the companion starts runs: the next run's
+    /// directories made (and the companion told what to clear if this process dies)
+    /// on a short-lived thread, so that their `mkdir`s — a memory cgroup's is the
+    /// slowest, tenths of a millisecond — are not on the run's path. Nothing moves into
+    /// them; a `warden exec` that ends without a run leaves them to the companion.
+    fn prepare_directories(&self, keep: bool) {
+        if !self.start_preparing(keep) {
+            return;
+        }
+        let (list, slot) = (Arc::clone(&self.list), Arc::clone(&self.spare));
+        let helper = self.helper.clone();
+        let started = std::thread::Builder::new()
+            .name("warden-cgroups".into())
+            .spawn(move || {
+                ensure_watchdog(helper.as_deref(), &list);
+                directories_made(&slot, make_dirs(&list, |_| true));
+            });
+        if let Err(e) = started {
+            directories_made(&self.spare, Err(e));
+        }
+    }
+}
+
+/// Record the directories [`Hierarchies::prepare_directories`] made (or why none were)
+/// and wake a run waiting for them.
+fn directories_made(
+    spare: &(std::sync::Mutex<Spare>, std::sync::Condvar),
+    made: io::Result<Vec<Member>>,
+) {
+    let (slot, prepared) = spare;
+    let mut spare = lock(slot);
+    spare.preparing = false;
+    match made {
+        Ok(dirs) => spare.ready = Some((dirs, None)),
+        Err(e) => tracing::debug!("no run cgroups made ahead: {e}"),
+    }
+    prepared.notify_all();
 }
 
 /// Make `warden.<pid>.run.<n>` in every hierarchy whose flavor `include` accepts.
