@@ -4,7 +4,7 @@
 //! Why: every `warden exec` is a new process, and the kernel maps its code a 64 KiB window
 //! at a time on first use. Left in the linker's default order, the thousand functions a
 //! run enters are spread over 14 MB of code: a run took about 80 page faults there and
-//! mapped 6.5 MB of it, faulted in while Warden decides and unmapped again before its
+//! mapped 6.8 MB of it, faulted in while Warden decides and unmapped again before its
 //! caller hears the exit. Placed together they are about 1 MB (docs/benchmarks.md, stop
 //! 54). The order changes where code lies, never what it does; a name this build does not
 //! have is skipped, so an old list only costs speed.
