@@ -270,6 +270,21 @@ fn watchdogs_of(parent: &str) -> Vec<i32> {
     pids
 }
 
+/// Neither cgroups nor a watchdog of the Warden whose cgroup parent is `parent` are left
+/// once it has ended (its companion or watchdog clears them: allowed a few seconds).
+fn assert_nothing_of_warden_left(parent: &str, context: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !run_cgroups_of(parent).is_empty() || !watchdogs_of(parent).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{context}: left behind: cgroups {:?}, watchdog {:?}",
+            run_cgroups_of(parent),
+            watchdogs_of(parent)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn a_killed_warden_leaves_no_run_behind() {
     // SIGKILL (the OOM killer, a supervisor, a crash) gives `warden exec` no chance to
@@ -294,16 +309,8 @@ fn a_killed_warden_leaves_no_run_behind() {
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         assert_none_left(&marker, &format!("{mechanism}, warden killed"));
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while cgroups && (!run_cgroups_of(&parent).is_empty() || !watchdogs_of(&parent).is_empty())
-        {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "left behind: cgroups {:?}, watchdog {:?}",
-                run_cgroups_of(&parent),
-                watchdogs_of(&parent)
-            );
-            std::thread::sleep(Duration::from_millis(20));
+        if cgroups {
+            assert_nothing_of_warden_left(&parent, "warden killed");
         }
     }
 
@@ -390,16 +397,7 @@ fn a_warden_exec_that_runs_nothing_leaves_no_cgroup_behind() {
         let parent = format!("warden.{}", child.id());
         let out = child.wait_with_output().unwrap();
         assert_eq!(out.status.code(), Some(77), "{args:?}: {out:?}");
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !run_cgroups_of(&parent).is_empty() || !watchdogs_of(&parent).is_empty() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{args:?}: left behind: cgroups {:?}, watchdog {:?}",
-                run_cgroups_of(&parent),
-                watchdogs_of(&parent)
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        assert_nothing_of_warden_left(&parent, &format!("{args:?}"));
     }
 }
 
