@@ -270,6 +270,21 @@ fn watchdogs_of(parent: &str) -> Vec<i32> {
     pids
 }
 
+/// `warden exec ARGS` with cgroups where the host has them: the prefix of its cgroups
+/// (`warden.<pid>`) and its output.
+fn exec_naming_its_cgroups(home: &std::path::Path, args: &[&str]) -> (String, Output) {
+    let child = warden_in(home)
+        .env("WARDEN_CONTAINMENT", "auto")
+        .arg("exec")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let parent = format!("warden.{}", child.id());
+    (parent, child.wait_with_output().unwrap())
+}
+
 /// Neither cgroups nor a watchdog of the Warden whose cgroup parent is `parent` are left
 /// once it has ended (its companion or watchdog clears them: allowed a few seconds).
 fn assert_nothing_of_warden_left(parent: &str, context: &str) {
@@ -320,15 +335,7 @@ fn a_killed_warden_leaves_no_run_behind() {
     // tearing its namespaces down) is removed after the result went back, by warden or
     // by its watchdog once warden has ended — on the gateway host and in the sandbox.
     for host in ["gateway", "sandbox"] {
-        let child = warden_in(home.path())
-            .env("WARDEN_CONTAINMENT", "auto")
-            .args(["exec", "--host", host, "--", "true"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let parent = format!("warden.{}", child.id());
-        let out = child.wait_with_output().unwrap();
+        let (parent, out) = exec_naming_its_cgroups(home.path(), &["--host", host, "--", "true"]);
         if host == "sandbox" && out.status.code() != Some(0) {
             eprintln!("SKIPPED (sandbox half): no usable sandbox here: {out:?}");
             continue;
@@ -386,16 +393,7 @@ fn a_warden_exec_that_runs_nothing_leaves_no_cgroup_behind() {
         ],
     ];
     for args in refused {
-        let child = warden_in(home.path())
-            .env("WARDEN_CONTAINMENT", "auto")
-            .arg("exec")
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let parent = format!("warden.{}", child.id());
-        let out = child.wait_with_output().unwrap();
+        let (parent, out) = exec_naming_its_cgroups(home.path(), args);
         assert_eq!(out.status.code(), Some(77), "{args:?}: {out:?}");
         assert_nothing_of_warden_left(&parent, &format!("{args:?}"));
     }
