@@ -23,7 +23,6 @@ use std::process::Command;
 fn main() {
     println!("cargo:rerun-if-changed=hot-symbols.txt");
     println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
-    let var = |name: &str| std::env::var(name).unwrap_or_default();
     if var("PROFILE") != "release" || var("TARGET") != "x86_64-unknown-linux-gnu" {
         return;
     }
@@ -48,10 +47,14 @@ fn main() {
     }
 }
 
+/// Cargo's variable `name` for this build script, empty where unset.
+fn var(name: &str) -> String {
+    std::env::var(name).unwrap_or_default()
+}
+
 /// Whether an empty program links with `link_args` added, by the rustc, target, linker
 /// and flags of this build.
 fn linker_takes(link_args: &[String]) -> bool {
-    let var = |name: &str| std::env::var(name).unwrap_or_default();
     let out_dir = PathBuf::from(var("OUT_DIR"));
     let source = out_dir.join("symbol_order_probe.rs");
     if std::fs::write(&source, "fn main() {}\n").is_err() {
