@@ -1166,6 +1166,123 @@ fn permission_modes_with_companion(companion: &str) {
     assert!(String::from_utf8_lossy(&out.stdout).contains("0000000000000000"));
 }
 
+/// What a command sees of the mount table is the sandbox's tree alone: its root the
+/// read-only clone of the host's (never the private tmpfs the tree was built on), and
+/// nothing of the build left reachable — no `/oldroot` with the host's whole tree under
+/// it, no `/newroot` — whichever way the sandbox was started: `warden exec` through its
+/// companion (a standby pid 1 that began the tree ahead of its run), without one, and
+/// the sandbox run in-process (through bubblewrap in CI's second run).
+#[tokio::test]
+async fn the_command_sees_the_sandbox_tree_and_nothing_of_how_it_was_built() {
+    if !bwrap_usable() {
+        return;
+    }
+    fn check(how: &str, mountinfo: &str) {
+        let mut roots = 0;
+        for line in mountinfo.lines() {
+            // mountinfo: id, parent, major:minor, root, mount point, options, …
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            assert!(fields.len() > 5, "{how}: {line}");
+            let point = fields[4];
+            for built in ["/oldroot", "/newroot"] {
+                assert!(
+                    point != built && !point.starts_with(&format!("{built}/")),
+                    "{how}: the build's {built} is still mounted: {line}"
+                );
+            }
+            if point == "/" {
+                roots += 1;
+                assert!(
+                    fields[5].split(',').any(|o| o == "ro"),
+                    "{how}: the root is not the read-only clone: {line}"
+                );
+                let source_type = line.split(" - ").nth(1).unwrap_or_default();
+                assert!(
+                    !source_type.starts_with("tmpfs "),
+                    "{how}: the root is the build's tmpfs: {line}"
+                );
+            }
+        }
+        assert_eq!(roots, 1, "{how}: {mountinfo}");
+    }
+    let lab = lab();
+    let out = lab.sh(Profile::ReadOnly, "cat /proc/self/mountinfo").await;
+    assert_eq!(out.status, caps::ExitStatus::Code(0), "{out:?}");
+    check("in process", &out.stdout);
+    for (companion, stdout) in
+        exec_with_and_without_companion(&lab.ws(), &["/bin/cat", "/proc/self/mountinfo"])
+    {
+        check(&format!("warden exec, companion {companion}"), &stdout);
+    }
+}
+
+/// `warden exec -- ARGV` in `cwd` from a home with the read-only profile, through its
+/// companion (pid 1 a standby made ahead) and without one: each way's stdout, the run
+/// having succeeded.
+fn exec_with_and_without_companion(cwd: &Path, argv: &[&str]) -> Vec<(&'static str, String)> {
+    let home = warden_home();
+    configure(
+        home.path(),
+        "[sandbox]\npermission_mode = \"readonly\"\n",
+        r#"{"version":1}"#,
+    );
+    ["on", "off"]
+        .into_iter()
+        .map(|companion| {
+            let out = warden_in(home.path())
+                .env("WARDEN_COMPANION", companion)
+                .arg("exec")
+                .arg("--")
+                .args(argv)
+                .current_dir(cwd)
+                .output()
+                .unwrap();
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "companion {companion}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            (companion, String::from_utf8_lossy(&out.stdout).into_owned())
+        })
+        .collect()
+}
+
+/// Through `warden exec`, with its companion (pid 1 a standby that emptied its bounding
+/// set while it waited, before the run's mounts) and without one: the command and pid 1
+/// hold no capability in any set — bounding set included, so no program either of them
+/// executes gains one — and cannot gain privileges.
+#[test]
+fn through_warden_exec_the_command_and_pid_1_hold_no_capability_in_any_set() {
+    if !bwrap_usable() {
+        return;
+    }
+    let ws = tempfile::tempdir().unwrap();
+    let grep = [
+        "/bin/grep",
+        "-E",
+        "^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):",
+        "/proc/self/status",
+        "/proc/1/status",
+    ];
+    for (companion, stdout) in exec_with_and_without_companion(ws.path(), &grep) {
+        let fields: Vec<(&str, &str)> = stdout
+            .lines()
+            .filter_map(|l| l.rsplit_once(':'))
+            .map(|(k, v)| (k, v.trim()))
+            .collect();
+        assert_eq!(fields.len(), 12, "companion {companion}: {stdout}");
+        for (name, value) in fields {
+            let expected = if name.ends_with("NoNewPrivs") {
+                "1"
+            } else {
+                "0000000000000000"
+            };
+            assert_eq!(value, expected, "companion {companion}, {name}: {stdout}");
+        }
+    }
+}
+
 #[test]
 fn direct_mode_is_explicit_and_reverts_after_its_ttl() {
     if !bwrap_usable() {

@@ -76,6 +76,29 @@ pub(crate) fn install_merged(
     }))
 }
 
+/// Every capability the kernel knows (until it says there are no more) out of the
+/// bounding set: what no program this process executes can gain. It leaves the
+/// capabilities the process holds now, so a sandbox's standby pid 1 empties it while it
+/// waits, before the mounts its run still needs (`crate::builder::standby`).
+pub(crate) fn empty_bounding_set() -> Result<(), SandboxError> {
+    for cap in 0..64 {
+        // SAFETY: plain prctl calls with integer arguments.
+        match unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) } {
+            0 => continue,
+            1 => {}
+            _ if nix::errno::Errno::last() == nix::errno::Errno::EINVAL && cap > 0 => break,
+            _ => return Err(SandboxError::last_errno("bounding set")),
+        }
+        // Dropping needs CAP_SETPCAP, which a process that already dropped everything (the
+        // command's, after pid 1) no longer has: only what is still there is dropped.
+        // SAFETY: as above.
+        if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } != 0 {
+            return Err(SandboxError::last_errno("bounding set"));
+        }
+    }
+    Ok(())
+}
+
 /// No new privileges, and no capability in any set (idempotent: the command's process
 /// checks again what pid 1 already dropped).
 pub(crate) fn drop_privileges() -> Result<(), SandboxError> {
@@ -94,21 +117,8 @@ pub(crate) fn drop_privileges() -> Result<(), SandboxError> {
         {
             return Err(SandboxError::last_errno("ambient capabilities"));
         }
-        // Every capability the kernel knows (until it says there are no more) still in
-        // the bounding set: dropping needs CAP_SETPCAP, which a process that already
-        // dropped everything (the command's, after pid 1) no longer has.
-        for cap in 0..64 {
-            match libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) {
-                0 => continue,
-                1 => {}
-                _ if nix::errno::Errno::last() == nix::errno::Errno::EINVAL && cap > 0 => break,
-                _ => return Err(SandboxError::last_errno("bounding set")),
-            }
-            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
-                return Err(SandboxError::last_errno("bounding set"));
-            }
-        }
     }
+    empty_bounding_set()?;
     #[repr(C)]
     struct Header {
         version: u32,

@@ -57,11 +57,40 @@ fn key(program: &Path) -> std::io::Result<String> {
         meta.ctime(),
         meta.ctime_nsec()
     );
+    // The first two are what uname(2) says (the same strings, from the same place):
+    // one system call instead of two files opened and read, on every `warden exec`.
+    let uname = rustix::system::uname();
     for fact in KERNEL_FACTS {
-        let value = std::fs::read_to_string(fact).unwrap_or_else(|_| "-".into());
+        let value = match *fact {
+            "/proc/sys/kernel/osrelease" => uname.release().to_string_lossy().into_owned(),
+            "/proc/sys/kernel/version" => uname.version().to_string_lossy().into_owned(),
+            _ => read_fact(fact).unwrap_or_else(|| "-".into()),
+        };
         key.push_str(&format!(" {fact}={}", value.trim()));
     }
     Ok(key)
+}
+
+/// A kernel setting's file (a line or two) read whole, without first asking its size,
+/// which a `/proc/sys` file does not know; `None` when it cannot be read. A longer one
+/// is read as any file is.
+fn read_fact(path: &str) -> Option<String> {
+    use rustix::fs::{Mode, OFlags};
+    let file = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).ok()?;
+    let mut buf = [0u8; 256];
+    let mut len = 0;
+    loop {
+        match rustix::io::read(&file, &mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => return None,
+        }
+        if len == buf.len() {
+            return std::fs::read_to_string(path).ok();
+        }
+    }
+    String::from_utf8(buf[..len].to_vec()).ok()
 }
 
 /// Whether bubblewrap can build the sandbox's namespaces, answered from `cache` when it
@@ -166,6 +195,29 @@ pub(crate) fn remember(cache: &Path, key: &str) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uname_says_what_the_kernel_files_say_and_facts_are_read_whole() {
+        let uname = rustix::system::uname();
+        for (file, said) in [
+            ("/proc/sys/kernel/osrelease", uname.release()),
+            ("/proc/sys/kernel/version", uname.version()),
+        ] {
+            let read = std::fs::read_to_string(file).unwrap();
+            assert_eq!(read.trim(), said.to_string_lossy().trim(), "{file}");
+            assert_eq!(read_fact(file).as_deref(), Some(read.as_str()), "{file}");
+        }
+        assert_eq!(read_fact("/proc/sys/kernel/no-such-setting"), None);
+        // Longer than the first read's buffer: read as any file is, whole.
+        let dir = tempfile::tempdir().unwrap();
+        let long = dir.path().join("long");
+        let text = "x".repeat(1000) + "\n";
+        std::fs::write(&long, &text).unwrap();
+        assert_eq!(read_fact(long.to_str().unwrap()), Some(text));
+        let exact = dir.path().join("exact");
+        std::fs::write(&exact, "y".repeat(256)).unwrap();
+        assert_eq!(read_fact(exact.to_str().unwrap()), Some("y".repeat(256)));
+    }
 
     /// A stand-in bubblewrap that records each run and succeeds or fails as told.
     fn fake_bwrap(dir: &Path, succeed: bool) -> std::path::PathBuf {

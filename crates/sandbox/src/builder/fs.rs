@@ -453,16 +453,17 @@ impl Tree {
     pub fn finish(self, chdir: Option<&Path>) -> Result<(), SandboxError> {
         let root = Path::new("/");
         drop(self.old_root);
-        rustix::mount::unmount("/oldroot", UnmountFlags::DETACH)
-            .map_err(|e| err("detach", Path::new("/oldroot"), e))?;
         rustix::process::fchdir(&self.new_root)
             .map_err(|e| err("chdir", Path::new("/newroot"), e))?;
-        // The new root over the base, then the base (now stacked at "/" beneath it)
-        // detached: what is left is the sandbox's tree alone.
+        // The new root becomes the root, with the base stacked over it at "/"; detaching
+        // the base detaches everything mounted beneath it — the host's tree at /oldroot
+        // with it (a lazy unmount takes the whole subtree). What is left is the sandbox's
+        // tree alone. One unmount, not bubblewrap's two (/oldroot first, then the base):
+        // each waits for an RCU grace period, on the way to the command.
         rustix::process::pivot_root(".", ".")
             .map_err(|e| err("pivot_root to", Path::new("/newroot"), e))?;
         rustix::mount::unmount(".", UnmountFlags::DETACH)
-            .map_err(|e| err("detach the base", root, e))?;
+            .map_err(|e| err("detach the base and the host's tree", root, e))?;
         rustix::process::chdir("/").map_err(|e| err("chdir", root, e))?;
         if let Some(dir) = chdir {
             let c = CString::new(dir.as_os_str().as_encoded_bytes()).map_err(|_| {

@@ -10,6 +10,9 @@
 //! from there if the plan starts with exactly those; a plan that does not is refused,
 //! and nothing runs.
 //!
+//! It also empties its capability bounding set, which every run's pid 1 does before its
+//! command, and which leaves the capabilities it still needs for the run's mounts.
+//!
 //! Nothing here depends on the run: no path of its plan, no descriptor of its request.
 //! The host's tree is cloned a few milliseconds earlier than it would be, a moment that
 //! was never fixed (the plan was written earlier still, and bubblewrap clones it later).
@@ -92,6 +95,13 @@ pub fn prepare(born_in: NewNamespaces) {
                 Ok(())
             }
         });
+    // The bounding set emptied now rather than after the run's mounts: it takes nothing
+    // this process still needs (its capabilities stay until pid 1 drops them all), and
+    // pid 1 then only checks it. Best effort: pid 1 empties it (or refuses to run) all
+    // the same.
+    if made.is_ok() {
+        let _ = crate::confine::empty_bounding_set();
+    }
     *lock() = Some(made.map(|()| born_in.net).map_err(|e| e.to_string()));
 }
 

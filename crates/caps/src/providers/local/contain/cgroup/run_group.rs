@@ -431,17 +431,29 @@ pub(crate) fn remove_paths_when_empty(dirs: &[PathBuf]) {
 
 /// Waiting for the kernel to empty a cgroup: the last processes of a run usually go
 /// within a fraction of a millisecond (this wait is on the run's critical path), a
-/// straggler may take longer — so short pauses first, then up to 2 ms.
-struct Pause(Duration);
+/// straggler may take longer — so short pauses first, then up to 2 ms. The first is no
+/// sleep but a yield of the processor: what was just killed is often waiting for this
+/// very one (the sandbox's pid 1 writes its command's status, which wakes Warden on
+/// the processor pid 1 ran on, before pid 1 has got to its exit), and a sleep, however
+/// short, costs the timer's slack on top.
+struct Pause(Option<Duration>);
 
 impl Pause {
     fn new() -> Self {
-        Pause(Duration::from_micros(50))
+        Pause(None)
     }
 
     fn sleep(&mut self) {
-        std::thread::sleep(self.0);
-        self.0 = (self.0 * 2).min(Duration::from_millis(2));
+        match self.0 {
+            None => {
+                std::thread::yield_now();
+                self.0 = Some(Duration::from_micros(50));
+            }
+            Some(pause) => {
+                std::thread::sleep(pause);
+                self.0 = Some((pause * 2).min(Duration::from_millis(2)));
+            }
+        }
     }
 }
 
@@ -464,5 +476,28 @@ impl Drop for RunGroup {
         std::thread::spawn(move || {
             rest.finish(Removal::Wait);
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_pause_yields_then_pauses_double_up_to_two_milliseconds() {
+        let mut pause = Pause::new();
+        let started = Instant::now();
+        pause.sleep();
+        assert_eq!(pause.0, Some(Duration::from_micros(50)));
+        let mut seen = Vec::new();
+        for _ in 0..8 {
+            pause.sleep();
+            seen.push(pause.0.unwrap().as_micros());
+        }
+        assert_eq!(seen, [100, 200, 400, 800, 1600, 2000, 2000, 2000]);
+        // 50 + 100 + … + 2000 µs of sleeps at least: the first was no sleep.
+        assert!(
+            started.elapsed() >= Duration::from_micros(50 + 100 + 200 + 400 + 800 + 1600 + 2000)
+        );
     }
 }
