@@ -229,10 +229,10 @@ impl AuditLog {
 }
 
 impl AuditLog {
-    /// What the writer thread does with a batch of queued records: append them as this
-    /// log (sharing what it has seen and what went wrong), saying so if that fails.
-    fn batch_writer(&self) -> impl Fn(Vec<Entry>) + Send + 'static {
-        let log = AuditLog {
+    /// What the writer thread writes queued records with: this log (sharing what it has
+    /// seen and what went wrong).
+    fn batch_writer(&self) -> QueuedWriter {
+        QueuedWriter(AuditLog {
             fs: Arc::clone(&self.fs),
             dir: self.dir.clone(),
             origin: self.origin.clone(),
@@ -240,11 +240,37 @@ impl AuditLog {
             tail: Arc::clone(&self.tail),
             problem: Arc::clone(&self.problem),
             queue: Arc::default(),
+        })
+    }
+
+    /// Read the last record into what this log has seen, if it has seen nothing yet —
+    /// without the lock: a write checks it under the lock (the file and its size) and
+    /// reads again if another writer has appended since, so this only spares the first
+    /// write the read when nobody has.
+    fn load_tail(&self) {
+        if self
+            .tail
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+        {
+            return;
+        }
+        let Ok(meta) = self.fs.metadata(&self.dir.join(CURRENT_FILE)) else {
+            return;
         };
-        move |batch| {
-            if let Err(e) = log.append_noting(batch, false) {
-                tracing_error(&e);
-            }
+        let Ok(Some(tail)) = last_record(self.fs.as_ref(), &self.dir, meta.len) else {
+            return;
+        };
+        // Read from the file that had this size: not one a rotation put in its place
+        // between the two looks (a write would take that pairing as the file's).
+        if tail.file != Some(meta.id) {
+            return;
+        }
+        let mut seen = self.tail.lock().unwrap_or_else(|p| p.into_inner());
+        // A write may have got there first (and seen more): keep what it saw.
+        if seen.is_none() {
+            *seen = Some(tail);
         }
     }
 
@@ -268,6 +294,22 @@ impl AuditLog {
             Err(e) => *problem = Some(e.to_string()),
         }
         result
+    }
+}
+
+/// The writer thread's log: appends each batch (saying so if that fails), and reads the
+/// last record while the first batch gathers.
+struct QueuedWriter(AuditLog);
+
+impl crate::queue::BatchWriter for QueuedWriter {
+    fn write(&self, batch: Vec<Entry>) {
+        if let Err(e) = self.0.append_noting(batch, false) {
+            tracing_error(&e);
+        }
+    }
+
+    fn prepare(&self) {
+        self.0.load_tail();
     }
 }
 
@@ -406,6 +448,33 @@ mod tests {
         assert_eq!(report.records, 40);
         assert!(report.first_break.is_none(), "{report:?}");
         assert!(report.files > 3, "{report:?}");
+    }
+
+    #[test]
+    fn a_last_record_read_ahead_never_breaks_the_chain() {
+        let fs = Arc::new(MemoryFs::new());
+        let other = log(&fs, "gateway", 600);
+        // Nothing on disk yet: nothing read ahead, and the first write starts the chain.
+        let ahead = log(&fs, "exec", 600);
+        ahead.load_tail();
+        assert_eq!(ahead.record(Entry::new(Kind::Run)).unwrap(), 1);
+        other.record(Entry::new(Kind::Decision)).unwrap();
+        // Read ahead, then the log moves on under it — appended to and rotated — before
+        // its write: the write sees the file changed and reads again.
+        let late = log(&fs, "exec", 600);
+        late.load_tail();
+        for _ in 0..6 {
+            other.record(Entry::new(Kind::Run)).unwrap();
+        }
+        assert_eq!(late.record(Entry::new(Kind::Run)).unwrap(), 9);
+        // Read ahead with nobody writing since: the write continues from it.
+        let quiet = log(&fs, "exec", 600);
+        quiet.load_tail();
+        assert_eq!(quiet.record(Entry::new(Kind::Run)).unwrap(), 10);
+        let report = verify(fs.as_ref(), Path::new("/s/audit")).unwrap();
+        assert_eq!(report.records, 10);
+        assert!(report.first_break.is_none(), "{report:?}");
+        assert!(report.files > 1, "rotated: {report:?}");
     }
 
     #[test]

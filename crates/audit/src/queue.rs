@@ -27,8 +27,25 @@ const BATCH_WAIT: Duration = Duration::from_millis(5);
 /// The most records written in one append.
 pub(crate) const MAX_BATCH: usize = 256;
 
-/// What writes one batch (the log's append).
-type WriteBatch = Arc<dyn Fn(Vec<Entry>) + Send + Sync>;
+/// What the writer thread writes with (the log).
+pub(crate) trait BatchWriter: Send + Sync + 'static {
+    /// Write one batch, after the ones before it.
+    fn write(&self, batch: Vec<Entry>);
+
+    /// Once, as the writer thread starts, before its first batch: get ready for the
+    /// first write off the path of whoever handed the records over (the log reads its
+    /// last record then).
+    fn prepare(&self) {}
+}
+
+impl<F: Fn(Vec<Entry>) + Send + Sync + 'static> BatchWriter for F {
+    fn write(&self, batch: Vec<Entry>) {
+        self(batch)
+    }
+}
+
+/// The writer, shared by the thread and a flush that writes itself.
+type WriteBatch = Arc<dyn BatchWriter>;
 
 /// The list and its writer.
 #[derive(Debug, Default)]
@@ -82,7 +99,7 @@ impl Queue {
     /// batch with what `writer` makes. When no thread could be started, the entry comes
     /// back: the caller writes it itself.
     #[must_use]
-    pub(crate) fn push<W: Fn(Vec<Entry>) + Send + Sync + 'static>(
+    pub(crate) fn push<W: BatchWriter>(
         self: &Arc<Self>,
         entry: Entry,
         writer: impl FnOnce() -> W,
@@ -147,7 +164,8 @@ impl Queue {
             // A panic while writing (a bug) loses that batch, said on the program's
             // log; it must not end the writer, or every later flush would wait for
             // it forever.
-            let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| write(batch)));
+            let written =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| write.write(batch)));
             if written.is_err() {
                 tracing::error!("not on the record: the record's writer panicked");
             }
@@ -170,10 +188,7 @@ impl Queue {
     }
 
     /// Start the writer thread; what it writes with.
-    fn start(
-        self: &Arc<Self>,
-        write: impl Fn(Vec<Entry>) + Send + Sync + 'static,
-    ) -> Result<WriteBatch, ()> {
+    fn start(self: &Arc<Self>, write: impl BatchWriter) -> Result<WriteBatch, ()> {
         let write: WriteBatch = Arc::new(write);
         let queue = Arc::clone(self);
         let thread_write = Arc::clone(&write);
@@ -187,6 +202,10 @@ impl Queue {
     /// The writer thread: wait for a first record, gather for a moment (a request's
     /// records come in pairs and bursts), write them all in one append, answer flushes.
     fn write_until_closed(&self, write: &WriteBatch) {
+        // Before the lock: a flush may write meanwhile (the writer copes with that).
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| write.prepare())).is_err() {
+            tracing::error!("the record's writer panicked getting ready");
+        }
         let mut state = self.state();
         loop {
             while (state.entries.is_empty() && state.flushes.is_empty() || state.writing)
