@@ -640,3 +640,57 @@ fn at_a_terminal_with_no_approver_the_question_is_asked_right_there() {
     assert_eq!(out.status.code(), Some(75));
     assert!(!String::from_utf8_lossy(&out.stderr).contains("asking here"));
 }
+
+/// Warden draws its run ids and tokens from the kernel (`getrandom`) and holds no random
+/// device open. Linked statically (as `cargo xtask install` builds it), a library that
+/// looks the call up with `dlsym` finds nothing and reads /dev/urandom instead, keeping it
+/// open for the process's life (.cargo/config.toml says how that is avoided). CI runs
+/// this once more with a static `warden`.
+#[test]
+fn a_serving_warden_holds_no_random_device_open() {
+    use std::io::{BufRead, BufReader, Write};
+    let home = open_gateway_home();
+    let mut server = warden_in(home.path())
+        .arg("mcp")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut to_server = server.stdin.take().unwrap();
+    let mut from_server = BufReader::new(server.stdout.take().unwrap());
+    let mut exchange = |message: serde_json::Value| {
+        writeln!(to_server, "{message}").unwrap();
+        if message.get("id").is_none() {
+            return String::new();
+        }
+        let mut line = String::new();
+        from_server.read_line(&mut line).unwrap();
+        line
+    };
+    exchange(
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "fd-check", "version": "0"}}}),
+    );
+    exchange(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    // An exec draws a run id.
+    let answer = exchange(
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "exec", "arguments": {"command": "/bin/true"}}}),
+    );
+    assert!(answer.contains("run-"), "{answer}");
+    let open: Vec<String> = std::fs::read_dir(format!("/proc/{}/fd", server.id()))
+        .unwrap()
+        .flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .map(|target| target.display().to_string())
+        .collect();
+    drop(to_server);
+    server.wait().unwrap();
+    assert!(
+        !open
+            .iter()
+            .any(|t| t == "/dev/urandom" || t == "/dev/random"),
+        "{open:?}"
+    );
+}

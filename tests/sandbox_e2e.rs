@@ -1080,6 +1080,37 @@ fn doctor_reports_what_this_machine_can_do() {
     );
     assert_eq!(v["hosts"]["sandbox"]["available"], true, "{v}");
     assert_eq!(v["hosts"]["node"]["available"], false);
+    // How this very `warden` starts, read here from its program headers: the test runs
+    // with cargo's (dynamically linked) and, in CI, once more with a static one.
+    let warden = std::fs::canonicalize(env!("CARGO_BIN_EXE_warden")).unwrap();
+    let program = check("warden program")["detail"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        program.starts_with(&format!("{} (", warden.display())),
+        "{program}"
+    );
+    let linked = if has_interpreter(&warden) {
+        "dynamically linked, through /"
+    } else {
+        "statically linked"
+    };
+    assert!(program.contains(linked), "{program}");
+}
+
+/// Whether the ELF file at `path` names a dynamic loader (a `PT_INTERP` program header).
+fn has_interpreter(path: &Path) -> bool {
+    const PT_INTERP: u32 = 3;
+    let elf = std::fs::read(path).unwrap();
+    assert_eq!(&elf[..5], b"\x7fELF\x02", "a 64-bit ELF file");
+    let word = |at: usize| u16::from_le_bytes([elf[at], elf[at + 1]]) as usize;
+    let phoff = u64::from_le_bytes(elf[0x20..0x28].try_into().unwrap()) as usize;
+    let (phentsize, phnum) = (word(0x36), word(0x38));
+    (0..phnum).any(|i| {
+        let at = phoff + i * phentsize;
+        u32::from_le_bytes(elf[at..at + 4].try_into().unwrap()) == PT_INTERP
+    })
 }
 
 #[test]

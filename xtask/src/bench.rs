@@ -8,14 +8,11 @@ use anyhow::{Context, bail};
 /// Run the benchmark suite.
 pub fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
     let out_dir = root.join("target/bench");
-    // The sandbox benchmark runs the `warden` binary inside bubblewrap as its helper.
-    let built = crate::cargo()
-        .args(["build", "--release", "--locked", "--package", "warden-cli"])
-        .current_dir(root)
-        .status()
-        .context("building the warden binary")?;
-    if !built.success() {
-        bail!("building the warden binary failed ({built})");
+    // `warden` and its helper as `cargo xtask install` builds them (install.rs): the
+    // sandbox benchmarks run both, as a user's `warden exec` does.
+    crate::install::build_glibc_helper(root)?;
+    if !crate::install::build_warden(root)? {
+        eprintln!("xtask bench: measuring a dynamically linked warden");
     }
     crate::hot_symbols::report_match(root);
     // The helper as docs/configuration.md recommends installing it: built for musl,
@@ -29,7 +26,11 @@ pub fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
     };
     match musl {
         Ok(Some(helper)) => {
-            let placed = crate::musl::place_helper(&helper, &root.join("target/release"))?;
+            let placed = crate::install::place(
+                &helper,
+                &root.join("target/release"),
+                "warden-sandbox-helper",
+            )?;
             eprintln!(
                 "xtask bench: measuring the static musl helper ({})",
                 placed.display()

@@ -59,6 +59,8 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
     // And with the helper built for musl (the recommended install): the same logic on
     // another C library, started from another entry.
     sandbox_tests_with_musl_helper(root)?;
+    // And with `warden` linked statically, as `cargo xtask install` builds it.
+    tests_with_static_warden(root)?;
     crate::bench::run(root, &["--quick".to_string()])?;
     eprintln!("xtask ci: all checks passed");
     Ok(())
@@ -96,7 +98,7 @@ fn sandbox_tests_with_musl_helper(root: &Path) -> anyhow::Result<()> {
     let cargo_helper = bin_dir.join("warden-sandbox-helper");
     let kept = bin_dir.join(".warden-sandbox-helper.cargo");
     std::fs::copy(&cargo_helper, &kept).context("keeping cargo's helper")?;
-    let ran = crate::musl::place_helper(&musl, &bin_dir).and_then(|placed| {
+    let ran = crate::install::place(&musl, &bin_dir, "warden-sandbox-helper").and_then(|placed| {
         for (name, env) in MUSL_HELPER_TESTS {
             let shown: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v} ")).collect();
             eprintln!(
@@ -117,6 +119,41 @@ fn sandbox_tests_with_musl_helper(root: &Path) -> anyhow::Result<()> {
     });
     std::fs::rename(&kept, &cargo_helper).context("putting cargo's helper back")?;
     ran
+}
+
+/// The end-to-end tests run once more with `warden` linked statically: running
+/// commands (spawn, the sandbox, containment), the node link over WebSockets, the MCP
+/// server under the official SDKs, and the protected set of Warden's own programs.
+const STATIC_WARDEN_TESTS: &[&str] = &[
+    "e2e_exec",
+    "e2e_sandbox",
+    "e2e_containment",
+    "e2e_bridge",
+    "e2e_mcp_conformance",
+    "e2e_protected_set",
+];
+
+/// Run [`STATIC_WARDEN_TESTS`] against a debug `warden` linked statically (skipped, and
+/// said, where it cannot be). The test binaries are built first and run directly: they
+/// start `target/debug/warden`, which `cargo rustc` then replaces; the next cargo build
+/// puts cargo's own back.
+fn tests_with_static_warden(root: &Path) -> anyhow::Result<()> {
+    let binaries = test_binaries(root, STATIC_WARDEN_TESTS.iter().copied())?;
+    if !crate::install::build_static_warden(root, false)? {
+        eprintln!("xtask ci: SKIPPED the tests with a static warden (it cannot be linked here)");
+        return Ok(());
+    }
+    for name in STATIC_WARDEN_TESTS {
+        eprintln!("xtask ci: {name} with warden linked statically");
+        let status = Command::new(&binaries[*name])
+            .current_dir(root.join("crates/cli"))
+            .status()
+            .with_context(|| format!("running {name}"))?;
+        if !status.success() {
+            bail!("{name} with a static warden failed ({status})");
+        }
+    }
+    Ok(())
 }
 
 /// Build warden-cli's test targets `names` (and the binaries they run); each one's

@@ -2,13 +2,14 @@
 //! `warden` binary that a `warden exec` enters, which `crates/cli/build.rs` has the linker
 //! place side by side (why: that file's header).
 //!
-//! How: build `warden` for release and run `warden exec -- /bin/true` under Valgrind's
-//! callgrind, as the `exec-sandbox-cli` benchmark runs it (a workspace under `/var/tmp`, a
-//! minimal environment, standard output a pipe): once from a fresh home and once from the
-//! home that run left. Every function of the binary that either run entered is listed by
-//! its symbol name. Valgrind's simulated CPU makes a few paths differ (a system call it
-//! does not know fails, a CPU feature it lacks is not used); the functions real runs take
-//! there instead stay in the linker's order, which costs a page fault or two each.
+//! How: build `warden` for release as `cargo xtask install` does (statically linked), and
+//! run `warden exec -- /bin/true` under Valgrind's callgrind, as the `exec-sandbox-cli`
+//! benchmark runs it (a workspace under `/var/tmp`, a minimal environment, standard output
+//! a pipe): once from a fresh home and once from the home that run left. Every function
+//! of the binary that either run entered is listed by its symbol name (glibc's too, linked
+//! in). Valgrind's simulated CPU makes a few paths differ (a system call it does not know
+//! fails, a CPU feature it lacks is not used); the functions real runs take there instead
+//! stay in the linker's order, which costs a page fault or two each.
 //!
 //! Needs `valgrind` (Debian: `apt-get install valgrind`). Run it after a toolchain or
 //! dependency update: symbol names carry their crate's hash, so an old list matches less
@@ -33,15 +34,8 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
     if !valgrind_there {
         bail!("valgrind is not installed (Debian: apt-get install valgrind)");
     }
-    let built = crate::cargo()
-        .args(["build", "--release", "--locked", "--package", "warden-cli"])
-        .args(["--bin", "warden", "--bin", "warden-sandbox-helper"])
-        .current_dir(root)
-        .status()
-        .context("building the warden binary")?;
-    if !built.success() {
-        bail!("building the warden binary failed ({built})");
-    }
+    crate::install::build_glibc_helper(root)?;
+    crate::install::build_warden(root)?;
     let warden = root
         .join("target/release/warden")
         .canonicalize()

@@ -4,6 +4,8 @@
 //!   the checks that keep docs/ true to the code (unsafe list, document list, exit codes).
 //! - `cargo xtask ci`    — fmt check, clippy `-D warnings`, lint, the whole test suite.
 //! - `cargo xtask bench [--quick]` — the benchmark suite (see docs/benchmarks.md).
+//! - `cargo xtask install DIR` — `warden` and its helper built statically, as they should
+//!   run, and put in `DIR` (docs/configuration.md, "Where to install Warden").
 //! - `cargo xtask musl-helper [--debug] [--install DIR]` — the small helper built for
 //!   musl, statically (it starts in half the time; docs/configuration.md).
 //! - `cargo xtask hot-symbols` — remake the list of the functions a `warden exec` runs,
@@ -16,6 +18,7 @@
 mod bench;
 mod ci;
 mod hot_symbols;
+mod install;
 mod lint;
 mod musl;
 
@@ -29,11 +32,12 @@ fn main() -> ExitCode {
         Some("lint") => lint::run(&root),
         Some("ci") => ci::run(&root),
         Some("bench") => bench::run(&root, &args[1..]),
+        Some("install") => install::run(&root, &args[1..]),
         Some("musl-helper") => musl::run(&root, &args[1..]),
         Some("hot-symbols") => hot_symbols::run(&root),
         _ => {
             eprintln!(
-                "usage: cargo xtask <lint | ci | bench [--quick] | musl-helper [--debug] [--install DIR] | hot-symbols>"
+                "usage: cargo xtask <lint | ci | bench [--quick] | install DIR | musl-helper [--debug] [--install DIR] | hot-symbols>"
             );
             return ExitCode::from(2);
         }

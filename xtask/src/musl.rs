@@ -87,19 +87,6 @@ pub fn build_helper(root: &Path, release: bool) -> anyhow::Result<Option<PathBuf
     ))
 }
 
-/// Put `built` in `dir` as `warden-sandbox-helper` (next to `warden`, where Warden looks
-/// for it): copied, then renamed over whatever was there, so a running Warden's opened
-/// helper is untouched and no reader sees half a file.
-pub fn place_helper(built: &Path, dir: &Path) -> anyhow::Result<PathBuf> {
-    let dest = dir.join("warden-sandbox-helper");
-    let partial = dir.join(".warden-sandbox-helper.partial");
-    std::fs::copy(built, &partial)
-        .with_context(|| format!("copying {} to {}", built.display(), partial.display()))?;
-    std::fs::rename(&partial, &dest)
-        .with_context(|| format!("renaming {} to {}", partial.display(), dest.display()))?;
-    Ok(dest)
-}
-
 /// `cargo xtask musl-helper [--debug] [--install DIR]`: build it, and put it in `DIR`
 /// (by default next to cargo's own `warden` of the same profile).
 pub fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
@@ -131,7 +118,7 @@ pub fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
             dir.display()
         );
     }
-    let placed = place_helper(&built, &dir)?;
+    let placed = crate::install::place(&built, &dir, "warden-sandbox-helper")?;
     eprintln!("xtask: the static musl helper is {}", placed.display());
     Ok(())
 }
