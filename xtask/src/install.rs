@@ -36,24 +36,7 @@ pub fn build_warden(root: &Path) -> anyhow::Result<bool> {
     if build_static_warden(root, true)? {
         return Ok(true);
     }
-    let dynamic_args = [
-        "build",
-        "--release",
-        "--locked",
-        "--package",
-        "warden-cli",
-        "--bin",
-        "warden",
-    ];
-    eprintln!("xtask: cargo {}", dynamic_args.join(" "));
-    let status = crate::cargo()
-        .args(dynamic_args)
-        .current_dir(root)
-        .status()
-        .context("building warden")?;
-    if !status.success() {
-        bail!("building warden failed ({status})");
-    }
+    build_release_bin(root, "warden")?;
     Ok(false)
 }
 
@@ -76,12 +59,7 @@ pub fn build_static_warden(root: &Path, release: bool) -> anyhow::Result<bool> {
         args.push("--release");
     }
     args.extend(["--", "-C", "target-feature=+crt-static"]);
-    eprintln!("xtask: cargo {}", args.join(" "));
-    let status = crate::cargo()
-        .args(&args)
-        .current_dir(root)
-        .status()
-        .context("building warden")?;
+    let status = cargo_status(root, &args)?;
     if !status.success() {
         eprintln!(
             "xtask: linking warden statically failed ({status}; Debian: apt-get install libc6-dev)"
@@ -93,6 +71,12 @@ pub fn build_static_warden(root: &Path, release: bool) -> anyhow::Result<bool> {
 /// Build the release helper with cargo's defaults (the one used where the musl target is
 /// not installed) at `target/release/warden-sandbox-helper`.
 pub fn build_glibc_helper(root: &Path) -> anyhow::Result<PathBuf> {
+    build_release_bin(root, "warden-sandbox-helper")?;
+    Ok(root.join("target/release/warden-sandbox-helper"))
+}
+
+/// `cargo build --release` of warden-cli's binary `bin`, failing if cargo does.
+fn build_release_bin(root: &Path, bin: &str) -> anyhow::Result<()> {
     let args = [
         "build",
         "--release",
@@ -100,18 +84,23 @@ pub fn build_glibc_helper(root: &Path) -> anyhow::Result<PathBuf> {
         "--package",
         "warden-cli",
         "--bin",
-        "warden-sandbox-helper",
+        bin,
     ];
+    let status = cargo_status(root, &args)?;
+    if !status.success() {
+        bail!("building {bin} failed ({status})");
+    }
+    Ok(())
+}
+
+/// Run `cargo args` in `root`, shown on stderr first; how it ended.
+fn cargo_status(root: &Path, args: &[&str]) -> anyhow::Result<std::process::ExitStatus> {
     eprintln!("xtask: cargo {}", args.join(" "));
-    let status = crate::cargo()
+    crate::cargo()
         .args(args)
         .current_dir(root)
         .status()
-        .context("building warden-sandbox-helper")?;
-    if !status.success() {
-        bail!("building warden-sandbox-helper failed ({status})");
-    }
-    Ok(root.join("target/release/warden-sandbox-helper"))
+        .with_context(|| format!("running cargo {}", args.join(" ")))
 }
 
 /// `cargo xtask install DIR`: build both programs and put them in `DIR` (which must

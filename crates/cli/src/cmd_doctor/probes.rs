@@ -5,7 +5,7 @@
 use crate::host::HostFacts;
 use policy::{PermissionMode, SandboxBackend};
 use sandbox::probe::Check;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// What `doctor` found at the approver socket.
 pub(super) enum Approver {
@@ -131,23 +131,32 @@ fn helper_check() -> Check {
         };
     };
     let path = small.real_path();
-    let detail = match sandbox::exec_allowlist::dynamic(path).map(|d| d.interpreter) {
-        None => format!("{} (not an ELF file this Warden reads)", path.display()),
-        Some(None) => format!(
-            "{} (statically linked: starts without a dynamic loader)",
-            path.display()
-        ),
-        Some(Some(loader)) => format!(
-            "{} (dynamically linked, through {}: every start pays the loader and the C library's CPU probing; a static build starts in about half the time — `cargo xtask musl-helper --install {}`)",
-            path.display(),
-            loader.display(),
-            path.parent().unwrap_or(path).display()
-        ),
-    };
+    let detail = how_it_starts(path, "starts without a dynamic loader", |dir| {
+        format!(
+            "every start pays the loader and the C library's CPU probing; a static build starts in about half the time — `cargo xtask musl-helper --install {}`",
+            dir.display()
+        )
+    });
     Check {
         name,
         ok: true,
         detail,
+    }
+}
+
+/// How the program at `path` starts: statically linked (`statically` says what that
+/// gives), or through its dynamic loader (`dynamically` says what to do about it, given
+/// the program's directory).
+fn how_it_starts(path: &Path, statically: &str, dynamically: impl Fn(&Path) -> String) -> String {
+    match sandbox::exec_allowlist::dynamic(path).map(|d| d.interpreter) {
+        None => format!("{} (not an ELF file this Warden reads)", path.display()),
+        Some(None) => format!("{} (statically linked: {statically})", path.display()),
+        Some(Some(loader)) => format!(
+            "{} (dynamically linked, through {}: {})",
+            path.display(),
+            loader.display(),
+            dynamically(path.parent().unwrap_or(path))
+        ),
     }
 }
 
@@ -162,19 +171,16 @@ fn warden_program_check() -> Check {
             detail: "its path is unknown (/proc/self/exe unreadable)".into(),
         };
     };
-    let detail = match sandbox::exec_allowlist::dynamic(&path).map(|d| d.interpreter) {
-        None => format!("{} (not an ELF file this Warden reads)", path.display()),
-        Some(None) => format!(
-            "{} (statically linked: each `warden exec` starts without a dynamic loader)",
-            path.display()
-        ),
-        Some(Some(loader)) => format!(
-            "{} (dynamically linked, through {}: each `warden exec` takes about 1 ms longer on a VM; `cargo xtask install {}` builds it statically)",
-            path.display(),
-            loader.display(),
-            path.parent().unwrap_or(&path).display()
-        ),
-    };
+    let detail = how_it_starts(
+        &path,
+        "each `warden exec` starts without a dynamic loader",
+        |dir| {
+            format!(
+                "each `warden exec` takes about 1 ms longer on a VM; `cargo xtask install {}` builds it statically",
+                dir.display()
+            )
+        },
+    );
     Check {
         name,
         ok: true,
