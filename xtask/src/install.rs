@@ -4,9 +4,9 @@
 //! way, so what they measure is what this installs.
 //!
 //! Why static: every `warden exec` is a new `warden` process, and on a virtual machine a
-//! dynamically linked one spends most of its start in the loader — mapping `libc`,
-//! `libm` and `libgcc_s`, binding every imported name, running their constructors —
-//! before `main`. Linked statically, `warden --version` took 1.49 ms instead of 1.90 ms
+//! dynamically linked one spends a good part of its start in the loader — mapping
+//! `libc`, `libm` and `libgcc_s`, binding every imported name, running their
+//! constructors — before `main`. Linked statically, `warden --version` took 1.49 ms instead of 1.90 ms
 //! here, and a whole `warden exec -- /bin/true` about 1 ms less (docs/benchmarks.md,
 //! stop 56). The binary stays position independent (`static-pie`: its address is still
 //! random), with its relocations read-only after start (`BIND_NOW`, RELRO).
