@@ -126,8 +126,7 @@ impl Queue {
     /// Wait until everything handed over so far is written: written here, when nobody
     /// is writing, else by the writer thread.
     pub(crate) fn flush(&self) {
-        let (done, wait) = mpsc::channel();
-        {
+        let wait = {
             let mut state = self.state();
             if state.writer != Writer::Running {
                 return;
@@ -138,9 +137,13 @@ impl Queue {
                 self.write_batches(&write, entries, flushes);
                 return;
             }
+            // Someone else holds the pen: it answers on this channel once it has written
+            // what was queued before now.
+            let (done, wait) = mpsc::channel();
             state.flushes.push(done);
             self.wake.notify_one();
-        }
+            wait
+        };
         let _ = wait.recv();
     }
 
